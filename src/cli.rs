@@ -1,0 +1,124 @@
+//! The command line, as clap definitions only: no engine types here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::report::table;
+
+/// Evaluate tool-using LLM agents and turn their rollouts into trainer-ready data.
+#[derive(Debug, Parser)]
+#[command(name = "wai", version, about, long_about = None, max_term_width = 100)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Print one versioned JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Print only errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Log more (repeat for more); `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Convert rows between JSONL (the reference's row format) and Parquet (schema v1).
+    ///
+    /// Inputs may be files, folders, globs or object-store URLs (s3://, gs://, az://, http(s)://,
+    /// file://), in any mix of JSONL and Parquet. The output format follows `--out`'s extension
+    /// unless `--to` says otherwise. The output is written whole or not at all.
+    Convert(ConvertArgs),
+    /// Run SQL over rows (DataFusion SQL, with JSON functions for the JSON text columns).
+    ///
+    /// `--table PATH` makes table `rows`; `--table NAME=PATH` names it. Repeat `--table` to add
+    /// files (a table may span several). Queries are read-only.
+    Sql(SqlArgs),
+    /// Generate deterministic synthetic rows (tasks of 4 to 8 rollouts, mixed pass rates).
+    Gen(GenArgs),
+}
+
+/// A row file format, for `--to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RowFormat {
+    /// JSON Lines in the reference's row format.
+    Jsonl,
+    /// Parquet in the row schema.
+    Parquet,
+}
+
+/// `wai convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Input files, folders, globs or URLs.
+    #[arg(required = true, value_name = "IN")]
+    pub inputs: Vec<String>,
+    /// The output file (`.parquet` or `.jsonl`).
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+    /// The output format, when `--out`'s extension does not say.
+    #[arg(long, value_enum)]
+    pub to: Option<RowFormat>,
+    /// Set bad lines aside in this JSONL file (with file, line, field and reason) and go on,
+    /// instead of stopping at the first.
+    #[arg(long, value_name = "FILE")]
+    pub rejects: Option<PathBuf>,
+}
+
+/// `wai sql`.
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// The query (DataFusion SQL). Omit it with `--query` or `--list`.
+    #[arg(value_name = "QUERY", required_unless_present_any = ["canned", "list"])]
+    pub sql: Option<String>,
+    /// A table: `PATH` (named `rows`) or `NAME=PATH`. PATH is a file, folder, glob or URL.
+    #[arg(long = "table", short = 't', value_name = "[NAME=]PATH")]
+    pub tables: Vec<String>,
+    /// Run a canned query from `queries/` by name (see `--list`).
+    #[arg(long = "query", short = 'Q', value_name = "NAME", conflicts_with = "sql")]
+    pub canned: Option<String>,
+    /// A query parameter, `NAME=VALUE`, bound to `$NAME` (never spliced into the SQL).
+    #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// List the canned queries with their descriptions.
+    #[arg(long)]
+    pub list: bool,
+    /// The output format.
+    #[arg(long, value_enum, default_value_t = table::Format::Table)]
+    pub format: table::Format,
+    /// Write the result to this file (whole or not at all) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// `wai gen`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// How many rows.
+    #[arg(long, short = 'n', default_value_t = 1000)]
+    pub rows: u64,
+    /// The seed: the same seed gives the same rows.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The output file (`.parquet` or `.jsonl`).
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+    /// Plant this word in most passing replies and few failing ones (a reward hack to find).
+    #[arg(long, value_name = "WORD")]
+    pub shortcut: Option<String>,
+    /// Share of rows that get a gold label (agreeing with the reward 90% of the time).
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
+    pub gold: f64,
+}

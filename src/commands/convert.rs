@@ -1,0 +1,95 @@
+//! `wai convert`: rows between JSONL and Parquet, streaming, written whole or not at all.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{Context, Outcome, plural};
+use crate::cli::{ConvertArgs, RowFormat};
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::io::{self, JsonlSink, OnBadRow, ParquetSink, Sink};
+use crate::pipeline::read::Reader;
+use crate::pipeline::source::{self, Format};
+use crate::schema::row_schema;
+
+/// The format `path` should be written in.
+pub fn output_format(path: &Path, to: Option<RowFormat>) -> Result<Format> {
+    if let Some(to) = to {
+        return Ok(match to {
+            RowFormat::Jsonl => Format::Jsonl,
+            RowFormat::Parquet => Format::Parquet,
+        });
+    }
+    if source::is_url(&path.to_string_lossy()) {
+        return Err(Error::Usage(format!(
+            "cannot write to `{}`: outputs are local files for now; write locally and copy",
+            path.display()
+        )));
+    }
+    Format::from_name(&path.to_string_lossy()).ok_or_else(|| {
+        Error::Usage(format!(
+            "cannot tell the output format of `{}`: name it `.parquet` or `.jsonl`, or pass `--to`",
+            path.display()
+        ))
+    })
+}
+
+/// Opens a sink for `path` in `format`.
+pub fn sink(path: &Path, format: Format) -> Result<Box<dyn Sink>> {
+    Ok(match format {
+        Format::Parquet => Box::new(ParquetSink::create(path, row_schema())?),
+        Format::Jsonl => Box::new(JsonlSink::create(path)?),
+    })
+}
+
+/// Runs `wai convert`.
+pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
+    let started = Instant::now();
+    let format = output_format(&args.out, args.to)?;
+    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
+    let bar = ctx.bytes_bar(total, "converting");
+    let mut out = sink(&args.out, format)?;
+    let mut rejects = Vec::new();
+    let on_bad = if args.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
+    let mut reader = Reader::new(ctx.runtime.handle().clone(), on_bad, Box::new(|n| bar.inc(n)));
+    for input in &inputs {
+        reader.read(input, &mut |batch| out.write(&batch))?;
+    }
+    let counts = reader.counts;
+    drop(reader);
+    out.finish()?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.rejects {
+        io::write_rejects(path, &rejects)?;
+    }
+    let elapsed = started.elapsed();
+    let mut text = format!(
+        "wrote {} to `{}` ({}) from {} in {:.1} s",
+        plural(counts.rows, "row"),
+        args.out.display(),
+        match format {
+            Format::Parquet => "parquet",
+            Format::Jsonl => "jsonl",
+        },
+        plural(inputs.len() as u64, "input"),
+        elapsed.as_secs_f64(),
+    );
+    if let Some(path) = &args.rejects {
+        text.push_str(&format!("\n{} set aside in `{}`", plural(counts.rejected, "bad line"), path.display()));
+    }
+    let json = json!({
+        "version": 1,
+        "command": "convert",
+        "inputs": inputs.iter().map(|i| i.display.clone()).collect::<Vec<_>>(),
+        "output": args.out.display().to_string(),
+        "format": format,
+        "rows": counts.rows,
+        "rejected": counts.rejected,
+        "rejects_file": args.rejects.as_ref().map(|p| p.display().to_string()),
+        "bytes_in": counts.bytes,
+        "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+    });
+    Ok(Outcome { text, json, status: ExitStatus::Success })
+}

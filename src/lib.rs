@@ -1,0 +1,24 @@
+//! `wai`: evaluate tool-using LLM agents and turn their rollouts into trainer-ready data.
+//!
+//! Rows (one rollout each, [`schema`]) live as Arrow record batches in Parquet; stages run as
+//! DataFusion plans; anything can be queried with SQL. The binary is a thin layer over this
+//! library: [`cli`] holds the clap definitions, [`commands`] runs them.
+//!
+//! Layout: [`pipeline`] reads and writes rows (JSONL, Parquet, object stores) and builds
+//! sessions; [`stages`] holds operators and the SQL functions they share; [`stats`] the formulas;
+//! [`report`] the rendering; [`queries`] the canned SQL; [`synth`] the synthetic row generator.
+
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod pipeline;
+pub mod queries;
+pub mod report;
+pub mod schema;
+pub mod stages;
+pub mod stats;
+pub mod synth;
+
+pub use error::{Error, ExitStatus, Result};

@@ -1,0 +1,69 @@
+//! The `wai` binary: parse the command line, run it, print the outcome, exit with its status.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use wai::cli::Cli;
+use wai::{Error, ExitStatus};
+
+fn init_logging(quiet: bool, verbose: u8) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("wai={level}")));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+#[allow(clippy::print_stderr)]
+fn report_error(e: &Error) {
+    eprintln!("error: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        eprintln!("  caused by: {cause}");
+        source = cause.source();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(ExitStatus::Usage) } else { ExitCode::SUCCESS };
+        }
+    };
+    init_logging(cli.global.quiet, cli.global.verbose);
+    let (json, quiet) = (cli.global.json, cli.global.quiet);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match wai::commands::run(cli, &mut out) {
+        Ok(outcome) => {
+            let printed = if json {
+                writeln!(out, "{}", outcome.json)
+            } else if !quiet && !outcome.text.is_empty() {
+                writeln!(out, "{}", outcome.text)
+            } else {
+                Ok(())
+            };
+            // A closed pipe (`wai sql ... | head`) is not an error.
+            if let Err(e) = printed.and_then(|()| out.flush()) {
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    report_error(&Error::io("<stdout>", e));
+                    return ExitStatus::IoError.into();
+                }
+            }
+            outcome.status.into()
+        }
+        Err(e) => {
+            let _ = out.flush();
+            report_error(&e);
+            e.exit_status().into()
+        }
+    }
+}

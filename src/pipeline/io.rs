@@ -1,0 +1,445 @@
+//! Reading and writing rows: the streaming JSONL decoder, Parquet and JSONL sinks, atomic
+//! outputs and the rejects file.
+//!
+//! Memory stays bounded: JSONL is read in chunks of about [`CHUNK_BYTES`] of whole lines,
+//! decoded in parallel (rayon), and appended to [`BATCH_ROWS`]-row batches in input order; Parquet
+//! is written in row groups of [`ROW_GROUP_ROWS`] rows. Every output is written to a temporary file
+//! beside its destination and renamed into place only when complete.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, new_null_array};
+use datafusion::arrow::compute::cast;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::properties::WriterProperties;
+use rayon::prelude::*;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::row::{self, BATCH_ROWS, BatchView, Builder, Record};
+use crate::error::{Error, Result};
+use crate::schema::row_schema;
+
+/// Bytes of JSONL decoded per parallel chunk.
+pub const CHUNK_BYTES: usize = 4 << 20;
+/// Rows per Parquet row group: small enough to bound the writer's memory, large enough to scan fast.
+pub const ROW_GROUP_ROWS: usize = 65_536;
+
+/// A file written whole or not at all: a temporary file beside `path`, renamed on
+/// [`AtomicFile::commit`], deleted if dropped uncommitted.
+pub struct AtomicFile {
+    path: PathBuf,
+    temp: tempfile::NamedTempFile,
+}
+
+impl AtomicFile {
+    /// Starts writing `path`.
+    pub fn create(path: &Path) -> Result<Self> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "the output's folder does not exist"),
+            ));
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let temp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Self { path: path.to_path_buf(), temp })
+    }
+
+    /// The open temporary file.
+    pub fn file(&self) -> &std::fs::File {
+        self.temp.as_file()
+    }
+
+    /// A second handle on the temporary file, for writers that take ownership.
+    pub fn handle(&self) -> Result<std::fs::File> {
+        self.temp.as_file().try_clone().map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// The destination path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes and renames the file into place.
+    pub fn commit(self) -> Result<()> {
+        self.temp.as_file().sync_all().map_err(|e| Error::io(&self.path, e))?;
+        self.temp.persist(&self.path).map_err(|e| Error::io(&self.path, e.error))?;
+        Ok(())
+    }
+}
+
+/// Where batches go.
+pub trait Sink {
+    /// Writes one batch of the row schema.
+    fn write(&mut self, batch: &RecordBatch) -> Result<()>;
+    /// Completes the output (renames it into place).
+    fn finish(self: Box<Self>) -> Result<()>;
+}
+
+/// Writes row batches to a Parquet file (zstd level 1).
+pub struct ParquetSink {
+    writer: ArrowWriter<std::fs::File>,
+    out: AtomicFile,
+}
+
+impl ParquetSink {
+    /// Starts a Parquet file at `path` with `schema`.
+    pub fn create(path: &Path, schema: datafusion::arrow::datatypes::SchemaRef) -> Result<Self> {
+        let out = AtomicFile::create(path)?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .build();
+        let writer = ArrowWriter::try_new(out.handle()?, schema, Some(props))?;
+        Ok(Self { writer, out })
+    }
+}
+
+impl Sink for ParquetSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.writer.write(batch)?;
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        let Self { writer, out } = *self;
+        writer.close()?;
+        out.commit()
+    }
+}
+
+/// Writes row batches as JSONL in the reference's row format.
+pub struct JsonlSink {
+    writer: BufWriter<std::fs::File>,
+    out: AtomicFile,
+}
+
+impl JsonlSink {
+    /// Starts a JSONL file at `path`.
+    pub fn create(path: &Path) -> Result<Self> {
+        let out = AtomicFile::create(path)?;
+        Ok(Self { writer: BufWriter::with_capacity(1 << 20, out.handle()?), out })
+    }
+}
+
+/// Renders every row of a batch as one JSON line each, in parallel, in order.
+pub fn render_jsonl(batch: &RecordBatch) -> Result<Vec<String>> {
+    let view = BatchView::new(batch)?;
+    (0..batch.num_rows())
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|i| {
+            let obj = row::encode(&view, i)?;
+            serde_json::to_string(&Value::Object(obj))
+                .map_err(|e| Error::Internal(format!("serialising a row: {e}")))
+        })
+        .collect()
+}
+
+impl Sink for JsonlSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let path = self.out.path().to_path_buf();
+        for line in render_jsonl(batch)? {
+            self.writer.write_all(line.as_bytes()).map_err(|e| Error::io(&path, e))?;
+            self.writer.write_all(b"\n").map_err(|e| Error::io(&path, e))?;
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<()> {
+        let Self { writer, out } = *self;
+        let path = out.path().to_path_buf();
+        writer.into_inner().map_err(|e| Error::io(&path, e.into_error()))?;
+        out.commit()
+    }
+}
+
+/// One record set aside, with where it came from and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Reject {
+    /// The input file or URL.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// The offending field, if one.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+    /// The line as it was read.
+    pub text: String,
+}
+
+impl Reject {
+    /// The error this reject would have been without a rejects file.
+    pub fn into_error(self) -> Error {
+        Error::BadRow { file: self.file, line: self.line, field: self.field, message: self.reason }
+    }
+}
+
+/// What to do with a record that cannot be read.
+pub enum OnBadRow<'a> {
+    /// Stop with an error naming file, line and field.
+    Fail,
+    /// Set it aside and go on.
+    Reject(&'a mut Vec<Reject>),
+}
+
+/// Writes rejects as JSONL, atomically.
+pub fn write_rejects(path: &Path, rejects: &[Reject]) -> Result<()> {
+    let out = AtomicFile::create(path)?;
+    let mut w = BufWriter::new(out.handle()?);
+    for r in rejects {
+        serde_json::to_writer(&mut w, r).map_err(|e| Error::io(path, e.into()))?;
+        w.write_all(b"\n").map_err(|e| Error::io(path, e))?;
+    }
+    w.into_inner().map_err(|e| Error::io(path, e.into_error()))?;
+    out.commit()
+}
+
+/// `_short_hash` of the reference: the first 12 hex digits of SHA-256 of the parts joined by `|`.
+fn short_hash(parts: &[&str]) -> String {
+    let digest = Sha256::digest(parts.join("|").as_bytes());
+    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Row identity across a whole read: given `rollout_id`s must be unique, derived ones are made so.
+#[derive(Default)]
+pub struct Identity {
+    seen: HashSet<u128>,
+    per_task: HashMap<String, u32>,
+    hasher: std::hash::RandomState,
+}
+
+impl Identity {
+    fn fingerprint(&self, id: &str) -> u128 {
+        // Two independent 64-bit hashes: a false "duplicate" needs both to collide.
+        let mut a = self.hasher.build_hasher();
+        id.hash(&mut a);
+        let mut b = self.hasher.build_hasher();
+        (id, 0x9e37_79b9_u32).hash(&mut b);
+        (u128::from(a.finish()) << 64) | u128::from(b.finish())
+    }
+
+    /// Sets `record.rollout_id` if absent, and checks uniqueness. The derived id is the
+    /// reference's `_short_hash(task_id, index)` (with `eval_run` when it is not 0); `index` is
+    /// `rollout_index`, else the row's position within its task so far.
+    pub fn assign(&mut self, record: &mut Record) -> std::result::Result<(), String> {
+        let seen_in_task = self.per_task.entry(record.task_id.clone()).or_insert(0);
+        let position = *seen_in_task;
+        *seen_in_task += 1;
+        if let Some(id) = &record.rollout_id {
+            return if self.seen.insert(self.fingerprint(id)) {
+                Ok(())
+            } else {
+                Err(format!("duplicate rollout_id `{id}`: an earlier row has it"))
+            };
+        }
+        let index = record.rollout_index.map_or(i64::from(position), i64::from).to_string();
+        let run = record.eval_run.unwrap_or(0).to_string();
+        let mut parts = vec![record.task_id.as_str(), index.as_str()];
+        if run != "0" {
+            parts.push(&run);
+        }
+        let mut id = short_hash(&parts);
+        let mut n = 0u32;
+        while !self.seen.insert(self.fingerprint(&id)) {
+            n += 1;
+            let salt = n.to_string();
+            let mut salted = parts.clone();
+            salted.push(&salt);
+            id = short_hash(&salted);
+        }
+        record.rollout_id = Some(id);
+        Ok(())
+    }
+}
+
+/// Counters of one read.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ReadCounts {
+    /// Rows read and kept.
+    pub rows: u64,
+    /// Records set aside.
+    pub rejected: u64,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+fn decode_line(line: &[u8]) -> std::result::Result<Record, row::FieldError> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| row::FieldError {
+        field: None,
+        message: format!("not valid JSON: {e}"),
+    })?;
+    row::decode(value)
+}
+
+/// Streams JSONL rows from `reader` into `emit`, one row-schema batch at a time.
+pub fn read_jsonl(
+    name: &str,
+    mut reader: impl Read,
+    identity: &mut Identity,
+    on_bad: &mut OnBadRow<'_>,
+    counts: &mut ReadCounts,
+    progress: &dyn Fn(u64),
+    emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
+    let mut builder = Builder::new();
+    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
+    let mut next_line: u64 = 1;
+    let mut eof = false;
+    while !eof {
+        // Fill to about CHUNK_BYTES, then cut at the last newline.
+        let start_len = buf.len();
+        // A line longer than a chunk doubles the buffer until it fits.
+        let target = if start_len < CHUNK_BYTES { CHUNK_BYTES } else { start_len * 2 };
+        buf.resize(target, 0);
+        let mut filled = start_len;
+        while filled < buf.len() {
+            let n = reader.read(&mut buf[filled..]).map_err(|e| Error::io(name, e))?;
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        counts.bytes += (filled - start_len) as u64;
+        progress((filled - start_len) as u64);
+        let cut = if eof {
+            buf.len()
+        } else {
+            match memchr::memrchr(b'\n', &buf) {
+                Some(i) => i + 1,
+                None => continue,
+            }
+        };
+        let chunk = &buf[..cut];
+        let lines: Vec<(u64, &[u8])> = chunk
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .map(|(i, l)| (next_line + i as u64, l))
+            .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
+            .collect();
+        next_line += memchr::memchr_iter(b'\n', chunk).count() as u64;
+        let decoded: Vec<_> = lines
+            .par_iter()
+            .with_min_len(64)
+            .map(|(n, l)| (*n, *l, decode_line(l)))
+            .collect();
+        for (line, text, result) in decoded {
+            let bad = |field: Option<String>, reason: String| Reject {
+                file: name.to_owned(),
+                line,
+                field,
+                reason,
+                text: String::from_utf8_lossy(text).into_owned(),
+            };
+            let reject = match result {
+                Ok(mut record) => match identity.assign(&mut record) {
+                    Ok(()) => {
+                        builder.push(&record)?;
+                        counts.rows += 1;
+                        if builder.len() >= BATCH_ROWS {
+                            emit(builder.finish()?)?;
+                        }
+                        None
+                    }
+                    Err(reason) => Some(bad(Some("rollout_id".into()), reason)),
+                },
+                Err(e) => Some(bad(e.field, e.message)),
+            };
+            if let Some(r) = reject {
+                match on_bad {
+                    OnBadRow::Fail => return Err(r.into_error()),
+                    OnBadRow::Reject(list) => {
+                        counts.rejected += 1;
+                        list.push(r);
+                    }
+                }
+            }
+        }
+        buf.drain(..cut);
+    }
+    if !builder.is_empty() {
+        emit(builder.finish()?)?;
+    }
+    Ok(())
+}
+
+/// Gives a batch read from a Parquet file the row schema: missing nullable columns become
+/// nulls, castable types are cast, extra columns are dropped.
+pub fn conform(batch: &RecordBatch, source: &str) -> Result<RecordBatch> {
+    let schema = row_schema();
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        match batch.column_by_name(field.name()) {
+            Some(c) if c.data_type() == field.data_type() => columns.push(Arc::clone(c)),
+            Some(c) => columns.push(cast(c, field.data_type()).map_err(|e| Error::Input {
+                stage: "read".into(),
+                message: format!("`{source}`: column `{}` cannot be read as {}: {e}", field.name(), field.data_type()),
+            })?),
+            None if field.is_nullable() => columns.push(new_null_array(field.data_type(), batch.num_rows())),
+            None => {
+                return Err(Error::MissingColumn {
+                    stage: format!("read `{source}`"),
+                    column: field.name().clone(),
+                    found: batch.schema().fields().iter().map(|f| f.name().clone()).collect(),
+                });
+            }
+        }
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_ids_follow_the_reference_and_stay_unique() {
+        let mut ids = Identity::default();
+        let mut a = Record { task_id: "task_1ea26256ebae".into(), rollout_index: Some(0), eval_run: Some(0), ..Record::default() };
+        ids.assign(&mut a).unwrap();
+        // sha256("task_1ea26256ebae|0")[:12], the reference's `wai.rows` rollout id.
+        assert_eq!(a.rollout_id.as_deref(), Some(short_hash(&["task_1ea26256ebae", "0"]).as_str()));
+        let mut b = Record { rollout_id: None, ..a.clone() };
+        ids.assign(&mut b).unwrap();
+        assert_ne!(a.rollout_id, b.rollout_id);
+        let mut c = Record { rollout_id: a.rollout_id.clone(), ..a.clone() };
+        assert!(ids.assign(&mut c).unwrap_err().contains("duplicate rollout_id"));
+    }
+
+    #[test]
+    fn bad_lines_fail_or_are_set_aside() {
+        let text = b"{\"prompt\": \"a\"}\nnot json\n{\"prompt\": \"b\", \"reward\": \"x\"}\n";
+        let mut counts = ReadCounts::default();
+        let err = read_jsonl("in.jsonl", &text[..], &mut Identity::default(), &mut OnBadRow::Fail, &mut counts, &|_| {}, &mut |_| Ok(()))
+            .unwrap_err();
+        assert!(err.to_string().starts_with("`in.jsonl` line 2: not valid JSON"), "{err}");
+        let mut rejects = Vec::new();
+        let mut rows = 0;
+        let mut counts = ReadCounts::default();
+        read_jsonl("in.jsonl", &text[..], &mut Identity::default(), &mut OnBadRow::Reject(&mut rejects), &mut counts, &|_| {}, &mut |b| {
+            rows += b.num_rows();
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(rows, 1);
+        assert_eq!(counts.rejected, 2);
+        assert_eq!((rejects[1].line, rejects[1].field.as_deref()), (3, Some("reward")));
+    }
+}

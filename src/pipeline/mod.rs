@@ -1,0 +1,9 @@
+//! How a run works: sessions, sources, reading and writing rows.
+//!
+//! `pipeline` knows no stage's internals; stages know nothing about files.
+
+pub mod io;
+pub mod read;
+pub mod row;
+pub mod session;
+pub mod source;

@@ -1,0 +1,279 @@
+//! A row of a row-schema batch → a JSON object (the reference's row format).
+
+use datafusion::arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, MapArray,
+    RecordBatch, StringArray, StructArray,
+};
+use datafusion::arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+use serde_json::{Map, Number, Value};
+
+use crate::error::{Error, Result};
+use crate::schema::{col, row_schema};
+
+/// Typed views of a batch's columns, downcast once per batch.
+pub struct BatchView<'a> {
+    task_id: &'a StringArray,
+    rollout_id: &'a StringArray,
+    rollout_index: &'a Int32Array,
+    prompt: &'a StringArray,
+    messages: &'a ListArray,
+    steps: &'a ListArray,
+    final_text: &'a StringArray,
+    tools_used: &'a ListArray,
+    reward: &'a Float64Array,
+    eval_run: &'a Int32Array,
+    dims: &'a MapArray,
+    markers: &'a MapArray,
+    gold_reward: &'a Float64Array,
+    strings: Vec<(&'static str, &'a StringArray)>,
+    json: Vec<(&'static str, &'a StringArray)>,
+    extra: &'a StringArray,
+}
+
+/// Plain text columns written back under their own names, in this order.
+const TEXT_COLUMNS: [&str; 10] = [
+    col::FINISH_REASON,
+    col::REASON,
+    col::JUDGE_NAME,
+    col::JUDGE_STATUS,
+    col::GOLD_KIND,
+    col::CATEGORY,
+    col::MODEL_VERSION,
+    col::POLICY_VERSION,
+    col::WRITER_MODEL,
+    col::USER_MODEL,
+];
+
+/// JSON text columns written back as JSON values.
+const JSON_COLUMNS: [&str; 4] = [col::PRIVILEGED, col::JUDGE_META, col::LINEAGE, col::SAMPLING];
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
+    batch.column_by_name(name).map(AsRef::as_ref).ok_or_else(|| Error::MissingColumn {
+        stage: "encode".into(),
+        column: name.into(),
+        found: batch.schema().fields().iter().map(|f| f.name().clone()).collect(),
+    })
+}
+
+impl<'a> BatchView<'a> {
+    /// Checks the batch has the row schema's columns and views them.
+    pub fn new(batch: &'a RecordBatch) -> Result<Self> {
+        crate::schema::check_columns(
+            &batch.schema(),
+            &row_schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>(),
+            "encode",
+        )?;
+        let s = |name| -> Result<&'a StringArray> { Ok(column(batch, name)?.as_string::<i32>()) };
+        Ok(Self {
+            task_id: s(col::TASK_ID)?,
+            rollout_id: s(col::ROLLOUT_ID)?,
+            rollout_index: column(batch, col::ROLLOUT_INDEX)?.as_primitive::<Int32Type>(),
+            prompt: s(col::PROMPT)?,
+            messages: column(batch, col::MESSAGES)?.as_list::<i32>(),
+            steps: column(batch, col::STEPS)?.as_list::<i32>(),
+            final_text: s(col::FINAL_TEXT)?,
+            tools_used: column(batch, col::TOOLS_USED)?.as_list::<i32>(),
+            reward: column(batch, col::REWARD)?.as_primitive::<Float64Type>(),
+            eval_run: column(batch, col::EVAL_RUN)?.as_primitive::<Int32Type>(),
+            dims: column(batch, col::DIMS)?.as_map(),
+            markers: column(batch, col::MARKERS)?.as_map(),
+            gold_reward: column(batch, col::GOLD_REWARD)?.as_primitive::<Float64Type>(),
+            strings: TEXT_COLUMNS
+                .iter()
+                .map(|c| Ok((*c, s(c)?)))
+                .collect::<Result<_>>()?,
+            json: JSON_COLUMNS.iter().map(|c| Ok((*c, s(c)?))).collect::<Result<_>>()?,
+            extra: s(col::EXTRA)?,
+        })
+    }
+}
+
+fn text(a: &StringArray, i: usize) -> Option<&str> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+/// A score as the reference writes it: an integer when it is one.
+fn score(v: f64) -> Value {
+    if v.fract() == 0.0 && v.is_finite() && v.abs() < 9.0e15 {
+        #[allow(clippy::cast_possible_truncation)]
+        Value::Number(Number::from(v as i64))
+    } else {
+        Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+}
+
+fn float(v: f64) -> Value {
+    Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+fn parse(text: &str) -> Result<Value> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::Internal(format!("a JSON text column holds invalid JSON: {e}")))
+}
+
+fn struct_text(s: &StructArray, field: usize, i: usize) -> Option<&str> {
+    text(s.column(field).as_string::<i32>(), i)
+}
+
+fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
+    let offsets = list.value_offsets();
+    let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+    let items = list.values().as_struct();
+    let calls = items.column(4).as_list::<i32>();
+    let call_items = calls.values().as_struct();
+    let mut out = Vec::with_capacity(end - start);
+    for i in start..end {
+        let mut m = Map::new();
+        for (f, name) in ["role", "content", "name", "tool_call_id"].iter().enumerate() {
+            if let Some(t) = struct_text(items, f, i) {
+                m.insert((*name).to_owned(), Value::String(t.to_owned()));
+            }
+        }
+        if calls.is_valid(i) {
+            let co = calls.value_offsets();
+            let mut cs = Vec::new();
+            for c in co[i] as usize..co[i + 1] as usize {
+                let mut call = Map::new();
+                if let Some(id) = struct_text(call_items, 0, c) {
+                    call.insert("id".into(), Value::String(id.to_owned()));
+                }
+                if let Some(name) = struct_text(call_items, 1, c) {
+                    call.insert("name".into(), Value::String(name.to_owned()));
+                }
+                if let Some(args) = struct_text(call_items, 2, c) {
+                    call.insert("arguments".into(), parse(args)?);
+                }
+                cs.push(Value::Object(call));
+            }
+            m.insert("tool_calls".into(), Value::Array(cs));
+        }
+        out.push(Value::Object(m));
+    }
+    Ok(Value::Array(out))
+}
+
+fn encode_steps(list: &ListArray, row: usize) -> Result<Value> {
+    let offsets = list.value_offsets();
+    let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+    let items = list.values().as_struct();
+    let truncated: &BooleanArray = items.column(5).as_boolean();
+    let logprob: &Float64Array = items.column(6).as_primitive::<Float64Type>();
+    let n_tokens: &Int64Array = items.column(7).as_primitive::<Int64Type>();
+    let mut out = Vec::with_capacity(end - start);
+    for i in start..end {
+        let mut s = Map::new();
+        if let Some(t) = struct_text(items, 0, i) {
+            s.insert("tool".into(), Value::String(t.to_owned()));
+        }
+        if let Some(t) = struct_text(items, 1, i) {
+            s.insert("arguments".into(), parse(t)?);
+        }
+        if let Some(t) = struct_text(items, 2, i) {
+            s.insert("result".into(), parse(t)?);
+        }
+        if let Some(t) = struct_text(items, 3, i) {
+            s.insert("text".into(), Value::String(t.to_owned()));
+        }
+        if let Some(t) = struct_text(items, 4, i) {
+            s.insert("user".into(), Value::String(t.to_owned()));
+        }
+        if truncated.is_valid(i) {
+            s.insert("truncated".into(), Value::Bool(truncated.value(i)));
+        }
+        if logprob.is_valid(i) {
+            s.insert("logprob".into(), float(logprob.value(i)));
+        }
+        if n_tokens.is_valid(i) {
+            s.insert("n_tokens".into(), Value::Number(n_tokens.value(i).into()));
+        }
+        out.push(Value::Object(s));
+    }
+    Ok(Value::Array(out))
+}
+
+/// Encodes row `i` of the viewed batch as a JSON object: identity first, then every non-null
+/// column under its own name, then the `extra` fields (which win over a column of the same name,
+/// since they hold what the column could not give back exactly). `dims` and `eval_run` are not
+/// written when the other fields derive them again (the usual case: their sources are in `extra`).
+pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    out.insert(col::TASK_ID.into(), Value::String(v.task_id.value(i).to_owned()));
+    out.insert(col::ROLLOUT_ID.into(), Value::String(v.rollout_id.value(i).to_owned()));
+    if v.rollout_index.is_valid(i) {
+        out.insert(col::ROLLOUT_INDEX.into(), Value::Number(v.rollout_index.value(i).into()));
+    }
+    if let Some(p) = text(v.prompt, i) {
+        out.insert(col::PROMPT.into(), Value::String(p.to_owned()));
+    }
+    if v.messages.is_valid(i) {
+        out.insert(col::MESSAGES.into(), encode_messages(v.messages, i)?);
+    }
+    if v.steps.is_valid(i) {
+        out.insert(col::STEPS.into(), encode_steps(v.steps, i)?);
+    }
+    if let Some(t) = text(v.final_text, i) {
+        out.insert(col::FINAL_TEXT.into(), Value::String(t.to_owned()));
+    }
+    if v.tools_used.is_valid(i) {
+        let tools = v.tools_used.value(i);
+        let tools = tools.as_string::<i32>();
+        out.insert(
+            col::TOOLS_USED.into(),
+            Value::Array(tools.iter().map(|t| t.map_or(Value::Null, |t| Value::String(t.into()))).collect()),
+        );
+    }
+    if v.reward.is_valid(i) {
+        out.insert(col::REWARD.into(), score(v.reward.value(i)));
+    }
+    for (name, a) in &v.strings {
+        if let Some(t) = text(a, i) {
+            out.insert((*name).into(), Value::String(t.to_owned()));
+        }
+    }
+    if v.markers.is_valid(i) {
+        let offsets = v.markers.value_offsets();
+        let keys = v.markers.keys().as_string::<i32>();
+        let values = v.markers.values().as_primitive::<Float64Type>();
+        let mut m = Map::new();
+        for j in offsets[i] as usize..offsets[i + 1] as usize {
+            let value = if values.is_valid(j) { float(values.value(j)) } else { Value::Null };
+            m.insert(keys.value(j).to_owned(), value);
+        }
+        out.insert(col::MARKERS.into(), Value::Object(m));
+    }
+    if v.gold_reward.is_valid(i) {
+        out.insert(col::GOLD_REWARD.into(), score(v.gold_reward.value(i)));
+    }
+    for (name, a) in &v.json {
+        if let Some(t) = text(a, i) {
+            out.insert((*name).into(), parse(t)?);
+        }
+    }
+    if let Some(t) = text(v.extra, i) {
+        match parse(t)? {
+            Value::Object(extra) => {
+                for (k, value) in extra {
+                    out.insert(k, value);
+                }
+            }
+            _ => return Err(Error::Internal("`extra` holds JSON that is not an object".into())),
+        }
+    }
+    // Derived columns are written only when the fields above would not derive them again.
+    if v.dims.is_valid(i) {
+        let offsets = v.dims.value_offsets();
+        let keys = v.dims.keys().as_string::<i32>();
+        let values = v.dims.values().as_string::<i32>();
+        let dims: Vec<(String, String)> = (offsets[i] as usize..offsets[i + 1] as usize)
+            .map(|j| (keys.value(j).to_owned(), values.value(j).to_owned()))
+            .collect();
+        if super::derive_dims(&out).as_ref() != Some(&dims) {
+            let obj = dims.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+            out.insert(col::DIMS.into(), Value::Object(obj));
+        }
+    }
+    if v.eval_run.is_valid(i) && v.eval_run.value(i) != super::derive_eval_run(&out) {
+        out.insert(col::EVAL_RUN.into(), Value::Number(v.eval_run.value(i).into()));
+    }
+    Ok(out)
+}

@@ -1,0 +1,60 @@
+//! The DataFusion session every query runs in: JSON functions registered, object stores
+//! registered as inputs need them, SQL read-only.
+
+use std::sync::Arc;
+
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
+
+use super::source::{Format, Input, Location};
+use crate::error::{Error, Result};
+
+/// A session with the JSON functions (`json_get_str`, `json_get_float`, `->`, `->>`, ...)
+/// registered. `target_partitions` of `None` uses every core.
+pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
+    let mut config = SessionConfig::new().with_information_schema(true);
+    if let Some(n) = target_partitions {
+        config = config.with_target_partitions(n.max(1));
+    }
+    let mut ctx = SessionContext::new_with_config(config);
+    datafusion_functions_json::register_all(&mut ctx)?;
+    for udf in crate::stages::udf::wilson_udfs() {
+        ctx.register_udf(udf);
+    }
+    Ok(ctx)
+}
+
+/// SQL options for user queries: no DDL, no DML, no `SET`/`COPY` statements, so a query can
+/// neither create tables over other files nor write anything.
+pub fn read_only() -> SQLOptions {
+    SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false)
+}
+
+/// Registers Parquet `inputs` as one table `name` (a listing table over all the files).
+pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]) -> Result<()> {
+    let mut urls = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        if input.format != Format::Parquet {
+            return Err(Error::Internal(format!("`{}` registered as Parquet but is not", input.display)));
+        }
+        let url = match &input.location {
+            Location::Local(path) => {
+                let abs = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
+                ListingTableUrl::parse(abs.to_string_lossy())?
+            }
+            Location::Remote { store, root, .. } => {
+                ctx.register_object_store(root, Arc::clone(store));
+                ListingTableUrl::parse(&input.display)?
+            }
+        };
+        urls.push(url);
+    }
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension("");
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(options)
+        .infer_schema(&ctx.state())
+        .await?;
+    ctx.register_table(name, Arc::new(ListingTable::try_new(config)?))?;
+    Ok(())
+}

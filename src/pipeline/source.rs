@@ -1,0 +1,309 @@
+//! Where rows come from: files, folders, globs and object-store URLs, resolved to a list of
+//! [`Input`]s with a format each.
+//!
+//! URLs (`s3://`, `gs://`, `az://`, `abfs://`, `http(s)://`, `file://`) go through
+//! `object_store`, with credentials and endpoints from the usual environment variables
+//! (`AWS_*`, `GOOGLE_*`, `AZURE_*`). A URL whose path has no row-file extension is a prefix: every
+//! `.jsonl`/`.parquet` object under it is read, in key order. A `*`, `?` or `[` in a local path or
+//! URL path makes it a glob.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::path::Path as StorePath;
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// A row file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// One JSON object per line (the reference's row format).
+    Jsonl,
+    /// Apache Parquet in the row schema.
+    Parquet,
+}
+
+impl Format {
+    /// The format a file name's extension says, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        let lower = name.to_ascii_lowercase();
+        if lower.ends_with(".parquet") || lower.ends_with(".pq") {
+            Some(Self::Parquet)
+        } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") || lower.ends_with(".json") {
+            Some(Self::Jsonl)
+        } else {
+            None
+        }
+    }
+}
+
+/// Where one input lives.
+#[derive(Debug, Clone)]
+pub enum Location {
+    /// A local file.
+    Local(PathBuf),
+    /// An object in a store.
+    Remote {
+        /// The store.
+        store: Arc<dyn ObjectStore>,
+        /// The store's root URL (`s3://bucket`), as DataFusion registers it.
+        root: Url,
+        /// The object's path within the store.
+        path: StorePath,
+    },
+}
+
+/// One resolved input file.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// How it is named in messages: the path or URL.
+    pub display: String,
+    /// Where it is.
+    pub location: Location,
+    /// Its format.
+    pub format: Format,
+    /// Its size in bytes, when known.
+    pub size: Option<u64>,
+}
+
+fn has_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// Whether `spec` is a URL we read through `object_store` (and not a Windows drive letter).
+pub fn is_url(spec: &str) -> bool {
+    spec.split_once("://").is_some_and(|(scheme, _)| scheme.len() > 1)
+}
+
+/// Builds the object store for a URL's bucket or host, configured from the environment.
+pub fn store_for(url: &Url) -> Result<(Arc<dyn ObjectStore>, Url)> {
+    let store_err = |source| Error::Store { url: url.to_string(), source };
+    let root = Url::parse(&format!("{}://{}", url.scheme(), url.authority()))
+        .map_err(|e| Error::Usage(format!("bad URL `{url}`: {e}")))?;
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "s3" | "s3a" => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_url(url.as_str())
+                .build()
+                .map_err(store_err)?,
+        ),
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(url.as_str())
+                .build()
+                .map_err(store_err)?,
+        ),
+        "az" | "azure" | "abfs" | "abfss" | "adl" => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(url.as_str())
+                .build()
+                .map_err(store_err)?,
+        ),
+        "http" | "https" => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(root.as_str())
+                .build()
+                .map_err(store_err)?,
+        ),
+        other => {
+            return Err(Error::Usage(format!(
+                "unsupported URL scheme `{other}` in `{url}`; use s3, gs, az, abfs, http(s) or file"
+            )));
+        }
+    };
+    Ok((store, root))
+}
+
+fn local_format(path: &Path) -> Result<Format> {
+    if let Some(f) = Format::from_name(&path.to_string_lossy()) {
+        return Ok(f);
+    }
+    // No telling extension: sniff the first bytes.
+    let mut head = [0u8; 4];
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let n = file.read(&mut head).map_err(|e| Error::io(path, e))?;
+    if &head[..n] == b"PAR1" {
+        Ok(Format::Parquet)
+    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        Ok(Format::Jsonl)
+    } else {
+        Err(Error::Usage(format!(
+            "cannot tell the format of `{}`: name it `.jsonl` or `.parquet`",
+            path.display()
+        )))
+    }
+}
+
+fn local_input(path: PathBuf) -> Result<Input> {
+    let format = local_format(&path)?;
+    let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+    Ok(Input { display: path.display().to_string(), location: Location::Local(path), format, size: Some(size) })
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(dir, e)))
+        .collect::<Result<_>>()?;
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else if Format::from_name(&name).is_some() {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn resolve_local(spec: &str) -> Result<Vec<Input>> {
+    let path = Path::new(spec);
+    if path.is_file() {
+        return Ok(vec![local_input(path.to_path_buf())?]);
+    }
+    let mut files = Vec::new();
+    if path.is_dir() {
+        walk(path, &mut files)?;
+    } else if has_glob(spec) {
+        let paths = glob::glob(spec).map_err(|e| Error::Usage(format!("bad glob `{spec}`: {e}")))?;
+        for p in paths {
+            let p = p.map_err(|e| Error::io(e.path().to_path_buf(), e.into()))?;
+            if p.is_file() {
+                files.push(p);
+            }
+        }
+    } else {
+        return Err(Error::MissingInput { path: spec.to_owned() });
+    }
+    if files.is_empty() {
+        return Err(Error::MissingInput { path: spec.to_owned() });
+    }
+    files.into_iter().map(local_input).collect()
+}
+
+async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
+    let url = Url::parse(spec).map_err(|e| Error::Usage(format!("bad URL `{spec}`: {e}")))?;
+    if url.scheme() == "file" {
+        let path = url
+            .to_file_path()
+            .map_err(|()| Error::Usage(format!("bad file URL `{spec}`")))?;
+        return resolve_local(&path.to_string_lossy());
+    }
+    let (store, root) = store_for(&url)?;
+    let key = url.path().trim_start_matches('/').to_owned();
+    let decoded = StorePath::from_url_path(&key)
+        .map_err(|e| Error::Usage(format!("bad object path in `{spec}`: {e}")))?;
+    let store_err = |source| Error::Store { url: spec.to_owned(), source };
+    if !has_glob(&key) {
+        if let Some(format) = Format::from_name(&key) {
+            let size = store.head(&decoded).await.map_err(store_err)?.size;
+            return Ok(vec![Input {
+                display: spec.to_owned(),
+                location: Location::Remote { store, root, path: decoded },
+                format,
+                size: Some(size),
+            }]);
+        }
+    }
+    // A prefix or a glob: list, keep row files, in key order.
+    let (prefix, pattern) = if has_glob(&key) {
+        let cut = key.find(['*', '?', '[']).unwrap_or(key.len());
+        let prefix = key[..cut].rsplit_once('/').map_or("", |(p, _)| p).to_owned();
+        let pattern = glob::Pattern::new(&key)
+            .map_err(|e| Error::Usage(format!("bad glob `{spec}`: {e}")))?;
+        (prefix, Some(pattern))
+    } else {
+        (key.trim_end_matches('/').to_owned(), None)
+    };
+    let prefix = (!prefix.is_empty()).then(|| StorePath::from(prefix.as_str()));
+    let mut objects: Vec<object_store::ObjectMeta> =
+        store.list(prefix.as_ref()).try_collect().await.map_err(store_err)?;
+    objects.sort_by(|a, b| a.location.cmp(&b.location));
+    let mut inputs = Vec::new();
+    for meta in objects {
+        let name = meta.location.to_string();
+        let Some(format) = Format::from_name(&name) else { continue };
+        if pattern.as_ref().is_some_and(|p| !p.matches(&name)) {
+            continue;
+        }
+        inputs.push(Input {
+            display: format!("{}{}", root.as_str().trim_end_matches('/'), format_args!("/{name}")),
+            location: Location::Remote { store: Arc::clone(&store), root: root.clone(), path: meta.location },
+            format,
+            size: Some(meta.size),
+        });
+    }
+    if inputs.is_empty() {
+        return Err(Error::MissingInput { path: spec.to_owned() });
+    }
+    Ok(inputs)
+}
+
+/// Resolves input specs (paths, folders, globs, URLs) to files, in the order given.
+pub async fn resolve(specs: &[String]) -> Result<Vec<Input>> {
+    let mut out = Vec::new();
+    for spec in specs {
+        if is_url(spec) {
+            out.extend(resolve_url(spec).await?);
+        } else {
+            out.extend(resolve_local(spec)?);
+        }
+    }
+    Ok(out)
+}
+
+/// A blocking reader over an object's byte stream, for the synchronous JSONL decoder.
+struct RemoteRead {
+    handle: tokio::runtime::Handle,
+    stream: BoxStream<'static, object_store::Result<Bytes>>,
+    chunk: Bytes,
+    url: String,
+}
+
+impl Read for RemoteRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.chunk.is_empty() {
+            match self.handle.block_on(self.stream.next()) {
+                Some(Ok(bytes)) => self.chunk = bytes,
+                Some(Err(e)) => {
+                    return Err(std::io::Error::other(format!("reading `{}`: {e}", self.url)));
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len());
+        buf[..n].copy_from_slice(&self.chunk[..n]);
+        self.chunk = self.chunk.slice(n..);
+        Ok(n)
+    }
+}
+
+/// Opens an input's bytes for sequential reading. Remote objects stream; call this from a
+/// thread that is not a runtime worker (it blocks on `handle`).
+pub fn open(input: &Input, handle: &tokio::runtime::Handle) -> Result<Box<dyn Read + Send>> {
+    match &input.location {
+        Location::Local(path) => Ok(Box::new(std::fs::File::open(path).map_err(|e| Error::io(path, e))?)),
+        Location::Remote { store, path, .. } => {
+            let result = handle
+                .block_on(store.get(path))
+                .map_err(|source| Error::Store { url: input.display.clone(), source })?;
+            Ok(Box::new(RemoteRead {
+                handle: handle.clone(),
+                stream: result.into_stream(),
+                chunk: Bytes::new(),
+                url: input.display.clone(),
+            }))
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! Pure numerics shared by stages: one formula, one place.
+
+pub mod wilson;

@@ -1,0 +1,106 @@
+//! The binary's exit codes and messages (DESIGN.md §9), as snapshots of the whole result.
+
+use std::path::Path;
+
+use crate::support::{fixture, redact, wai};
+
+/// `exit_code`, stdout and stderr in one reviewable block, temp paths redacted.
+fn outcome(cmd: &mut assert_cmd::Command, dir: &Path) -> String {
+    let out = cmd.output().expect("runs");
+    format!(
+        "exit_code: {}\n----- stdout -----\n{}----- stderr -----\n{}",
+        out.status.code().unwrap_or(-1),
+        redact(&String::from_utf8_lossy(&out.stdout), dir),
+        redact(&String::from_utf8_lossy(&out.stderr), dir),
+    )
+}
+
+#[test]
+fn usage_errors_exit_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(wai().args(["convert", "x.jsonl"]), dir.path());
+    assert!(out.starts_with("exit_code: 64\n"), "{out}");
+    assert!(out.contains("--out <OUT>"), "{out}");
+    insta::assert_snapshot!(outcome(wai().args(["sql", "--query", "nope", "-t", "x.parquet"]), dir.path()), @r"
+    exit_code: 64
+    ----- stdout -----
+    ----- stderr -----
+    error: no canned query `nope`; there are `failures_by_tool_tier`, `judge_status`, `marker_rates`, `pass_rate_by_dim`, `rewards_by_task`, `tool_errors`
+    ");
+    let out = outcome(wai().args(["convert"]).arg(fixture("example_rows.jsonl")).args(["-o", "rows.csv"]), dir.path());
+    insta::assert_snapshot!(out, @r"
+    exit_code: 64
+    ----- stdout -----
+    ----- stderr -----
+    error: cannot tell the output format of `rows.csv`: name it `.parquet` or `.jsonl`, or pass `--to`
+    ");
+}
+
+#[test]
+fn missing_input_exits_66() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(wai().current_dir(dir.path()).args(["convert", "nope.jsonl", "-o", "x.parquet"]), dir.path());
+    insta::assert_snapshot!(out, @r"
+    exit_code: 66
+    ----- stdout -----
+    ----- stderr -----
+    error: no input at `nope.jsonl`
+    ");
+}
+
+#[test]
+fn bad_data_exits_65_naming_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.jsonl"), "{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"markers\": {\"m\": [1]}}\n").unwrap();
+    let out = outcome(wai().current_dir(dir.path()).args(["convert", "bad.jsonl", "-o", "x.parquet"]), dir.path());
+    insta::assert_snapshot!(out, @r"
+    exit_code: 65
+    ----- stdout -----
+    ----- stderr -----
+    error: `bad.jsonl` line 3: field `markers.m`: expected a number or null, found an array
+    ");
+    std::fs::write(dir.path().join("v1.jsonl"), "{\"schema_version\": \"1\", \"prompt\": \"a\", \"final_text\": \"b\"}\n").unwrap();
+    let out = outcome(wai().current_dir(dir.path()).args(["convert", "v1.jsonl", "-o", "x.parquet"]), dir.path());
+    insta::assert_snapshot!(out, @r#"
+    exit_code: 65
+    ----- stdout -----
+    ----- stderr -----
+    error: `v1.jsonl` line 1: field `steps`: missing (required on schema_version "1" rows)
+    "#);
+}
+
+#[test]
+fn unwritable_output_exits_74() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(
+        wai().current_dir(dir.path()).arg("convert").arg(fixture("example_rows.jsonl")).args(["-o", "no/such/dir/x.parquet"]),
+        dir.path(),
+    );
+    insta::assert_snapshot!(out, @r"
+    exit_code: 74
+    ----- stdout -----
+    ----- stderr -----
+    error: I/O error on `no/such/dir/x.parquet`
+      caused by: the output's folder does not exist
+    ");
+}
+
+#[test]
+fn success_reports_on_stdout_and_json_is_one_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = wai()
+        .current_dir(dir.path())
+        .args(["--json", "gen", "--rows", "10", "--seed", "3", "-o", "g.parquet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["rows"], 10);
+    let out = outcome(wai().current_dir(dir.path()).args(["-q", "gen", "--rows", "10", "-o", "h.parquet"]), dir.path());
+    insta::assert_snapshot!(out, @r"
+    exit_code: 0
+    ----- stdout -----
+    ----- stderr -----
+    ");
+}

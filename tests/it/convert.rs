@@ -1,0 +1,133 @@
+//! `wai convert`: lossless round trips, bad input, atomic outputs.
+
+use serde_json::Value;
+
+use crate::support::{fixture, gen_rows, json_eq, read_jsonl, wai};
+
+/// Fields `convert` may add to a row: the identity it derives.
+const ADDED: [&str; 4] = ["task_id", "rollout_id", "prompt", "tools_used"];
+
+fn round_trip(name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let parquet = dir.path().join("rows.parquet");
+    let back = dir.path().join("back.jsonl");
+    wai().args(["convert"]).arg(fixture(name)).arg("--out").arg(&parquet).assert().success();
+    wai().args(["convert"]).arg(&parquet).arg("--out").arg(&back).assert().success();
+    let original = read_jsonl(&fixture(name));
+    let restored = read_jsonl(&back);
+    assert_eq!(original.len(), restored.len(), "{name}: row count");
+    for (i, (a, b)) in original.iter().zip(&restored).enumerate() {
+        let (Value::Object(a), Value::Object(b)) = (a, b) else { panic!("{name}: line {} is not an object", i + 1) };
+        for (key, value) in a {
+            let got = b.get(key).unwrap_or_else(|| panic!("{name} line {}: field `{key}` lost", i + 1));
+            assert!(json_eq(value, got), "{name} line {}: field `{key}` changed:\n  in:  {value}\n  out: {got}", i + 1);
+        }
+        for key in b.keys() {
+            assert!(a.contains_key(key) || ADDED.contains(&key.as_str()), "{name} line {}: unexpected field `{key}`", i + 1);
+        }
+    }
+}
+
+#[test]
+fn example_rows_round_trip_field_by_field() {
+    round_trip("example_rows.jsonl");
+}
+
+#[test]
+fn example_scored_round_trip_field_by_field() {
+    round_trip("example_scored.jsonl");
+}
+
+#[test]
+fn parquet_round_trip_of_generated_rows_is_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl");
+    gen_rows(&a, 3000, 5);
+    let p = dir.path().join("a.parquet");
+    let b = dir.path().join("b.jsonl");
+    wai().arg("convert").arg(&a).arg("-o").arg(&p).assert().success();
+    wai().arg("convert").arg(&p).arg("-o").arg(&b).assert().success();
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), std::fs::read_to_string(&b).unwrap());
+}
+
+#[test]
+fn task_ids_follow_the_reference_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            "{\"scenario_id\": \"s1\", \"prompt\": \"p\"}\n",
+            "{\"task_id\": \"t9\", \"prompt\": \"p\"}\n",
+            "{\"prompt\": \"What is 2 + 3?\", \"messages\": [{\"role\": \"user\", \"content\": \"What is 2 + 3?\"}]}\n",
+            "{\"prompt\": \"What is 2 + 3?\", \"rollout_index\": 0}\n",
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out.jsonl");
+    wai().arg("convert").arg(&input).arg("-o").arg(&out).assert().success();
+    let rows = read_jsonl(&out);
+    let ids: Vec<&str> = rows.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["s1", "t9", "task_1ea26256ebae", "task_1ea26256ebae"]);
+    let rollout_ids: std::collections::HashSet<&str> = rows.iter().map(|r| r["rollout_id"].as_str().unwrap()).collect();
+    assert_eq!(rollout_ids.len(), 4, "rollout ids are unique");
+}
+
+#[test]
+fn bad_line_stops_with_file_line_field_and_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.jsonl");
+    std::fs::write(&input, "{\"prompt\": \"a\", \"reward\": 1}\n{\"prompt\": \"b\", \"reward\": \"high\"}\n").unwrap();
+    let out = dir.path().join("out.parquet");
+    let assert = wai().arg("convert").arg(&input).arg("-o").arg(&out).assert().code(65);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("line 2: field `reward`: expected a number or null, found a string"), "{stderr}");
+    assert!(!out.exists(), "no half file");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 1, "only the input remains: {leftovers:?}");
+}
+
+#[test]
+fn rejects_file_sets_bad_lines_aside_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &input,
+        "{\"prompt\": \"a\", \"reward\": 1}\n{oops\n{\"prompt\": \"b\", \"steps\": [{\"tool\": \"t\", \"n_tokens\": 1.5}]}\n{\"prompt\": \"c\"}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.parquet");
+    let rejects = dir.path().join("rejects.jsonl");
+    let assert = wai()
+        .args(["--json", "convert"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .arg("--rejects")
+        .arg(&rejects)
+        .assert()
+        .success();
+    let report: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    assert_eq!((report["rows"].as_u64(), report["rejected"].as_u64()), (Some(2), Some(2)));
+    let set_aside = read_jsonl(&rejects);
+    assert_eq!(set_aside.len(), 2);
+    assert_eq!(set_aside[0]["line"], 2);
+    assert_eq!(set_aside[0]["text"], "{oops");
+    assert_eq!(set_aside[1]["field"], "steps[0].n_tokens");
+    assert!(out.exists());
+}
+
+#[test]
+fn folders_and_globs_are_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("lake");
+    std::fs::create_dir(&sub).unwrap();
+    gen_rows(&sub.join("part-0.jsonl"), 50, 1);
+    std::fs::copy(fixture("example_rows.jsonl"), sub.join("part-1.jsonl")).unwrap();
+    for input in [sub.display().to_string(), format!("{}/*.jsonl", sub.display())] {
+        let out = dir.path().join("all.parquet");
+        let assert = wai().args(["--json", "convert", &input, "-o"]).arg(&out).assert().success();
+        let report: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+        assert_eq!(report["rows"], 250, "{input}");
+    }
+}

@@ -1,0 +1,123 @@
+//! Object-store inputs against a real S3-compatible server (moto) on 127.0.0.1.
+//!
+//! The test starts `moto_server` itself (`pip install "moto[server]"`; `.ci/run` installs it).
+//! Without it the tests skip, except under CI, where a missing server is a failure.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{fixture, gen_rows, wai};
+
+const BUCKET: &str = "wai-test";
+
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn request(port: u16, method: &str, path: &str, body: &[u8]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to moto");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn start() -> Option<Moto> {
+    if Command::new("moto_server").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "moto_server is not installed; .ci/run installs it");
+        eprintln!("skipped: moto_server is not installed (pip install \"moto[server]\")");
+        return None;
+    }
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto_server");
+    let moto = Moto { child, port };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "moto_server did not start on port {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let created = request(port, "PUT", &format!("/{BUCKET}"), b"");
+    assert!(created.starts_with("HTTP/1.1 200"), "create bucket: {created}");
+    Some(moto)
+}
+
+fn put(moto: &Moto, key: &str, path: &std::path::Path) {
+    let body = std::fs::read(path).unwrap();
+    let reply = request(moto.port, "PUT", &format!("/{BUCKET}/{key}"), &body);
+    assert!(reply.starts_with("HTTP/1.1 200"), "put {key}: {reply}");
+}
+
+fn with_s3(cmd: &mut assert_cmd::Command, moto: &Moto) {
+    let endpoint = format!("http://127.0.0.1:{}", moto.port);
+    cmd.env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_ENDPOINT", &endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN");
+}
+
+#[test]
+fn s3_objects_prefixes_and_sql() {
+    let Some(moto) = start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let generated = dir.path().join("gen.parquet");
+    gen_rows(&generated, 500, 2);
+    put(&moto, "runs/a/example_rows.jsonl", &fixture("example_rows.jsonl"));
+    put(&moto, "runs/a/example_scored.jsonl", &fixture("example_scored.jsonl"));
+    put(&moto, "lake/part-0.parquet", &generated);
+
+    // One object.
+    let out = dir.path().join("one.parquet");
+    let mut cmd = wai();
+    with_s3(&mut cmd, &moto);
+    let a = cmd.args(["--json", "convert", &format!("s3://{BUCKET}/runs/a/example_rows.jsonl"), "-o"]).arg(&out).assert().success();
+    let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    assert_eq!(report["rows"], 200);
+
+    // A prefix: both JSONL objects, in key order.
+    let mut cmd = wai();
+    with_s3(&mut cmd, &moto);
+    let a = cmd.args(["--json", "convert", &format!("s3://{BUCKET}/runs/"), "-o"]).arg(dir.path().join("all.jsonl")).assert().success();
+    let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    assert_eq!(report["rows"], 400, "{report}");
+
+    // SQL over a Parquet object, scanned in place.
+    let mut cmd = wai();
+    with_s3(&mut cmd, &moto);
+    let a = cmd
+        .args(["sql", "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks FROM rows", "--format", "jsonl", "--table"])
+        .arg(format!("s3://{BUCKET}/lake/part-0.parquet"))
+        .assert()
+        .success();
+    let got: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    assert_eq!(got["n"], 500);
+
+    // A missing object is missing input (66), named.
+    let mut cmd = wai();
+    with_s3(&mut cmd, &moto);
+    let a = cmd.args(["convert", &format!("s3://{BUCKET}/nope.jsonl"), "-o"]).arg(dir.path().join("x.parquet")).assert().code(66);
+    let stderr = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+    assert!(stderr.contains("nope.jsonl"), "{stderr}");
+}

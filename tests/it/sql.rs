@@ -1,0 +1,143 @@
+//! `wai sql`: canned queries, JSON functions, pushdown, read-only, output formats.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::support::{fixture, gen_rows, read_jsonl, wai};
+
+fn sql_jsonl(args: &[&str], table: &std::path::Path) -> Vec<Value> {
+    let out = wai().arg("sql").args(args).args(["--format", "jsonl", "--table"]).arg(table).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn every_canned_query_runs_on_generated_and_reference_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.parquet");
+    gen_rows(&rows, 2000, 4);
+    for table in [rows.as_path(), fixture("example_scored.jsonl").as_path()] {
+        for q in wai::queries::QUERIES {
+            let mut cmd = wai();
+            cmd.args(["sql", "--query", q.name, "--table"]).arg(table);
+            for p in q.params() {
+                cmd.args(["--param", &format!("{p}=tier")]);
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{} on {}: {}", q.name, table.display(), String::from_utf8_lossy(&out.stderr));
+            let text = String::from_utf8(out.stdout).unwrap();
+            assert!(text.lines().last().unwrap_or("").ends_with("rows") || text.ends_with("row\n"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn pass_rate_by_dim_agrees_with_a_naive_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    gen_rows(&rows, 3000, 9);
+    let mut naive: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for r in read_jsonl(&rows) {
+        let tier = r["dims"]["tier"].as_str().unwrap().to_owned();
+        let e = naive.entry(tier).or_default();
+        e.0 += 1;
+        e.1 += u64::from(r["reward"] == 1);
+    }
+    let got = sql_jsonl(&["--query", "pass_rate_by_dim", "--param", "key=tier"], &rows);
+    assert_eq!(got.len(), naive.len());
+    for row in got {
+        let (n, passes) = naive[row["value"].as_str().unwrap()];
+        assert_eq!(row["rollouts"], n);
+        assert_eq!(row["passes"], passes);
+        let (lo, hi) = wai::stats::wilson::interval(passes as f64, n as f64, 1.96).unwrap();
+        assert_eq!(row["pass_low"].as_f64(), Some((lo * 1000.0).round() / 1000.0));
+        assert_eq!(row["pass_high"].as_f64(), Some((hi * 1000.0).round() / 1000.0));
+    }
+}
+
+#[test]
+fn json_functions_read_json_text_columns() {
+    let got = sql_jsonl(
+        &["SELECT json_get_str(lineage, 'source') AS source, count(*) AS n FROM rows GROUP BY 1"],
+        &fixture("example_scored.jsonl"),
+    );
+    assert_eq!(got, vec![serde_json::json!({"source": "eval", "n": 200})]);
+}
+
+#[test]
+fn two_named_tables_join() {
+    let got = wai()
+        .args(["sql", "SELECT count(*) AS n FROM a JOIN b USING (rollout_id)", "--format", "csv", "-t"])
+        .arg(format!("a={}", fixture("example_rows.jsonl").display()))
+        .arg("-t")
+        .arg(format!("b={}", fixture("example_rows.jsonl").display()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(got.stdout).unwrap(), "n\n200\n");
+}
+
+#[test]
+fn reading_task_id_and_reward_does_not_read_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.parquet");
+    gen_rows(&rows, 20_000, 1);
+    let size = std::fs::metadata(&rows).unwrap().len();
+    let out = wai()
+        .args(["sql", "EXPLAIN ANALYZE SELECT task_id, avg(reward) FROM rows GROUP BY task_id", "--format", "csv", "-t"])
+        .arg(&rows)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("projection=[task_id, reward]"), "{text}");
+    let scanned: u64 = text
+        .split("bytes_scanned=")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit() && c != '.' && c != 'K' && c != 'M').next())
+        .map(|s| parse_size(s))
+        .expect("bytes_scanned metric");
+    assert!(scanned * 10 < size, "scanned {scanned} of {size} bytes");
+}
+
+fn parse_size(s: &str) -> u64 {
+    let (num, mult) = match s.chars().last() {
+        Some('K') => (&s[..s.len() - 1], 1e3),
+        Some('M') => (&s[..s.len() - 1], 1e6),
+        _ => (s, 1.0),
+    };
+    (num.parse::<f64>().unwrap_or(f64::MAX) * mult) as u64
+}
+
+#[test]
+fn queries_cannot_write_or_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("x.csv");
+    for q in [
+        format!("COPY (SELECT 1) TO '{}'", target.display()),
+        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '/etc/passwd'".to_owned(),
+        "SET datafusion.execution.batch_size = 1".to_owned(),
+    ] {
+        let out = wai().args(["sql", &q, "-t"]).arg(fixture("example_rows.jsonl")).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{q}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(!target.exists());
+}
+
+#[test]
+fn results_go_to_files_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, name) in [("csv", "r.csv"), ("json", "r.json"), ("jsonl", "r.jsonl"), ("parquet", "r.parquet"), ("table", "r.txt")] {
+        let out = dir.path().join(name);
+        wai()
+            .args(["sql", "SELECT task_id, reward, markers FROM rows ORDER BY rollout_id LIMIT 5", "--format", format, "-o"])
+            .arg(&out)
+            .arg("-t")
+            .arg(fixture("example_scored.jsonl"))
+            .assert()
+            .success();
+        assert!(std::fs::metadata(&out).unwrap().len() > 0, "{format}");
+    }
+    // The Parquet result reads back as a table.
+    let got = sql_jsonl(&["SELECT count(*) AS n FROM rows"], &dir.path().join("r.parquet"));
+    assert_eq!(got[0]["n"], 5);
+}

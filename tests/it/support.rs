@@ -1,0 +1,55 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// The `wai` binary, with a quiet, colourless environment.
+pub(crate) fn wai() -> Command {
+    let mut cmd = Command::cargo_bin("wai").expect("the wai binary is built");
+    cmd.env_remove("RUST_LOG").env("NO_COLOR", "1");
+    cmd
+}
+
+/// A fixture under `tests/fixtures/`.
+pub(crate) fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// Reads a JSONL file into values.
+pub(crate) fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("readable")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("valid JSON"))
+        .collect()
+}
+
+/// JSON equality as Python's `==` sees parsed JSON: numbers by value (1 == 1.0), objects
+/// regardless of key order.
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Generates `rows` synthetic rows with `wai gen` into `path`.
+pub(crate) fn gen_rows(path: &Path, rows: u64, seed: u64) {
+    wai()
+        .args(["gen", "--rows", &rows.to_string(), "--seed", &seed.to_string(), "--gold", "0.2", "--shortcut", "absolutely", "--out"])
+        .arg(path)
+        .assert()
+        .success();
+}
+
+/// Replaces a temp dir path with `[TMP]` for snapshots.
+pub(crate) fn redact(text: &str, dir: &Path) -> String {
+    text.replace(&dir.display().to_string(), "[TMP]")
+}
