@@ -149,13 +149,14 @@ pub fn step_fields() -> Fields {
     ])
 }
 
-/// The entries field of a `Map<Utf8, V>` column.
+/// The entries field of a `Map<Utf8, V>` column. The entry names are `key` and `value`, as
+/// DataFusion's map functions (`map_entries`, `map_keys`) and Parquet's map type expect.
 pub fn map_entries(value: DataType) -> Arc<Field> {
     Arc::new(Field::new(
         "entries",
         DataType::Struct(Fields::from(vec![
-            Field::new("keys", DataType::Utf8, false),
-            Field::new("values", value, true),
+            Field::new("key", DataType::Utf8, false),
+            Field::new("value", value, true),
         ])),
         false,
     ))

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, ListArray, ListBuilder,
-    MapBuilder, RecordBatch, StringBuilder, StructArray,
+    MapBuilder, MapFieldNames, RecordBatch, StringBuilder, StructArray,
 };
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::Field;
@@ -197,6 +197,10 @@ impl Steps {
     }
 }
 
+fn map_names() -> MapFieldNames {
+    MapFieldNames { entry: "entries".into(), key: "key".into(), value: "value".into() }
+}
+
 /// Appends [`Record`]s and finishes them into row-schema batches.
 pub struct Builder {
     len: usize,
@@ -255,10 +259,10 @@ impl Builder {
             reason: StringBuilder::new(),
             judge_name: StringBuilder::new(),
             judge_status: StringBuilder::new(),
-            markers: MapBuilder::new(None, StringBuilder::new(), Float64Builder::new()),
+            markers: MapBuilder::new(Some(map_names()), StringBuilder::new(), Float64Builder::new()),
             gold_reward: Float64Builder::new(),
             gold_kind: StringBuilder::new(),
-            dims: MapBuilder::new(None, StringBuilder::new(), StringBuilder::new()),
+            dims: MapBuilder::new(Some(map_names()), StringBuilder::new(), StringBuilder::new()),
             category: StringBuilder::new(),
             model_version: StringBuilder::new(),
             policy_version: StringBuilder::new(),
