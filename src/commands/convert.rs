@@ -48,6 +48,7 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format = output_format(&args.out, args.to)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    tracing::info!(inputs = inputs.len(), output = %args.out.display(), "converting");
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, "converting");
     let mut out = sink(&args.out, format)?;

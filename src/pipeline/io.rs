@@ -51,9 +51,13 @@ impl AtomicFile {
             ));
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".tmp")
+        let prefix = format!(".{name}.");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // A finished output is an ordinary file (not the 0600 of a temporary one).
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+        let temp = builder
             .tempfile_in(dir)
             .map_err(|e| Error::io(path, e))?;
         Ok(Self { path: path.to_path_buf(), temp })

@@ -30,6 +30,7 @@ impl<'a> Reader<'a> {
 
     /// Reads one input, passing each batch to `emit`.
     pub fn read(&mut self, input: &Input, emit: &mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+        tracing::info!(input = %input.display, format = ?input.format, bytes = ?input.size, "reading");
         match input.format {
             Format::Jsonl => {
                 let reader = source::open(input, &self.handle)?;

@@ -131,3 +131,59 @@ fn folders_and_globs_are_inputs() {
         assert_eq!(report["rows"], 250, "{input}");
     }
 }
+
+#[test]
+fn odd_shapes_round_trip_through_extra() {
+    // Content parts, OpenAI-nested tool calls, string arguments, unknown keys in messages and
+    // steps, boolean and string markers, explicit nulls, numeric ids, non-ASCII text, a field
+    // named `extra`.
+    round_trip("odd_rows.jsonl");
+}
+
+#[test]
+fn odd_shapes_fill_the_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let parquet = dir.path().join("odd.parquet");
+    wai().arg("convert").arg(fixture("odd_rows.jsonl")).arg("-o").arg(&parquet).assert().success();
+    let out = wai()
+        .args([
+            "sql",
+            "SELECT task_id, rollout_id, eval_run, prompt, messages[3]['tool_calls'][1]['arguments'] AS call_args, \
+             steps[1]['arguments'] AS step_args, markers['polite'] AS polite, markers['fast'] AS fast, \
+             element_at(dims, 'turns')[1] AS turns, dims['tier'] AS tier FROM rows ORDER BY prompt",
+            "--format",
+            "jsonl",
+            "-t",
+        ])
+        .arg(&parquet)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows[0]["prompt"], "Refund A1?", "the prompt comes from the first user message's text parts");
+    assert_eq!(rows[0]["call_args"], r#"{"order_id":"A1"}"#);
+    assert_eq!(rows[0]["rollout_id"], "12345");
+    assert_eq!(rows[1]["step_args"], r#"{"order_id":"A2"}"#);
+    assert_eq!((rows[1]["polite"].as_f64(), rows[1]["fast"].as_f64()), (Some(1.0), Some(1.0)));
+    assert_eq!((rows[1]["eval_run"].as_i64(), rows[1]["turns"].as_str(), rows[1]["tier"].as_str()), (Some(2), Some("3"), Some("hard")));
+    assert_eq!(rows[2]["eval_run"], 1, "eval_run falls back to lineage.eval_run");
+    // An empty scenario_id and a task_id of 0 fall through to the prompt, as in the reference.
+    assert_eq!(rows[2]["task_id"].as_str(), Some(wai::pipeline::row::prompt_task_id("Ünïcode ✓ and \"quotes\"").as_str()));
+}
+
+#[test]
+fn output_does_not_depend_on_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    gen_rows(&input, 20_000, 11);
+    let mut outputs = Vec::new();
+    for threads in ["1", "2", "3"] {
+        let parquet = dir.path().join(format!("t{threads}.parquet"));
+        let back = dir.path().join(format!("t{threads}.jsonl"));
+        wai().env("RAYON_NUM_THREADS", threads).arg("convert").arg(&input).arg("-o").arg(&parquet).assert().success();
+        wai().env("RAYON_NUM_THREADS", threads).arg("convert").arg(&parquet).arg("-o").arg(&back).assert().success();
+        outputs.push(std::fs::read(&back).unwrap());
+    }
+    assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(outputs[0], std::fs::read(&input).unwrap());
+}
