@@ -48,6 +48,59 @@ pub enum Command {
     Sql(SqlArgs),
     /// Generate deterministic synthetic rows (tasks of 4 to 8 rollouts, mixed pass rates).
     Gen(GenArgs),
+    /// pass@1, pass^k and pass@k with 95% task-bootstrap intervals.
+    ///
+    /// Tasks group on `task_id`; only rewards of exactly 0 or 1 count (partial rewards are counted
+    /// and named in the note; unjudged rows are skipped and counted). Exits 2 when no row has a
+    /// binary reward (a hollow run).
+    #[command(name = "pass-at")]
+    PassAt(PassAtArgs),
+    /// Per-marker means with 95% task-bootstrap intervals, and warnings for markers that never vary.
+    Markers(MarkersArgs),
+}
+
+/// `wai pass-at`.
+#[derive(Debug, Args)]
+pub struct PassAtArgs {
+    /// Rows: files, folders, globs or URLs.
+    #[arg(required = true, value_name = "ROWS")]
+    pub inputs: Vec<String>,
+    /// The k of pass^k and pass@k; a list (`1,2,3,4`) prints a line for each. Default: the
+    /// smallest group size of 2 or more.
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub k: Vec<u32>,
+    /// pass^k and pass@k are n/a for k below this.
+    #[arg(long, default_value_t = crate::stages::pass_at::MIN_K)]
+    pub min_k: u32,
+    /// Also print one line per value of a column or `dims.KEY` (repeatable).
+    #[arg(long, value_name = "COLUMN|dims.KEY")]
+    pub by: Vec<String>,
+    /// Count tasks with fewer than k verdicts that all agree at their unanimous value.
+    #[arg(long)]
+    pub unanimous_short: bool,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Bootstrap replicates.
+    #[arg(long, default_value_t = crate::stats::bootstrap::DRAWS)]
+    pub draws: u32,
+}
+
+/// `wai markers`.
+#[derive(Debug, Args)]
+pub struct MarkersArgs {
+    /// Rows: files, folders, globs or URLs.
+    #[arg(required = true, value_name = "ROWS")]
+    pub inputs: Vec<String>,
+    /// Only these markers (repeatable); default: every marker seen.
+    #[arg(long = "name", value_name = "MARKER")]
+    pub names: Vec<String>,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Bootstrap replicates.
+    #[arg(long, default_value_t = crate::stats::bootstrap::DRAWS)]
+    pub draws: u32,
 }
 
 /// A row file format, for `--to`.

@@ -46,14 +46,29 @@ impl Query {
 }
 
 /// Every canned query, by name.
-pub const QUERIES: [Query; 6] = [
+pub const QUERIES: [Query; 7] = [
     query!("failures_by_tool_tier"),
     query!("judge_status"),
     query!("marker_rates"),
+    query!("pass_at_k_by_slice"),
     query!("pass_rate_by_dim"),
     query!("rewards_by_task"),
     query!("tool_errors"),
 ];
+
+/// Queries that stages run (not listed by `wai sql --list`).
+pub mod stage {
+    use super::Query;
+
+    /// Per-task counts for pass@k.
+    pub const PASS_AT_TASKS: Query = query!("pass_at_tasks");
+    /// Per-slice facts for pass@k's notes and config.
+    pub const PASS_AT_FACTS: Query = query!("pass_at_facts");
+    /// Spoken replies of rows with a blank final text.
+    pub const PASS_AT_BLANK_REPLIES: Query = query!("pass_at_blank_replies");
+    /// Per-(marker, task) values.
+    pub const MARKER_TASKS: Query = query!("marker_tasks");
+}
 
 /// The canned query called `name`.
 pub fn find(name: &str) -> Option<Query> {

@@ -5,14 +5,23 @@
 
 pub mod convert;
 pub mod generate;
+pub mod markers;
+pub mod pass_at;
 pub mod sql;
 
 use std::io::{IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use datafusion::prelude::SessionContext;
+
 use crate::cli::{Cli, Command};
-use crate::error::{ExitStatus, Result};
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::io::{OnBadRow, ParquetSink, Sink};
+use crate::pipeline::read::Reader;
+use crate::pipeline::session;
+use crate::pipeline::source::{self, Format, Input};
+use crate::schema::row_schema;
 
 /// What a command hands back to be printed.
 pub struct Outcome {
@@ -64,10 +73,50 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Convert(args) => convert::run(&ctx, &args),
         Command::Sql(args) => sql::run(&ctx, &args, out),
         Command::Gen(args) => generate::run(&ctx, &args),
+        Command::PassAt(args) => pass_at::run(&ctx, &args),
+        Command::Markers(args) => markers::run(&ctx, &args),
     }
 }
 
 /// `1 row`, `2 rows`.
 pub(crate) fn plural(n: u64, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Converts JSONL inputs to Parquet files in `scratch`, so every table is scanned as Parquet.
+fn as_parquet(ctx: &Context, inputs: Vec<Input>, scratch: &std::path::Path) -> Result<Vec<Input>> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.into_iter().enumerate() {
+        if input.format == Format::Parquet {
+            out.push(input);
+            continue;
+        }
+        let path = scratch.join(format!("input-{i}.parquet"));
+        let mut sink = Box::new(ParquetSink::create(&path, row_schema())?);
+        let mut reader = Reader::new(ctx.runtime.handle().clone(), OnBadRow::Fail, Box::new(|_| {}));
+        reader.read(&input, &mut |batch| sink.write(&batch))?;
+        drop(reader);
+        sink.finish()?;
+        let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+        out.push(Input {
+            display: input.display,
+            location: source::Location::Local(path),
+            format: Format::Parquet,
+            size: Some(size),
+        });
+    }
+    Ok(out)
+}
+
+/// Resolves `specs` and registers them in `context` as one table `name`. JSONL inputs are
+/// converted, streaming, to Parquet files in `scratch` first (bad lines stop with an error).
+pub fn load_table(ctx: &Context, context: &SessionContext, name: &str, specs: &[String], scratch: &std::path::Path) -> Result<()> {
+    let inputs = ctx.runtime.block_on(source::resolve(specs))?;
+    let inputs = as_parquet(ctx, inputs, scratch)?;
+    ctx.runtime.block_on(session::register_parquet(context, name, &inputs))
+}
+
+/// A scratch folder, removed when dropped.
+pub fn scratch() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix("wai-").tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))
 }

@@ -15,13 +15,10 @@ use serde_json::json;
 use super::{Context, Outcome, plural};
 use crate::cli::SqlArgs;
 use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::io::{AtomicFile, OnBadRow, ParquetSink, Sink};
-use crate::pipeline::read::Reader;
+use crate::pipeline::io::AtomicFile;
 use crate::pipeline::session;
-use crate::pipeline::source::{self, Format, Input};
 use crate::queries;
 use crate::report::table;
-use crate::schema::row_schema;
 
 /// The table name a bare `--table PATH` gets.
 pub const DEFAULT_TABLE: &str = "rows";
@@ -73,31 +70,6 @@ fn list() -> Outcome {
     Outcome { text, json, status: ExitStatus::Success }
 }
 
-/// Converts JSONL inputs to Parquet files in `scratch`, so every table is scanned as Parquet.
-fn as_parquet(ctx: &Context, inputs: Vec<Input>, scratch: &std::path::Path) -> Result<Vec<Input>> {
-    let mut out = Vec::with_capacity(inputs.len());
-    for (i, input) in inputs.into_iter().enumerate() {
-        if input.format == Format::Parquet {
-            out.push(input);
-            continue;
-        }
-        let path = scratch.join(format!("input-{i}.parquet"));
-        let mut sink = Box::new(ParquetSink::create(&path, row_schema())?);
-        let mut reader = Reader::new(ctx.runtime.handle().clone(), OnBadRow::Fail, Box::new(|_| {}));
-        reader.read(&input, &mut |batch| sink.write(&batch))?;
-        drop(reader);
-        sink.finish()?;
-        let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
-        out.push(Input {
-            display: input.display,
-            location: source::Location::Local(path),
-            format: Format::Parquet,
-            size: Some(size),
-        });
-    }
-    Ok(out)
-}
-
 fn params(args: &SqlArgs, wanted: &[&str]) -> Result<Vec<(String, ScalarValue)>> {
     let mut out = Vec::new();
     for p in &args.params {
@@ -139,12 +111,10 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
     }
     let values = params(args, &wanted)?;
     let context = session::new_context(None)?;
-    let scratch = tempfile::Builder::new().prefix("wai-sql-").tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let scratch = super::scratch()?;
     let mut tables = Vec::new();
     for (name, paths) in table_specs(&args.tables) {
-        let inputs = ctx.runtime.block_on(source::resolve(&paths))?;
-        let inputs = as_parquet(ctx, inputs, scratch.path())?;
-        ctx.runtime.block_on(session::register_parquet(&context, &name, &inputs))?;
+        super::load_table(ctx, &context, &name, &paths, scratch.path())?;
         tables.push(name);
     }
     let frame = ctx.runtime.block_on(context.sql_with_options(&sql, session::read_only()))?;

@@ -14,12 +14,15 @@ use crate::error::{Error, Result};
 /// registered. `target_partitions` of `None` uses every core.
 pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
     let mut config = SessionConfig::new().with_information_schema(true);
+    // Read strings as the row schema types them (Utf8), not as views, so stage schema checks and
+    // the UDF signatures see one type for one column whatever file it came from.
+    config.options_mut().execution.parquet.schema_force_view_types = false;
     if let Some(n) = target_partitions {
         config = config.with_target_partitions(n.max(1));
     }
     let mut ctx = SessionContext::new_with_config(config);
     datafusion_functions_json::register_all(&mut ctx)?;
-    for udf in crate::stages::udf::wilson_udfs() {
+    for udf in crate::stages::udf::all() {
         ctx.register_udf(udf);
     }
     Ok(ctx)
@@ -50,7 +53,8 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
         };
         urls.push(url);
     }
-    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension("");
+    let format = ParquetFormat::default().with_options(ctx.state().table_options().parquet.clone());
+    let options = ListingOptions::new(Arc::new(format)).with_file_extension("");
     let config = ListingTableConfig::new_with_multi_paths(urls)
         .with_listing_options(options)
         .infer_schema(&ctx.state())

@@ -1,3 +1,6 @@
 //! Pure numerics shared by stages: one formula, one place.
 
+pub mod bootstrap;
+pub mod passk;
+pub mod sum;
 pub mod wilson;

@@ -61,6 +61,8 @@ fn task_ids_follow_the_reference_key() {
             "{\"task_id\": \"t9\", \"prompt\": \"p\"}\n",
             "{\"prompt\": \"What is 2 + 3?\", \"messages\": [{\"role\": \"user\", \"content\": \"What is 2 + 3?\"}]}\n",
             "{\"prompt\": \"What is 2 + 3?\", \"rollout_index\": 0}\n",
+            "{\"scenario_id\": \"\", \"task_id\": \"\", \"prompt\": \"What is 2 + 3?\"}\n",
+            "{\"scenario_id\": null, \"task_id\": 0, \"prompt\": \"What is 2 + 3?\"}\n",
         ),
     )
     .unwrap();
@@ -68,9 +70,9 @@ fn task_ids_follow_the_reference_key() {
     wai().arg("convert").arg(&input).arg("-o").arg(&out).assert().success();
     let rows = read_jsonl(&out);
     let ids: Vec<&str> = rows.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["s1", "t9", "task_1ea26256ebae", "task_1ea26256ebae"]);
+    assert_eq!(ids, ["s1", "t9", "task_1ea26256ebae", "task_1ea26256ebae", "task_1ea26256ebae", "0"]);
     let rollout_ids: std::collections::HashSet<&str> = rows.iter().map(|r| r["rollout_id"].as_str().unwrap()).collect();
-    assert_eq!(rollout_ids.len(), 4, "rollout ids are unique");
+    assert_eq!(rollout_ids.len(), 6, "rollout ids are unique");
 }
 
 #[test]
@@ -167,8 +169,8 @@ fn odd_shapes_fill_the_columns() {
     assert_eq!((rows[1]["polite"].as_f64(), rows[1]["fast"].as_f64()), (Some(1.0), Some(1.0)));
     assert_eq!((rows[1]["eval_run"].as_i64(), rows[1]["turns"].as_str(), rows[1]["tier"].as_str()), (Some(2), Some("3"), Some("hard")));
     assert_eq!(rows[2]["eval_run"], 1, "eval_run falls back to lineage.eval_run");
-    // An empty scenario_id and a task_id of 0 fall through to the prompt, as in the reference.
-    assert_eq!(rows[2]["task_id"].as_str(), Some(wai::pipeline::row::prompt_task_id("Ünïcode ✓ and \"quotes\"").as_str()));
+    // An empty scenario_id falls through; a task_id of 0 is the task "0".
+    assert_eq!(rows[2]["task_id"], "0");
 }
 
 #[test]

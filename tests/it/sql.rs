@@ -22,7 +22,8 @@ fn every_canned_query_runs_on_generated_and_reference_rows() {
             let mut cmd = wai();
             cmd.args(["sql", "--query", q.name, "--table"]).arg(table);
             for p in q.params() {
-                cmd.args(["--param", &format!("{p}=tier")]);
+                let value = if p == "k" { "2" } else { "tier" };
+                cmd.args(["--param", &format!("{p}={value}")]);
             }
             let out = cmd.output().unwrap();
             assert!(out.status.success(), "{} on {}: {}", q.name, table.display(), String::from_utf8_lossy(&out.stderr));

@@ -123,15 +123,15 @@ fn canonical_arguments(v: &Value) -> (String, bool) {
     (canonical_json(v), true)
 }
 
-/// A grouping key the way the reference's `task_key` reads it: falsy values fall through.
+/// A grouping key: null and `""` fall through to the next source; numbers are ids as text (the
+/// reference also lets `0` fall through, which merges task 0 of a benchmark with prompt-less rows).
 fn key_text(field: &str, v: &Value) -> Res<Option<String>> {
     Ok(match v {
-        Value::Null | Value::Bool(false) => None,
+        Value::Null => None,
         Value::String(s) if s.is_empty() => None,
         Value::String(s) => Some(s.clone()),
-        Value::Number(n) if n.as_f64() == Some(0.0) => None,
         Value::Number(n) => Some(n.to_string()),
-        other => return Err(expected(field, "a string", other)),
+        other => return Err(expected(field, "a string or a number", other)),
     })
 }
 

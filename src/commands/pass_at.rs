@@ -1,0 +1,39 @@
+//! `wai pass-at`: pass@1, pass^k and pass@k with task-bootstrap intervals, overall and by slice.
+
+use serde_json::json;
+
+use super::{Context, Outcome};
+use crate::cli::PassAtArgs;
+use crate::error::{ExitStatus, Result};
+use crate::pipeline::session;
+use crate::stages::pass_at::{self, Options, Slice};
+
+/// Runs `wai pass-at`.
+pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
+    let context = session::new_context(None)?;
+    let scratch = super::scratch()?;
+    super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
+    let opts = Options {
+        k: args.k.clone(),
+        min_k: args.min_k,
+        unanimous_short: args.unanimous_short,
+        seed: args.seed,
+        draws: args.draws,
+    };
+    let by: Vec<Slice> = args.by.iter().map(|b| Slice::parse(b)).collect();
+    let report = ctx.runtime.block_on(async {
+        let rows = context.table("rows").await?;
+        pass_at::run(&context, rows, &by, &opts).await
+    })?;
+    // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
+    let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);
+    let mut json = json!({"version": 1, "command": "pass-at"});
+    if let (Some(obj), Ok(serde_json::Value::Object(r))) = (json.as_object_mut(), serde_json::to_value(&report)) {
+        obj.extend(r);
+    }
+    Ok(Outcome {
+        text: report.to_string().trim_end().to_owned(),
+        json,
+        status: if hollow { ExitStatus::Hollow } else { ExitStatus::Success },
+    })
+}

@@ -1,0 +1,334 @@
+//! The numerics of pass@k on per-task counts: the three numbers, their intervals, notes, config.
+
+use crate::stats::{bootstrap, passk, sum};
+
+/// One task's graded binary rollouts `n` and passes `c`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskCounts {
+    /// The task.
+    pub task_id: String,
+    /// Graded binary rollouts.
+    pub n: u64,
+    /// Passes.
+    pub c: u64,
+}
+
+/// Row-level facts of one slice, for notes and the run config.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Rows.
+    pub rows: u64,
+    /// Rows with a reward (binary or partial).
+    pub graded: u64,
+    /// Smallest reward.
+    pub reward_min: Option<f64>,
+    /// Largest reward.
+    pub reward_max: Option<f64>,
+    /// Rows with a non-empty `judge_status`.
+    pub status_rows: u64,
+    /// Of those, rows whose status is not `ok`.
+    pub failed_rows: u64,
+    /// The distinct failing statuses, sorted.
+    pub failed_statuses: Vec<String>,
+    /// A failing row's reason (the smallest, for determinism).
+    pub failed_reason: Option<String>,
+    /// Rows with a `finish_reason`.
+    pub finish_rows: u64,
+    /// Rows cut by the token cap.
+    pub truncated_rows: u64,
+    /// Rows whose spoken reply is known.
+    pub spoken_known: u64,
+    /// Rows with a non-blank spoken reply.
+    pub spoken_answered: u64,
+    /// Rows with an unclosed `<think>`.
+    pub spoken_unclosed: u64,
+    /// (distinct values, the value) of each config field.
+    pub temperature: (u64, Option<f64>),
+    #[allow(missing_docs)]
+    pub max_tokens: (u64, Option<i64>),
+    #[allow(missing_docs)]
+    pub policy_version: (u64, Option<String>),
+    #[allow(missing_docs)]
+    pub judge_version: (u64, Option<String>),
+    #[allow(missing_docs)]
+    pub prompt_hash: (u64, Option<String>),
+    #[allow(missing_docs)]
+    pub user_model: (u64, Option<String>),
+    #[allow(missing_docs)]
+    pub writer_model: (u64, Option<String>),
+}
+
+/// How the rows were made: each field is the one value every row that has it agrees on; fields
+/// the rows disagree on are null and listed in `mixed`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[allow(missing_docs)]
+pub struct RunConfig {
+    pub n_tasks: u64,
+    pub k: u32,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<i64>,
+    pub policy_version: Option<String>,
+    pub judge_version: Option<String>,
+    pub prompt_hash: Option<String>,
+    pub user_model: Option<String>,
+    pub writer_model: Option<String>,
+    pub mixed: Vec<String>,
+    /// Share of rows with a `finish_reason` that were cut by the token cap.
+    pub truncated_share: Option<f64>,
+    /// Share of rows with a known reply that have a spoken reply.
+    pub answered_share: Option<f64>,
+    /// Share of rows with a known reply that have an unclosed `<think>`.
+    pub unclosed_think_share: Option<f64>,
+    /// Share of rows with a reward.
+    pub graded_share: Option<f64>,
+}
+
+/// pass@1, pass^k and pass@k of one set of rows, with intervals, notes and run config.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PassAt {
+    /// The k of pass^k and pass@k.
+    pub k: u32,
+    /// Mean per-task pass rate.
+    pub pass_at_1: Option<f64>,
+    /// Mean per-task C(c,k)/C(n,k).
+    pub pass_pow_k: Option<f64>,
+    /// Mean per-task 1 − C(n−c,k)/C(n,k).
+    pub pass_at_k: Option<f64>,
+    /// pass@k − pass@1.
+    pub headroom: Option<f64>,
+    /// Tasks with at least one binary verdict.
+    pub n_groups: u64,
+    /// Tasks that count toward pass^k and pass@k.
+    pub n_groups_at_k: u64,
+    /// Of those, short unanimous tasks counted at their unanimous value.
+    pub n_groups_imputed: u64,
+    /// Rows with a partial reward (not in the numbers).
+    pub n_partial: u64,
+    /// Rows with a binary verdict.
+    pub n_rows: u64,
+    /// Rows without a reward.
+    pub n_unjudged: u64,
+    /// What to know before reading the numbers.
+    pub note: String,
+    /// 95% task-bootstrap interval of pass@1.
+    pub ci95: Option<[f64; 2]>,
+    /// Interval of pass^k.
+    pub pass_pow_k_ci95: Option<[f64; 2]>,
+    /// Interval of pass@k.
+    pub pass_at_k_ci95: Option<[f64; 2]>,
+    /// How the rows were made.
+    pub config: RunConfig,
+    /// Per-task pass rates, by task id (not serialised: it has one entry per task).
+    #[serde(skip)]
+    pub per_task: Vec<(String, f64)>,
+}
+
+/// Python's `round(x, 4)`: correctly rounded, ties to even on the exact binary value.
+fn round4(x: f64) -> f64 {
+    format!("{x:.4}").parse().unwrap_or(x)
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn share(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| round4(part as f64 / whole as f64))
+}
+
+fn agreed<T: Clone>(name: &str, (distinct, value): &(u64, Option<T>), mixed: &mut Vec<String>) -> Option<T> {
+    match distinct {
+        1 => value.clone(),
+        0 => None,
+        _ => {
+            mixed.push(name.to_owned());
+            None
+        }
+    }
+}
+
+fn run_config(facts: &Facts, n_tasks: u64, k: u32) -> RunConfig {
+    let mut mixed = Vec::new();
+    RunConfig {
+        n_tasks,
+        k,
+        temperature: agreed("temperature", &facts.temperature, &mut mixed),
+        max_tokens: agreed("max_tokens", &facts.max_tokens, &mut mixed),
+        policy_version: agreed("policy_version", &facts.policy_version, &mut mixed),
+        judge_version: agreed("judge_version", &facts.judge_version, &mut mixed),
+        prompt_hash: agreed("prompt_hash", &facts.prompt_hash, &mut mixed),
+        user_model: agreed("user_model", &facts.user_model, &mut mixed),
+        writer_model: agreed("writer_model", &facts.writer_model, &mut mixed),
+        mixed,
+        truncated_share: share(facts.truncated_rows, facts.finish_rows),
+        answered_share: share(facts.spoken_answered, facts.spoken_known),
+        unclosed_think_share: share(facts.spoken_unclosed, facts.spoken_known),
+        graded_share: share(facts.graded, facts.rows),
+    }
+}
+
+/// "every row scored 1 (10 of 10); check the judge before reading this number", when at least
+/// two rows carry a reward and they are all equal.
+fn degenerate_note(facts: &Facts) -> Option<String> {
+    let (lo, hi) = (facts.reward_min?, facts.reward_max?);
+    if facts.graded < 2 || lo != hi {
+        return None;
+    }
+    let v = if lo.fract() == 0.0 { format!("{lo:.0}") } else { format!("{lo:.2}") };
+    Some(format!(
+        "every row scored {v} ({n} of {n}); check the judge before reading this number",
+        n = facts.graded
+    ))
+}
+
+fn nothing_to_score(facts: &Facts) -> String {
+    if facts.status_rows == 0 || facts.failed_rows < facts.status_rows {
+        return "no binary rewards; grade first".to_owned();
+    }
+    let tail = facts
+        .failed_reason
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .map(|r| format!(": {}", r.chars().take(120).collect::<String>()))
+        .unwrap_or_default();
+    format!(
+        "the judge failed on all {} rows ({}){tail}; re-run the judge",
+        facts.status_rows,
+        facts.failed_statuses.join("/")
+    )
+}
+
+/// The reference's note when an interval cannot be had.
+pub fn no_interval_note(n_tasks: usize, quantity: &str) -> String {
+    let tasks = if n_tasks == 1 { "1 task".to_owned() } else { format!("{n_tasks} tasks") };
+    format!(
+        "no interval on {quantity}: {tasks}, and a bootstrap needs 3; it resamples tasks, so run more tasks, or give each row its own task_id when the rows are separate items"
+    )
+}
+
+fn ci(values: &[f64], opts: &super::Options) -> Option<[f64; 2]> {
+    bootstrap::interval(values, opts.draws, opts.seed, bootstrap::LEVEL).map(|(lo, hi)| [lo, hi])
+}
+
+fn join(parts: impl IntoIterator<Item = String>) -> String {
+    parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("; ")
+}
+
+/// Computes the numbers for `tasks` (ordered by task id, each with `n > 0`) at `k` (`None` =
+/// the default), as measure spec §2 describes.
+pub fn estimate(
+    tasks: &[TaskCounts],
+    n_partial: u64,
+    n_unjudged: u64,
+    facts: &Facts,
+    k: Option<u32>,
+    opts: &super::Options,
+) -> PassAt {
+    let n_rows: u64 = tasks.iter().map(|t| t.n).sum();
+    if tasks.is_empty() {
+        let k = k.unwrap_or(1);
+        return PassAt {
+            k,
+            pass_at_1: None,
+            pass_pow_k: None,
+            pass_at_k: None,
+            headroom: None,
+            n_groups: 0,
+            n_groups_at_k: 0,
+            n_groups_imputed: 0,
+            n_partial,
+            n_rows: 0,
+            n_unjudged,
+            note: join([degenerate_note(facts).unwrap_or_default(), nothing_to_score(facts)]),
+            ci95: None,
+            pass_pow_k_ci95: None,
+            pass_at_k_ci95: None,
+            config: run_config(facts, 0, k),
+            per_task: Vec::new(),
+        };
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let per_task: Vec<(String, f64)> = tasks.iter().map(|t| (t.task_id.clone(), t.c as f64 / t.n as f64)).collect();
+    let rates: Vec<f64> = per_task.iter().map(|(_, r)| *r).collect();
+    let pass_at_1 = sum::mean(&rates);
+    let multi: Vec<u64> = tasks.iter().map(|t| t.n).filter(|n| *n >= 2).collect();
+    let k_given = k.is_some();
+    let k = k.unwrap_or_else(|| multi.iter().min().map_or(1, |m| u32::try_from(*m).unwrap_or(u32::MAX)));
+    let mut sizes = multi.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let uneven = !k_given && sizes.len() > 1;
+    let k64 = u64::from(k);
+
+    let mut k_note = String::new();
+    let (mut pow, mut at, mut n_at_k, mut n_imputed) = (None, None, 0u64, 0u64);
+    let (mut pow_vals, mut at_vals) = (Vec::new(), Vec::new());
+    if k < opts.min_k.max(1) {
+        k_note = if uneven {
+            let (lo, hi) = (sizes[0], sizes[sizes.len() - 1]);
+            let reached = multi.iter().filter(|n| **n >= hi).count();
+            format!(
+                "groups are uneven ({lo} to {hi} repeats); k defaults to the smallest, so pass k={hi} to score the {reached} group(s) that reached it, or finish the cut groups"
+            )
+        } else {
+            format!("set repeats>={} for pass^k and pass@k", opts.min_k)
+        };
+    } else {
+        let eligible: Vec<&TaskCounts> = tasks.iter().filter(|t| t.n >= k64).collect();
+        let imputed: Vec<&TaskCounts> = if opts.unanimous_short {
+            tasks.iter().filter(|t| t.n < k64 && (t.c == 0 || t.c == t.n)).collect()
+        } else {
+            Vec::new()
+        };
+        if eligible.is_empty() && imputed.is_empty() {
+            k_note = format!("no group has {k} graded repeats");
+        } else {
+            for t in &eligible {
+                pow_vals.push(passk::pass_pow_k(t.n, t.c, k64).unwrap_or(f64::NAN));
+                at_vals.push(passk::pass_at_k(t.n, t.c, k64).unwrap_or(f64::NAN));
+            }
+            for t in &imputed {
+                let v = if t.c == t.n { 1.0 } else { 0.0 };
+                pow_vals.push(v);
+                at_vals.push(v);
+            }
+            pow = sum::mean(&pow_vals);
+            at = sum::mean(&at_vals);
+            n_at_k = (eligible.len() + imputed.len()) as u64;
+            n_imputed = imputed.len() as u64;
+            if uneven {
+                k_note = format!("groups are uneven ({} to {} repeats); k is the smallest", sizes[0], sizes[sizes.len() - 1]);
+            }
+        }
+    }
+
+    let ci95 = ci(&rates, opts);
+    let mut parts = vec![k_note];
+    if ci95.is_none() {
+        parts.push(no_interval_note(tasks.len(), "pass@1"));
+    }
+    if n_partial > 0 {
+        parts.push(format!(
+            "{n_partial} row(s) carried a reward that is not 0 or 1 and are not in this number; give each Criterion kind='hard' for a 0/1 verdict"
+        ));
+    }
+    if let Some(d) = degenerate_note(facts) {
+        parts.insert(0, d);
+    }
+    PassAt {
+        k,
+        pass_at_1,
+        pass_pow_k: pow,
+        pass_at_k: at,
+        headroom: at.zip(pass_at_1).map(|(a, p)| a - p),
+        n_groups: tasks.len() as u64,
+        n_groups_at_k: n_at_k,
+        n_groups_imputed: n_imputed,
+        n_partial,
+        n_rows,
+        n_unjudged,
+        note: join(parts),
+        ci95,
+        pass_pow_k_ci95: pow.and_then(|_| ci(&pow_vals, opts)),
+        pass_at_k_ci95: at.and_then(|_| ci(&at_vals, opts)),
+        config: run_config(facts, tasks.len() as u64, k),
+        per_task,
+    }
+}

@@ -1,0 +1,404 @@
+//! pass@1, pass^k and pass@k with task-bootstrap intervals.
+//!
+//! What it computes: per task (`task_id`), `n` graded binary rollouts and `c` passes; pass@1 =
+//! the mean per-task rate `c/n` (tasks weighted equally, not rows); pass^k = mean of
+//! `C(c,k)/C(n,k)` (τ-bench); pass@k = mean of `1 − C(n−c,k)/C(n,k)` (Chen et al.); headroom =
+//! pass@k − pass@1. k defaults to the smallest group size of 2 or more (else 1).
+//!
+//! The reward reader (one for every stage): `reward` = 0 or 1 is a binary verdict and counts;
+//! any other number is a partial score, counted in `n_partial` and named in the note; null is
+//! unjudged, counted in `n_unjudged`. Nothing else is read (no `qwen_reward` fallback, no strings
+//! or booleans: those are bad rows at ingest).
+//!
+//! Inputs: `task_id`, `reward`; the run config also reads `judge_status`, `reason`,
+//! `finish_reason`, `final_text`, `sampling`, `policy_version`, `judge_meta`, `lineage`,
+//! `user_model`, `writer_model`, and `messages` only for rows whose `final_text` is blank.
+//! Columns a table lacks are read as null.
+//!
+//! Intervals: a percentile bootstrap over tasks, never rows ([`crate::stats::bootstrap`]), for
+//! each of the three numbers; none under 3 tasks.
+//!
+//! Determinism: tasks are ordered by `task_id`, sums are correctly rounded, and bootstrap
+//! replicate r draws from stream r of the seed, so the output does not depend on row order,
+//! batch size, partitions or threads.
+//!
+//! References: measure spec §2; Chen et al. 2021 (Codex), Yao et al. 2024 (τ-bench).
+
+mod estimate;
+mod text;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::common::ScalarValue;
+use datafusion::functions_nested::expr_fn::array_element;
+use datafusion::prelude::{DataFrame, Expr, SessionContext, col, lit};
+
+pub use estimate::{Facts, PassAt, RunConfig, TaskCounts, estimate, no_interval_note};
+
+use crate::error::{Error, Result};
+use crate::queries::stage;
+use crate::schema::col as c;
+
+/// Default smallest k for which pass^k and pass@k are reported.
+pub const MIN_K: u32 = 4;
+
+/// What `--by` slices on: a row column, or a key of `dims`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Slice {
+    /// A column such as `category` or `model_version`.
+    Column(String),
+    /// A key of `dims`, such as `tier`.
+    Dim(String),
+}
+
+impl Slice {
+    /// Parses `dims.KEY` or a column name.
+    pub fn parse(s: &str) -> Self {
+        match s.strip_prefix("dims.") {
+            Some(key) => Self::Dim(key.to_owned()),
+            None => Self::Column(s.to_owned()),
+        }
+    }
+
+    /// How it is named in output: `dims.tier`, `category`.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Column(c) => c.clone(),
+            Self::Dim(k) => format!("dims.{k}"),
+        }
+    }
+}
+
+/// Options of the stage.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    /// The k values; empty = the reference's default.
+    #[serde(default)]
+    pub k: Vec<u32>,
+    /// pass^k and pass@k are n/a for k below this.
+    #[serde(default = "default_min_k")]
+    pub min_k: u32,
+    /// Let groups shorter than k whose labels all agree count at their unanimous value.
+    #[serde(default)]
+    pub unanimous_short: bool,
+    /// Bootstrap seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// Bootstrap replicates.
+    #[serde(default = "default_draws")]
+    pub draws: u32,
+}
+
+fn default_min_k() -> u32 {
+    MIN_K
+}
+
+fn default_draws() -> u32 {
+    crate::stats::bootstrap::DRAWS
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { k: Vec::new(), min_k: MIN_K, unanimous_short: false, seed: 0, draws: default_draws() }
+    }
+}
+
+/// The input columns the stage reads, with the row schema's types.
+const READS: [(&str, DataType); 12] = [
+    (c::TASK_ID, DataType::Utf8),
+    (c::REWARD, DataType::Float64),
+    (c::JUDGE_STATUS, DataType::Utf8),
+    (c::REASON, DataType::Utf8),
+    (c::FINISH_REASON, DataType::Utf8),
+    (c::FINAL_TEXT, DataType::Utf8),
+    (c::SAMPLING, DataType::Utf8),
+    (c::POLICY_VERSION, DataType::Utf8),
+    (c::JUDGE_META, DataType::Utf8),
+    (c::LINEAGE, DataType::Utf8),
+    (c::USER_MODEL, DataType::Utf8),
+    (c::WRITER_MODEL, DataType::Utf8),
+];
+
+/// The value a row has for `slice` (as text), or `''` for no slicing.
+fn slice_expr(input: &DataFrame, slice: Option<&Slice>) -> Result<Expr> {
+    let has = |name: &str| input.schema().field_with_unqualified_name(name).is_ok();
+    Ok(match slice {
+        None => lit(""),
+        Some(Slice::Column(name)) => {
+            if !has(name) {
+                return Err(Error::MissingColumn {
+                    stage: "pass-at".into(),
+                    column: name.clone(),
+                    found: input.schema().fields().iter().map(|f| f.name().clone()).collect(),
+                });
+            }
+            datafusion::functions::expr_fn::coalesce(vec![
+                datafusion::logical_expr::cast(col(name), DataType::Utf8),
+                lit("(unset)"),
+            ])
+        }
+        Some(Slice::Dim(key)) => {
+            if !has(c::DIMS) {
+                return Err(Error::MissingColumn {
+                    stage: "pass-at".into(),
+                    column: c::DIMS.into(),
+                    found: input.schema().fields().iter().map(|f| f.name().clone()).collect(),
+                });
+            }
+            let value = array_element(
+                datafusion::functions_nested::expr_fn::map_extract(col(c::DIMS), lit(key.as_str())),
+                lit(1i64),
+            );
+            datafusion::functions::expr_fn::coalesce(vec![value, lit("(unset)")])
+        }
+    })
+}
+
+/// Registers the rows the stage reads, with a `slice` column, as `__pass_at_rows`.
+fn register(ctx: &SessionContext, input: DataFrame, slice: Option<&Slice>) -> Result<()> {
+    let schema = input.schema().clone();
+    crate::schema::check_columns(schema.as_arrow(), &[c::TASK_ID], "pass-at")?;
+    let mut exprs = vec![slice_expr(&input, slice)?.alias("slice")];
+    for (name, ty) in READS {
+        exprs.push(if schema.field_with_unqualified_name(name).is_ok() {
+            col(name)
+        } else {
+            lit(ScalarValue::try_from(&ty)?).alias(name)
+        });
+    }
+    let messages = if schema.field_with_unqualified_name(c::MESSAGES).is_ok() {
+        col(c::MESSAGES)
+    } else {
+        let ty = crate::schema::row_schema().field_with_name(c::MESSAGES)?.data_type().clone();
+        lit(ScalarValue::try_from(&ty)?).alias(c::MESSAGES)
+    };
+    exprs.push(messages);
+    let rows = input.select(exprs)?;
+    ctx.deregister_table("__pass_at_rows")?;
+    ctx.register_table("__pass_at_rows", rows.into_view())?;
+    Ok(())
+}
+
+/// Plans the per-task counts and the per-slice facts. Lazy: reads nothing yet.
+pub async fn plan(ctx: &SessionContext, input: DataFrame, slice: Option<&Slice>) -> Result<(DataFrame, DataFrame)> {
+    register(ctx, input, slice)?;
+    let tasks = ctx.sql(stage::PASS_AT_TASKS.sql).await?;
+    let facts = ctx.sql(stage::PASS_AT_FACTS.sql).await?;
+    Ok((tasks, facts))
+}
+
+/// One slice's per-task counts and facts, materialised.
+#[derive(Debug, Clone, Default)]
+pub struct SliceData {
+    /// The slice value (`''` without slicing).
+    pub value: String,
+    /// Tasks with their counts, ordered by task id.
+    pub tasks: Vec<TaskCounts>,
+    /// Rows with a partial reward.
+    pub n_partial: u64,
+    /// Rows without a reward.
+    pub n_unjudged: u64,
+    /// Facts for notes and config.
+    pub facts: Facts,
+}
+
+fn strings(batch: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
+    let a = batch.column_by_name(name).ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
+    let a = datafusion::arrow::compute::cast(a, &DataType::Utf8)?;
+    Ok(a.as_string::<i32>().iter().map(|v| v.map(str::to_owned)).collect())
+}
+
+fn ints(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
+    let a = batch.column_by_name(name).ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
+    let a = datafusion::arrow::compute::cast(a, &DataType::Int64)?;
+    Ok(a.as_primitive::<Int64Type>().iter().collect())
+}
+
+fn floats(batch: &RecordBatch, name: &str) -> Result<Vec<Option<f64>>> {
+    let a = batch.column_by_name(name).ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
+    let a = datafusion::arrow::compute::cast(a, &DataType::Float64)?;
+    Ok(a.as_primitive::<Float64Type>().iter().collect())
+}
+
+fn count(v: Option<i64>) -> u64 {
+    v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0)
+}
+
+/// Runs the plans of [`plan`] and gathers each slice's data (one slice without slicing).
+pub async fn collect(ctx: &SessionContext, tasks: DataFrame, facts: DataFrame) -> Result<Vec<SliceData>> {
+    let mut slices: Vec<SliceData> = Vec::new();
+    let mut blank_final: Vec<u64> = Vec::new();
+    for batch in facts.collect().await? {
+        let value = strings(&batch, "slice")?;
+        let cols: Vec<(&str, Vec<Option<i64>>)> = [
+            "rows", "graded", "status_rows", "failed_rows", "finish_rows", "truncated_rows", "spoken_known",
+            "spoken_answered", "spoken_unclosed", "blank_final", "temperature_n", "max_tokens_n",
+            "policy_version_n", "judge_version_n", "prompt_hash_n", "user_model_n", "writer_model_n",
+        ]
+        .iter()
+        .map(|n| Ok((*n, ints(&batch, n)?)))
+        .collect::<Result<_>>()?;
+        let get = |name: &str, i: usize| count(cols.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v[i]));
+        let (rmin, rmax, temp, max_tokens) =
+            (floats(&batch, "reward_min")?, floats(&batch, "reward_max")?, floats(&batch, "temperature")?, ints(&batch, "max_tokens")?);
+        let texts: Vec<(&str, Vec<Option<String>>)> = ["failed_reason", "policy_version", "judge_version", "prompt_hash", "user_model", "writer_model"]
+            .iter()
+            .map(|n| Ok((*n, strings(&batch, n)?)))
+            .collect::<Result<_>>()?;
+        let text = |name: &str, i: usize| texts.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v[i].clone());
+        let statuses = batch
+            .column_by_name("failed_statuses")
+            .ok_or_else(|| Error::Internal("no column `failed_statuses`".into()))?
+            .as_list::<i32>()
+            .clone();
+        for i in 0..batch.num_rows() {
+            let mut failed: Vec<String> = if statuses.is_valid(i) {
+                let v = statuses.value(i);
+                v.as_string::<i32>().iter().flatten().map(str::to_owned).collect()
+            } else {
+                Vec::new()
+            };
+            failed.sort();
+            let field = |n: &str| (get(&format!("{n}_n"), i), text(n, i));
+            let facts = Facts {
+                rows: get("rows", i),
+                graded: get("graded", i),
+                reward_min: rmin[i],
+                reward_max: rmax[i],
+                status_rows: get("status_rows", i),
+                failed_rows: get("failed_rows", i),
+                failed_statuses: failed,
+                failed_reason: text("failed_reason", i),
+                finish_rows: get("finish_rows", i),
+                truncated_rows: get("truncated_rows", i),
+                spoken_known: get("spoken_known", i),
+                spoken_answered: get("spoken_answered", i),
+                spoken_unclosed: get("spoken_unclosed", i),
+                temperature: (get("temperature_n", i), temp[i]),
+                max_tokens: (get("max_tokens_n", i), max_tokens[i]),
+                policy_version: field("policy_version"),
+                judge_version: field("judge_version"),
+                prompt_hash: field("prompt_hash"),
+                user_model: field("user_model"),
+                writer_model: field("writer_model"),
+            };
+            blank_final.push(get("blank_final", i));
+            slices.push(SliceData { value: value[i].clone().unwrap_or_default(), facts, ..SliceData::default() });
+        }
+    }
+    if blank_final.iter().any(|n| *n > 0) {
+        // Rows whose final text is blank: their spoken reply is in `messages`, read by a second,
+        // filtered scan only when such rows exist.
+        for batch in ctx.sql(stage::PASS_AT_BLANK_REPLIES.sql).await?.collect().await? {
+            let value = strings(&batch, "slice")?;
+            let (known, answered, unclosed) =
+                (ints(&batch, "spoken_known")?, ints(&batch, "spoken_answered")?, ints(&batch, "spoken_unclosed")?);
+            for i in 0..batch.num_rows() {
+                if let Some(s) = slices.iter_mut().find(|s| Some(&s.value) == value[i].as_ref()) {
+                    s.facts.spoken_known += count(known[i]);
+                    s.facts.spoken_answered += count(answered[i]);
+                    s.facts.spoken_unclosed += count(unclosed[i]);
+                }
+            }
+        }
+    }
+    for batch in tasks.collect().await? {
+        let (value, task) = (strings(&batch, "slice")?, strings(&batch, c::TASK_ID)?);
+        let (n, cc, partial, unjudged) = (ints(&batch, "n")?, ints(&batch, "c")?, ints(&batch, "partial")?, ints(&batch, "unjudged")?);
+        let mut current: Option<usize> = None;
+        for i in 0..batch.num_rows() {
+            let v = value[i].clone().unwrap_or_default();
+            let idx = match current {
+                Some(idx) if slices[idx].value == v => idx,
+                _ => {
+                    let idx = slices
+                        .iter()
+                        .position(|s| s.value == v)
+                        .ok_or_else(|| Error::Internal(format!("slice `{v}` has tasks but no facts")))?;
+                    current = Some(idx);
+                    idx
+                }
+            };
+            let s = &mut slices[idx];
+            s.n_partial += count(partial[i]);
+            s.n_unjudged += count(unjudged[i]);
+            let n = count(n[i]);
+            if n > 0 {
+                s.tasks.push(TaskCounts { task_id: task[i].clone().unwrap_or_default(), n, c: count(cc[i]) });
+            }
+        }
+    }
+    Ok(slices)
+}
+
+/// The stage's numbers for one slice at each k asked for (one entry, the default k, when none).
+pub fn finish(data: &SliceData, opts: &Options) -> Vec<PassAt> {
+    let ks: Vec<Option<u32>> = if opts.k.is_empty() { vec![None] } else { opts.k.iter().copied().map(Some).collect() };
+    ks.into_iter().map(|k| estimate(&data.tasks, data.n_partial, data.n_unjudged, &data.facts, k, opts)).collect()
+}
+
+/// The whole stage on a DataFrame: overall, then each slicing, each with its slices.
+pub async fn run(ctx: &SessionContext, input: DataFrame, by: &[Slice], opts: &Options) -> Result<Report> {
+    if opts.draws == 0 {
+        return Err(Error::Usage("`--draws` must be at least 1".into()));
+    }
+    if opts.k.contains(&0) {
+        return Err(Error::Usage("k must be at least 1".into()));
+    }
+    let (tasks, facts) = plan(ctx, input.clone(), None).await?;
+    let overall = collect(ctx, tasks, facts).await?.into_iter().next().unwrap_or_default();
+    let overall_numbers = finish(&overall, opts);
+    let mut slices = Vec::new();
+    for slice in by {
+        let (tasks, facts) = plan(ctx, input.clone(), Some(slice)).await?;
+        for data in collect(ctx, tasks, facts).await? {
+            slices.push(SliceReport { by: slice.name(), value: data.value.clone(), results: finish(&data, opts) });
+        }
+    }
+    Ok(Report { seed: opts.seed, draws: opts.draws, results: overall_numbers, slices })
+}
+
+/// One slice's numbers.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SliceReport {
+    /// What was sliced on (`dims.tier`).
+    pub by: String,
+    /// The slice's value.
+    pub value: String,
+    /// Its numbers, one entry per k.
+    pub results: Vec<PassAt>,
+}
+
+/// What the stage reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// The bootstrap seed.
+    pub seed: u64,
+    /// The bootstrap replicates.
+    pub draws: u32,
+    /// Overall numbers, one entry per k.
+    pub results: Vec<PassAt>,
+    /// Per-slice numbers.
+    pub slices: Vec<SliceReport>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for r in &self.results {
+            writeln!(f, "{r}")?;
+        }
+        if let Some(first) = self.results.first() {
+            if first.n_unjudged > 0 {
+                writeln!(f, "{} without a reward (unjudged) are not counted", crate::commands::plural(first.n_unjudged, "row"))?;
+            }
+        }
+        for s in &self.slices {
+            for r in &s.results {
+                writeln!(f, "  {}={}: {r}", s.by, s.value)?;
+            }
+        }
+        Ok(())
+    }
+}

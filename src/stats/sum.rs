@@ -1,0 +1,82 @@
+//! Correctly rounded floating-point sums (Shewchuk's exact partials, as Python's `math.fsum`).
+//!
+//! A mean over tasks must not depend on the order the tasks arrive in (partitions, threads,
+//! sort order). A correctly rounded sum is the one order-free answer, and it equals the plain
+//! left-to-right sum whenever that sum is exact (every reference vector).
+
+/// The correctly rounded sum of `values` (finite inputs).
+pub fn fsum(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut partials: Vec<f64> = Vec::new();
+    for mut x in values {
+        let mut i = 0;
+        for j in 0..partials.len() {
+            let mut y = partials[j];
+            if x.abs() < y.abs() {
+                std::mem::swap(&mut x, &mut y);
+            }
+            let hi = x + y;
+            let lo = y - (hi - x);
+            if lo != 0.0 {
+                partials[i] = lo;
+                i += 1;
+            }
+            x = hi;
+        }
+        partials.truncate(i);
+        partials.push(x);
+    }
+    // Add the partials from the top, rounding the last step half-to-even as fsum does.
+    let mut n = partials.len();
+    if n == 0 {
+        return 0.0;
+    }
+    n -= 1;
+    let mut hi = partials[n];
+    let mut lo = 0.0;
+    while n > 0 {
+        let x = hi;
+        n -= 1;
+        let y = partials[n];
+        hi = x + y;
+        let yr = hi - x;
+        lo = y - yr;
+        if lo != 0.0 {
+            break;
+        }
+    }
+    if n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0)) {
+        let y = lo * 2.0;
+        let x = hi + y;
+        let yr = x - hi;
+        if y == yr {
+            hi = x;
+        }
+    }
+    hi
+}
+
+/// The correctly rounded mean, or `None` for no values.
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| fsum(values.iter().copied()) / values.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_where_plain_sums_are_not() {
+        assert_eq!(fsum([0.1; 10]), 1.0);
+        assert_ne!([0.1; 10].iter().sum::<f64>(), 1.0);
+        assert_eq!(fsum([1e100, 1.0, -1e100, 1e-100]), 1.0);
+        assert_eq!(fsum([]), 0.0);
+    }
+
+    #[test]
+    fn order_does_not_matter() {
+        let v: Vec<f64> = (1..200).map(|i| 1.0 / f64::from(i)).collect();
+        let mut r = v.clone();
+        r.reverse();
+        assert_eq!(fsum(v.iter().copied()), fsum(r));
+    }
+}
