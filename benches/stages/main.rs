@@ -5,6 +5,10 @@
 //! - `convert/jsonl_to_parquet/rows=200k`: input MB/s (divan prints bytes/s from the counter);
 //! - `sql/group_by_task/rows=1M`: `SELECT task_id, count(*), avg(reward) FROM rows GROUP BY task_id`;
 //! - `sql/scan/rows=1M/cols=task_id,reward` against `cols=all`: what projection pushdown saves.
+//!
+//! Figures the pass@k issue asks for:
+//! - `pass_at/rows=1M/draws=2000`: all three numbers with intervals from a 1M-row Parquet file;
+//! - `pass_at/rows=100k/draws=2000`: against the reference on the same rows (`ref_oracle.py pass-at`).
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -21,6 +25,7 @@ fn main() {
 struct Data {
     _dir: tempfile::TempDir,
     jsonl_200k: PathBuf,
+    parquet_100k: PathBuf,
     parquet_1m: PathBuf,
 }
 
@@ -39,9 +44,11 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
     let dir = tempfile::tempdir().expect("temp dir");
     let jsonl_200k = dir.path().join("rows-200k.jsonl");
     let parquet_1m = dir.path().join("rows-1m.parquet");
+    let parquet_100k = dir.path().join("rows-100k.parquet");
     run(&["-q", "gen", "--rows", "200000", "--seed", "1", "-o", path(&jsonl_200k)]);
+    run(&["-q", "gen", "--rows", "100000", "--seed", "1", "-o", path(&parquet_100k)]);
     run(&["-q", "gen", "--rows", "1000000", "--seed", "1", "-o", path(&parquet_1m)]);
-    Data { _dir: dir, jsonl_200k, parquet_1m }
+    Data { _dir: dir, jsonl_200k, parquet_100k, parquet_1m }
 });
 
 mod convert {
@@ -90,6 +97,28 @@ mod sql {
             "SELECT count(*) FROM rows WHERE task_id IS NOT NULL AND (reward IS NULL OR reward >= 0)"
         };
         b.bench(|| run(&["sql", q, "--format", "csv", "-t", path(&data.parquet_1m)]));
+    }
+}
+
+mod pass_at {
+    use super::*;
+
+    #[divan::bench(name = "pass_at/rows=1M/draws=2000", sample_count = 5)]
+    fn rows_1m(b: Bencher) {
+        let data = &*DATA;
+        b.bench(|| run(&["-q", "pass-at", path(&data.parquet_1m)]));
+    }
+
+    #[divan::bench(name = "pass_at/rows=100k/draws=2000", sample_count = 10)]
+    fn rows_100k(b: Bencher) {
+        let data = &*DATA;
+        b.bench(|| run(&["-q", "pass-at", path(&data.parquet_100k)]));
+    }
+
+    #[divan::bench(name = "markers/rows=1M/draws=2000", sample_count = 5)]
+    fn markers_1m(b: Bencher) {
+        let data = &*DATA;
+        b.bench(|| run(&["-q", "markers", path(&data.parquet_1m)]));
     }
 }
 

@@ -66,10 +66,12 @@ fn task_ids_follow_the_reference_key() {
         ),
     )
     .unwrap();
-    let out = dir.path().join("out.jsonl");
+    let out = dir.path().join("out.parquet");
     wai().arg("convert").arg(&input).arg("-o").arg(&out).assert().success();
-    let rows = read_jsonl(&out);
+    let listed = wai().args(["sql", "SELECT task_id, rollout_id FROM rows", "--format", "jsonl", "-t"]).arg(&out).output().unwrap();
+    let rows: Vec<Value> = String::from_utf8(listed.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let ids: Vec<&str> = rows.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
+    // Empty strings fall through to the prompt; the numeric task id 0 is the task "0".
     assert_eq!(ids, ["s1", "t9", "task_1ea26256ebae", "task_1ea26256ebae", "task_1ea26256ebae", "0"]);
     let rollout_ids: std::collections::HashSet<&str> = rows.iter().map(|r| r["rollout_id"].as_str().unwrap()).collect();
     assert_eq!(rollout_ids.len(), 6, "rollout ids are unique");

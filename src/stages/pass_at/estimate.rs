@@ -332,3 +332,61 @@ pub fn estimate(
         per_task,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn tasks_with_at_least(k: u64) -> impl Strategy<Value = Vec<TaskCounts>> {
+        prop::collection::vec((k..k + 8).prop_flat_map(|n| (Just(n), 0..=n)), 3..40).prop_map(|v| {
+            v.into_iter()
+                .enumerate()
+                .map(|(i, (n, c))| TaskCounts { task_id: format!("t{i:03}"), n, c })
+                .collect()
+        })
+    }
+
+    fn inside(x: Option<f64>, ci: Option<[f64; 2]>) -> bool {
+        match (x, ci) {
+            (Some(x), Some([lo, hi])) => lo <= x + 1e-12 && x <= hi + 1e-12,
+            _ => false,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn pass_pow_k_le_pass_at_1_le_pass_at_k_and_intervals_hold_them(k in 1u32..5, tasks in (1u64..5).prop_flat_map(tasks_with_at_least)) {
+            let k = k.min(u32::try_from(tasks.iter().map(|t| t.n).min().unwrap()).unwrap());
+            let opts = crate::stages::pass_at::Options { k: vec![k], min_k: 1, draws: 300, ..Default::default() };
+            let r = estimate(&tasks, 0, 0, &Facts::default(), Some(k), &opts);
+            let (pow, p1, at) = (r.pass_pow_k.unwrap(), r.pass_at_1.unwrap(), r.pass_at_k.unwrap());
+            prop_assert!(pow <= p1 + 1e-12 && p1 <= at + 1e-12, "{pow} {p1} {at}");
+            prop_assert!(inside(r.pass_at_1, r.ci95));
+            prop_assert!(inside(r.pass_pow_k, r.pass_pow_k_ci95));
+            prop_assert!(inside(r.pass_at_k, r.pass_at_k_ci95));
+            prop_assert_eq!(r.n_groups_at_k, tasks.len() as u64);
+        }
+
+        #[test]
+        fn point_estimates_do_not_depend_on_task_order(tasks in (4u64..5).prop_flat_map(tasks_with_at_least)) {
+            let opts = crate::stages::pass_at::Options::default();
+            let a = estimate(&tasks, 0, 0, &Facts::default(), None, &opts);
+            let mut rev = tasks.clone();
+            rev.reverse();
+            let b = estimate(&rev, 0, 0, &Facts::default(), None, &opts);
+            prop_assert_eq!((a.pass_at_1, a.pass_pow_k, a.pass_at_k), (b.pass_at_1, b.pass_pow_k, b.pass_at_k));
+        }
+    }
+
+    #[test]
+    fn under_three_tasks_there_is_no_interval_and_the_note_says_why() {
+        let tasks = vec![TaskCounts { task_id: "a".into(), n: 4, c: 3 }, TaskCounts { task_id: "b".into(), n: 4, c: 3 }];
+        let r = estimate(&tasks, 0, 0, &Facts::default(), None, &crate::stages::pass_at::Options::default());
+        assert_eq!(r.ci95, None);
+        assert!(r.note.starts_with("no interval on pass@1: 2 tasks, and a bootstrap needs 3"), "{}", r.note);
+    }
+}
