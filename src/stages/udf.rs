@@ -17,16 +17,38 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
+use crate::schema::{col, row_schema};
 use crate::stats::{passk, wilson};
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct WilsonBound {
+/// A kernel: argument arrays (already coerced to the signature) in, one array out.
+type Kernel = fn(&[ArrayRef]) -> ArrayRef;
+
+/// A scalar function defined by its name, signature, return type and kernel: the one
+/// `ScalarUDFImpl` every function here shares. Two are the same function when their names,
+/// signatures and return types are (names are unique here; kernels are not comparable).
+#[derive(Debug)]
+struct Function {
     name: &'static str,
-    upper: bool,
     signature: Signature,
+    returns: DataType,
+    kernel: Kernel,
 }
 
-impl ScalarUDFImpl for WilsonBound {
+impl PartialEq for Function {
+    fn eq(&self, other: &Self) -> bool {
+        (self.name, &self.signature, &self.returns) == (other.name, &other.signature, &other.returns)
+    }
+}
+
+impl Eq for Function {}
+
+impl std::hash::Hash for Function {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.name, &self.signature, &self.returns).hash(state);
+    }
+}
+
+impl ScalarUDFImpl for Function {
     fn name(&self) -> &str {
         self.name
     }
@@ -36,83 +58,64 @@ impl ScalarUDFImpl for WilsonBound {
     }
 
     fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Float64)
+        Ok(self.returns.clone())
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let (s, n) = (arrays[0].as_primitive::<Float64Type>(), arrays[1].as_primitive::<Float64Type>());
-        let out: Float64Array = s
-            .iter()
-            .zip(n.iter())
-            .map(|(s, n)| {
-                let (lo, hi) = wilson::interval(s?, n?, wilson::Z_95)?;
-                Some(if self.upper { hi } else { lo })
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
+        Ok(ColumnarValue::Array((self.kernel)(&arrays)))
     }
+}
+
+fn function(name: &'static str, signature: Signature, returns: DataType, kernel: Kernel) -> ScalarUDF {
+    ScalarUDF::new_from_impl(Function { name, signature, returns, kernel })
+}
+
+fn wilson_bound(arrays: &[ArrayRef], upper: bool) -> ArrayRef {
+    let (s, n) = (arrays[0].as_primitive::<Float64Type>(), arrays[1].as_primitive::<Float64Type>());
+    let out: Float64Array = s
+        .iter()
+        .zip(n.iter())
+        .map(|(s, n)| {
+            let (lo, hi) = wilson::interval(s?, n?, wilson::Z_95)?;
+            Some(if upper { hi } else { lo })
+        })
+        .collect();
+    Arc::new(out)
 }
 
 /// `wilson_low` and `wilson_high`.
 pub fn wilson_udfs() -> [ScalarUDF; 2] {
     let signature = || Signature::uniform(2, vec![DataType::Float64], Volatility::Immutable);
     [
-        ScalarUDF::new_from_impl(WilsonBound { name: "wilson_low", upper: false, signature: signature() }),
-        ScalarUDF::new_from_impl(WilsonBound { name: "wilson_high", upper: true, signature: signature() }),
+        function("wilson_low", signature(), DataType::Float64, |a| wilson_bound(a, false)),
+        function("wilson_high", signature(), DataType::Float64, |a| wilson_bound(a, true)),
     ]
 }
 
-/// `pass_at_k(n, c, k)` and `pass_pow_k(n, c, k)`: the per-task estimators of
-/// [`crate::stats::passk`] over integer counts; null when `k` is 0 or exceeds `n`, or an argument
-/// is null or negative.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct PassK {
-    name: &'static str,
-    all: bool,
-    signature: Signature,
+/// Applies a per-task estimator to `(n, c, k)` columns; null when an argument is null or
+/// negative, or `k` is 0 or exceeds `n`.
+fn pass_k(arrays: &[ArrayRef], estimator: fn(u64, u64, u64) -> Option<f64>) -> ArrayRef {
+    let int = |i: usize| arrays[i].as_primitive::<Int64Type>();
+    let (n, c, k) = (int(0), int(1), int(2));
+    let out: Float64Array = (0..n.len())
+        .map(|i| {
+            if n.is_null(i) || c.is_null(i) || k.is_null(i) {
+                return None;
+            }
+            let arg = |a: &datafusion::arrow::array::Int64Array| u64::try_from(a.value(i)).ok();
+            estimator(arg(n)?, arg(c)?, arg(k)?)
+        })
+        .collect();
+    Arc::new(out)
 }
 
-impl ScalarUDFImpl for PassK {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Float64)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let int = |i: usize| arrays[i].as_primitive::<Int64Type>();
-        let (n, c, k) = (int(0), int(1), int(2));
-        let out: Float64Array = (0..n.len())
-            .map(|i| {
-                if n.is_null(i) || c.is_null(i) || k.is_null(i) {
-                    return None;
-                }
-                let (n, c, k) = (
-                    u64::try_from(n.value(i)).ok()?,
-                    u64::try_from(c.value(i)).ok()?,
-                    u64::try_from(k.value(i)).ok()?,
-                );
-                if self.all { passk::pass_pow_k(n, c, k) } else { passk::pass_at_k(n, c, k) }
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
-    }
-}
-
-/// `pass_at_k` and `pass_pow_k`.
+/// `pass_at_k(n, c, k)` and `pass_pow_k(n, c, k)`.
 pub fn pass_k_udfs() -> [ScalarUDF; 2] {
     let signature = || Signature::uniform(3, vec![DataType::Int64], Volatility::Immutable);
     [
-        ScalarUDF::new_from_impl(PassK { name: "pass_at_k", all: false, signature: signature() }),
-        ScalarUDF::new_from_impl(PassK { name: "pass_pow_k", all: true, signature: signature() }),
+        function("pass_at_k", signature(), DataType::Float64, |a| pass_k(a, passk::pass_at_k)),
+        function("pass_pow_k", signature(), DataType::Float64, |a| pass_k(a, passk::pass_pow_k)),
     ]
 }
 
@@ -161,90 +164,57 @@ pub fn spoken(text: &str) -> Spoken {
 
 /// `think_state(text)`: null for a null text, else a bit set: 1 = answered (a spoken reply is
 /// left), 2 = an unclosed `<think>`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct ThinkState {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for ThinkState {
-    fn name(&self) -> &str {
-        "think_state"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Int32)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let text = arrays[0].as_string::<i32>();
-        let out: Int32Array = text
-            .iter()
-            .map(|t| {
-                t.map(|t| {
-                    let s = spoken(t);
-                    i32::from(s.answered) | (i32::from(s.unclosed) << 1)
-                })
+fn think_state(arrays: &[ArrayRef]) -> ArrayRef {
+    let out: Int32Array = arrays[0]
+        .as_string::<i32>()
+        .iter()
+        .map(|t| {
+            t.map(|t| {
+                let s = spoken(t);
+                i32::from(s.answered) | (i32::from(s.unclosed) << 1)
             })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
-    }
+        })
+        .collect();
+    Arc::new(out)
 }
 
 /// `last_assistant_text(messages)`: the content of the last assistant message whose content is
 /// not blank, else `''` when there are messages, else null.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct LastAssistantText {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for LastAssistantText {
-    fn name(&self) -> &str {
-        "last_assistant_text"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let list = arrays[0].as_list::<i32>();
-        let items = list.values().as_struct();
-        let role = items.column(0).as_string::<i32>();
-        let content = items.column(1).as_string::<i32>();
-        let offsets = list.value_offsets();
-        let out: StringArray = (0..list.len())
-            .map(|i| {
-                if list.is_null(i) {
-                    return None;
-                }
-                let (start, end) = (offsets[i].as_usize(), offsets[i + 1].as_usize());
-                let found = (start..end).rev().find(|&j| {
-                    role.is_valid(j) && role.value(j) == "assistant" && content.is_valid(j) && !content.value(j).trim().is_empty()
-                });
-                Some(found.map_or(String::new(), |j| content.value(j).to_owned()))
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
-    }
+fn last_assistant_text(arrays: &[ArrayRef]) -> ArrayRef {
+    let list = arrays[0].as_list::<i32>();
+    let items = list.values().as_struct();
+    let role = items.column(0).as_string::<i32>();
+    let content = items.column(1).as_string::<i32>();
+    let offsets = list.value_offsets();
+    let out: StringArray = (0..list.len())
+        .map(|i| {
+            if list.is_null(i) {
+                return None;
+            }
+            let (start, end) = (offsets[i].as_usize(), offsets[i + 1].as_usize());
+            let found = (start..end).rev().find(|&j| {
+                role.is_valid(j)
+                    && role.value(j) == "assistant"
+                    && content.is_valid(j)
+                    && !content.value(j).trim().is_empty()
+            });
+            Some(found.map_or(String::new(), |j| content.value(j).to_owned()))
+        })
+        .collect();
+    Arc::new(out)
 }
 
 /// `think_state` and `last_assistant_text`.
 pub fn reply_udfs() -> [ScalarUDF; 2] {
+    let messages = row_schema().field_with_name(col::MESSAGES).map_or(DataType::Null, |f| f.data_type().clone());
     [
-        ScalarUDF::new_from_impl(ThinkState { signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable) }),
-        ScalarUDF::new_from_impl(LastAssistantText {
-            signature: Signature::exact(vec![crate::schema::row_schema().field_with_name(crate::schema::col::MESSAGES).map_or(DataType::Null, |f| f.data_type().clone())], Volatility::Immutable),
-        }),
+        function("think_state", Signature::exact(vec![DataType::Utf8], Volatility::Immutable), DataType::Int32, think_state),
+        function(
+            "last_assistant_text",
+            Signature::exact(vec![messages], Volatility::Immutable),
+            DataType::Utf8,
+            last_assistant_text,
+        ),
     ]
 }
 

@@ -123,30 +123,27 @@ const READS: [(&str, DataType); 12] = [
 
 /// The value a row has for `slice` (as text), or `''` for no slicing.
 fn slice_expr(input: &DataFrame, slice: Option<&Slice>) -> Result<Expr> {
-    let has = |name: &str| input.schema().field_with_unqualified_name(name).is_ok();
+    let need = |name: &str| -> Result<()> {
+        if input.schema().field_with_unqualified_name(name).is_ok() {
+            return Ok(());
+        }
+        Err(Error::MissingColumn {
+            stage: "pass-at".into(),
+            column: name.to_owned(),
+            found: input.schema().fields().iter().map(|f| f.name().clone()).collect(),
+        })
+    };
     Ok(match slice {
         None => lit(""),
         Some(Slice::Column(name)) => {
-            if !has(name) {
-                return Err(Error::MissingColumn {
-                    stage: "pass-at".into(),
-                    column: name.clone(),
-                    found: input.schema().fields().iter().map(|f| f.name().clone()).collect(),
-                });
-            }
+            need(name)?;
             datafusion::functions::expr_fn::coalesce(vec![
                 datafusion::logical_expr::cast(col(name), DataType::Utf8),
                 lit("(unset)"),
             ])
         }
         Some(Slice::Dim(key)) => {
-            if !has(c::DIMS) {
-                return Err(Error::MissingColumn {
-                    stage: "pass-at".into(),
-                    column: c::DIMS.into(),
-                    found: input.schema().fields().iter().map(|f| f.name().clone()).collect(),
-                });
-            }
+            need(c::DIMS)?;
             let value = array_element(
                 datafusion::functions_nested::expr_fn::map_extract(col(c::DIMS), lit(key.as_str())),
                 lit(1i64),
