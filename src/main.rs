@@ -22,10 +22,16 @@ fn init_logging(quiet: bool, verbose: u8) {
 
 #[allow(clippy::print_stderr)]
 fn report_error(e: &Error) {
-    eprintln!("error: {e}");
+    let mut shown = e.to_string();
+    eprintln!("error: {shown}");
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
-        eprintln!("  caused by: {cause}");
+        // Some libraries repeat their source's text in their own message: print each text once.
+        let text = cause.to_string();
+        if !shown.contains(&text) {
+            eprintln!("  caused by: {text}");
+            shown = text;
+        }
         source = cause.source();
     }
 }

@@ -109,6 +109,8 @@ pub fn store_for(url: &Url) -> Result<(Arc<dyn ObjectStore>, Url)> {
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(root.as_str())
+                // A URL that says http:// asks for plain HTTP.
+                .with_client_options(object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"))
                 .build()
                 .map_err(store_err)?,
         ),

@@ -3,6 +3,6 @@
 mod cli; // exit codes and messages of the binary, as snapshots
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod pass_at; // pass@k and markers: reference vectors, τ-bench, SQL, determinism
-mod s3; // object-store inputs against a real S3-compatible server on 127.0.0.1
+mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, http.server)
 mod sql; // SQL over rows: canned queries, pushdown, output formats
 mod support;

@@ -1,4 +1,4 @@
-//! Object-store inputs against a real S3-compatible server (moto) on 127.0.0.1.
+//! Object-store inputs against real servers on 127.0.0.1: S3 (moto) and plain HTTP.
 //!
 //! The test starts `moto_server` itself (`pip install "moto[server]"`; `.ci/run` installs it).
 //! Without it the tests skip, except under CI, where a missing server is a failure.
@@ -120,4 +120,46 @@ fn s3_objects_prefixes_and_sql() {
     let a = cmd.args(["convert", &format!("s3://{BUCKET}/nope.jsonl"), "-o"]).arg(dir.path().join("x.parquet")).assert().code(66);
     let stderr = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
     assert!(stderr.contains("nope.jsonl"), "{stderr}");
+}
+
+/// A plain HTTP server on 127.0.0.1 (Python's `http.server`) serving the fixtures.
+struct Http {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn http_urls_are_inputs() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let Ok(child) = Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+        .current_dir(fixture(""))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        assert!(std::env::var_os("CI").is_none(), "python3 is needed for the HTTP test");
+        return;
+    };
+    let server = Http { child, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", server.port)).is_err() {
+        assert!(Instant::now() < deadline, "http.server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = wai()
+        .args(["--json", "convert", &format!("http://127.0.0.1:{}/example_scored.jsonl", server.port), "-o"])
+        .arg(dir.path().join("scored.parquet"))
+        .assert()
+        .success();
+    let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    assert_eq!(report["rows"], 200);
 }
