@@ -57,6 +57,52 @@ pub enum Command {
     PassAt(PassAtArgs),
     /// Per-marker means with 95% task-bootstrap intervals, and warnings for markers that never vary.
     Markers(MarkersArgs),
+    /// Turn foreign traces into rows: OpenAI chat trajectories, τ-bench results, OTel GenAI spans.
+    ///
+    /// The format is detected from each file's first record unless `--format` names it. What has
+    /// no column is kept in `extra`; bad records stop the run, or go to `--rejects`.
+    Ingest(IngestArgs),
+}
+
+/// `wai ingest`.
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Input files, folders, globs or URLs (JSON Lines, JSON arrays, OTLP JSON).
+    #[arg(required = true, value_name = "IN")]
+    pub inputs: Vec<String>,
+    /// The output file (`.parquet` or `.jsonl`).
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+    /// The output format, when `--out`'s extension does not say.
+    #[arg(long, value_enum)]
+    pub to: Option<RowFormat>,
+    /// The input format.
+    #[arg(long, value_enum, default_value_t = crate::pipeline::ingest::Format::Auto)]
+    pub format: crate::pipeline::ingest::Format,
+    /// Set bad records aside in this JSONL file and go on.
+    #[arg(long, value_name = "FILE")]
+    pub rejects: Option<PathBuf>,
+    /// Chat records: where the task id is (a dotted path; default `task_id`).
+    #[arg(long, value_name = "PATH")]
+    pub task_field: Option<String>,
+    /// Chat records: where the repeat index is (default `trial`).
+    #[arg(long, value_name = "PATH")]
+    pub trial_field: Option<String>,
+    /// Chat records: where the reward is (default `reward`).
+    #[arg(long, value_name = "PATH")]
+    pub reward_field: Option<String>,
+    /// Chat records: where the message list is (default `messages`; `traj` for τ-bench).
+    #[arg(long, value_name = "PATH")]
+    pub messages_field: Option<String>,
+    /// Chat records: a field (dotted path) to move under `privileged`, never exported (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub privileged: Vec<String>,
+    /// OTel: the span attribute holding the reward.
+    #[arg(long, default_value = "whileai.reward", value_name = "ATTR")]
+    pub reward_attr: String,
+    /// OTel: the span attribute holding the task id (else the prompt keys the task).
+    #[arg(long, default_value = "whileai.task_id", value_name = "ATTR")]
+    pub task_attr: String,
 }
 
 /// `wai pass-at`.

@@ -5,6 +5,7 @@
 
 pub mod convert;
 pub mod generate;
+pub mod ingest;
 pub mod markers;
 pub mod pass_at;
 pub mod sql;
@@ -75,6 +76,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Gen(args) => generate::run(&ctx, &args),
         Command::PassAt(args) => pass_at::run(&ctx, &args),
         Command::Markers(args) => markers::run(&ctx, &args),
+        Command::Ingest(args) => ingest::run(&ctx, &args),
     }
 }
 

@@ -283,28 +283,175 @@ pub struct ReadCounts {
     pub bytes: u64,
 }
 
-fn decode_line(line: &[u8]) -> std::result::Result<Record, row::FieldError> {
-    let value: Value = serde_json::from_slice(line).map_err(|e| row::FieldError {
-        field: None,
-        message: format!("not valid JSON: {e}"),
-    })?;
-    row::decode(value)
+/// Decodes one JSONL line of the reference's row format.
+pub fn decode_line(line: &[u8]) -> std::result::Result<Record, row::FieldError> {
+    row::decode(parse_json(line)?)
 }
 
-/// Streams JSONL rows from `reader` into `emit`, one row-schema batch at a time.
-pub fn read_jsonl(
+/// Parses one JSON text, with the reader's message on failure.
+pub fn parse_json(text: &[u8]) -> std::result::Result<Value, row::FieldError> {
+    serde_json::from_slice(text).map_err(|e| row::FieldError { field: None, message: format!("not valid JSON: {e}") })
+}
+
+/// Turns one record's bytes into a row.
+pub type Decode<'a> = dyn Fn(&[u8]) -> std::result::Result<Record, row::FieldError> + Sync + 'a;
+
+/// Takes decoded records in input order: gives each its identity, appends it to the batch under
+/// construction, emits full batches, and sets bad records aside (or stops at the first).
+pub struct Accept<'a, 'b> {
+    builder: Builder,
+    identity: &'a mut Identity,
+    on_bad: &'a mut OnBadRow<'b>,
+    counts: &'a mut ReadCounts,
+    emit: &'a mut dyn FnMut(RecordBatch) -> Result<()>,
+}
+
+impl<'a, 'b> Accept<'a, 'b> {
+    /// Starts accepting records.
+    pub fn new(
+        identity: &'a mut Identity,
+        on_bad: &'a mut OnBadRow<'b>,
+        counts: &'a mut ReadCounts,
+        emit: &'a mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Self {
+        Self { builder: Builder::new(), identity, on_bad, counts, emit }
+    }
+
+    /// Takes one record decoded from `text` at `file` line `line`.
+    pub fn take(&mut self, file: &str, line: u64, text: &[u8], result: std::result::Result<Record, row::FieldError>) -> Result<()> {
+        let bad = |field: Option<String>, reason: String| Reject {
+            file: file.to_owned(),
+            line,
+            field,
+            reason,
+            text: String::from_utf8_lossy(text).into_owned(),
+        };
+        let reject = match result {
+            Ok(mut record) => match self.identity.assign(&mut record) {
+                Ok(()) => {
+                    self.builder.push(&record)?;
+                    self.counts.rows += 1;
+                    if self.builder.len() >= BATCH_ROWS {
+                        (self.emit)(self.builder.finish()?)?;
+                    }
+                    None
+                }
+                Err(reason) => Some(bad(Some("rollout_id".into()), reason)),
+            },
+            Err(e) => Some(bad(e.field, e.message)),
+        };
+        if let Some(r) = reject {
+            match self.on_bad {
+                OnBadRow::Fail => return Err(r.into_error()),
+                OnBadRow::Reject(list) => {
+                    self.counts.rejected += 1;
+                    list.push(r);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes `records` (line, bytes) in parallel and takes them in order.
+    pub fn take_all(&mut self, file: &str, records: &[(u64, &[u8])], decode: &Decode<'_>) -> Result<()> {
+        let decoded: Vec<_> = records.par_iter().with_min_len(64).map(|(n, l)| (*n, *l, decode(l))).collect();
+        for (line, text, result) in decoded {
+            self.take(file, line, text, result)?;
+        }
+        Ok(())
+    }
+
+    /// Emits the last, partial batch.
+    pub fn finish(mut self) -> Result<()> {
+        if !self.builder.is_empty() {
+            (self.emit)(self.builder.finish()?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Splits a JSON array text into its elements, each with the line it starts on. Strings (and
+/// their escapes) are skipped over, so brackets inside them do not count.
+pub fn split_array(text: &[u8]) -> std::result::Result<Vec<(u64, &[u8])>, row::FieldError> {
+    let err = |line: u64, message: &str| row::FieldError { field: None, message: format!("line {line}: {message}") };
+    let mut out = Vec::new();
+    let mut line = 1u64;
+    let mut i = 0;
+    let skip_ws = |i: &mut usize, line: &mut u64| {
+        while *i < text.len() && text[*i].is_ascii_whitespace() {
+            if text[*i] == b'\n' {
+                *line += 1;
+            }
+            *i += 1;
+        }
+    };
+    skip_ws(&mut i, &mut line);
+    if text.get(i) != Some(&b'[') {
+        return Err(err(line, "expected a JSON array"));
+    }
+    i += 1;
+    loop {
+        skip_ws(&mut i, &mut line);
+        match text.get(i) {
+            None => return Err(err(line, "the array is not closed")),
+            Some(b']') => return Ok(out),
+            Some(b',') if !out.is_empty() => {
+                i += 1;
+                skip_ws(&mut i, &mut line);
+            }
+            _ => {}
+        }
+        let (start, start_line) = (i, line);
+        let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
+        while i < text.len() {
+            let b = text[i];
+            if b == b'\n' {
+                line += 1;
+            }
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                }
+            } else {
+                match b {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' if depth > 0 => depth -= 1,
+                    b',' | b']' if depth == 0 => break,
+                    _ => {}
+                }
+            }
+            i += 1;
+            if depth == 0 && !in_string && matches!(b, b'}' | b']') {
+                break;
+            }
+        }
+        let element = text[start..i].trim_ascii_end();
+        if element.is_empty() {
+            return Err(err(start_line, "an empty array element"));
+        }
+        out.push((start_line, element));
+    }
+}
+
+/// Streams JSONL records from `reader`, `decode`s them in parallel chunks, and hands them to
+/// `accept` in input order. A file whose first byte (after white space) is `[` is a JSON array
+/// of records instead, read whole.
+pub fn read_records(
     name: &str,
     mut reader: impl Read,
-    identity: &mut Identity,
-    on_bad: &mut OnBadRow<'_>,
-    counts: &mut ReadCounts,
+    decode: &Decode<'_>,
+    accept: &mut Accept<'_, '_>,
     progress: &dyn Fn(u64),
-    emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
-    let mut builder = Builder::new();
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
     let mut next_line: u64 = 1;
     let mut eof = false;
+    let mut first = true;
     while !eof {
         // Fill to about CHUNK_BYTES, then cut at the last newline.
         let start_len = buf.len();
@@ -321,8 +468,25 @@ pub fn read_jsonl(
             filled += n;
         }
         buf.truncate(filled);
-        counts.bytes += (filled - start_len) as u64;
+        accept.counts.bytes += (filled - start_len) as u64;
         progress((filled - start_len) as u64);
+        if first && buf.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            // A JSON array: read it whole, then take its elements.
+            reader.read_to_end(&mut buf).map_err(|e| Error::io(name, e))?;
+            accept.counts.bytes += (buf.len() - filled) as u64;
+            progress((buf.len() - filled) as u64);
+            let elements = split_array(&buf).map_err(|e| Error::BadRow {
+                file: name.to_owned(),
+                line: 1,
+                field: None,
+                message: e.message,
+            })?;
+            for chunk in elements.chunks(BATCH_ROWS) {
+                accept.take_all(name, chunk, decode)?;
+            }
+            return Ok(());
+        }
+        first = false;
         let cut = if eof {
             buf.len()
         } else {
@@ -339,49 +503,26 @@ pub fn read_jsonl(
             .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
             .collect();
         next_line += memchr::memchr_iter(b'\n', chunk).count() as u64;
-        let decoded: Vec<_> = lines
-            .par_iter()
-            .with_min_len(64)
-            .map(|(n, l)| (*n, *l, decode_line(l)))
-            .collect();
-        for (line, text, result) in decoded {
-            let bad = |field: Option<String>, reason: String| Reject {
-                file: name.to_owned(),
-                line,
-                field,
-                reason,
-                text: String::from_utf8_lossy(text).into_owned(),
-            };
-            let reject = match result {
-                Ok(mut record) => match identity.assign(&mut record) {
-                    Ok(()) => {
-                        builder.push(&record)?;
-                        counts.rows += 1;
-                        if builder.len() >= BATCH_ROWS {
-                            emit(builder.finish()?)?;
-                        }
-                        None
-                    }
-                    Err(reason) => Some(bad(Some("rollout_id".into()), reason)),
-                },
-                Err(e) => Some(bad(e.field, e.message)),
-            };
-            if let Some(r) = reject {
-                match on_bad {
-                    OnBadRow::Fail => return Err(r.into_error()),
-                    OnBadRow::Reject(list) => {
-                        counts.rejected += 1;
-                        list.push(r);
-                    }
-                }
-            }
-        }
+        accept.take_all(name, &lines, decode)?;
         buf.drain(..cut);
     }
-    if !builder.is_empty() {
-        emit(builder.finish()?)?;
-    }
     Ok(())
+}
+
+/// Streams JSONL rows (the reference's row format) from `reader` into `emit`, one row-schema
+/// batch at a time.
+pub fn read_jsonl(
+    name: &str,
+    reader: impl Read,
+    identity: &mut Identity,
+    on_bad: &mut OnBadRow<'_>,
+    counts: &mut ReadCounts,
+    progress: &dyn Fn(u64),
+    emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
+    let mut accept = Accept::new(identity, on_bad, counts, emit);
+    read_records(name, reader, &decode_line, &mut accept, progress)?;
+    accept.finish()
 }
 
 /// Gives a batch read from a Parquet file the row schema: missing nullable columns become
@@ -425,6 +566,16 @@ mod tests {
         assert_ne!(a.rollout_id, b.rollout_id);
         let mut c = Record { rollout_id: a.rollout_id.clone(), ..a.clone() };
         assert!(ids.assign(&mut c).unwrap_err().contains("duplicate rollout_id"));
+    }
+
+    #[test]
+    fn arrays_split_into_elements_with_their_lines() {
+        let text = b" [\n {\"a\": \"],{\\\"\"},\n  {\"b\": [1, {\"c\": 2}]} ,\n 3, \"x\"\n]";
+        let got = split_array(text).unwrap();
+        let got: Vec<(u64, &str)> = got.iter().map(|(l, t)| (*l, std::str::from_utf8(t).unwrap())).collect();
+        assert_eq!(got, vec![(2, r#"{"a": "],{\""}"#), (3, r#"{"b": [1, {"c": 2}]}"#), (4, "3"), (4, r#""x""#)]);
+        assert!(split_array(b"[{}").is_err());
+        assert_eq!(split_array(b"[]").unwrap().len(), 0);
     }
 
     #[test]

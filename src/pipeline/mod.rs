@@ -2,6 +2,7 @@
 //!
 //! `pipeline` knows no stage's internals; stages know nothing about files.
 
+pub mod ingest;
 pub mod io;
 pub mod read;
 pub mod row;

@@ -1,0 +1,134 @@
+//! `wai ingest`: foreign traces to rows, written whole or not at all.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::time::Instant;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use serde_json::json;
+
+use super::{Context, Outcome, plural};
+use crate::cli::IngestArgs;
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::ingest::{self, Format, Options, OtelFields};
+use crate::pipeline::io::{self, Accept, Identity, OnBadRow, ReadCounts};
+use crate::pipeline::source::{self, Input};
+use crate::schema::col;
+
+/// Bytes read to recognise a file's format.
+const HEAD_BYTES: u64 = 1 << 20;
+
+fn detect(ctx: &Context, input: &Input) -> Result<Format> {
+    let mut head = Vec::new();
+    source::open(input, ctx.runtime.handle())?
+        .take(HEAD_BYTES)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io(&input.display, e))?;
+    let by_record = ingest::first_record(&head).and_then(|r| ingest::detect(&r));
+    let by_text = || {
+        let has = |needle: &[u8]| memchr::memmem::find(&head, needle).is_some();
+        if has(b"\"resourceSpans\"") {
+            Some(Format::Otel)
+        } else if has(b"\"traj\"") {
+            Some(Format::TauBench)
+        } else {
+            None
+        }
+    };
+    by_record.or_else(by_text).ok_or_else(|| Error::Input {
+        stage: "ingest".into(),
+        message: format!("cannot tell the format of `{}`: looked for {}; name it with `--format`", input.display, ingest::DETECTION),
+    })
+}
+
+/// Tallies the fields carried in `extra`.
+fn tally_extra(batch: &RecordBatch, into: &mut BTreeMap<String, u64>) {
+    let Some(extra) = batch.column_by_name(col::EXTRA) else { return };
+    let extra = extra.as_string::<i32>();
+    for i in 0..extra.len() {
+        if extra.is_valid(i) {
+            if let Ok(keys) = serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(extra.value(i)) {
+                for k in keys.into_keys() {
+                    *into.entry(k).or_default() += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Runs `wai ingest`.
+pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
+    let started = Instant::now();
+    let out_format = super::convert::output_format(&args.out, args.to)?;
+    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    if let Some(p) = inputs.iter().find(|i| i.format == source::Format::Parquet) {
+        return Err(Error::Usage(format!("`{}` is Parquet, already rows: read it with `wai convert`", p.display)));
+    }
+    let opts = Options {
+        format: args.format,
+        task_field: args.task_field.clone(),
+        trial_field: args.trial_field.clone(),
+        reward_field: args.reward_field.clone(),
+        messages_field: args.messages_field.clone(),
+        privileged: args.privileged.clone(),
+        otel: OtelFields { reward_attr: args.reward_attr.clone(), task_attr: args.task_attr.clone() },
+    };
+    let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
+    let bar = ctx.bytes_bar(total, "ingesting");
+    let mut sink = super::convert::sink(&args.out, out_format)?;
+    let mut rejects = Vec::new();
+    let mut on_bad = if args.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
+    let mut identity = Identity::default();
+    let mut counts = ReadCounts::default();
+    let mut extra_fields: BTreeMap<String, u64> = BTreeMap::new();
+    let mut formats = Vec::new();
+    for input in &inputs {
+        let format = if args.format == Format::Auto { detect(ctx, input)? } else { args.format };
+        tracing::info!(input = %input.display, ?format, "ingesting");
+        formats.push(json!({"input": input.display, "format": format}));
+        let reader = source::open(input, ctx.runtime.handle())?;
+        let mut emit = |batch: RecordBatch| {
+            tally_extra(&batch, &mut extra_fields);
+            sink.write(&batch)
+        };
+        let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+        ingest::read(&input.display, reader, format, &opts, &mut accept, &|n| bar.inc(n))?;
+        accept.finish()?;
+    }
+    sink.finish()?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.rejects {
+        io::write_rejects(path, &rejects)?;
+    }
+    let mut text = String::new();
+    for f in &formats {
+        text.push_str(&format!("`{}`: {}\n", f["input"].as_str().unwrap_or(""), f["format"].as_str().unwrap_or("")));
+    }
+    text.push_str(&format!(
+        "wrote {} to `{}` in {:.1} s; {}",
+        plural(counts.rows, "row"),
+        args.out.display(),
+        started.elapsed().as_secs_f64(),
+        plural(counts.rejected, "reject")
+    ));
+    if let Some(path) = &args.rejects {
+        text.push_str(&format!(" (in `{}`)", path.display()));
+    }
+    if !extra_fields.is_empty() {
+        let list: Vec<String> = extra_fields.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+        text.push_str(&format!("\nfields carried in `extra`: {}", list.join(", ")));
+    }
+    let json = json!({
+        "version": 1,
+        "command": "ingest",
+        "inputs": formats,
+        "output": args.out.display().to_string(),
+        "rows": counts.rows,
+        "rejected": counts.rejected,
+        "rejects_file": args.rejects.as_ref().map(|p| p.display().to_string()),
+        "extra_fields": extra_fields,
+        "bytes_in": counts.bytes,
+        "elapsed_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    });
+    Ok(Outcome { text, json, status: ExitStatus::Success })
+}

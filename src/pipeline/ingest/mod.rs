@@ -1,0 +1,177 @@
+//! Foreign traces → rows: OpenAI chat trajectories, τ-bench results, OpenTelemetry GenAI spans,
+//! and the reference's own rows.
+//!
+//! Each format maps a record to a row in the reference's format, which is then read exactly as
+//! `convert` reads rows ([`crate::pipeline::row::decode`]): what has no column lands in `extra`,
+//! so nothing is lost. JSON Lines stream in parallel chunks; a JSON array file is read whole; an
+//! OTLP file is read whole too, since one conversation's spans may be anywhere in it.
+
+pub mod chat;
+pub mod otel;
+
+use std::io::Read;
+
+use serde_json::Value;
+
+use super::io::{self, Accept};
+use super::row::{self, FieldError, Record};
+use crate::error::{Error, Result};
+
+pub use chat::ChatFields;
+pub use otel::OtelFields;
+
+/// A trace format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// Pick from the first record, and say which.
+    Auto,
+    /// The reference's rows (`simulate()` checkpoints, saved runs): what `convert` reads.
+    Whileai,
+    /// One record per rollout holding an OpenAI `messages` list.
+    OpenaiChat,
+    /// τ-bench result files (`task_id`, `trial`, `reward`, `traj`, `info`).
+    TauBench,
+    /// OpenTelemetry GenAI spans as OTLP JSON.
+    Otel,
+}
+
+/// How records map to rows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Options {
+    /// The format, or auto.
+    pub format: Format,
+    /// Field overrides for chat records (`None` keeps the format's defaults).
+    pub task_field: Option<String>,
+    /// Where the repeat index is.
+    pub trial_field: Option<String>,
+    /// Where the reward is.
+    pub reward_field: Option<String>,
+    /// Where the message list is.
+    pub messages_field: Option<String>,
+    /// Fields moved under `privileged` (added to the format's own).
+    pub privileged: Vec<String>,
+    /// OTel attributes.
+    pub otel: OtelFields,
+}
+
+impl Options {
+    /// The chat fields for `format`, with the overrides applied.
+    pub fn chat_fields(&self, format: Format) -> ChatFields {
+        let mut f = if format == Format::TauBench { ChatFields::tau_bench() } else { ChatFields::openai() };
+        if let Some(v) = &self.task_field {
+            f.task.clone_from(v);
+        }
+        if let Some(v) = &self.trial_field {
+            f.trial.clone_from(v);
+        }
+        if let Some(v) = &self.reward_field {
+            f.reward.clone_from(v);
+        }
+        if let Some(v) = &self.messages_field {
+            f.messages.clone_from(v);
+        }
+        f.privileged.extend(self.privileged.iter().cloned());
+        f
+    }
+}
+
+/// The format one record looks like, if any.
+pub fn detect(record: &Value) -> Option<Format> {
+    let obj = record.as_object()?;
+    if obj.contains_key("resourceSpans") || obj.contains_key("scopeSpans") || obj.get("spans").is_some_and(Value::is_array)
+        || (obj.contains_key("traceId") && obj.contains_key("spanId"))
+    {
+        return Some(Format::Otel);
+    }
+    if obj.get("traj").is_some_and(Value::is_array) {
+        return Some(Format::TauBench);
+    }
+    let rowish = ["steps", "final_text", "schema_version", "scenario_id", "prompt"].iter().any(|k| obj.contains_key(*k));
+    if obj.get("messages").is_some_and(Value::is_array) && !rowish {
+        return Some(Format::OpenaiChat);
+    }
+    rowish.then_some(Format::Whileai)
+}
+
+/// What auto-detection looks for, for the error when nothing matches.
+pub const DETECTION: &str = "OTLP spans (`resourceSpans`, `spans`, or `traceId` + `spanId`), a τ-bench result (`traj`), \
+an OpenAI chat record (`messages` without `steps`/`final_text`), or a row (`prompt`, `steps`, `final_text`, `scenario_id` or `schema_version`)";
+
+/// The first JSON record of a file's first bytes: the first line, or the first element of an array.
+pub fn first_record(head: &[u8]) -> Option<Value> {
+    let start = head.iter().position(|b| !b.is_ascii_whitespace())?;
+    let body = if head[start] == b'[' { &head[start + 1..] } else { &head[start..] };
+    serde_json::Deserializer::from_slice(body).into_iter::<Value>().next()?.ok()
+}
+
+/// Decodes a chat or τ-bench record into a row.
+fn chat_record(bytes: &[u8], fields: &ChatFields) -> std::result::Result<Record, FieldError> {
+    let value = io::parse_json(bytes)?;
+    row::decode(chat::to_row(value, fields)?)
+}
+
+/// The line a record starts on, given the offset where the reader stood before it (white space
+/// before the record is skipped).
+fn line_at(text: &[u8], offset: usize) -> u64 {
+    let offset = offset.min(text.len());
+    let start = offset + text[offset..].iter().take_while(|b| b.is_ascii_whitespace()).count();
+    1 + memchr::memchr_iter(b'\n', &text[..start]).count() as u64
+}
+
+/// Reads one input of a known `format` into `accept`.
+pub fn read(
+    name: &str,
+    mut reader: impl Read,
+    format: Format,
+    opts: &Options,
+    accept: &mut Accept<'_, '_>,
+    progress: &dyn Fn(u64),
+) -> Result<()> {
+    match format {
+        Format::Whileai | Format::Auto => io::read_records(name, reader, &io::decode_line, accept, progress),
+        Format::OpenaiChat | Format::TauBench => {
+            let fields = opts.chat_fields(format);
+            io::read_records(name, reader, &|b: &[u8]| chat_record(b, &fields), accept, progress)
+        }
+        Format::Otel => {
+            let mut text = Vec::new();
+            reader.read_to_end(&mut text).map_err(|e| Error::io(name, e))?;
+            progress(text.len() as u64);
+            let mut spans = Vec::new();
+            let mut order = 0usize;
+            let mut stream = serde_json::Deserializer::from_slice(&text).into_iter::<Value>();
+            loop {
+                let offset = stream.byte_offset();
+                match stream.next() {
+                    None => break,
+                    Some(Ok(Value::Array(items))) => {
+                        for item in &items {
+                            spans.extend(otel::spans(item, line_at(&text, offset), &mut order));
+                        }
+                    }
+                    Some(Ok(record)) => spans.extend(otel::spans(&record, line_at(&text, offset), &mut order)),
+                    Some(Err(e)) => {
+                        // The rest of the file cannot be framed: set it aside as one bad record.
+                        let rest = text[offset..].trim_ascii();
+                        let err = FieldError { field: None, message: format!("not valid JSON: {e}; the rest of the file is not read") };
+                        accept.take(name, line_at(&text, offset), rest, Err(err))?;
+                        break;
+                    }
+                }
+            }
+            for conv in otel::group(spans) {
+                let line = conv.spans.first().map_or(1, |s| s.line);
+                let Some(row) = otel::to_row(&conv, &opts.otel) else { continue };
+                let text = serde_json::to_vec(&row).unwrap_or_default();
+                let first_span = conv.spans.first().and_then(|s| s.id.clone()).unwrap_or_default();
+                let result = row::decode(row).map_err(|e| FieldError {
+                    field: e.field,
+                    message: format!("conversation `{}` (first span `{first_span}`): {}", conv.id, e.message),
+                });
+                accept.take(name, line, &text, result)?;
+            }
+            Ok(())
+        }
+    }
+}

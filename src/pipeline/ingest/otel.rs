@@ -1,0 +1,523 @@
+//! OpenTelemetry GenAI spans → rows: one row per conversation.
+//!
+//! Input: OTLP JSON as the collector's file exporter writes it (`resourceSpans[].scopeSpans[]
+//! .spans[]`, also `instrumentationLibrarySpans`), one batch per line or one document, or
+//! `{"spans": [...]}`, or bare span objects. Attributes are the OTLP list
+//! (`[{key, value: {stringValue|intValue|doubleValue|boolValue|arrayValue|kvlistValue}}]`) or a
+//! plain object; string values that hold JSON are parsed.
+//!
+//! Grouping: each trace maps to the first conversation id (`gen_ai.conversation.id`,
+//! `conversation.id`, `session.id`, `gen_ai.session.id`, `thread.id`) any of its spans carries;
+//! a span groups by its own conversation id, else its trace's, else its trace id. Within a group,
+//! spans run in start-time order (input order breaks ties).
+//!
+//! Per group: a tool span (a tool-arguments attribute, a `gen_ai.tool.name`, or
+//! `gen_ai.operation.name = execute_tool`) is a step `{tool, arguments, result}`; a failed tool
+//! (`gen_ai.tool.status` error/failed/failure, or span status ERROR) whose result is not an
+//! object with a `status` gets `{status: "error", output, error: <exception.message>}`. Other
+//! spans give user messages (the first distinct one is the prompt, later ones user steps) and
+//! assistant messages (the last one is the final text), in the older `content` form or the
+//! current `parts` form. Usage is summed; the reward is the first value in [0, 1] of the reward
+//! attribute (`--reward-attr`) or of a `gen_ai.evaluation.result` event's score; the task id comes
+//! from `--task-attr` when a span carries it (else the prompt keys the task, as in the
+//! reference). The conversation id is the row's `rollout_id`.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+/// What the OTel reader looks for beyond the GenAI conventions.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OtelFields {
+    /// The attribute holding the reward.
+    pub reward_attr: String,
+    /// The attribute holding the task id.
+    pub task_attr: String,
+}
+
+impl Default for OtelFields {
+    fn default() -> Self {
+        Self { reward_attr: "whileai.reward".into(), task_attr: "whileai.task_id".into() }
+    }
+}
+
+const CONVERSATION: [&str; 5] = ["gen_ai.conversation.id", "conversation.id", "session.id", "gen_ai.session.id", "thread.id"];
+const INPUT: [&str; 3] = ["gen_ai.input.messages", "gen_ai.prompt", "llm.input_messages"];
+const OUTPUT: [&str; 3] = ["gen_ai.output.messages", "gen_ai.completion", "llm.output_messages"];
+const TOOL_ARGS: [&str; 3] = ["gen_ai.tool.call.arguments", "gen_ai.tool.input", "tool.input"];
+const TOOL_RESULT: [&str; 3] = ["gen_ai.tool.call.result", "gen_ai.tool.output", "tool.output"];
+const TOOL_NAME: [&str; 2] = ["gen_ai.tool.name", "tool.name"];
+const USAGE_IN: [&str; 4] = ["gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt", "llm.usage.prompt_tokens"];
+const USAGE_OUT: [&str; 4] =
+    ["gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion", "llm.usage.completion_tokens"];
+
+/// One span, read.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// The input line it came from.
+    pub line: u64,
+    order: usize,
+    trace: Option<String>,
+    /// The span id.
+    pub id: Option<String>,
+    name: Option<String>,
+    start: u64,
+    attrs: Map<String, Value>,
+    events: Vec<(String, Map<String, Value>)>,
+    status_error: bool,
+}
+
+fn any_value(v: &Value) -> Value {
+    let Some(obj) = v.as_object() else { return v.clone() };
+    if let Some(s) = obj.get("stringValue").and_then(Value::as_str) {
+        let t = s.trim_start();
+        if t.starts_with('{') || t.starts_with('[') {
+            if let Ok(parsed) = serde_json::from_str(s) {
+                return parsed;
+            }
+        }
+        return Value::String(s.to_owned());
+    }
+    if let Some(i) = obj.get("intValue") {
+        return match i {
+            Value::String(s) => s.parse::<i64>().map_or_else(|_| i.clone(), Value::from),
+            other => other.clone(),
+        };
+    }
+    if let Some(d) = obj.get("doubleValue") {
+        return d.clone();
+    }
+    if let Some(b) = obj.get("boolValue") {
+        return b.clone();
+    }
+    if let Some(a) = obj.get("arrayValue") {
+        let values = a.get("values").and_then(Value::as_array).map(|vs| vs.iter().map(any_value).collect()).unwrap_or_default();
+        return Value::Array(values);
+    }
+    if let Some(kv) = obj.get("kvlistValue") {
+        return Value::Object(attributes(kv.get("values").unwrap_or(&Value::Null)));
+    }
+    v.clone()
+}
+
+fn attributes(v: &Value) -> Map<String, Value> {
+    match v {
+        Value::Array(list) => list
+            .iter()
+            .filter_map(|kv| Some((kv.get("key")?.as_str()?.to_owned(), any_value(kv.get("value").unwrap_or(&Value::Null)))))
+            .collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Value::String(s) if s.trim_start().starts_with(['{', '[']) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
+                    other => other.clone(),
+                };
+                (k.clone(), v)
+            })
+            .collect(),
+        _ => Map::new(),
+    }
+}
+
+fn text_field(obj: &Map<String, Value>, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| match obj.get(*k)? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+fn first<'a>(attrs: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().find_map(|k| attrs.get(*k).filter(|v| !v.is_null()))
+}
+
+fn nanos(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
+    let obj = v.as_object()?;
+    let start = ["startTimeUnixNano", "start_time_unix_nano"]
+        .iter()
+        .find_map(|k| obj.get(*k).and_then(nanos))
+        .or_else(|| ["startedMs", "started_ms", "startTimeMs"].iter().find_map(|k| obj.get(*k).and_then(nanos)).map(|ms| ms * 1_000_000))
+        .unwrap_or(0);
+    let events = obj
+        .get("events")
+        .and_then(Value::as_array)
+        .map(|evs| {
+            evs.iter()
+                .map(|e| {
+                    let name = e.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+                    (name, attributes(e.get("attributes").unwrap_or(&Value::Null)))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let status_error = obj.get("status").and_then(|s| s.get("code")).is_some_and(|c| {
+        matches!(c, Value::Number(n) if n.as_u64() == Some(2)) || c.as_str().is_some_and(|s| s.eq_ignore_ascii_case("STATUS_CODE_ERROR") || s.eq_ignore_ascii_case("ERROR"))
+    });
+    Some(Span {
+        line,
+        order,
+        trace: text_field(obj, &["traceId", "trace_id"]),
+        id: text_field(obj, &["spanId", "span_id"]),
+        name: text_field(obj, &["name"]),
+        start,
+        attrs: attributes(obj.get("attributes").unwrap_or(&Value::Null)),
+        events,
+        status_error,
+    })
+}
+
+/// The spans in one OTLP record (a batch, `{"spans": [...]}`, or a span).
+pub fn spans(record: &Value, line: u64, order: &mut usize) -> Vec<Span> {
+    let mut out = Vec::new();
+    let mut push = |v: &Value, out: &mut Vec<Span>| {
+        if let Some(s) = read_span(v, line, *order) {
+            *order += 1;
+            out.push(s);
+        }
+    };
+    if let Some(resources) = record.get("resourceSpans").and_then(Value::as_array) {
+        for r in resources {
+            for key in ["scopeSpans", "instrumentationLibrarySpans"] {
+                for scope in r.get(key).and_then(Value::as_array).into_iter().flatten() {
+                    for s in scope.get("spans").and_then(Value::as_array).into_iter().flatten() {
+                        push(s, &mut out);
+                    }
+                }
+            }
+        }
+    } else if let Some(list) = record.get("spans").and_then(Value::as_array) {
+        for s in list {
+            push(s, &mut out);
+        }
+    } else if record.get("traceId").is_some() || record.get("spanId").is_some() || record.get("trace_id").is_some() {
+        push(record, &mut out);
+    }
+    out
+}
+
+/// The text of one message in either form: `content` (a string or parts) or `parts`.
+fn message_text(m: &Value) -> Option<String> {
+    let from_parts = |parts: &Value| -> Option<String> {
+        let texts: Vec<String> = parts
+            .as_array()?
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str).is_none_or(|t| t == "text"))
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.clone()),
+                _ => p.get("content").or_else(|| p.get("text")).and_then(Value::as_str).map(str::to_owned),
+            })
+            .collect();
+        (!texts.is_empty()).then(|| texts.join(" "))
+    };
+    match m {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => match o.get("content") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(parts @ Value::Array(_)) => from_parts(parts),
+            _ => o.get("parts").and_then(from_parts),
+        },
+        _ => None,
+    }
+}
+
+/// (role, text) of each message of an input or output attribute. A plain string is one message
+/// of `default_role`.
+fn messages(v: &Value, default_role: &str) -> Vec<(String, String)> {
+    match v {
+        Value::String(s) => vec![(default_role.to_owned(), s.clone())],
+        Value::Array(list) => list
+            .iter()
+            .filter_map(|m| {
+                let role = m.get("role").and_then(Value::as_str).unwrap_or(default_role).to_owned();
+                Some((role, message_text(m)?))
+            })
+            .collect(),
+        Value::Object(_) => message_text(v).map(|t| vec![(v.get("role").and_then(Value::as_str).unwrap_or(default_role).to_owned(), t)]).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+fn normalise(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+fn unit_score(v: &Value) -> Option<f64> {
+    let x = match v {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => s.trim().parse().ok()?,
+        _ => return None,
+    };
+    (0.0..=1.0).contains(&x).then_some(x)
+}
+
+fn score_value(x: f64) -> Value {
+    if x == 0.0 || x == 1.0 {
+        #[allow(clippy::cast_possible_truncation)]
+        Value::from(x as i64)
+    } else {
+        Value::from(x)
+    }
+}
+
+/// A conversation: its id, its spans, the line of its first span.
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    /// The conversation (or trace) id.
+    pub id: String,
+    /// Its spans in start order.
+    pub spans: Vec<Span>,
+}
+
+/// Groups spans into conversations, in order of first appearance.
+pub fn group(spans: Vec<Span>) -> Vec<Conversation> {
+    let conv_of = |s: &Span| text_field(&s.attrs, &CONVERSATION);
+    let mut trace_conv: HashMap<String, String> = HashMap::new();
+    for s in &spans {
+        if let (Some(t), Some(c)) = (&s.trace, conv_of(s)) {
+            trace_conv.entry(t.clone()).or_insert(c);
+        }
+    }
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: HashMap<String, Vec<Span>> = HashMap::new();
+    for s in spans {
+        let key = conv_of(&s)
+            .or_else(|| s.trace.as_ref().and_then(|t| trace_conv.get(t).cloned()))
+            .or_else(|| s.trace.clone())
+            .unwrap_or_else(|| format!("line-{}", s.line));
+        let entry = groups.entry(key.clone()).or_default();
+        if entry.is_empty() {
+            order.push(key);
+        }
+        entry.push(s);
+    }
+    order
+        .into_iter()
+        .map(|id| {
+            let mut spans = groups.remove(&id).unwrap_or_default();
+            spans.sort_by_key(|s| (s.start, s.order));
+            Conversation { id, spans }
+        })
+        .collect()
+}
+
+fn is_tool(s: &Span) -> bool {
+    first(&s.attrs, &TOOL_ARGS).is_some()
+        || first(&s.attrs, &TOOL_NAME).is_some()
+        || s.attrs.get("gen_ai.operation.name").and_then(Value::as_str) == Some("execute_tool")
+}
+
+/// The row of one conversation, or `None` when it has no prompt, step or reply.
+pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
+    let (mut prompt, mut seen, mut steps, mut final_text) = (None::<String>, Vec::<String>::new(), Vec::<Value>::new(), None::<String>);
+    let (mut usage_in, mut usage_out, mut any_usage) = (0u64, 0u64, false);
+    let (mut reward, mut reason, mut model, mut task, mut agent) = (None, None::<String>, None::<String>, None::<Value>, None::<String>);
+    let mut tools_used = Vec::new();
+    let mut ts = 0u64;
+    for s in &conv.spans {
+        if s.start > 0 && (ts == 0 || s.start < ts) {
+            ts = s.start;
+        }
+        let count = |keys: &[&str]| first(&s.attrs, keys).and_then(|v| match v {
+            Value::Number(n) => n.as_u64(),
+            Value::String(t) => t.parse().ok(),
+            _ => None,
+        });
+        if let Some(n) = count(&USAGE_IN) {
+            usage_in += n;
+            any_usage = true;
+        }
+        if let Some(n) = count(&USAGE_OUT) {
+            usage_out += n;
+            any_usage = true;
+        }
+        if reward.is_none() {
+            reward = s.attrs.get(&fields.reward_attr).and_then(unit_score);
+        }
+        for (name, attrs) in &s.events {
+            if name == "gen_ai.evaluation.result" && reward.is_none() {
+                if let Some(x) = attrs.get("gen_ai.evaluation.score.value").or_else(|| attrs.get("gen_ai.evaluation.score")).and_then(unit_score) {
+                    reward = Some(x);
+                    reason = attrs.get("gen_ai.evaluation.explanation").and_then(Value::as_str).map(str::to_owned);
+                }
+            }
+        }
+        if model.is_none() {
+            model = text_field(&s.attrs, &["gen_ai.request.model", "gen_ai.response.model"]);
+        }
+        if task.is_none() {
+            task = s.attrs.get(&fields.task_attr).filter(|v| !v.is_null()).cloned();
+        }
+        if agent.is_none() {
+            agent = text_field(&s.attrs, &["gen_ai.agent.name"]);
+        }
+        if is_tool(s) {
+            let name = text_field(&s.attrs, &TOOL_NAME).or_else(|| s.name.clone()).unwrap_or_else(|| "tool".into());
+            let arguments = first(&s.attrs, &TOOL_ARGS).cloned().unwrap_or_else(|| json!({}));
+            let mut result = first(&s.attrs, &TOOL_RESULT).cloned().unwrap_or(Value::Null);
+            let failed = s.status_error
+                || s.attrs.get("gen_ai.tool.status").and_then(Value::as_str).is_some_and(|t| matches!(t.to_lowercase().as_str(), "error" | "failed" | "failure"));
+            if failed && result.get("status").is_none() {
+                let mut wrapped = Map::new();
+                wrapped.insert("status".into(), Value::from("error"));
+                wrapped.insert("output".into(), result);
+                let error = s.events.iter().find_map(|(_, a)| a.get("exception.message").and_then(Value::as_str));
+                if let Some(e) = error {
+                    wrapped.insert("error".into(), Value::from(e));
+                }
+                result = Value::Object(wrapped);
+            }
+            tools_used.push(Value::from(name.clone()));
+            steps.push(json!({"tool": name, "arguments": arguments, "result": result}));
+            continue;
+        }
+        if let Some(input) = first(&s.attrs, &INPUT) {
+            for (role, text) in messages(input, "user") {
+                if role != "user" || text.trim().is_empty() {
+                    continue;
+                }
+                let key = normalise(&text);
+                if seen.contains(&key) {
+                    continue;
+                }
+                seen.push(key);
+                if prompt.is_none() {
+                    prompt = Some(text);
+                } else {
+                    steps.push(json!({"user": text}));
+                }
+            }
+        }
+        if let Some(output) = first(&s.attrs, &OUTPUT) {
+            for (role, text) in messages(output, "assistant") {
+                if role == "assistant" && !text.trim().is_empty() {
+                    final_text = Some(text);
+                }
+            }
+        }
+    }
+    if prompt.is_none() && steps.is_empty() && final_text.is_none() {
+        return None;
+    }
+    let mut row = Map::new();
+    row.insert("prompt".into(), Value::from(prompt.unwrap_or_default()));
+    row.insert("steps".into(), Value::Array(steps));
+    row.insert("final_text".into(), Value::from(final_text.unwrap_or_default()));
+    row.insert("tools_used".into(), Value::Array(tools_used));
+    if let Some(t) = task {
+        row.insert("task_id".into(), t);
+    }
+    row.insert("rollout_id".into(), Value::from(conv.id.clone()));
+    row.insert("conversation_id".into(), Value::from(conv.id.clone()));
+    if ts > 0 {
+        row.insert("ts".into(), Value::from(ts));
+    }
+    if let Some(r) = reward {
+        row.insert("reward".into(), score_value(r));
+    }
+    if let Some(r) = reason {
+        row.insert("reason".into(), Value::from(r));
+    }
+    if let Some(m) = model {
+        row.insert("model_version".into(), Value::from(m));
+    }
+    if let Some(a) = agent {
+        row.insert("agent_name".into(), Value::from(a));
+    }
+    if any_usage {
+        row.insert("usage".into(), json!({"input_tokens": usage_in, "output_tokens": usage_out}));
+    }
+    row.insert("schema_version".into(), Value::from("1"));
+    Some(Value::Object(row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(key: &str, value: Value) -> Value {
+        let v = match value {
+            Value::String(s) => json!({"stringValue": s}),
+            Value::Number(n) if n.is_i64() => json!({"intValue": n.to_string()}),
+            Value::Number(n) => json!({"doubleValue": n}),
+            other => other,
+        };
+        json!({"key": key, "value": v})
+    }
+
+    fn span(trace: &str, start: u64, attrs: Vec<Value>) -> Value {
+        json!({"traceId": trace, "spanId": format!("s{start}"), "name": "chat", "startTimeUnixNano": start.to_string(), "attributes": attrs})
+    }
+
+    #[test]
+    fn the_reference_example_and_the_parts_form() {
+        let batch = json!({"resourceSpans": [{"scopeSpans": [{"spans": [
+            span("t1", 300, vec![
+                kv("gen_ai.conversation.id", json!("conv-1")),
+                kv("gen_ai.input.messages", json!(r#"[{"role": "user", "content": "Refund A1001 please"}, {"role": "user", "content": "any news?"}]"#)),
+                kv("gen_ai.output.messages", json!(r#"[{"role": "assistant", "content": "Refunded."}]"#)),
+                kv("whileai.reward", json!(1.0)),
+                kv("gen_ai.usage.input_tokens", json!(7)), kv("gen_ai.usage.output_tokens", json!(3)),
+            ]),
+            {"traceId": "t1", "spanId": "s2", "name": "execute_tool lookup_order", "startTimeUnixNano": "200",
+             "attributes": [kv("gen_ai.tool.name", json!("lookup_order")), kv("gen_ai.tool.call.arguments", json!(r#"{"order_id": "A1001"}"#)),
+                            kv("gen_ai.tool.call.result", json!(r#"{"amount": 40}"#)), kv("gen_ai.tool.status", json!("error"))],
+             "events": [{"name": "exception", "attributes": [kv("exception.message", json!("db down"))]}]},
+            span("t1", 100, vec![
+                kv("gen_ai.request.model", json!("gpt-x")),
+                kv("gen_ai.input.messages", json!(r#"[{"role": "system", "content": "policy"}, {"role": "user", "content": "Refund A1001 please"}]"#)),
+                kv("gen_ai.usage.input_tokens", json!(5)), kv("gen_ai.usage.output_tokens", json!(2)),
+            ]),
+        ]}]}]});
+        let mut order = 0;
+        let convs = group(spans(&batch, 1, &mut order));
+        assert_eq!(convs.len(), 1);
+        let row = to_row(&convs[0], &OtelFields::default()).unwrap();
+        assert_eq!(row["prompt"], "Refund A1001 please");
+        assert_eq!(row["steps"], json!([
+            {"tool": "lookup_order", "arguments": {"order_id": "A1001"}, "result": {"status": "error", "output": {"amount": 40}, "error": "db down"}},
+            {"user": "any news?"}
+        ]));
+        assert_eq!((row["final_text"].clone(), row["reward"].clone(), row["ts"].clone()), (json!("Refunded."), json!(1), json!(100)));
+        assert_eq!(row["usage"], json!({"input_tokens": 12, "output_tokens": 5}));
+        assert_eq!(row["model_version"], "gpt-x");
+
+        // The current convention's `parts` form (the reference reads none of it) and an
+        // evaluation event carrying the reward.
+        let parts = json!({"spans": [{"traceId": "t9", "spanId": "a", "startTimeUnixNano": 5, "attributes": {
+            "gen_ai.input.messages": r#"[{"role": "user", "parts": [{"type": "text", "content": "Where is A2?"}]}]"#,
+            "gen_ai.output.messages": r#"[{"role": "assistant", "parts": [{"type": "text", "content": "It ships today."}]}]"#},
+            "events": [{"name": "gen_ai.evaluation.result", "attributes": {"gen_ai.evaluation.score.value": 0.0, "gen_ai.evaluation.explanation": "wrong order"}}]}]});
+        let convs = group(spans(&parts, 1, &mut order));
+        let row = to_row(&convs[0], &OtelFields::default()).unwrap();
+        assert_eq!((row["prompt"].clone(), row["final_text"].clone()), (json!("Where is A2?"), json!("It ships today.")));
+        assert_eq!((row["reward"].clone(), row["reason"].clone(), row["rollout_id"].clone()), (json!(0), json!("wrong order"), json!("t9")));
+    }
+
+    #[test]
+    fn out_of_order_spans_and_traces_joined_by_conversation() {
+        let s = |trace: &str, start: u64, attrs: Value| json!({"traceId": trace, "spanId": start.to_string(), "startTimeUnixNano": start, "attributes": attrs});
+        let record = json!({"spans": [
+            s("tB", 50, json!({"gen_ai.output.messages": r#"[{"role": "assistant", "content": "second answer"}]"#})),
+            s("tA", 10, json!({"gen_ai.conversation.id": "c1", "gen_ai.input.messages": "hello"})),
+            s("tB", 40, json!({"gen_ai.conversation.id": "c1", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"})),
+            s("tA", 20, json!({"gen_ai.output.messages": r#"[{"role": "assistant", "content": "first answer"}]"#})),
+        ]});
+        let mut order = 0;
+        let convs = group(spans(&record, 3, &mut order));
+        assert_eq!(convs.len(), 1, "both traces carry conversation c1");
+        let row = to_row(&convs[0], &OtelFields::default()).unwrap();
+        assert_eq!(row["prompt"], "hello");
+        assert_eq!(row["final_text"], "second answer");
+        assert_eq!(row["steps"], json!([{"tool": "search", "arguments": {}, "result": null}]));
+        assert!(row.get("reward").is_none(), "a missing reward stays missing");
+    }
+}
