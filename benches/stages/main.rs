@@ -9,6 +9,9 @@
 //! Figures the pass@k issue asks for:
 //! - `pass_at/rows=1M/draws=2000`: all three numbers with intervals from a 1M-row Parquet file;
 //! - `pass_at/rows=100k/draws=2000`: against the reference on the same rows (`ref_oracle.py pass-at`).
+//!
+//! Figure the ingest issue asks for:
+//! - `ingest/openai_chat/rows=100k`: input MB/s of OpenAI chat records (made from `wai gen` rows).
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -25,6 +28,7 @@ fn main() {
 struct Data {
     _dir: tempfile::TempDir,
     jsonl_200k: PathBuf,
+    chat_100k: PathBuf,
     parquet_100k: PathBuf,
     parquet_1m: PathBuf,
 }
@@ -48,8 +52,35 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
     run(&["-q", "gen", "--rows", "200000", "--seed", "1", "-o", path(&jsonl_200k)]);
     run(&["-q", "gen", "--rows", "100000", "--seed", "1", "-o", path(&parquet_100k)]);
     run(&["-q", "gen", "--rows", "1000000", "--seed", "1", "-o", path(&parquet_1m)]);
-    Data { _dir: dir, jsonl_200k, parquet_100k, parquet_1m }
+    let chat_100k = dir.path().join("chat-100k.jsonl");
+    write_chat(&jsonl_200k, &chat_100k, 100_000);
+    Data { _dir: dir, jsonl_200k, chat_100k, parquet_100k, parquet_1m }
 });
+
+/// Rewrites `wai gen` rows as OpenAI chat records: a system turn, tool calls with JSON-string
+/// arguments in the nested `function` shape, tool results by `tool_call_id`.
+fn write_chat(rows: &Path, out: &Path, n: usize) {
+    use serde_json::{Value, json};
+    use std::io::{BufRead, Write};
+    let reader = std::io::BufReader::new(std::fs::File::open(rows).expect("rows"));
+    let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("chat file"));
+    for line in reader.lines().take(n) {
+        let row: Value = serde_json::from_str(&line.expect("line")).expect("row");
+        let mut messages = vec![json!({"role": "system", "content": "You are the support agent of an online store. Look up orders before acting."})];
+        for m in row["messages"].as_array().into_iter().flatten() {
+            let mut m = m.clone();
+            if let Some(calls) = m.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for c in calls.iter_mut() {
+                    *c = json!({"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"].to_string()}});
+                }
+            }
+            messages.push(m);
+        }
+        let rec = json!({"task_id": row["task_id"], "trial": row["rollout_index"], "reward": row["reward"], "model": "demo-agent-v1", "messages": messages});
+        writeln!(w, "{rec}").expect("write");
+    }
+    w.flush().expect("flush");
+}
 
 mod convert {
     use super::*;
@@ -119,6 +150,18 @@ mod pass_at {
     fn markers_1m(b: Bencher) {
         let data = &*DATA;
         b.bench(|| run(&["-q", "markers", path(&data.parquet_1m)]));
+    }
+}
+
+mod ingest {
+    use super::*;
+
+    #[divan::bench(name = "openai_chat/rows=100k", sample_count = 5)]
+    fn openai_chat(b: Bencher) {
+        let data = &*DATA;
+        let bytes = std::fs::metadata(&data.chat_100k).expect("input").len();
+        let out = data._dir.path().join("ingested.parquet");
+        b.counter(BytesCount::new(bytes)).bench(|| run(&["-q", "ingest", path(&data.chat_100k), "-o", path(&out)]));
     }
 }
 
