@@ -70,18 +70,12 @@ pub struct IngestArgs {
     /// Input files, folders, globs or URLs (JSON Lines, JSON arrays, OTLP JSON).
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
-    /// The output file (`.parquet` or `.jsonl`).
-    #[arg(long, short, value_name = "OUT")]
-    pub out: PathBuf,
-    /// The output format, when `--out`'s extension does not say.
-    #[arg(long, value_enum)]
-    pub to: Option<RowFormat>,
+    /// Where the rows go.
+    #[command(flatten)]
+    pub output: RowsOut,
     /// The input format.
     #[arg(long, value_enum, default_value_t = crate::pipeline::ingest::Format::Auto)]
     pub format: crate::pipeline::ingest::Format,
-    /// Set bad records aside in this JSONL file and go on.
-    #[arg(long, value_name = "FILE")]
-    pub rejects: Option<PathBuf>,
     /// Chat records: where the task id is (a dotted path; default `task_id`).
     #[arg(long, value_name = "PATH")]
     pub task_field: Option<String>,
@@ -164,13 +158,21 @@ pub struct ConvertArgs {
     /// Input files, folders, globs or URLs.
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
+    /// Where the rows go.
+    #[command(flatten)]
+    pub output: RowsOut,
+}
+
+/// Where a command writes rows, and where bad input records go.
+#[derive(Debug, Args)]
+pub struct RowsOut {
     /// The output file (`.parquet` or `.jsonl`).
     #[arg(long, short, value_name = "OUT")]
     pub out: PathBuf,
     /// The output format, when `--out`'s extension does not say.
     #[arg(long, value_enum)]
     pub to: Option<RowFormat>,
-    /// Set bad lines aside in this JSONL file (with file, line, field and reason) and go on,
+    /// Set bad records aside in this JSONL file (with file, line, field and reason) and go on,
     /// instead of stopping at the first.
     #[arg(long, value_name = "FILE")]
     pub rejects: Option<PathBuf>,

@@ -46,14 +46,14 @@ pub fn sink(path: &Path, format: Format) -> Result<Box<dyn Sink>> {
 /// Runs `wai convert`.
 pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     let started = Instant::now();
-    let format = output_format(&args.out, args.to)?;
+    let format = output_format(&args.output.out, args.output.to)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
-    tracing::info!(inputs = inputs.len(), output = %args.out.display(), "converting");
+    tracing::info!(inputs = inputs.len(), output = %args.output.out.display(), "converting");
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, "converting");
-    let mut out = sink(&args.out, format)?;
+    let mut out = sink(&args.output.out, format)?;
     let mut rejects = Vec::new();
-    let on_bad = if args.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
+    let on_bad = if args.output.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
     let mut reader = Reader::new(ctx.runtime.handle().clone(), on_bad, Box::new(|n| bar.inc(n)));
     for input in &inputs {
         reader.read(input, &mut |batch| out.write(&batch))?;
@@ -62,14 +62,14 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     drop(reader);
     out.finish()?;
     bar.finish_and_clear();
-    if let Some(path) = &args.rejects {
+    if let Some(path) = &args.output.rejects {
         io::write_rejects(path, &rejects)?;
     }
     let elapsed = started.elapsed();
     let mut text = format!(
         "wrote {} to `{}` ({}) from {} in {:.1} s",
         plural(counts.rows, "row"),
-        args.out.display(),
+        args.output.out.display(),
         match format {
             Format::Parquet => "parquet",
             Format::Jsonl => "jsonl",
@@ -77,18 +77,18 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
         plural(inputs.len() as u64, "input"),
         elapsed.as_secs_f64(),
     );
-    if let Some(path) = &args.rejects {
+    if let Some(path) = &args.output.rejects {
         text.push_str(&format!("\n{} set aside in `{}`", plural(counts.rejected, "bad line"), path.display()));
     }
     let json = json!({
         "version": 1,
         "command": "convert",
         "inputs": inputs.iter().map(|i| i.display.clone()).collect::<Vec<_>>(),
-        "output": args.out.display().to_string(),
+        "output": args.output.out.display().to_string(),
         "format": format,
         "rows": counts.rows,
         "rejected": counts.rejected,
-        "rejects_file": args.rejects.as_ref().map(|p| p.display().to_string()),
+        "rejects_file": args.output.rejects.as_ref().map(|p| p.display().to_string()),
         "bytes_in": counts.bytes,
         "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
     });

@@ -59,7 +59,7 @@ fn tally_extra(batch: &RecordBatch, into: &mut BTreeMap<String, u64>) {
 /// Runs `wai ingest`.
 pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let started = Instant::now();
-    let out_format = super::convert::output_format(&args.out, args.to)?;
+    let out_format = super::convert::output_format(&args.output.out, args.output.to)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     if let Some(p) = inputs.iter().find(|i| i.format == source::Format::Parquet) {
         return Err(Error::Usage(format!("`{}` is Parquet, already rows: read it with `wai convert`", p.display)));
@@ -75,9 +75,9 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     };
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, "ingesting");
-    let mut sink = super::convert::sink(&args.out, out_format)?;
+    let mut sink = super::convert::sink(&args.output.out, out_format)?;
     let mut rejects = Vec::new();
-    let mut on_bad = if args.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
+    let mut on_bad = if args.output.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
     let mut identity = Identity::default();
     let mut counts = ReadCounts::default();
     let mut extra_fields: BTreeMap<String, u64> = BTreeMap::new();
@@ -97,7 +97,7 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     }
     sink.finish()?;
     bar.finish_and_clear();
-    if let Some(path) = &args.rejects {
+    if let Some(path) = &args.output.rejects {
         io::write_rejects(path, &rejects)?;
     }
     let mut text = String::new();
@@ -107,11 +107,11 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     text.push_str(&format!(
         "wrote {} to `{}` in {:.1} s; {}",
         plural(counts.rows, "row"),
-        args.out.display(),
+        args.output.out.display(),
         started.elapsed().as_secs_f64(),
         plural(counts.rejected, "reject")
     ));
-    if let Some(path) = &args.rejects {
+    if let Some(path) = &args.output.rejects {
         text.push_str(&format!(" (in `{}`)", path.display()));
     }
     if !extra_fields.is_empty() {
@@ -122,10 +122,10 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         "version": 1,
         "command": "ingest",
         "inputs": formats,
-        "output": args.out.display().to_string(),
+        "output": args.output.out.display().to_string(),
         "rows": counts.rows,
         "rejected": counts.rejected,
-        "rejects_file": args.rejects.as_ref().map(|p| p.display().to_string()),
+        "rejects_file": args.output.rejects.as_ref().map(|p| p.display().to_string()),
         "extra_fields": extra_fields,
         "bytes_in": counts.bytes,
         "elapsed_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -16,7 +16,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::pipeline::row::FieldError;
+use crate::pipeline::row::{FieldError, content_of};
 
 /// Where a chat record keeps what the row needs.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -75,25 +75,6 @@ fn take(obj: &mut Map<String, Value>, path: &str) -> Option<Value> {
     }
 }
 
-/// The text of a message's content: a string, or the text of its parts joined by newlines.
-pub fn text_of(content: &Value) -> Option<String> {
-    match content {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => {
-            let texts: Vec<&str> = parts
-                .iter()
-                .filter_map(|p| match p {
-                    Value::String(s) => Some(s.as_str()),
-                    Value::Object(o) => o.get("text").or_else(|| o.get("content")).and_then(Value::as_str),
-                    _ => None,
-                })
-                .collect();
-            (!texts.is_empty()).then(|| texts.join("\n"))
-        }
-        _ => None,
-    }
-}
-
 /// A JSON value from text that may hold JSON (tool arguments and results usually do).
 fn maybe_json(v: &Value) -> Value {
     if let Value::String(s) = v {
@@ -127,7 +108,7 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
             return Err(FieldError { field: Some(format!("messages[{i}]")), message: "expected an object".into() });
         };
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
-        let text = m.get("content").and_then(text_of).filter(|t| !t.trim().is_empty());
+        let text = m.get("content").and_then(content_of).filter(|t| !t.trim().is_empty());
         match role {
             "user" => match (&prompt, text) {
                 (None, Some(t)) => prompt = Some(t),

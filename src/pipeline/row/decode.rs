@@ -275,24 +275,33 @@ fn tool_call(v: &Value, faithful: &mut bool) -> ToolCall {
     call
 }
 
-fn content_text(v: &Value, faithful: &mut bool) -> Option<String> {
-    match v {
+/// The text of a message's content: a string, or its text parts (strings, or objects with a
+/// `text` or `content` string) joined by newlines; `None` for anything else or no text part.
+pub fn content_of(content: &Value) -> Option<String> {
+    match content {
         Value::String(s) => Some(s.clone()),
         Value::Array(parts) => {
-            // Content parts: keep the text parts, joined; the original stays in `extra`.
-            *faithful = false;
             let texts: Vec<&str> = parts
                 .iter()
                 .filter_map(|p| match p {
                     Value::String(s) => Some(s.as_str()),
-                    Value::Object(o) => o
-                        .get("text")
-                        .or_else(|| o.get("content"))
-                        .and_then(Value::as_str),
+                    Value::Object(o) => o.get("text").or_else(|| o.get("content")).and_then(Value::as_str),
                     _ => None,
                 })
                 .collect();
-            Some(texts.join("\n"))
+            (!texts.is_empty()).then(|| texts.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+fn content_text(v: &Value, faithful: &mut bool) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(_) => {
+            // Content parts: keep the text parts, joined; the original stays in `extra`.
+            *faithful = false;
+            Some(content_of(v).unwrap_or_default())
         }
         _ => {
             *faithful = false;
