@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{Context, Outcome, plural};
 use crate::cli::{ConvertArgs, RowFormat};
 use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::io::{self, JsonlSink, OnBadRow, ParquetSink, Sink};
+use crate::pipeline::io::{self, Background, JsonlSink, OnBadRow, ParquetSink, Sink};
 use crate::pipeline::read::Reader;
 use crate::pipeline::source::{self, Format};
 use crate::schema::row_schema;
@@ -35,12 +35,13 @@ pub fn output_format(path: &Path, to: Option<RowFormat>) -> Result<Format> {
     })
 }
 
-/// Opens a sink for `path` in `format`.
+/// Opens a sink for `path` in `format`, writing on its own thread.
 pub fn sink(path: &Path, format: Format) -> Result<Box<dyn Sink>> {
-    Ok(match format {
+    let inner: Box<dyn Sink> = match format {
         Format::Parquet => Box::new(ParquetSink::create(path, row_schema())?),
         Format::Jsonl => Box::new(JsonlSink::create(path)?),
-    })
+    };
+    Ok(Box::new(Background::spawn(inner)))
 }
 
 /// Runs `wai convert`.

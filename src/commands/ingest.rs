@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Instant;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::RecordBatch;
 use serde_json::json;
 
 use super::{Context, Outcome, plural};
@@ -13,7 +13,6 @@ use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::ingest::{self, Format, Options, OtelFields};
 use crate::pipeline::io::{self, Accept, Identity, OnBadRow, ReadCounts};
 use crate::pipeline::source::{self, Input};
-use crate::schema::col;
 
 /// Bytes read to recognise a file's format.
 const HEAD_BYTES: u64 = 1 << 20;
@@ -39,21 +38,6 @@ fn detect(ctx: &Context, input: &Input) -> Result<Format> {
         stage: "ingest".into(),
         message: format!("cannot tell the format of `{}`: looked for {}; name it with `--format`", input.display, ingest::DETECTION),
     })
-}
-
-/// Tallies the fields carried in `extra`.
-fn tally_extra(batch: &RecordBatch, into: &mut BTreeMap<String, u64>) {
-    let Some(extra) = batch.column_by_name(col::EXTRA) else { return };
-    let extra = extra.as_string::<i32>();
-    for i in 0..extra.len() {
-        if extra.is_valid(i) {
-            if let Ok(keys) = serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(extra.value(i)) {
-                for k in keys.into_keys() {
-                    *into.entry(k).or_default() += 1;
-                }
-            }
-        }
-    }
 }
 
 /// Runs `wai ingest`.
@@ -87,12 +71,11 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         tracing::info!(input = %input.display, ?format, "ingesting");
         formats.push(json!({"input": input.display, "format": format}));
         let reader = source::open(input, ctx.runtime.handle())?;
-        let mut emit = |batch: RecordBatch| {
-            tally_extra(&batch, &mut extra_fields);
-            sink.write(&batch)
-        };
+        let mut emit = |batch: RecordBatch| sink.write(&batch);
         let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+        accept.extra_fields = Some(std::mem::take(&mut extra_fields));
         ingest::read(&input.display, reader, format, &opts, &mut accept, &|n| bar.inc(n))?;
+        extra_fields = accept.extra_fields.take().unwrap_or_default();
         accept.finish()?;
     }
     sink.finish()?;

@@ -87,11 +87,70 @@ impl AtomicFile {
 }
 
 /// Where batches go.
-pub trait Sink {
+pub trait Sink: Send {
     /// Writes one batch of the row schema.
     fn write(&mut self, batch: &RecordBatch) -> Result<()>;
     /// Completes the output (renames it into place).
     fn finish(self: Box<Self>) -> Result<()>;
+}
+
+/// Runs another sink on its own thread, so encoding and compressing one batch overlaps reading
+/// the next. Batches queue up to [`Background::QUEUE`] deep; the first error stops the writer and
+/// comes back from the next `write` or from `finish`.
+pub struct Background {
+    sender: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Background {
+    /// Batches waiting for the writer at most.
+    pub const QUEUE: usize = 4;
+
+    /// Starts `inner` on a writer thread.
+    pub fn spawn(mut inner: Box<dyn Sink>) -> Self {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<RecordBatch>(Self::QUEUE);
+        let thread = std::thread::spawn(move || {
+            for batch in receiver {
+                inner.write(&batch)?;
+            }
+            inner.finish()
+        });
+        Self { sender: Some(sender), thread: Some(thread) }
+    }
+
+    fn join(&mut self) -> Result<()> {
+        self.sender = None;
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| Error::Internal("the writer thread panicked".into()))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Sink for Background {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let sent = self.sender.as_ref().is_some_and(|s| s.send(batch.clone()).is_ok());
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped: its error says why.
+        self.join()?;
+        Err(Error::Internal("the writer thread stopped without an error".into()))
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        self.join()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        // Unfinished (an error elsewhere): stop the writer; its temporary file is removed.
+        self.sender = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Writes row batches to a Parquet file (zstd level 1).
@@ -299,6 +358,8 @@ pub type Decode<'a> = dyn Fn(&[u8]) -> std::result::Result<Record, row::FieldErr
 /// Takes decoded records in input order: gives each its identity, appends it to the batch under
 /// construction, emits full batches, and sets bad records aside (or stops at the first).
 pub struct Accept<'a, 'b> {
+    /// When set, how many rows carry each field in `extra`.
+    pub extra_fields: Option<std::collections::BTreeMap<String, u64>>,
     builder: Builder,
     identity: &'a mut Identity,
     on_bad: &'a mut OnBadRow<'b>,
@@ -314,11 +375,23 @@ impl<'a, 'b> Accept<'a, 'b> {
         counts: &'a mut ReadCounts,
         emit: &'a mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Self {
-        Self { builder: Builder::new(), identity, on_bad, counts, emit }
+        Self { extra_fields: None, builder: Builder::new(), identity, on_bad, counts, emit }
     }
 
     /// Takes one record decoded from `text` at `file` line `line`.
     pub fn take(&mut self, file: &str, line: u64, text: &[u8], result: std::result::Result<Record, row::FieldError>) -> Result<()> {
+        self.take_keyed(file, line, text, result, None)
+    }
+
+    /// [`Accept::take`], with the record's `extra` field names when they were read already.
+    fn take_keyed(
+        &mut self,
+        file: &str,
+        line: u64,
+        text: &[u8],
+        result: std::result::Result<Record, row::FieldError>,
+        keys: Option<Vec<String>>,
+    ) -> Result<()> {
         let bad = |field: Option<String>, reason: String| Reject {
             file: file.to_owned(),
             line,
@@ -329,6 +402,12 @@ impl<'a, 'b> Accept<'a, 'b> {
         let reject = match result {
             Ok(mut record) => match self.identity.assign(&mut record) {
                 Ok(()) => {
+                    if let Some(tally) = self.extra_fields.as_mut() {
+                        let keys = keys.unwrap_or_else(|| record.extra.as_deref().map(extra_keys).unwrap_or_default());
+                        for k in keys {
+                            *tally.entry(k).or_default() += 1;
+                        }
+                    }
                     self.builder.push(&record)?;
                     self.counts.rows += 1;
                     if self.builder.len() >= BATCH_ROWS {
@@ -354,9 +433,22 @@ impl<'a, 'b> Accept<'a, 'b> {
 
     /// Decodes `records` (line, bytes) in parallel and takes them in order.
     pub fn take_all(&mut self, file: &str, records: &[(u64, &[u8])], decode: &Decode<'_>) -> Result<()> {
-        let decoded: Vec<_> = records.par_iter().with_min_len(64).map(|(n, l)| (*n, *l, decode(l))).collect();
-        for (line, text, result) in decoded {
-            self.take(file, line, text, result)?;
+        let tally = self.extra_fields.is_some();
+        let decoded: Vec<_> = records
+            .par_iter()
+            .with_min_len(64)
+            .map(|(n, l)| {
+                let result = decode(l);
+                // The names of the fields in `extra`, read here, in parallel, when they are counted.
+                let keys = match (&result, tally) {
+                    (Ok(r), true) => Some(r.extra.as_deref().map(extra_keys).unwrap_or_default()),
+                    _ => None,
+                };
+                (*n, *l, result, keys)
+            })
+            .collect();
+        for (line, text, result, keys) in decoded {
+            self.take_keyed(file, line, text, result, keys)?;
         }
         Ok(())
     }
@@ -368,6 +460,13 @@ impl<'a, 'b> Accept<'a, 'b> {
         }
         Ok(())
     }
+}
+
+/// The top-level keys of a JSON object text (values are skipped, not built).
+pub fn extra_keys(text: &str) -> Vec<String> {
+    serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(text)
+        .map(|m| m.into_keys().collect())
+        .unwrap_or_default()
 }
 
 /// Splits a JSON array text into its elements, each with the line it starts on. Strings (and
