@@ -130,13 +130,14 @@ pub struct Spoken {
     pub unclosed: bool,
 }
 
+/// Where `needle` (which starts with `<`) next occurs in `haystack` from `from`, ignoring ASCII
+/// case: only the `<` positions are compared, found with `memchr`.
 fn find_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
     let h = haystack.as_bytes();
     let n = needle.as_bytes();
-    if from + n.len() > h.len() {
-        return None;
-    }
-    (from..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+    memchr::memchr_iter(b'<', h.get(from..)?)
+        .map(|i| from + i)
+        .find(|&i| h.get(i..i + n.len()).is_some_and(|w| w.eq_ignore_ascii_case(n)))
 }
 
 /// Splits `text` into spoken reply and reasoning, as the reference's `split_reasoning` does.
