@@ -57,7 +57,7 @@ pub enum Command {
     PassAt(PassAtArgs),
     /// Per-marker means with 95% task-bootstrap intervals, and warnings for markers that never vary.
     Markers(MarkersArgs),
-    /// Turn foreign traces into rows: OpenAI chat trajectories, τ-bench results, OTel GenAI spans.
+    /// Turn foreign traces into rows: OpenAI chat trajectories, τ-bench results, `OTel` GenAI spans.
     ///
     /// The format is detected from each file's first record unless `--format` names it. What has
     /// no column is kept in `extra`; bad records stop the run, or go to `--rejects`.
@@ -91,10 +91,10 @@ pub struct IngestArgs {
     /// Chat records: a field (dotted path) to move under `privileged`, never exported (repeatable).
     #[arg(long, value_name = "PATH")]
     pub privileged: Vec<String>,
-    /// OTel: the span attribute holding the reward.
+    /// `OTel`: the span attribute holding the reward.
     #[arg(long, default_value = "whileai.reward", value_name = "ATTR")]
     pub reward_attr: String,
-    /// OTel: the span attribute holding the task id (else the prompt keys the task).
+    /// `OTel`: the span attribute holding the task id (else the prompt keys the task).
     #[arg(long, default_value = "whileai.task_id", value_name = "ATTR")]
     pub task_attr: String,
 }

@@ -63,12 +63,11 @@ fn main() -> ExitCode {
                 Ok(())
             };
             // A closed pipe (`wai sql ... | head`) is not an error.
-            if let Err(e) = printed.and_then(|()| out.flush()) {
-                if e.kind() != std::io::ErrorKind::BrokenPipe {
+            if let Err(e) = printed.and_then(|()| out.flush())
+                && e.kind() != std::io::ErrorKind::BrokenPipe {
                     report_error(&Error::io("<stdout>", e));
                     return ExitStatus::IoError.into();
                 }
-            }
             outcome.status.into()
         }
         Err(e) => {

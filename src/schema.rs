@@ -45,7 +45,7 @@ pub mod col {
     pub const REASON: &str = "reason";
     /// Which judge gave the verdict.
     pub const JUDGE_NAME: &str = "judge_name";
-    /// ok, missing_reward, invalid_result, error, timeout.
+    /// ok, `missing_reward`, `invalid_result`, error, timeout.
     pub const JUDGE_STATUS: &str = "judge_status";
     /// Named outcome markers (1.0 = good, null = does not apply).
     pub const MARKERS: &str = "markers";
@@ -232,8 +232,8 @@ pub fn check_columns(found: &Schema, needed: &[&str], stage: &str) -> Result<()>
                 found: found.fields().iter().map(|f| f.name().clone()).collect(),
             });
         };
-        if let Ok(expected) = want.field_with_name(name) {
-            if expected.data_type() != field.data_type() {
+        if let Ok(expected) = want.field_with_name(name)
+            && expected.data_type() != field.data_type() {
                 return Err(Error::Input {
                     stage: stage.to_owned(),
                     message: format!(
@@ -243,7 +243,6 @@ pub fn check_columns(found: &Schema, needed: &[&str], stage: &str) -> Result<()>
                     ),
                 });
             }
-        }
     }
     Ok(())
 }

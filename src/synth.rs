@@ -4,7 +4,7 @@
 //! pass rate from Beta(0.6, 0.6), so many tasks are unanimous (all pass or all fail) and the rest
 //! mixed; each rollout makes 0 to 3 tool calls (arguments as objects, results with a status,
 //! sometimes a fault), replies of 4 to 160 words, three markers (one of them sometimes "does not
-//! apply"), provenance and `dims` (tool, tier, tool_condition, category).
+//! apply"), provenance and `dims` (tool, tier, `tool_condition`, category).
 //! Options plant a shortcut word that co-occurs with reward (a reward hack to find) and attach
 //! noisy gold labels to a share of rows.
 //!
@@ -69,7 +69,7 @@ fn task_rows(opts: &Options, t: u64) -> Vec<Record> {
     let category = pick(&mut rng, &CATEGORIES);
     let order_id = format!("A{}", 1000 + rng.random_range(0..9000u32));
     let prompt = pick(&mut rng, &ASKS).replace("{id}", &order_id);
-    let task_id = format!("gen-{:08}", t);
+    let task_id = format!("gen-{t:08}");
     let dims = vec![
         ("tool".to_owned(), tool.to_owned()),
         ("tier".to_owned(), tier.to_owned()),

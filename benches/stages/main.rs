@@ -30,7 +30,7 @@ fn main() {
 }
 
 struct Data {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     jsonl_200k: PathBuf,
     chat_100k: PathBuf,
     parquet_100k: PathBuf,
@@ -58,7 +58,7 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
     run(&["-q", "gen", "--rows", "1000000", "--seed", "1", "-o", path(&parquet_1m)]);
     let chat_100k = dir.path().join("chat-100k.jsonl");
     write_chat(&jsonl_200k, &chat_100k, 100_000);
-    Data { _dir: dir, jsonl_200k, chat_100k, parquet_100k, parquet_1m }
+    Data { dir: dir, jsonl_200k, chat_100k, parquet_100k, parquet_1m }
 });
 
 /// Rewrites `wai gen` rows as OpenAI chat records: a system turn, tool calls with JSON-string
@@ -87,26 +87,26 @@ fn write_chat(rows: &Path, out: &Path, n: usize) {
 }
 
 mod convert {
-    use super::*;
+    use super::{Bencher, DATA, BytesCount, run, path};
 
     #[divan::bench(name = "jsonl_to_parquet/rows=200k", sample_count = 5)]
     fn jsonl_to_parquet(b: Bencher) {
         let data = &*DATA;
         let bytes = std::fs::metadata(&data.jsonl_200k).expect("input").len();
-        let out = data._dir.path().join("out.parquet");
+        let out = data.dir.path().join("out.parquet");
         b.counter(BytesCount::new(bytes)).bench(|| run(&["-q", "convert", path(&data.jsonl_200k), "-o", path(&out)]));
     }
 
     #[divan::bench(name = "parquet_to_jsonl/rows=1M", sample_count = 2)]
     fn parquet_to_jsonl(b: Bencher) {
         let data = &*DATA;
-        let out = data._dir.path().join("out.jsonl");
+        let out = data.dir.path().join("out.jsonl");
         b.bench(|| run(&["-q", "convert", path(&data.parquet_1m), "-o", path(&out)]));
     }
 }
 
 mod sql {
-    use super::*;
+    use super::{Bencher, DATA, run, path};
 
     #[divan::bench(name = "group_by_task/rows=1M", sample_count = 10)]
     fn group_by_task(b: Bencher) {
@@ -136,7 +136,7 @@ mod sql {
 }
 
 mod pass_at {
-    use super::*;
+    use super::{Bencher, DATA, run, path};
 
     #[divan::bench(name = "pass_at/rows=1M/draws=2000", sample_count = 5)]
     fn rows_1m(b: Bencher) {
@@ -158,23 +158,23 @@ mod pass_at {
 }
 
 mod ingest {
-    use super::*;
+    use super::{Bencher, DATA, BytesCount, run, path};
 
     #[divan::bench(name = "openai_chat/rows=100k", sample_count = 5)]
     fn openai_chat(b: Bencher) {
         let data = &*DATA;
         let bytes = std::fs::metadata(&data.chat_100k).expect("input").len();
-        let out = data._dir.path().join("ingested.parquet");
+        let out = data.dir.path().join("ingested.parquet");
         b.counter(BytesCount::new(bytes)).bench(|| run(&["-q", "ingest", path(&data.chat_100k), "-o", path(&out)]));
     }
 }
 
 mod generate {
-    use super::*;
+    use super::{Bencher, DATA, run, path};
 
     #[divan::bench(name = "gen/rows=100k/parquet", sample_count = 5)]
     fn gen_parquet(b: Bencher) {
-        let out = DATA._dir.path().join("gen.parquet");
+        let out = DATA.dir.path().join("gen.parquet");
         b.bench(|| run(&["-q", "gen", "--rows", "100000", "-o", path(&out)]));
     }
 }

@@ -7,7 +7,7 @@
 //! beside its destination and renamed into place only when complete.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -98,8 +98,17 @@ pub trait Sink: Send {
 /// the next. Batches queue up to [`Background::QUEUE`] deep; the first error stops the writer and
 /// comes back from the next `write` or from `finish`.
 pub struct Background {
-    sender: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+    sender: Option<std::sync::mpsc::SyncSender<Job>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+/// What the writer thread is told.
+enum Job {
+    /// Write this batch.
+    Write(RecordBatch),
+    /// Complete the output. A writer whose channel closes without it drops its output unfinished,
+    /// so a failed run leaves no file behind.
+    Finish,
 }
 
 impl Background {
@@ -108,12 +117,15 @@ impl Background {
 
     /// Starts `inner` on a writer thread.
     pub fn spawn(mut inner: Box<dyn Sink>) -> Self {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<RecordBatch>(Self::QUEUE);
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Job>(Self::QUEUE);
         let thread = std::thread::spawn(move || {
-            for batch in receiver {
-                inner.write(&batch)?;
+            for job in receiver {
+                match job {
+                    Job::Write(batch) => inner.write(&batch)?,
+                    Job::Finish => return inner.finish(),
+                }
             }
-            inner.finish()
+            Ok(())
         });
         Self { sender: Some(sender), thread: Some(thread) }
     }
@@ -129,7 +141,7 @@ impl Background {
 
 impl Sink for Background {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let sent = self.sender.as_ref().is_some_and(|s| s.send(batch.clone()).is_ok());
+        let sent = self.sender.as_ref().is_some_and(|s| s.send(Job::Write(batch.clone())).is_ok());
         if sent {
             return Ok(());
         }
@@ -139,6 +151,10 @@ impl Sink for Background {
     }
 
     fn finish(mut self: Box<Self>) -> Result<()> {
+        if let Some(s) = &self.sender {
+            // A closed channel means the writer already stopped; `join` returns its error.
+            let _ = s.send(Job::Finish);
+        }
         self.join()
     }
 }
@@ -290,11 +306,11 @@ pub struct Identity {
 impl Identity {
     fn fingerprint(&self, id: &str) -> u128 {
         // Two independent 64-bit hashes: a false "duplicate" needs both to collide.
-        let mut a = self.hasher.build_hasher();
-        id.hash(&mut a);
-        let mut b = self.hasher.build_hasher();
-        (id, 0x9e37_79b9_u32).hash(&mut b);
-        (u128::from(a.finish()) << 64) | u128::from(b.finish())
+        
+        
+        
+        
+        (u128::from(self.hasher.hash_one(id)) << 64) | u128::from(self.hasher.hash_one((id, 0x9e37_79b9_u32)))
     }
 
     /// Sets `record.rollout_id` if absent, and checks uniqueness. The derived id is the

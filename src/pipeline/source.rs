@@ -207,8 +207,8 @@ async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
     let decoded = StorePath::from_url_path(&key)
         .map_err(|e| Error::Usage(format!("bad object path in `{spec}`: {e}")))?;
     let store_err = |source| Error::Store { url: spec.to_owned(), source };
-    if !has_glob(&key) {
-        if let Some(format) = Format::from_name(&key) {
+    if !has_glob(&key)
+        && let Some(format) = Format::from_name(&key) {
             let size = store.head(&decoded).await.map_err(store_err)?.size;
             return Ok(vec![Input {
                 display: spec.to_owned(),
@@ -217,7 +217,6 @@ async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
                 size: Some(size),
             }]);
         }
-    }
     // A prefix or a glob: list, keep row files, in key order.
     let (prefix, pattern) = if has_glob(&key) {
         let cut = key.find(['*', '?', '[']).unwrap_or(key.len());

@@ -55,11 +55,10 @@ fn as_text(batch: &RecordBatch, all: bool, limit: Option<usize>) -> Result<Recor
                     return None;
                 }
                 let mut s = fmt.value(i).to_string();
-                if let Some(limit) = limit {
-                    if s.chars().count() > limit {
+                if let Some(limit) = limit
+                    && s.chars().count() > limit {
                         s = s.chars().take(limit.saturating_sub(1)).collect::<String>() + "…";
                     }
-                }
                 Some(s)
             })
             .collect();

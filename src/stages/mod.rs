@@ -1,4 +1,4 @@
-//! Operators over rows. Each stage plans a DataFrame and reports what it found; stages know
+//! Operators over rows. Each stage plans a `DataFrame` and reports what it found; stages know
 //! nothing about files, the command line or progress bars.
 
 pub mod markers;

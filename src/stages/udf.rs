@@ -147,16 +147,13 @@ pub fn spoken(text: &str) -> Spoken {
     let mut unclosed = false;
     while let Some(open) = find_ci(text, "<think>", pos) {
         out.push_str(&text[pos..open]);
-        match find_ci(text, "</think>", open + 7) {
-            Some(close) => {
-                let after = close + 8;
-                pos = after + (text[after..].len() - text[after..].trim_start().len());
-            }
-            None => {
-                unclosed = true;
-                pos = text.len();
-                break;
-            }
+        if let Some(close) = find_ci(text, "</think>", open + 7) {
+            let after = close + 8;
+            pos = after + (text[after..].len() - text[after..].trim_start().len());
+        } else {
+            unclosed = true;
+            pos = text.len();
+            break;
         }
     }
     out.push_str(&text[pos.min(text.len())..]);

@@ -6,7 +6,7 @@
 //! the floating error that gives 50 and 1949 at 95% and 2000 draws). Fewer than
 //! [`MIN_CI_TASKS`] values give no interval.
 //!
-//! Draws are ours (ChaCha8), not CPython's: replicate `r` draws from the stream `r` of the seed,
+//! Draws are ours (ChaCha8), not `CPython`'s: replicate `r` draws from the stream `r` of the seed,
 //! so the interval is the same at any thread count. When the values take few distinct values
 //! (per-task pass rates of tasks with 4 to 8 rollouts take about 30), a replicate draws the
 //! multinomial counts of each distinct value (sequential binomials) instead of n indices: the
@@ -103,7 +103,7 @@ pub fn interval(values: &[f64], draws: u32, seed: u64, level: f64) -> Option<(f6
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let lo = ((1.0 - level) / 2.0 * d) as i64;
     #[allow(clippy::cast_possible_truncation)]
-    let hi = ((1.0 + level) / 2.0 * d) as i64 - 1;
+    let hi = (f64::midpoint(1.0, level) * d) as i64 - 1;
     let last = i64::from(draws) - 1;
     let at = |i: i64| means[usize::try_from(i.clamp(0, last)).unwrap_or(0)];
     Some((at(lo), at(hi)))

@@ -1,4 +1,4 @@
-//! `wai ingest`: OpenAI chat, τ-bench, OTel GenAI spans, auto-detection, rejects.
+//! `wai ingest`: OpenAI chat, τ-bench, `OTel` GenAI spans, auto-detection, rejects.
 
 use std::path::Path;
 

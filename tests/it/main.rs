@@ -1,5 +1,8 @@
 //! Integration tests: one binary, one module per area.
 
+// Tests unwrap freely: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used)]
+
 mod cli; // exit codes and messages of the binary, as snapshots
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel

@@ -23,7 +23,7 @@ fn pass_at_json(rows: &Path, args: &[&str]) -> (Value, i32) {
     (doc, code)
 }
 
-/// Intervals agree within resampling error: the reference's draws are CPython's, ours ChaCha's.
+/// Intervals agree within resampling error: the reference's draws are `CPython`'s, ours `ChaCha`'s.
 fn close_interval(ours: &Value, theirs: &Value, tol: f64) -> bool {
     match (ours.as_array(), theirs.as_array()) {
         (None, None) => ours.is_null() && theirs.is_null(),

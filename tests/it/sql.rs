@@ -95,7 +95,7 @@ fn reading_task_id_and_reward_does_not_read_messages() {
         .split("bytes_scanned=")
         .nth(1)
         .and_then(|s| s.split(|c: char| !c.is_ascii_digit() && c != '.' && c != 'K' && c != 'M').next())
-        .map(|s| parse_size(s))
+        .map(parse_size)
         .expect("bytes_scanned metric");
     assert!(scanned * 10 < size, "scanned {scanned} of {size} bytes");
 }

@@ -79,11 +79,10 @@ fn take(obj: &mut Map<String, Value>, path: &str) -> Option<Value> {
 fn maybe_json(v: &Value) -> Value {
     if let Value::String(s) = v {
         let t = s.trim_start();
-        if t.starts_with('{') || t.starts_with('[') {
-            if let Ok(parsed) = serde_json::from_str::<Value>(s) {
+        if (t.starts_with('{') || t.starts_with('['))
+            && let Ok(parsed) = serde_json::from_str::<Value>(s) {
                 return parsed;
             }
-        }
     }
     v.clone()
 }
@@ -127,11 +126,10 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
                             let function = call.get("function").unwrap_or(call);
                             let name = function.get("name").and_then(Value::as_str).unwrap_or("tool").to_owned();
                             let mut s = Map::new();
-                            if j == 0 {
-                                if let Some(t) = &text {
+                            if j == 0
+                                && let Some(t) = &text {
                                     s.insert("text".into(), Value::String(t.clone()));
                                 }
-                            }
                             s.insert("tool".into(), Value::String(name.clone()));
                             s.insert("arguments".into(), function.get("arguments").map_or(Value::Object(Map::new()), maybe_json));
                             s.insert("result".into(), Value::Null);
@@ -179,11 +177,10 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
     let mut final_text = String::new();
     if let Some((at, _)) = last_text {
         let tool_after = steps[at + 1..].iter().any(|s| s.contains_key("tool"));
-        if !tool_after {
-            if let Some(Value::String(t)) = steps.remove(at).remove("text") {
+        if !tool_after
+            && let Some(Value::String(t)) = steps.remove(at).remove("text") {
                 final_text = t;
             }
-        }
     }
     let mut out = Map::new();
     if let Some(p) = prompt {
@@ -217,24 +214,21 @@ pub fn to_row(record: Value, fields: &ChatFields) -> Result<Value, FieldError> {
             privileged.insert(path.clone(), v);
         }
     }
-    if let Some(task) = get(&rec, &fields.task).cloned() {
-        if fields.task != "task_id" {
+    if let Some(task) = get(&rec, &fields.task).cloned()
+        && fields.task != "task_id" {
             row.insert("task_id".into(), task);
         }
-    }
-    if let Some(trial) = get(&rec, &fields.trial).cloned() {
-        if !trial.is_null() {
+    if let Some(trial) = get(&rec, &fields.trial).cloned()
+        && !trial.is_null() {
             row.insert("rollout_index".into(), trial);
             if !fields.trial.contains('.') {
                 rec.shift_remove(&fields.trial);
             }
         }
-    }
-    if fields.reward != "reward" {
-        if let Some(reward) = get(&rec, &fields.reward).cloned() {
+    if fields.reward != "reward"
+        && let Some(reward) = get(&rec, &fields.reward).cloned() {
             row.insert("reward".into(), reward);
         }
-    }
     // The rest of the record rides along (into `extra`), after what the row needs.
     for (k, v) in rec {
         row.entry(k).or_insert(v);

@@ -51,7 +51,7 @@ pub struct Options {
     pub messages_field: Option<String>,
     /// Fields moved under `privileged` (added to the format's own).
     pub privileged: Vec<String>,
-    /// OTel attributes.
+    /// `OTel` attributes.
     pub otel: OtelFields,
 }
 

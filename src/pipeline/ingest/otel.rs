@@ -26,7 +26,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-/// What the OTel reader looks for beyond the GenAI conventions.
+/// What the `OTel` reader looks for beyond the GenAI conventions.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OtelFields {
     /// The attribute holding the reward.
@@ -71,11 +71,10 @@ fn any_value(v: &Value) -> Value {
     let Some(obj) = v.as_object() else { return v.clone() };
     if let Some(s) = obj.get("stringValue").and_then(Value::as_str) {
         let t = s.trim_start();
-        if t.starts_with('{') || t.starts_with('[') {
-            if let Ok(parsed) = serde_json::from_str(s) {
+        if (t.starts_with('{') || t.starts_with('['))
+            && let Ok(parsed) = serde_json::from_str(s) {
                 return parsed;
             }
-        }
         return Value::String(s.to_owned());
     }
     if let Some(i) = obj.get("intValue") {
@@ -343,12 +342,11 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
             reward = s.attrs.get(&fields.reward_attr).and_then(unit_score);
         }
         for (name, attrs) in &s.events {
-            if name == "gen_ai.evaluation.result" && reward.is_none() {
-                if let Some(x) = attrs.get("gen_ai.evaluation.score.value").or_else(|| attrs.get("gen_ai.evaluation.score")).and_then(unit_score) {
+            if name == "gen_ai.evaluation.result" && reward.is_none()
+                && let Some(x) = attrs.get("gen_ai.evaluation.score.value").or_else(|| attrs.get("gen_ai.evaluation.score")).and_then(unit_score) {
                     reward = Some(x);
                     reason = attrs.get("gen_ai.evaluation.explanation").and_then(Value::as_str).map(str::to_owned);
                 }
-            }
         }
         if model.is_none() {
             model = text_field(&s.attrs, &["gen_ai.request.model", "gen_ai.response.model"]);

@@ -113,13 +113,11 @@ fn write_canonical(v: &Value, out: &mut String) {
 /// Canonical arguments text. A JSON string holding JSON (the OpenAI wire shape) is parsed first;
 /// the second value says whether rendering the text back gives the input unchanged.
 fn canonical_arguments(v: &Value) -> (String, bool) {
-    if let Value::String(s) = v {
-        if let Ok(parsed) = serde_json::from_str::<Value>(s) {
-            if parsed.is_object() {
+    if let Value::String(s) = v
+        && let Ok(parsed) = serde_json::from_str::<Value>(s)
+            && parsed.is_object() {
                 return (canonical_json(&parsed), false);
             }
-        }
-    }
     (canonical_json(v), true)
 }
 
@@ -179,11 +177,10 @@ fn set_dim(dims: &mut Vec<(String, String)>, key: &str, value: String) {
 pub fn derive_dims(obj: &Map<String, Value>) -> Option<Vec<(String, String)>> {
     let mut dims: Vec<(String, String)> = Vec::new();
     for (k, v) in obj {
-        if AXES.contains(&k.as_str()) {
-            if let Some(text) = dim_text(v) {
+        if AXES.contains(&k.as_str())
+            && let Some(text) = dim_text(v) {
                 dims.push((k.clone(), text));
             }
-        }
     }
     for source in ["scenario_dimensions", "dims"] {
         if let Some(Value::Object(map)) = obj.get(source) {
@@ -606,11 +603,10 @@ pub fn decode(value: Value) -> Res<Record> {
             ));
         }
     };
-    if let Some(given) = given_task_id {
-        if given.as_str() != Some(r.task_id.as_str()) {
+    if let Some(given) = given_task_id
+        && given.as_str() != Some(r.task_id.as_str()) {
             extra.insert("task_id".to_owned(), given);
         }
-    }
 
     r.eval_run = Some(eval_run);
     r.dims = dims;

@@ -4,7 +4,7 @@ use datafusion::arrow::array::{
     Array, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, MapArray,
     RecordBatch, StringArray, StructArray,
 };
-use datafusion::arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+use datafusion::arrow::datatypes::{ArrowNativeType, Float64Type, Int32Type, Int64Type};
 use serde_json::{Map, Number, Value};
 
 use crate::error::{Error, Result};
@@ -117,7 +117,7 @@ fn struct_text(s: &StructArray, field: usize, i: usize) -> Option<&str> {
 
 fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
     let offsets = list.value_offsets();
-    let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+    let (start, end) = (offsets[row].as_usize(), offsets[row + 1].as_usize());
     let items = list.values().as_struct();
     let calls = items.column(4).as_list::<i32>();
     let call_items = calls.values().as_struct();
@@ -132,7 +132,7 @@ fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
         if calls.is_valid(i) {
             let co = calls.value_offsets();
             let mut cs = Vec::new();
-            for c in co[i] as usize..co[i + 1] as usize {
+            for c in co[i].as_usize()..co[i + 1].as_usize() {
                 let mut call = Map::new();
                 if let Some(id) = struct_text(call_items, 0, c) {
                     call.insert("id".into(), Value::String(id.to_owned()));
@@ -154,7 +154,7 @@ fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
 
 fn encode_steps(list: &ListArray, row: usize) -> Result<Value> {
     let offsets = list.value_offsets();
-    let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+    let (start, end) = (offsets[row].as_usize(), offsets[row + 1].as_usize());
     let items = list.values().as_struct();
     let truncated: &BooleanArray = items.column(5).as_boolean();
     let logprob: &Float64Array = items.column(6).as_primitive::<Float64Type>();
@@ -235,7 +235,7 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
         let keys = v.markers.keys().as_string::<i32>();
         let values = v.markers.values().as_primitive::<Float64Type>();
         let mut m = Map::new();
-        for j in offsets[i] as usize..offsets[i + 1] as usize {
+        for j in offsets[i].as_usize()..offsets[i + 1].as_usize() {
             let value = if values.is_valid(j) { float(values.value(j)) } else { Value::Null };
             m.insert(keys.value(j).to_owned(), value);
         }
@@ -264,7 +264,7 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
         let offsets = v.dims.value_offsets();
         let keys = v.dims.keys().as_string::<i32>();
         let values = v.dims.values().as_string::<i32>();
-        let dims: Vec<(String, String)> = (offsets[i] as usize..offsets[i + 1] as usize)
+        let dims: Vec<(String, String)> = (offsets[i].as_usize()..offsets[i + 1].as_usize())
             .map(|j| (keys.value(j).to_owned(), values.value(j).to_owned()))
             .collect();
         if super::derive_dims(&out).as_ref() != Some(&dims) {

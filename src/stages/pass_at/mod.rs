@@ -336,7 +336,7 @@ pub fn finish(data: &SliceData, opts: &Options) -> Vec<PassAt> {
     ks.into_iter().map(|k| estimate(&data.tasks, data.n_partial, data.n_unjudged, &data.facts, k, opts)).collect()
 }
 
-/// The whole stage on a DataFrame: overall, then each slicing, each with its slices.
+/// The whole stage on a `DataFrame`: overall, then each slicing, each with its slices.
 pub async fn run(ctx: &SessionContext, input: DataFrame, by: &[Slice], opts: &Options) -> Result<Report> {
     if opts.draws == 0 {
         return Err(Error::Usage("`--draws` must be at least 1".into()));
@@ -386,11 +386,10 @@ impl std::fmt::Display for Report {
         for r in &self.results {
             writeln!(f, "{r}")?;
         }
-        if let Some(first) = self.results.first() {
-            if first.n_unjudged > 0 {
+        if let Some(first) = self.results.first()
+            && first.n_unjudged > 0 {
                 writeln!(f, "{} without a reward (unjudged) are not counted", crate::commands::plural(first.n_unjudged, "row"))?;
             }
-        }
         for s in &self.slices {
             for r in &s.results {
                 writeln!(f, "  {}={}: {r}", s.by, s.value)?;
