@@ -14,12 +14,13 @@ use crate::support::{fixture, gen_rows, wai};
 
 const BUCKET: &str = "wai-test";
 
-struct Moto {
+/// A server process on 127.0.0.1, killed when dropped.
+struct Server {
     child: Child,
     port: u16,
 }
 
-impl Drop for Moto {
+impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -36,7 +37,7 @@ fn request(port: u16, method: &str, path: &str, body: &[u8]) -> String {
     out
 }
 
-fn start() -> Option<Moto> {
+fn start() -> Option<Server> {
     if Command::new("moto_server").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
         assert!(std::env::var_os("CI").is_none(), "moto_server is not installed; .ci/run installs it");
         eprintln!("skipped: moto_server is not installed (pip install \"moto[server]\")");
@@ -49,7 +50,7 @@ fn start() -> Option<Moto> {
         .stderr(Stdio::null())
         .spawn()
         .expect("start moto_server");
-    let moto = Moto { child, port };
+    let moto = Server { child, port };
     let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "moto_server did not start on port {port}");
@@ -60,13 +61,13 @@ fn start() -> Option<Moto> {
     Some(moto)
 }
 
-fn put(moto: &Moto, key: &str, path: &std::path::Path) {
+fn put(moto: &Server, key: &str, path: &std::path::Path) {
     let body = std::fs::read(path).unwrap();
     let reply = request(moto.port, "PUT", &format!("/{BUCKET}/{key}"), &body);
     assert!(reply.starts_with("HTTP/1.1 200"), "put {key}: {reply}");
 }
 
-fn with_s3(cmd: &mut assert_cmd::Command, moto: &Moto) {
+fn with_s3(cmd: &mut assert_cmd::Command, moto: &Server) {
     let endpoint = format!("http://127.0.0.1:{}", moto.port);
     cmd.env("AWS_ENDPOINT_URL", &endpoint)
         .env("AWS_ENDPOINT", &endpoint)
@@ -122,19 +123,6 @@ fn s3_objects_prefixes_and_sql() {
     assert!(stderr.contains("nope.jsonl"), "{stderr}");
 }
 
-/// A plain HTTP server on 127.0.0.1 (Python's `http.server`) serving the fixtures.
-struct Http {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn http_urls_are_inputs() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -148,7 +136,7 @@ fn http_urls_are_inputs() {
         assert!(std::env::var_os("CI").is_none(), "python3 is needed for the HTTP test");
         return;
     };
-    let server = Http { child, port };
+    let server = Server { child, port };
     let deadline = Instant::now() + Duration::from_secs(20);
     while TcpStream::connect(("127.0.0.1", server.port)).is_err() {
         assert!(Instant::now() < deadline, "http.server did not start");
