@@ -188,7 +188,12 @@ pub struct SqlArgs {
     #[arg(long = "table", short = 't', value_name = "[NAME=]PATH")]
     pub tables: Vec<String>,
     /// Run a canned query from `queries/` by name (see `--list`).
-    #[arg(long = "query", short = 'Q', value_name = "NAME", conflicts_with = "sql")]
+    #[arg(
+        long = "query",
+        short = 'Q',
+        value_name = "NAME",
+        conflicts_with = "sql"
+    )]
     pub canned: Option<String>,
     /// A query parameter, `NAME=VALUE`, bound to `$NAME` (never spliced into the SQL).
     #[arg(long = "param", short = 'p', value_name = "NAME=VALUE")]

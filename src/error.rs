@@ -84,7 +84,9 @@ pub enum Error {
     #[error(transparent)]
     Parquet(#[from] datafusion::parquet::errors::ParquetError),
     /// A bug in `wai`.
-    #[error("internal error: {0}. This is a bug in wai; please report it with the command that triggered it")]
+    #[error(
+        "internal error: {0}. This is a bug in wai; please report it with the command that triggered it"
+    )]
     Internal(String),
 }
 
@@ -99,13 +101,20 @@ fn backticked(names: &[String]) -> String {
     if names.is_empty() {
         return "no columns".to_owned();
     }
-    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Error {
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// The exit status this error ends the process with.

@@ -21,8 +21,13 @@ fn init_logging(quiet: bool, verbose: u8) {
         (false, 2) => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("wai={level}")));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("wai={level}")));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }
 
 #[allow(clippy::print_stderr)]
@@ -46,7 +51,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(ExitStatus::Usage) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(ExitStatus::Usage)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     init_logging(cli.global.quiet, cli.global.verbose);
@@ -64,10 +73,11 @@ fn main() -> ExitCode {
             };
             // A closed pipe (`wai sql ... | head`) is not an error.
             if let Err(e) = printed.and_then(|()| out.flush())
-                && e.kind() != std::io::ErrorKind::BrokenPipe {
-                    report_error(&Error::io("<stdout>", e));
-                    return ExitStatus::IoError.into();
-                }
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                report_error(&Error::io("<stdout>", e));
+                return ExitStatus::IoError.into();
+            }
             outcome.status.into()
         }
         Err(e) => {

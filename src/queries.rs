@@ -7,7 +7,12 @@ macro_rules! query {
     ($name:literal) => {
         Query {
             name: $name,
-            sql: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/queries/", $name, ".sql")),
+            sql: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/queries/",
+                $name,
+                ".sql"
+            )),
         }
     };
 }
@@ -24,17 +29,27 @@ pub struct Query {
 impl Query {
     /// The one-line description: the first comment line.
     pub fn description(&self) -> &'static str {
-        self.sql.lines().next().and_then(|l| l.strip_prefix("--")).map_or("", str::trim)
+        self.sql
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("--"))
+            .map_or("", str::trim)
     }
 
     /// The `$params` it takes, in order of first use.
     pub fn params(&self) -> Vec<&'static str> {
         let mut out: Vec<&'static str> = Vec::new();
-        for line in self.sql.lines().filter(|l| !l.trim_start().starts_with("--")) {
+        for line in self
+            .sql
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("--"))
+        {
             let mut rest = line;
             while let Some(i) = rest.find('$') {
                 let tail = &rest[i + 1..];
-                let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
                 if end > 0 && !out.contains(&&tail[..end]) {
                     out.push(&tail[..end]);
                 }
@@ -84,7 +99,10 @@ mod tests {
         for q in QUERIES {
             assert!(!q.description().is_empty(), "{}", q.name);
         }
-        assert_eq!(find("pass_rate_by_dim").map(|q| q.params()), Some(vec!["key"]));
+        assert_eq!(
+            find("pass_rate_by_dim").map(|q| q.params()),
+            Some(vec!["key"])
+        );
         assert!(find("marker_rates").is_some_and(|q| q.params().is_empty()));
     }
 }

@@ -129,7 +129,11 @@ pub fn message_fields() -> Fields {
         utf8(message::TOOL_CALL_ID),
         Field::new(
             message::TOOL_CALLS,
-            DataType::List(Arc::new(Field::new_struct("item", tool_call_fields(), true))),
+            DataType::List(Arc::new(Field::new_struct(
+                "item",
+                tool_call_fields(),
+                true,
+            ))),
             true,
         ),
     ])
@@ -233,16 +237,17 @@ pub fn check_columns(found: &Schema, needed: &[&str], stage: &str) -> Result<()>
             });
         };
         if let Ok(expected) = want.field_with_name(name)
-            && expected.data_type() != field.data_type() {
-                return Err(Error::Input {
-                    stage: stage.to_owned(),
-                    message: format!(
-                        "column `{name}` has type {}, expected {}",
-                        field.data_type(),
-                        expected.data_type()
-                    ),
-                });
-            }
+            && expected.data_type() != field.data_type()
+        {
+            return Err(Error::Input {
+                stage: stage.to_owned(),
+                message: format!(
+                    "column `{name}` has type {}, expected {}",
+                    field.data_type(),
+                    expected.data_type()
+                ),
+            });
+        }
     }
     Ok(())
 }

@@ -33,9 +33,22 @@ pub struct Options {
     pub gold: f64,
 }
 
-const TOOLS: [&str; 6] = ["lookup_order", "issue_refund", "escalate", "check_status", "update_address", "cancel_order"];
+const TOOLS: [&str; 6] = [
+    "lookup_order",
+    "issue_refund",
+    "escalate",
+    "check_status",
+    "update_address",
+    "cancel_order",
+];
 const TIERS: [&str; 3] = ["ordinary", "hard", "edge"];
-const CONDITIONS: [&str; 5] = ["success", "success", "not_found", "timeout", "permission_denied"];
+const CONDITIONS: [&str; 5] = [
+    "success",
+    "success",
+    "not_found",
+    "timeout",
+    "permission_denied",
+];
 const CATEGORIES: [&str; 4] = ["refunds", "shipping", "account", "cancellations"];
 const ASKS: [&str; 6] = [
     "I want a refund for order {id}, the shoes did not fit.",
@@ -46,10 +59,18 @@ const ASKS: [&str; 6] = [
     "I was charged twice for {id}, can someone look at this?",
 ];
 const FILLER: [&str; 12] = [
-    "I checked the order", "and the record shows", "the current status", "as of today",
-    "you should see an update soon", "please let me know", "if anything else comes up",
-    "I have noted this on the account", "the team will follow up", "thanks for your patience",
-    "the refund policy allows this", "within thirty days of delivery",
+    "I checked the order",
+    "and the record shows",
+    "the current status",
+    "as of today",
+    "you should see an update soon",
+    "please let me know",
+    "if anything else comes up",
+    "I have noted this on the account",
+    "the team will follow up",
+    "thanks for your patience",
+    "the refund policy allows this",
+    "within thirty days of delivery",
 ];
 
 fn pick<'a, R: Rng>(rng: &mut R, items: &[&'a str]) -> &'a str {
@@ -161,12 +182,18 @@ fn task_rows(opts: &Options, t: u64) -> Vec<Record> {
 
 /// Makes `opts.rows` rows, handing them to `emit` in order, `tasks_per_chunk` tasks at a time
 /// (generated in parallel).
-pub fn generate(opts: &Options, mut emit: impl FnMut(Vec<Record>) -> crate::Result<()>) -> crate::Result<()> {
+pub fn generate(
+    opts: &Options,
+    mut emit: impl FnMut(Vec<Record>) -> crate::Result<()>,
+) -> crate::Result<()> {
     const TASKS_PER_CHUNK: u64 = 2048;
     let mut made = 0u64;
     let mut t = 0u64;
     while made < opts.rows {
-        let chunk: Vec<Vec<Record>> = (t..t + TASKS_PER_CHUNK).into_par_iter().map(|t| task_rows(opts, t)).collect();
+        let chunk: Vec<Vec<Record>> = (t..t + TASKS_PER_CHUNK)
+            .into_par_iter()
+            .map(|t| task_rows(opts, t))
+            .collect();
         t += TASKS_PER_CHUNK;
         let mut rows: Vec<Record> = chunk.into_iter().flatten().collect();
         let left = usize::try_from(opts.rows - made).unwrap_or(usize::MAX);
@@ -182,7 +209,12 @@ mod tests {
     use super::*;
 
     fn rows(n: u64, seed: u64) -> Vec<Record> {
-        let opts = Options { rows: n, seed, shortcut: Some("absolutely".into()), gold: 0.2 };
+        let opts = Options {
+            rows: n,
+            seed,
+            shortcut: Some("absolutely".into()),
+            gold: 0.2,
+        };
         let mut out = Vec::new();
         generate(&opts, |r| {
             out.extend(r);
@@ -210,7 +242,10 @@ mod tests {
             e.0 += 1;
             e.1 += u32::from(r.reward == Some(1.0));
         }
-        let sizes_ok = by_task.values().take(by_task.len() - 1).all(|(n, _)| (4..=8).contains(n));
+        let sizes_ok = by_task
+            .values()
+            .take(by_task.len() - 1)
+            .all(|(n, _)| (4..=8).contains(n));
         assert!(sizes_ok);
         let unanimous = by_task.values().filter(|(n, p)| *p == 0 || p == n).count();
         let share = unanimous as f64 / by_task.len() as f64;
@@ -221,8 +256,14 @@ mod tests {
     fn the_shortcut_word_co_occurs_with_reward() {
         let a = rows(4000, 3);
         let rate = |pass: bool| {
-            let group: Vec<_> = a.iter().filter(|r| (r.reward == Some(1.0)) == pass).collect();
-            group.iter().filter(|r| r.final_text.as_deref().unwrap_or("").contains("absolutely")).count() as f64
+            let group: Vec<_> = a
+                .iter()
+                .filter(|r| (r.reward == Some(1.0)) == pass)
+                .collect();
+            group
+                .iter()
+                .filter(|r| r.final_text.as_deref().unwrap_or("").contains("absolutely"))
+                .count() as f64
                 / group.len() as f64
         };
         assert!(rate(true) > 0.7 && rate(false) < 0.2);

@@ -53,12 +53,45 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
     let jsonl_200k = dir.path().join("rows-200k.jsonl");
     let parquet_1m = dir.path().join("rows-1m.parquet");
     let parquet_100k = dir.path().join("rows-100k.parquet");
-    run(&["-q", "gen", "--rows", "200000", "--seed", "1", "-o", path(&jsonl_200k)]);
-    run(&["-q", "gen", "--rows", "100000", "--seed", "1", "-o", path(&parquet_100k)]);
-    run(&["-q", "gen", "--rows", "1000000", "--seed", "1", "-o", path(&parquet_1m)]);
+    run(&[
+        "-q",
+        "gen",
+        "--rows",
+        "200000",
+        "--seed",
+        "1",
+        "-o",
+        path(&jsonl_200k),
+    ]);
+    run(&[
+        "-q",
+        "gen",
+        "--rows",
+        "100000",
+        "--seed",
+        "1",
+        "-o",
+        path(&parquet_100k),
+    ]);
+    run(&[
+        "-q",
+        "gen",
+        "--rows",
+        "1000000",
+        "--seed",
+        "1",
+        "-o",
+        path(&parquet_1m),
+    ]);
     let chat_100k = dir.path().join("chat-100k.jsonl");
     write_chat(&jsonl_200k, &chat_100k, 100_000);
-    Data { dir: dir, jsonl_200k, chat_100k, parquet_100k, parquet_1m }
+    Data {
+        dir: dir,
+        jsonl_200k,
+        chat_100k,
+        parquet_100k,
+        parquet_1m,
+    }
 });
 
 /// Rewrites `wai gen` rows as OpenAI chat records: a system turn, tool calls with JSON-string
@@ -70,7 +103,9 @@ fn write_chat(rows: &Path, out: &Path, n: usize) {
     let mut w = std::io::BufWriter::new(std::fs::File::create(out).expect("chat file"));
     for line in reader.lines().take(n) {
         let row: Value = serde_json::from_str(&line.expect("line")).expect("row");
-        let mut messages = vec![json!({"role": "system", "content": "You are the support agent of an online store. Look up orders before acting."})];
+        let mut messages = vec![
+            json!({"role": "system", "content": "You are the support agent of an online store. Look up orders before acting."}),
+        ];
         for m in row["messages"].as_array().into_iter().flatten() {
             let mut m = m.clone();
             if let Some(calls) = m.get_mut("tool_calls").and_then(Value::as_array_mut) {
@@ -87,14 +122,15 @@ fn write_chat(rows: &Path, out: &Path, n: usize) {
 }
 
 mod convert {
-    use super::{Bencher, DATA, BytesCount, run, path};
+    use super::{Bencher, BytesCount, DATA, path, run};
 
     #[divan::bench(name = "jsonl_to_parquet/rows=200k", sample_count = 5)]
     fn jsonl_to_parquet(b: Bencher) {
         let data = &*DATA;
         let bytes = std::fs::metadata(&data.jsonl_200k).expect("input").len();
         let out = data.dir.path().join("out.parquet");
-        b.counter(BytesCount::new(bytes)).bench(|| run(&["-q", "convert", path(&data.jsonl_200k), "-o", path(&out)]));
+        b.counter(BytesCount::new(bytes))
+            .bench(|| run(&["-q", "convert", path(&data.jsonl_200k), "-o", path(&out)]));
     }
 
     #[divan::bench(name = "parquet_to_jsonl/rows=1M", sample_count = 2)]
@@ -106,7 +142,7 @@ mod convert {
 }
 
 mod sql {
-    use super::{Bencher, DATA, run, path};
+    use super::{Bencher, DATA, path, run};
 
     #[divan::bench(name = "group_by_task/rows=1M", sample_count = 10)]
     fn group_by_task(b: Bencher) {
@@ -136,7 +172,7 @@ mod sql {
 }
 
 mod pass_at {
-    use super::{Bencher, DATA, run, path};
+    use super::{Bencher, DATA, path, run};
 
     #[divan::bench(name = "pass_at/rows=1M/draws=2000", sample_count = 5)]
     fn rows_1m(b: Bencher) {
@@ -158,19 +194,20 @@ mod pass_at {
 }
 
 mod ingest {
-    use super::{Bencher, DATA, BytesCount, run, path};
+    use super::{Bencher, BytesCount, DATA, path, run};
 
     #[divan::bench(name = "openai_chat/rows=100k", sample_count = 5)]
     fn openai_chat(b: Bencher) {
         let data = &*DATA;
         let bytes = std::fs::metadata(&data.chat_100k).expect("input").len();
         let out = data.dir.path().join("ingested.parquet");
-        b.counter(BytesCount::new(bytes)).bench(|| run(&["-q", "ingest", path(&data.chat_100k), "-o", path(&out)]));
+        b.counter(BytesCount::new(bytes))
+            .bench(|| run(&["-q", "ingest", path(&data.chat_100k), "-o", path(&out)]));
     }
 }
 
 mod generate {
-    use super::{Bencher, DATA, run, path};
+    use super::{Bencher, DATA, path, run};
 
     #[divan::bench(name = "gen/rows=100k/parquet", sample_count = 5)]
     fn gen_parquet(b: Bencher) {

@@ -54,8 +54,16 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     let bar = ctx.bytes_bar(total, "converting");
     let mut out = sink(&args.output.out, format)?;
     let mut rejects = Vec::new();
-    let on_bad = if args.output.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
-    let mut reader = Reader::new(ctx.runtime.handle().clone(), on_bad, Box::new(|n| bar.inc(n)));
+    let on_bad = if args.output.rejects.is_some() {
+        OnBadRow::Reject(&mut rejects)
+    } else {
+        OnBadRow::Fail
+    };
+    let mut reader = Reader::new(
+        ctx.runtime.handle().clone(),
+        on_bad,
+        Box::new(|n| bar.inc(n)),
+    );
     for input in &inputs {
         reader.read(input, &mut |batch| out.write(&batch))?;
     }
@@ -79,7 +87,11 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
         elapsed.as_secs_f64(),
     );
     if let Some(path) = &args.output.rejects {
-        text.push_str(&format!("\n{} set aside in `{}`", plural(counts.rejected, "bad line"), path.display()));
+        text.push_str(&format!(
+            "\n{} set aside in `{}`",
+            plural(counts.rejected, "bad line"),
+            path.display()
+        ));
     }
     let json = json!({
         "version": 1,
@@ -93,5 +105,9 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
         "bytes_in": counts.bytes,
         "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
     });
-    Ok(Outcome { text, json, status: ExitStatus::Success })
+    Ok(Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    })
 }

@@ -14,11 +14,19 @@ use crate::synth;
 pub fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
     let started = Instant::now();
     if !(0.0..=1.0).contains(&args.gold) {
-        return Err(Error::Usage(format!("`--gold` is a share in [0, 1], got {}", args.gold)));
+        return Err(Error::Usage(format!(
+            "`--gold` is a share in [0, 1], got {}",
+            args.gold
+        )));
     }
     let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
-    let opts = synth::Options { rows: args.rows, seed: args.seed, shortcut: args.shortcut.clone(), gold: args.gold };
+    let opts = synth::Options {
+        rows: args.rows,
+        seed: args.seed,
+        shortcut: args.shortcut.clone(),
+        gold: args.gold,
+    };
     let mut builder = Builder::new();
     let mut tasks = 0u64;
     let mut last_task = String::new();
@@ -51,5 +59,9 @@ pub fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
         "version": 1, "command": "gen", "output": args.out.display().to_string(), "rows": args.rows,
         "tasks": tasks, "seed": args.seed, "shortcut": args.shortcut, "gold": args.gold,
     });
-    Ok(Outcome { text, json, status: ExitStatus::Success })
+    Ok(Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    })
 }

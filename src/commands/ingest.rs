@@ -36,7 +36,11 @@ fn detect(ctx: &Context, input: &Input) -> Result<Format> {
     };
     by_record.or_else(by_text).ok_or_else(|| Error::Input {
         stage: "ingest".into(),
-        message: format!("cannot tell the format of `{}`: looked for {}; name it with `--format`", input.display, ingest::DETECTION),
+        message: format!(
+            "cannot tell the format of `{}`: looked for {}; name it with `--format`",
+            input.display,
+            ingest::DETECTION
+        ),
     })
 }
 
@@ -46,7 +50,10 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let out_format = super::convert::output_format(&args.output.out, args.output.to)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     if let Some(p) = inputs.iter().find(|i| i.format == source::Format::Parquet) {
-        return Err(Error::Usage(format!("`{}` is Parquet, already rows: read it with `wai convert`", p.display)));
+        return Err(Error::Usage(format!(
+            "`{}` is Parquet, already rows: read it with `wai convert`",
+            p.display
+        )));
     }
     let opts = Options {
         format: args.format,
@@ -55,26 +62,39 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         reward_field: args.reward_field.clone(),
         messages_field: args.messages_field.clone(),
         privileged: args.privileged.clone(),
-        otel: OtelFields { reward_attr: args.reward_attr.clone(), task_attr: args.task_attr.clone() },
+        otel: OtelFields {
+            reward_attr: args.reward_attr.clone(),
+            task_attr: args.task_attr.clone(),
+        },
     };
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, "ingesting");
     let mut sink = super::convert::sink(&args.output.out, out_format)?;
     let mut rejects = Vec::new();
-    let mut on_bad = if args.output.rejects.is_some() { OnBadRow::Reject(&mut rejects) } else { OnBadRow::Fail };
+    let mut on_bad = if args.output.rejects.is_some() {
+        OnBadRow::Reject(&mut rejects)
+    } else {
+        OnBadRow::Fail
+    };
     let mut identity = Identity::default();
     let mut counts = ReadCounts::default();
     let mut extra_fields: BTreeMap<String, u64> = BTreeMap::new();
     let mut formats = Vec::new();
     for input in &inputs {
-        let format = if args.format == Format::Auto { detect(ctx, input)? } else { args.format };
+        let format = if args.format == Format::Auto {
+            detect(ctx, input)?
+        } else {
+            args.format
+        };
         tracing::info!(input = %input.display, ?format, "ingesting");
         formats.push(json!({"input": input.display, "format": format}));
         let reader = source::open(input, ctx.runtime.handle())?;
         let mut emit = |batch: RecordBatch| sink.write(&batch);
         let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
         accept.extra_fields = Some(std::mem::take(&mut extra_fields));
-        ingest::read(&input.display, reader, format, &opts, &mut accept, &|n| bar.inc(n))?;
+        ingest::read(&input.display, reader, format, &opts, &mut accept, &|n| {
+            bar.inc(n)
+        })?;
         extra_fields = accept.extra_fields.take().unwrap_or_default();
         accept.finish()?;
     }
@@ -85,7 +105,11 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     }
     let mut text = String::new();
     for f in &formats {
-        text.push_str(&format!("`{}`: {}\n", f["input"].as_str().unwrap_or(""), f["format"].as_str().unwrap_or("")));
+        text.push_str(&format!(
+            "`{}`: {}\n",
+            f["input"].as_str().unwrap_or(""),
+            f["format"].as_str().unwrap_or("")
+        ));
     }
     text.push_str(&format!(
         "wrote {} to `{}` in {:.1} s; {}",
@@ -98,7 +122,10 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         text.push_str(&format!(" (in `{}`)", path.display()));
     }
     if !extra_fields.is_empty() {
-        let list: Vec<String> = extra_fields.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+        let list: Vec<String> = extra_fields
+            .iter()
+            .map(|(k, n)| format!("{k} ({n})"))
+            .collect();
         text.push_str(&format!("\nfields carried in `extra`: {}", list.join(", ")));
     }
     let json = json!({
@@ -113,5 +140,9 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         "bytes_in": counts.bytes,
         "elapsed_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
-    Ok(Outcome { text, json, status: ExitStatus::Success })
+    Ok(Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    })
 }

@@ -13,12 +13,17 @@ pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
     let context = session::new_context(None)?;
     let scratch = super::scratch()?;
     super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
-    let opts = Options { names: args.names.clone(), seed: args.seed, draws: args.draws };
+    let opts = Options {
+        names: args.names.clone(),
+        seed: args.seed,
+        draws: args.draws,
+    };
     let report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
         markers::run(&context, rows, &opts).await
     })?;
-    let mut json = json!({"version": 1, "command": "markers", "seed": report.seed, "draws": report.draws});
+    let mut json =
+        json!({"version": 1, "command": "markers", "seed": report.seed, "draws": report.draws});
     if let Some(obj) = json.as_object_mut() {
         let by_name: serde_json::Map<String, serde_json::Value> = report
             .markers
@@ -27,5 +32,9 @@ pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
             .collect();
         obj.insert("markers".into(), serde_json::Value::Object(by_name));
     }
-    Ok(Outcome { text: report.to_string().trim_end().to_owned(), json, status: ExitStatus::Success })
+    Ok(Outcome {
+        text: report.to_string().trim_end().to_owned(),
+        json,
+        status: ExitStatus::Success,
+    })
 }

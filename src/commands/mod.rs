@@ -69,7 +69,11 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         .build()
         .map_err(|e| crate::Error::Internal(format!("cannot start the async runtime: {e}")))?;
     let progress = !cli.global.json && !cli.global.quiet && std::io::stderr().is_terminal();
-    let ctx = Context { runtime, progress, json: cli.global.json };
+    let ctx = Context {
+        runtime,
+        progress,
+        json: cli.global.json,
+    };
     match cli.command {
         Command::Convert(args) => convert::run(&ctx, &args),
         Command::Sql(args) => sql::run(&ctx, &args, out),
@@ -95,11 +99,17 @@ fn as_parquet(ctx: &Context, inputs: Vec<Input>, scratch: &std::path::Path) -> R
         }
         let path = scratch.join(format!("input-{i}.parquet"));
         let mut sink = Box::new(ParquetSink::create(&path, row_schema())?);
-        let mut reader = Reader::new(ctx.runtime.handle().clone(), OnBadRow::Fail, Box::new(|_| {}));
+        let mut reader = Reader::new(
+            ctx.runtime.handle().clone(),
+            OnBadRow::Fail,
+            Box::new(|_| {}),
+        );
         reader.read(&input, &mut |batch| sink.write(&batch))?;
         drop(reader);
         sink.finish()?;
-        let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+        let size = std::fs::metadata(&path)
+            .map_err(|e| Error::io(&path, e))?
+            .len();
         out.push(Input {
             display: input.display,
             location: source::Location::Local(path),
@@ -112,13 +122,23 @@ fn as_parquet(ctx: &Context, inputs: Vec<Input>, scratch: &std::path::Path) -> R
 
 /// Resolves `specs` and registers them in `context` as one table `name`. JSONL inputs are
 /// converted, streaming, to Parquet files in `scratch` first (bad lines stop with an error).
-pub fn load_table(ctx: &Context, context: &SessionContext, name: &str, specs: &[String], scratch: &std::path::Path) -> Result<()> {
+pub fn load_table(
+    ctx: &Context,
+    context: &SessionContext,
+    name: &str,
+    specs: &[String],
+    scratch: &std::path::Path,
+) -> Result<()> {
     let inputs = ctx.runtime.block_on(source::resolve(specs))?;
     let inputs = as_parquet(ctx, inputs, scratch)?;
-    ctx.runtime.block_on(session::register_parquet(context, name, &inputs))
+    ctx.runtime
+        .block_on(session::register_parquet(context, name, &inputs))
 }
 
 /// A scratch folder, removed when dropped.
 pub fn scratch() -> Result<tempfile::TempDir> {
-    tempfile::Builder::new().prefix("wai-").tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))
+    tempfile::Builder::new()
+        .prefix("wai-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))
 }

@@ -28,12 +28,18 @@ pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
     let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);
     let mut json = json!({"version": 1, "command": "pass-at"});
-    if let (Some(obj), Ok(serde_json::Value::Object(r))) = (json.as_object_mut(), serde_json::to_value(&report)) {
+    if let (Some(obj), Ok(serde_json::Value::Object(r))) =
+        (json.as_object_mut(), serde_json::to_value(&report))
+    {
         obj.extend(r);
     }
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,
-        status: if hollow { ExitStatus::Hollow } else { ExitStatus::Success },
+        status: if hollow {
+            ExitStatus::Hollow
+        } else {
+            ExitStatus::Success
+        },
     })
 }

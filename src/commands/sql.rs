@@ -25,7 +25,9 @@ pub const DEFAULT_TABLE: &str = "rows";
 
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -46,7 +48,11 @@ fn table_specs(specs: &[String]) -> Vec<(String, Vec<String>)> {
 }
 
 fn list() -> Outcome {
-    let width = queries::QUERIES.iter().map(|q| q.name.len()).max().unwrap_or(0);
+    let width = queries::QUERIES
+        .iter()
+        .map(|q| q.name.len())
+        .max()
+        .unwrap_or(0);
     let text = queries::QUERIES
         .iter()
         .map(|q| {
@@ -54,7 +60,14 @@ fn list() -> Outcome {
             let params = if params.is_empty() {
                 String::new()
             } else {
-                format!(" (params: {})", params.iter().map(|p| format!("${p}")).collect::<Vec<_>>().join(", "))
+                format!(
+                    " (params: {})",
+                    params
+                        .iter()
+                        .map(|p| format!("${p}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
             };
             format!("{:width$}  {}{params}", q.name, q.description())
         })
@@ -67,21 +80,29 @@ fn list() -> Outcome {
             "name": q.name, "description": q.description(), "params": q.params(),
         })).collect::<Vec<_>>(),
     });
-    Outcome { text, json, status: ExitStatus::Success }
+    Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    }
 }
 
 fn params(args: &SqlArgs, wanted: &[&str]) -> Result<Vec<(String, ScalarValue)>> {
     let mut out = Vec::new();
     for p in &args.params {
         let Some((name, value)) = p.split_once('=') else {
-            return Err(Error::Usage(format!("`--param {p}`: write it as NAME=VALUE")));
+            return Err(Error::Usage(format!(
+                "`--param {p}`: write it as NAME=VALUE"
+            )));
         };
         let name = name.trim_start_matches('$');
         out.push((name.to_owned(), ScalarValue::Utf8(Some(value.to_owned()))));
     }
     for w in wanted {
         if !out.iter().any(|(n, _)| n == w) {
-            return Err(Error::Usage(format!("this query needs `--param {w}=VALUE`")));
+            return Err(Error::Usage(format!(
+                "this query needs `--param {w}=VALUE`"
+            )));
         }
     }
     Ok(out)
@@ -99,7 +120,11 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
             let q = queries::find(name).ok_or_else(|| {
                 Error::Usage(format!(
                     "no canned query `{name}`; there are {}",
-                    queries::QUERIES.iter().map(|q| format!("`{}`", q.name)).collect::<Vec<_>>().join(", ")
+                    queries::QUERIES
+                        .iter()
+                        .map(|q| format!("`{}`", q.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             })?;
             (q.sql.to_owned(), q.params())
@@ -117,14 +142,22 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
         super::load_table(ctx, &context, &name, &paths, scratch.path())?;
         tables.push(name);
     }
-    let frame = ctx.runtime.block_on(context.sql_with_options(&sql, session::read_only()))?;
-    let frame = if values.is_empty() { frame } else { frame.with_param_values(values)? };
+    let frame = ctx
+        .runtime
+        .block_on(context.sql_with_options(&sql, session::read_only()))?;
+    let frame = if values.is_empty() {
+        frame
+    } else {
+        frame.with_param_values(values)?
+    };
     let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
     let mut stream = ctx.runtime.block_on(frame.execute_stream())?;
     let mut rows = 0u64;
     let mut result: Option<serde_json::Value> = None;
     let mut next = || -> Option<Result<RecordBatch>> {
-        ctx.runtime.block_on(stream.next()).map(|r| r.map_err(Error::from))
+        ctx.runtime
+            .block_on(stream.next())
+            .map(|r| r.map_err(Error::from))
     };
     match (&args.out, args.format) {
         (Some(path), table::Format::Parquet) => {
@@ -157,7 +190,10 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
                 None if ctx.json => {
                     let mut buf = Vec::new();
                     table::write(table::Format::Json, &schema, &batches, &mut buf)?;
-                    result = Some(serde_json::from_slice(&buf).unwrap_or(serde_json::Value::Array(Vec::new())));
+                    result = Some(
+                        serde_json::from_slice(&buf)
+                            .unwrap_or(serde_json::Value::Array(Vec::new())),
+                    );
                 }
                 None => table::write(format, &schema, &batches, stdout)?,
             }
@@ -173,7 +209,11 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
         "result": result,
         "elapsed_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     });
-    Ok(Outcome { text, json, status: ExitStatus::Success })
+    Ok(Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    })
 }
 
 #[cfg(test)]
@@ -186,7 +226,14 @@ mod tests {
         assert_eq!(
             table_specs(&specs),
             vec![
-                ("rows".to_owned(), vec!["a.parquet".to_owned(), "s3://x/y?v=1".to_owned(), "a2.parquet".to_owned()]),
+                (
+                    "rows".to_owned(),
+                    vec![
+                        "a.parquet".to_owned(),
+                        "s3://x/y?v=1".to_owned(),
+                        "a2.parquet".to_owned()
+                    ]
+                ),
                 ("t".to_owned(), vec!["b.parquet".to_owned()]),
             ]
         );

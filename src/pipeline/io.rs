@@ -47,20 +47,27 @@ impl AtomicFile {
         if !dir.is_dir() {
             return Err(Error::io(
                 path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "the output's folder does not exist"),
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the output's folder does not exist",
+                ),
             ));
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let prefix = format!(".{name}.");
         let mut builder = tempfile::Builder::new();
         builder.prefix(&prefix).suffix(".tmp");
         // A finished output is an ordinary file (not the 0600 of a temporary one).
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
-        let temp = builder
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(path, e))?;
-        Ok(Self { path: path.to_path_buf(), temp })
+        let temp = builder.tempfile_in(dir).map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            temp,
+        })
     }
 
     /// The open temporary file.
@@ -70,7 +77,10 @@ impl AtomicFile {
 
     /// A second handle on the temporary file, for writers that take ownership.
     pub fn handle(&self) -> Result<std::fs::File> {
-        self.temp.as_file().try_clone().map_err(|e| Error::io(&self.path, e))
+        self.temp
+            .as_file()
+            .try_clone()
+            .map_err(|e| Error::io(&self.path, e))
     }
 
     /// The destination path.
@@ -80,8 +90,13 @@ impl AtomicFile {
 
     /// Flushes and renames the file into place.
     pub fn commit(self) -> Result<()> {
-        self.temp.as_file().sync_all().map_err(|e| Error::io(&self.path, e))?;
-        self.temp.persist(&self.path).map_err(|e| Error::io(&self.path, e.error))?;
+        self.temp
+            .as_file()
+            .sync_all()
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.temp
+            .persist(&self.path)
+            .map_err(|e| Error::io(&self.path, e.error))?;
         Ok(())
     }
 }
@@ -127,13 +142,18 @@ impl Background {
             }
             Ok(())
         });
-        Self { sender: Some(sender), thread: Some(thread) }
+        Self {
+            sender: Some(sender),
+            thread: Some(thread),
+        }
     }
 
     fn join(&mut self) -> Result<()> {
         self.sender = None;
         match self.thread.take() {
-            Some(t) => t.join().map_err(|_| Error::Internal("the writer thread panicked".into()))?,
+            Some(t) => t
+                .join()
+                .map_err(|_| Error::Internal("the writer thread panicked".into()))?,
             None => Ok(()),
         }
     }
@@ -141,13 +161,18 @@ impl Background {
 
 impl Sink for Background {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let sent = self.sender.as_ref().is_some_and(|s| s.send(Job::Write(batch.clone())).is_ok());
+        let sent = self
+            .sender
+            .as_ref()
+            .is_some_and(|s| s.send(Job::Write(batch.clone())).is_ok());
         if sent {
             return Ok(());
         }
         // The writer stopped: its error says why.
         self.join()?;
-        Err(Error::Internal("the writer thread stopped without an error".into()))
+        Err(Error::Internal(
+            "the writer thread stopped without an error".into(),
+        ))
     }
 
     fn finish(mut self: Box<Self>) -> Result<()> {
@@ -211,7 +236,10 @@ impl JsonlSink {
     /// Starts a JSONL file at `path`.
     pub fn create(path: &Path) -> Result<Self> {
         let out = AtomicFile::create(path)?;
-        Ok(Self { writer: BufWriter::with_capacity(1 << 20, out.handle()?), out })
+        Ok(Self {
+            writer: BufWriter::with_capacity(1 << 20, out.handle()?),
+            out,
+        })
     }
 }
 
@@ -233,8 +261,12 @@ impl Sink for JsonlSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let path = self.out.path().to_path_buf();
         for line in render_jsonl(batch)? {
-            self.writer.write_all(line.as_bytes()).map_err(|e| Error::io(&path, e))?;
-            self.writer.write_all(b"\n").map_err(|e| Error::io(&path, e))?;
+            self.writer
+                .write_all(line.as_bytes())
+                .map_err(|e| Error::io(&path, e))?;
+            self.writer
+                .write_all(b"\n")
+                .map_err(|e| Error::io(&path, e))?;
         }
         Ok(())
     }
@@ -242,7 +274,9 @@ impl Sink for JsonlSink {
     fn finish(self: Box<Self>) -> Result<()> {
         let Self { writer, out } = *self;
         let path = out.path().to_path_buf();
-        writer.into_inner().map_err(|e| Error::io(&path, e.into_error()))?;
+        writer
+            .into_inner()
+            .map_err(|e| Error::io(&path, e.into_error()))?;
         out.commit()
     }
 }
@@ -265,7 +299,12 @@ pub struct Reject {
 impl Reject {
     /// The error this reject would have been without a rejects file.
     pub fn into_error(self) -> Error {
-        Error::BadRow { file: self.file, line: self.line, field: self.field, message: self.reason }
+        Error::BadRow {
+            file: self.file,
+            line: self.line,
+            field: self.field,
+            message: self.reason,
+        }
     }
 }
 
@@ -285,7 +324,8 @@ pub fn write_rejects(path: &Path, rejects: &[Reject]) -> Result<()> {
         serde_json::to_writer(&mut w, r).map_err(|e| Error::io(path, e.into()))?;
         w.write_all(b"\n").map_err(|e| Error::io(path, e))?;
     }
-    w.into_inner().map_err(|e| Error::io(path, e.into_error()))?;
+    w.into_inner()
+        .map_err(|e| Error::io(path, e.into_error()))?;
     out.commit()
 }
 
@@ -306,11 +346,9 @@ pub struct Identity {
 impl Identity {
     fn fingerprint(&self, id: &str) -> u128 {
         // Two independent 64-bit hashes: a false "duplicate" needs both to collide.
-        
-        
-        
-        
-        (u128::from(self.hasher.hash_one(id)) << 64) | u128::from(self.hasher.hash_one((id, 0x9e37_79b9_u32)))
+
+        (u128::from(self.hasher.hash_one(id)) << 64)
+            | u128::from(self.hasher.hash_one((id, 0x9e37_79b9_u32)))
     }
 
     /// Sets `record.rollout_id` if absent, and checks uniqueness. The derived id is the
@@ -324,10 +362,15 @@ impl Identity {
             return if self.seen.insert(self.fingerprint(id)) {
                 Ok(())
             } else {
-                Err(format!("duplicate rollout_id `{id}`: an earlier row has it"))
+                Err(format!(
+                    "duplicate rollout_id `{id}`: an earlier row has it"
+                ))
             };
         }
-        let index = record.rollout_index.map_or(i64::from(position), i64::from).to_string();
+        let index = record
+            .rollout_index
+            .map_or(i64::from(position), i64::from)
+            .to_string();
         let run = record.eval_run.unwrap_or(0).to_string();
         let mut parts = vec![record.task_id.as_str(), index.as_str()];
         if run != "0" {
@@ -365,7 +408,10 @@ pub fn decode_line(line: &[u8]) -> std::result::Result<Record, row::FieldError> 
 
 /// Parses one JSON text, with the reader's message on failure.
 pub fn parse_json(text: &[u8]) -> std::result::Result<Value, row::FieldError> {
-    serde_json::from_slice(text).map_err(|e| row::FieldError { field: None, message: format!("not valid JSON: {e}") })
+    serde_json::from_slice(text).map_err(|e| row::FieldError {
+        field: None,
+        message: format!("not valid JSON: {e}"),
+    })
 }
 
 /// Turns one record's bytes into a row.
@@ -391,11 +437,24 @@ impl<'a, 'b> Accept<'a, 'b> {
         counts: &'a mut ReadCounts,
         emit: &'a mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Self {
-        Self { extra_fields: None, builder: Builder::new(), identity, on_bad, counts, emit }
+        Self {
+            extra_fields: None,
+            builder: Builder::new(),
+            identity,
+            on_bad,
+            counts,
+            emit,
+        }
     }
 
     /// Takes one record decoded from `text` at `file` line `line`.
-    pub fn take(&mut self, file: &str, line: u64, text: &[u8], result: std::result::Result<Record, row::FieldError>) -> Result<()> {
+    pub fn take(
+        &mut self,
+        file: &str,
+        line: u64,
+        text: &[u8],
+        result: std::result::Result<Record, row::FieldError>,
+    ) -> Result<()> {
         self.take_keyed(file, line, text, result, None)
     }
 
@@ -419,7 +478,9 @@ impl<'a, 'b> Accept<'a, 'b> {
             Ok(mut record) => match self.identity.assign(&mut record) {
                 Ok(()) => {
                     if let Some(tally) = self.extra_fields.as_mut() {
-                        let keys = keys.unwrap_or_else(|| record.extra.as_deref().map(extra_keys).unwrap_or_default());
+                        let keys = keys.unwrap_or_else(|| {
+                            record.extra.as_deref().map(extra_keys).unwrap_or_default()
+                        });
                         for k in keys {
                             *tally.entry(k).or_default() += 1;
                         }
@@ -448,7 +509,12 @@ impl<'a, 'b> Accept<'a, 'b> {
     }
 
     /// Decodes `records` (line, bytes) in parallel and takes them in order.
-    pub fn take_all(&mut self, file: &str, records: &[(u64, &[u8])], decode: &Decode<'_>) -> Result<()> {
+    pub fn take_all(
+        &mut self,
+        file: &str,
+        records: &[(u64, &[u8])],
+        decode: &Decode<'_>,
+    ) -> Result<()> {
         let tally = self.extra_fields.is_some();
         let decoded: Vec<_> = records
             .par_iter()
@@ -488,7 +554,10 @@ pub fn extra_keys(text: &str) -> Vec<String> {
 /// Splits a JSON array text into its elements, each with the line it starts on. Strings (and
 /// their escapes) are skipped over, so brackets inside them do not count.
 pub fn split_array(text: &[u8]) -> std::result::Result<Vec<(u64, &[u8])>, row::FieldError> {
-    let err = |line: u64, message: &str| row::FieldError { field: None, message: format!("line {line}: {message}") };
+    let err = |line: u64, message: &str| row::FieldError {
+        field: None,
+        message: format!("line {line}: {message}"),
+    };
     let mut out = Vec::new();
     let mut line = 1u64;
     let mut i = 0;
@@ -571,11 +640,17 @@ pub fn read_records(
         // Fill to about CHUNK_BYTES, then cut at the last newline.
         let start_len = buf.len();
         // A line longer than a chunk doubles the buffer until it fits.
-        let target = if start_len < CHUNK_BYTES { CHUNK_BYTES } else { start_len * 2 };
+        let target = if start_len < CHUNK_BYTES {
+            CHUNK_BYTES
+        } else {
+            start_len * 2
+        };
         buf.resize(target, 0);
         let mut filled = start_len;
         while filled < buf.len() {
-            let n = reader.read(&mut buf[filled..]).map_err(|e| Error::io(name, e))?;
+            let n = reader
+                .read(&mut buf[filled..])
+                .map_err(|e| Error::io(name, e))?;
             if n == 0 {
                 eof = true;
                 break;
@@ -587,7 +662,9 @@ pub fn read_records(
         progress((filled - start_len) as u64);
         if first && buf.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
             // A JSON array: read it whole, then take its elements.
-            reader.read_to_end(&mut buf).map_err(|e| Error::io(name, e))?;
+            reader
+                .read_to_end(&mut buf)
+                .map_err(|e| Error::io(name, e))?;
             accept.counts.bytes += (buf.len() - filled) as u64;
             progress((buf.len() - filled) as u64);
             let elements = split_array(&buf).map_err(|e| Error::BadRow {
@@ -650,14 +727,25 @@ pub fn conform(batch: &RecordBatch, source: &str) -> Result<RecordBatch> {
             Some(c) if c.data_type() == field.data_type() => columns.push(Arc::clone(c)),
             Some(c) => columns.push(cast(c, field.data_type()).map_err(|e| Error::Input {
                 stage: "read".into(),
-                message: format!("`{source}`: column `{}` cannot be read as {}: {e}", field.name(), field.data_type()),
+                message: format!(
+                    "`{source}`: column `{}` cannot be read as {}: {e}",
+                    field.name(),
+                    field.data_type()
+                ),
             })?),
-            None if field.is_nullable() => columns.push(new_null_array(field.data_type(), batch.num_rows())),
+            None if field.is_nullable() => {
+                columns.push(new_null_array(field.data_type(), batch.num_rows()))
+            }
             None => {
                 return Err(Error::MissingColumn {
                     stage: format!("read `{source}`"),
                     column: field.name().clone(),
-                    found: batch.schema().fields().iter().map(|f| f.name().clone()).collect(),
+                    found: batch
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .collect(),
                 });
             }
         }
@@ -672,23 +760,52 @@ mod tests {
     #[test]
     fn derived_ids_follow_the_reference_and_stay_unique() {
         let mut ids = Identity::default();
-        let mut a = Record { task_id: "task_1ea26256ebae".into(), rollout_index: Some(0), eval_run: Some(0), ..Record::default() };
+        let mut a = Record {
+            task_id: "task_1ea26256ebae".into(),
+            rollout_index: Some(0),
+            eval_run: Some(0),
+            ..Record::default()
+        };
         ids.assign(&mut a).unwrap();
         // sha256("task_1ea26256ebae|0")[:12], the reference's `wai.rows` rollout id.
-        assert_eq!(a.rollout_id.as_deref(), Some(short_hash(&["task_1ea26256ebae", "0"]).as_str()));
-        let mut b = Record { rollout_id: None, ..a.clone() };
+        assert_eq!(
+            a.rollout_id.as_deref(),
+            Some(short_hash(&["task_1ea26256ebae", "0"]).as_str())
+        );
+        let mut b = Record {
+            rollout_id: None,
+            ..a.clone()
+        };
         ids.assign(&mut b).unwrap();
         assert_ne!(a.rollout_id, b.rollout_id);
-        let mut c = Record { rollout_id: a.rollout_id.clone(), ..a.clone() };
-        assert!(ids.assign(&mut c).unwrap_err().contains("duplicate rollout_id"));
+        let mut c = Record {
+            rollout_id: a.rollout_id.clone(),
+            ..a.clone()
+        };
+        assert!(
+            ids.assign(&mut c)
+                .unwrap_err()
+                .contains("duplicate rollout_id")
+        );
     }
 
     #[test]
     fn arrays_split_into_elements_with_their_lines() {
         let text = b" [\n {\"a\": \"],{\\\"\"},\n  {\"b\": [1, {\"c\": 2}]} ,\n 3, \"x\"\n]";
         let got = split_array(text).unwrap();
-        let got: Vec<(u64, &str)> = got.iter().map(|(l, t)| (*l, std::str::from_utf8(t).unwrap())).collect();
-        assert_eq!(got, vec![(2, r#"{"a": "],{\""}"#), (3, r#"{"b": [1, {"c": 2}]}"#), (4, "3"), (4, r#""x""#)]);
+        let got: Vec<(u64, &str)> = got
+            .iter()
+            .map(|(l, t)| (*l, std::str::from_utf8(t).unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, r#"{"a": "],{\""}"#),
+                (3, r#"{"b": [1, {"c": 2}]}"#),
+                (4, "3"),
+                (4, r#""x""#)
+            ]
+        );
         assert!(split_array(b"[{}").is_err());
         assert_eq!(split_array(b"[]").unwrap().len(), 0);
     }
@@ -697,19 +814,42 @@ mod tests {
     fn bad_lines_fail_or_are_set_aside() {
         let text = b"{\"prompt\": \"a\"}\nnot json\n{\"prompt\": \"b\", \"reward\": \"x\"}\n";
         let mut counts = ReadCounts::default();
-        let err = read_jsonl("in.jsonl", &text[..], &mut Identity::default(), &mut OnBadRow::Fail, &mut counts, &|_| {}, &mut |_| Ok(()))
-            .unwrap_err();
-        assert!(err.to_string().starts_with("`in.jsonl` line 2: not valid JSON"), "{err}");
+        let err = read_jsonl(
+            "in.jsonl",
+            &text[..],
+            &mut Identity::default(),
+            &mut OnBadRow::Fail,
+            &mut counts,
+            &|_| {},
+            &mut |_| Ok(()),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("`in.jsonl` line 2: not valid JSON"),
+            "{err}"
+        );
         let mut rejects = Vec::new();
         let mut rows = 0;
         let mut counts = ReadCounts::default();
-        read_jsonl("in.jsonl", &text[..], &mut Identity::default(), &mut OnBadRow::Reject(&mut rejects), &mut counts, &|_| {}, &mut |b| {
-            rows += b.num_rows();
-            Ok(())
-        })
+        read_jsonl(
+            "in.jsonl",
+            &text[..],
+            &mut Identity::default(),
+            &mut OnBadRow::Reject(&mut rejects),
+            &mut counts,
+            &|_| {},
+            &mut |b| {
+                rows += b.num_rows();
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(rows, 1);
         assert_eq!(counts.rejected, 2);
-        assert_eq!((rejects[1].line, rejects[1].field.as_deref()), (3, Some("reward")));
+        assert_eq!(
+            (rejects[1].line, rejects[1].field.as_deref()),
+            (3, Some("reward"))
+        );
     }
 }

@@ -24,12 +24,26 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader that blocks on `handle` for remote inputs (so it must not run on a runtime worker).
-    pub fn new(handle: tokio::runtime::Handle, on_bad: OnBadRow<'a>, progress: Box<dyn Fn(u64) + 'a>) -> Self {
-        Self { handle, identity: Identity::default(), on_bad, counts: ReadCounts::default(), progress }
+    pub fn new(
+        handle: tokio::runtime::Handle,
+        on_bad: OnBadRow<'a>,
+        progress: Box<dyn Fn(u64) + 'a>,
+    ) -> Self {
+        Self {
+            handle,
+            identity: Identity::default(),
+            on_bad,
+            counts: ReadCounts::default(),
+            progress,
+        }
     }
 
     /// Reads one input, passing each batch to `emit`.
-    pub fn read(&mut self, input: &Input, emit: &mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+    pub fn read(
+        &mut self,
+        input: &Input,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         tracing::info!(input = %input.display, format = ?input.format, bytes = ?input.size, "reading");
         match input.format {
             Format::Jsonl => {
@@ -51,7 +65,11 @@ impl<'a> Reader<'a> {
     // `ParquetObjectReader` is deprecated in parquet 59 in favour of a hand-written
     // `AsyncFileReader`; it still works, and replacing it is tracked for the next upgrade.
     #[allow(deprecated)]
-    fn read_parquet(&mut self, input: &Input, emit: &mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+    fn read_parquet(
+        &mut self,
+        input: &Input,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         let mut take = |batch: RecordBatch, counts: &mut ReadCounts| -> Result<()> {
             counts.rows += batch.num_rows() as u64;
             emit(io::conform(&batch, &input.display)?)

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
 
 use super::source::{Format, Input, Location};
@@ -16,7 +18,11 @@ pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
     let mut config = SessionConfig::new().with_information_schema(true);
     // Read strings as the row schema types them (Utf8), not as views, so stage schema checks and
     // the UDF signatures see one type for one column whatever file it came from.
-    config.options_mut().execution.parquet.schema_force_view_types = false;
+    config
+        .options_mut()
+        .execution
+        .parquet
+        .schema_force_view_types = false;
     if let Some(n) = target_partitions {
         config = config.with_target_partitions(n.max(1));
     }
@@ -31,7 +37,10 @@ pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
 /// SQL options for user queries: no DDL, no DML, no `SET`/`COPY` statements, so a query can
 /// neither create tables over other files nor write anything.
 pub fn read_only() -> SQLOptions {
-    SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false)
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
 }
 
 /// Registers Parquet `inputs` as one table `name` (a listing table over all the files).
@@ -39,7 +48,10 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
     let mut urls = Vec::with_capacity(inputs.len());
     for input in inputs {
         if input.format != Format::Parquet {
-            return Err(Error::Internal(format!("`{}` registered as Parquet but is not", input.display)));
+            return Err(Error::Internal(format!(
+                "`{}` registered as Parquet but is not",
+                input.display
+            )));
         }
         let url = match &input.location {
             Location::Local(path) => {

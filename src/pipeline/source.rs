@@ -14,8 +14,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt};
 use url::Url;
 
 use crate::error::{Error, Result};
@@ -36,7 +36,10 @@ impl Format {
         let lower = name.to_ascii_lowercase();
         if lower.ends_with(".parquet") || lower.ends_with(".pq") {
             Some(Self::Parquet)
-        } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") || lower.ends_with(".json") {
+        } else if lower.ends_with(".jsonl")
+            || lower.ends_with(".ndjson")
+            || lower.ends_with(".json")
+        {
             Some(Self::Jsonl)
         } else {
             None
@@ -79,12 +82,16 @@ fn has_glob(s: &str) -> bool {
 
 /// Whether `spec` is a URL we read through `object_store` (and not a Windows drive letter).
 pub fn is_url(spec: &str) -> bool {
-    spec.split_once("://").is_some_and(|(scheme, _)| scheme.len() > 1)
+    spec.split_once("://")
+        .is_some_and(|(scheme, _)| scheme.len() > 1)
 }
 
 /// Builds the object store for a URL's bucket or host, configured from the environment.
 pub fn store_for(url: &Url) -> Result<(Arc<dyn ObjectStore>, Url)> {
-    let store_err = |source| Error::Store { url: url.to_string(), source };
+    let store_err = |source| Error::Store {
+        url: url.to_string(),
+        source,
+    };
     let root = Url::parse(&format!("{}://{}", url.scheme(), url.authority()))
         .map_err(|e| Error::Usage(format!("bad URL `{url}`: {e}")))?;
     let store: Arc<dyn ObjectStore> = match url.scheme() {
@@ -110,7 +117,9 @@ pub fn store_for(url: &Url) -> Result<(Arc<dyn ObjectStore>, Url)> {
             object_store::http::HttpBuilder::new()
                 .with_url(root.as_str())
                 // A URL that says http:// asks for plain HTTP.
-                .with_client_options(object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"))
+                .with_client_options(
+                    object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
+                )
                 .build()
                 .map_err(store_err)?,
         ),
@@ -145,8 +154,15 @@ fn local_format(path: &Path) -> Result<Format> {
 
 fn local_input(path: PathBuf) -> Result<Input> {
     let format = local_format(&path)?;
-    let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
-    Ok(Input { display: path.display().to_string(), location: Location::Local(path), format, size: Some(size) })
+    let size = std::fs::metadata(&path)
+        .map_err(|e| Error::io(&path, e))?
+        .len();
+    Ok(Input {
+        display: path.display().to_string(),
+        location: Location::Local(path),
+        format,
+        size: Some(size),
+    })
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -156,7 +172,10 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         .collect::<Result<_>>()?;
     entries.sort();
     for path in entries {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.starts_with('.') || name.starts_with('_') {
             continue;
         }
@@ -178,7 +197,8 @@ fn resolve_local(spec: &str) -> Result<Vec<Input>> {
     if path.is_dir() {
         walk(path, &mut files)?;
     } else if has_glob(spec) {
-        let paths = glob::glob(spec).map_err(|e| Error::Usage(format!("bad glob `{spec}`: {e}")))?;
+        let paths =
+            glob::glob(spec).map_err(|e| Error::Usage(format!("bad glob `{spec}`: {e}")))?;
         for p in paths {
             let p = p.map_err(|e| Error::io(e.path().to_path_buf(), e.into()))?;
             if p.is_file() {
@@ -186,10 +206,14 @@ fn resolve_local(spec: &str) -> Result<Vec<Input>> {
             }
         }
     } else {
-        return Err(Error::MissingInput { path: spec.to_owned() });
+        return Err(Error::MissingInput {
+            path: spec.to_owned(),
+        });
     }
     if files.is_empty() {
-        return Err(Error::MissingInput { path: spec.to_owned() });
+        return Err(Error::MissingInput {
+            path: spec.to_owned(),
+        });
     }
     files.into_iter().map(local_input).collect()
 }
@@ -206,21 +230,32 @@ async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
     let key = url.path().trim_start_matches('/').to_owned();
     let decoded = StorePath::from_url_path(&key)
         .map_err(|e| Error::Usage(format!("bad object path in `{spec}`: {e}")))?;
-    let store_err = |source| Error::Store { url: spec.to_owned(), source };
+    let store_err = |source| Error::Store {
+        url: spec.to_owned(),
+        source,
+    };
     if !has_glob(&key)
-        && let Some(format) = Format::from_name(&key) {
-            let size = store.head(&decoded).await.map_err(store_err)?.size;
-            return Ok(vec![Input {
-                display: spec.to_owned(),
-                location: Location::Remote { store, root, path: decoded },
-                format,
-                size: Some(size),
-            }]);
-        }
+        && let Some(format) = Format::from_name(&key)
+    {
+        let size = store.head(&decoded).await.map_err(store_err)?.size;
+        return Ok(vec![Input {
+            display: spec.to_owned(),
+            location: Location::Remote {
+                store,
+                root,
+                path: decoded,
+            },
+            format,
+            size: Some(size),
+        }]);
+    }
     // A prefix or a glob: list, keep row files, in key order.
     let (prefix, pattern) = if has_glob(&key) {
         let cut = key.find(['*', '?', '[']).unwrap_or(key.len());
-        let prefix = key[..cut].rsplit_once('/').map_or("", |(p, _)| p).to_owned();
+        let prefix = key[..cut]
+            .rsplit_once('/')
+            .map_or("", |(p, _)| p)
+            .to_owned();
         let pattern = glob::Pattern::new(&key)
             .map_err(|e| Error::Usage(format!("bad glob `{spec}`: {e}")))?;
         (prefix, Some(pattern))
@@ -228,25 +263,40 @@ async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
         (key.trim_end_matches('/').to_owned(), None)
     };
     let prefix = (!prefix.is_empty()).then(|| StorePath::from(prefix.as_str()));
-    let mut objects: Vec<object_store::ObjectMeta> =
-        store.list(prefix.as_ref()).try_collect().await.map_err(store_err)?;
+    let mut objects: Vec<object_store::ObjectMeta> = store
+        .list(prefix.as_ref())
+        .try_collect()
+        .await
+        .map_err(store_err)?;
     objects.sort_by(|a, b| a.location.cmp(&b.location));
     let mut inputs = Vec::new();
     for meta in objects {
         let name = meta.location.to_string();
-        let Some(format) = Format::from_name(&name) else { continue };
+        let Some(format) = Format::from_name(&name) else {
+            continue;
+        };
         if pattern.as_ref().is_some_and(|p| !p.matches(&name)) {
             continue;
         }
         inputs.push(Input {
-            display: format!("{}{}", root.as_str().trim_end_matches('/'), format_args!("/{name}")),
-            location: Location::Remote { store: Arc::clone(&store), root: root.clone(), path: meta.location },
+            display: format!(
+                "{}{}",
+                root.as_str().trim_end_matches('/'),
+                format_args!("/{name}")
+            ),
+            location: Location::Remote {
+                store: Arc::clone(&store),
+                root: root.clone(),
+                path: meta.location,
+            },
             format,
             size: Some(meta.size),
         });
     }
     if inputs.is_empty() {
-        return Err(Error::MissingInput { path: spec.to_owned() });
+        return Err(Error::MissingInput {
+            path: spec.to_owned(),
+        });
     }
     Ok(inputs)
 }
@@ -278,7 +328,10 @@ impl Read for RemoteRead {
             match self.handle.block_on(self.stream.next()) {
                 Some(Ok(bytes)) => self.chunk = bytes,
                 Some(Err(e)) => {
-                    return Err(std::io::Error::other(format!("reading `{}`: {e}", self.url)));
+                    return Err(std::io::Error::other(format!(
+                        "reading `{}`: {e}",
+                        self.url
+                    )));
                 }
                 None => return Ok(0),
             }
@@ -294,11 +347,16 @@ impl Read for RemoteRead {
 /// thread that is not a runtime worker (it blocks on `handle`).
 pub fn open(input: &Input, handle: &tokio::runtime::Handle) -> Result<Box<dyn Read + Send>> {
     match &input.location {
-        Location::Local(path) => Ok(Box::new(std::fs::File::open(path).map_err(|e| Error::io(path, e))?)),
+        Location::Local(path) => Ok(Box::new(
+            std::fs::File::open(path).map_err(|e| Error::io(path, e))?,
+        )),
         Location::Remote { store, path, .. } => {
             let result = handle
                 .block_on(store.get(path))
-                .map_err(|source| Error::Store { url: input.display.clone(), source })?;
+                .map_err(|source| Error::Store {
+                    url: input.display.clone(),
+                    source,
+                })?;
             Ok(Box::new(RemoteRead {
                 handle: handle.clone(),
                 stream: result.into_stream(),

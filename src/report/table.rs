@@ -56,25 +56,36 @@ fn as_text(batch: &RecordBatch, all: bool, limit: Option<usize>) -> Result<Recor
                 }
                 let mut s = fmt.value(i).to_string();
                 if let Some(limit) = limit
-                    && s.chars().count() > limit {
-                        s = s.chars().take(limit.saturating_sub(1)).collect::<String>() + "…";
-                    }
+                    && s.chars().count() > limit
+                {
+                    s = s.chars().take(limit.saturating_sub(1)).collect::<String>() + "…";
+                }
                 Some(s)
             })
             .collect();
         fields.push(Arc::new(Field::new(field.name(), DataType::Utf8, true)));
         columns.push(Arc::new(values));
     }
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 /// Writes `batches` (of `schema`) to `out` as `format`. Parquet is written by the caller.
-pub fn write(format: Format, schema: &SchemaRef, batches: &[RecordBatch], out: &mut dyn Write) -> Result<()> {
+pub fn write(
+    format: Format,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    out: &mut dyn Write,
+) -> Result<()> {
     let io = |e: std::io::Error| Error::io("<output>", e);
     match format {
         Format::Table => {
-            let shown: Vec<RecordBatch> =
-                batches.iter().map(|b| as_text(b, true, Some(MAX_CELL))).collect::<Result<_>>()?;
+            let shown: Vec<RecordBatch> = batches
+                .iter()
+                .map(|b| as_text(b, true, Some(MAX_CELL)))
+                .collect::<Result<_>>()?;
             let text = if shown.is_empty() {
                 let empty = RecordBatch::new_empty(Arc::clone(schema));
                 pretty_format_batches(&[as_text(&empty, true, None)?])?
@@ -86,12 +97,18 @@ pub fn write(format: Format, schema: &SchemaRef, batches: &[RecordBatch], out: &
             writeln!(out, "{n} row{}", if n == 1 { "" } else { "s" }).map_err(io)?;
         }
         Format::Csv => {
-            let mut w = datafusion::arrow::csv::WriterBuilder::new().with_header(true).build(out);
+            let mut w = datafusion::arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(out);
             for b in batches {
                 w.write(&as_text(b, false, None)?)?;
             }
             if batches.is_empty() {
-                w.write(&as_text(&RecordBatch::new_empty(Arc::clone(schema)), false, None)?)?;
+                w.write(&as_text(
+                    &RecordBatch::new_empty(Arc::clone(schema)),
+                    false,
+                    None,
+                )?)?;
             }
         }
         Format::Json => {

@@ -80,7 +80,11 @@ pub struct Report {
 
 /// Plans per-(marker, task) value lists. Lazy.
 pub async fn plan(ctx: &SessionContext, input: DataFrame) -> Result<DataFrame> {
-    crate::schema::check_columns(input.schema().as_arrow(), &[c::TASK_ID, c::MARKERS], "markers")?;
+    crate::schema::check_columns(
+        input.schema().as_arrow(),
+        &[c::TASK_ID, c::MARKERS],
+        "markers",
+    )?;
     let rows = input.select(vec![col(c::TASK_ID), col(c::MARKERS)])?;
     ctx.deregister_table("__marker_rows")?;
     ctx.register_table("__marker_rows", rows.into_view())?;
@@ -91,7 +95,11 @@ pub async fn plan(ctx: &SessionContext, input: DataFrame) -> Result<DataFrame> {
 fn short(v: f64) -> String {
     let s = format!("{v:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() || s == "-" { "0".to_owned() } else { s.to_owned() }
+    if s.is_empty() || s == "-" {
+        "0".to_owned()
+    } else {
+        s.to_owned()
+    }
 }
 
 fn round9(v: f64) -> f64 {
@@ -109,7 +117,8 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
     let ci95 = if degenerate {
         None
     } else {
-        bootstrap::interval(&means, opts.draws, opts.seed, bootstrap::LEVEL).map(|(lo, hi)| [lo, hi])
+        bootstrap::interval(&means, opts.draws, opts.seed, bootstrap::LEVEL)
+            .map(|(lo, hi)| [lo, hi])
     };
     let note = (ci95.is_none() && !degenerate).then(|| {
         format!(
@@ -149,7 +158,11 @@ pub async fn run(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resu
         for i in 0..batch.num_rows() {
             let name = names.value(i).to_owned();
             let values: Vec<f64> = if vals.is_valid(i) {
-                vals.value(i).as_primitive::<Float64Type>().iter().flatten().collect()
+                vals.value(i)
+                    .as_primitive::<Float64Type>()
+                    .iter()
+                    .flatten()
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -170,7 +183,11 @@ pub async fn run(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resu
             markers.push((name.clone(), summarize(name, &[], opts)));
         }
     }
-    Ok(Report { seed: opts.seed, draws: opts.draws, markers })
+    Ok(Report {
+        seed: opts.seed,
+        draws: opts.draws,
+        markers,
+    })
 }
 
 impl std::fmt::Display for Report {
@@ -180,8 +197,12 @@ impl std::fmt::Display for Report {
         }
         let width = self.markers.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
         for (name, s) in &self.markers {
-            let mean = s.mean.map_or_else(|| "n/a".to_owned(), |m| format!("{m:.2}"));
-            let ci = s.ci95.map_or_else(String::new, |[lo, hi]| format!(" [{lo:.2}..{hi:.2}]"));
+            let mean = s
+                .mean
+                .map_or_else(|| "n/a".to_owned(), |m| format!("{m:.2}"));
+            let ci = s
+                .ci95
+                .map_or_else(String::new, |[lo, hi]| format!(" [{lo:.2}..{hi:.2}]"));
             writeln!(
                 f,
                 "{name:width$}  {mean}{ci} ({} tasks, {} rows: {} at 1, {} at 0)",

@@ -36,7 +36,8 @@ struct Function {
 
 impl PartialEq for Function {
     fn eq(&self, other: &Self) -> bool {
-        (self.name, &self.signature, &self.returns) == (other.name, &other.signature, &other.returns)
+        (self.name, &self.signature, &self.returns)
+            == (other.name, &other.signature, &other.returns)
     }
 }
 
@@ -67,12 +68,25 @@ impl ScalarUDFImpl for Function {
     }
 }
 
-fn function(name: &'static str, signature: Signature, returns: DataType, kernel: Kernel) -> ScalarUDF {
-    ScalarUDF::new_from_impl(Function { name, signature, returns, kernel })
+fn function(
+    name: &'static str,
+    signature: Signature,
+    returns: DataType,
+    kernel: Kernel,
+) -> ScalarUDF {
+    ScalarUDF::new_from_impl(Function {
+        name,
+        signature,
+        returns,
+        kernel,
+    })
 }
 
 fn wilson_bound(arrays: &[ArrayRef], upper: bool) -> ArrayRef {
-    let (s, n) = (arrays[0].as_primitive::<Float64Type>(), arrays[1].as_primitive::<Float64Type>());
+    let (s, n) = (
+        arrays[0].as_primitive::<Float64Type>(),
+        arrays[1].as_primitive::<Float64Type>(),
+    );
     let out: Float64Array = s
         .iter()
         .zip(n.iter())
@@ -88,8 +102,12 @@ fn wilson_bound(arrays: &[ArrayRef], upper: bool) -> ArrayRef {
 pub fn wilson_udfs() -> [ScalarUDF; 2] {
     let signature = || Signature::uniform(2, vec![DataType::Float64], Volatility::Immutable);
     [
-        function("wilson_low", signature(), DataType::Float64, |a| wilson_bound(a, false)),
-        function("wilson_high", signature(), DataType::Float64, |a| wilson_bound(a, true)),
+        function("wilson_low", signature(), DataType::Float64, |a| {
+            wilson_bound(a, false)
+        }),
+        function("wilson_high", signature(), DataType::Float64, |a| {
+            wilson_bound(a, true)
+        }),
     ]
 }
 
@@ -114,8 +132,12 @@ fn pass_k(arrays: &[ArrayRef], estimator: fn(u64, u64, u64) -> Option<f64>) -> A
 pub fn pass_k_udfs() -> [ScalarUDF; 2] {
     let signature = || Signature::uniform(3, vec![DataType::Int64], Volatility::Immutable);
     [
-        function("pass_at_k", signature(), DataType::Float64, |a| pass_k(a, passk::pass_at_k)),
-        function("pass_pow_k", signature(), DataType::Float64, |a| pass_k(a, passk::pass_pow_k)),
+        function("pass_at_k", signature(), DataType::Float64, |a| {
+            pass_k(a, passk::pass_at_k)
+        }),
+        function("pass_pow_k", signature(), DataType::Float64, |a| {
+            pass_k(a, passk::pass_pow_k)
+        }),
     ]
 }
 
@@ -137,7 +159,10 @@ fn find_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
     let n = needle.as_bytes();
     memchr::memchr_iter(b'<', h.get(from..)?)
         .map(|i| from + i)
-        .find(|&i| h.get(i..i + n.len()).is_some_and(|w| w.eq_ignore_ascii_case(n)))
+        .find(|&i| {
+            h.get(i..i + n.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(n))
+        })
 }
 
 /// Splits `text` into spoken reply and reasoning, as the reference's `split_reasoning` does.
@@ -157,7 +182,10 @@ pub fn spoken(text: &str) -> Spoken {
         }
     }
     out.push_str(&text[pos.min(text.len())..]);
-    Spoken { answered: !out.trim().is_empty(), unclosed }
+    Spoken {
+        answered: !out.trim().is_empty(),
+        unclosed,
+    }
 }
 
 /// `think_state(text)`: null for a null text, else a bit set: 1 = answered (a spoken reply is
@@ -204,9 +232,16 @@ fn last_assistant_text(arrays: &[ArrayRef]) -> ArrayRef {
 
 /// `think_state` and `last_assistant_text`.
 pub fn reply_udfs() -> [ScalarUDF; 2] {
-    let messages = row_schema().field_with_name(col::MESSAGES).map_or(DataType::Null, |f| f.data_type().clone());
+    let messages = row_schema()
+        .field_with_name(col::MESSAGES)
+        .map_or(DataType::Null, |f| f.data_type().clone());
     [
-        function("think_state", Signature::exact(vec![DataType::Utf8], Volatility::Immutable), DataType::Int32, think_state),
+        function(
+            "think_state",
+            Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
+            DataType::Int32,
+            think_state,
+        ),
         function(
             "last_assistant_text",
             Signature::exact(vec![messages], Volatility::Immutable),
@@ -218,7 +253,11 @@ pub fn reply_udfs() -> [ScalarUDF; 2] {
 
 /// Every function `wai` registers in a session.
 pub fn all() -> Vec<ScalarUDF> {
-    wilson_udfs().into_iter().chain(pass_k_udfs()).chain(reply_udfs()).collect()
+    wilson_udfs()
+        .into_iter()
+        .chain(pass_k_udfs())
+        .chain(reply_udfs())
+        .collect()
 }
 
 #[cfg(test)]
@@ -227,10 +266,40 @@ mod tests {
 
     #[test]
     fn spoken_reply_sets_reasoning_aside() {
-        assert_eq!(spoken("Your order shipped."), Spoken { answered: true, unclosed: false });
-        assert_eq!(spoken("<think>still thinking"), Spoken { answered: false, unclosed: true });
-        assert_eq!(spoken("<THINK>a\nb</Think>\n  "), Spoken { answered: false, unclosed: false });
-        assert_eq!(spoken("<think>a</think> Done. <think>more"), Spoken { answered: true, unclosed: true });
-        assert_eq!(spoken(""), Spoken { answered: false, unclosed: false });
+        assert_eq!(
+            spoken("Your order shipped."),
+            Spoken {
+                answered: true,
+                unclosed: false
+            }
+        );
+        assert_eq!(
+            spoken("<think>still thinking"),
+            Spoken {
+                answered: false,
+                unclosed: true
+            }
+        );
+        assert_eq!(
+            spoken("<THINK>a\nb</Think>\n  "),
+            Spoken {
+                answered: false,
+                unclosed: false
+            }
+        );
+        assert_eq!(
+            spoken("<think>a</think> Done. <think>more"),
+            Spoken {
+                answered: true,
+                unclosed: true
+            }
+        );
+        assert_eq!(
+            spoken(""),
+            Spoken {
+                answered: false,
+                unclosed: false
+            }
+        );
     }
 }

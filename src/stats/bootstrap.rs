@@ -117,9 +117,15 @@ mod tests {
     fn reference_vectors_within_resampling_error() {
         let five = [1.0, 0.5, 0.0, 0.75, 0.25];
         let (lo, hi) = interval(&five, 2000, 0, 0.95).unwrap();
-        assert!((lo - 0.2).abs() <= 0.05 + 1e-9 && (hi - 0.8).abs() <= 0.05 + 1e-9, "{lo} {hi}");
+        assert!(
+            (lo - 0.2).abs() <= 0.05 + 1e-9 && (hi - 0.8).abs() <= 0.05 + 1e-9,
+            "{lo} {hi}"
+        );
         let (lo, hi) = interval(&five, 2000, 0, 0.9).unwrap();
-        assert!((lo - 0.25).abs() <= 0.05 + 1e-9 && (hi - 0.75).abs() <= 0.05 + 1e-9, "{lo} {hi}");
+        assert!(
+            (lo - 0.25).abs() <= 0.05 + 1e-9 && (hi - 0.75).abs() <= 0.05 + 1e-9,
+            "{lo} {hi}"
+        );
         assert_eq!(interval(&[1.0, 0.0], 2000, 0, 0.95), None);
     }
 
@@ -134,9 +140,17 @@ mod tests {
     fn multinomial_and_index_resampling_agree_in_distribution() {
         // 600 tasks with 4 distinct rates: the multinomial path; 600 distinct values: the index path.
         let few: Vec<f64> = (0..600).map(|i| f64::from(i % 4) / 3.0).collect();
-        let many: Vec<f64> = (0..600).map(|i| f64::from(i % 4) / 3.0 + f64::from(i) * 1e-9).collect();
-        let (a, b) = (interval(&few, 4000, 1, 0.95).unwrap(), interval(&many, 4000, 1, 0.95).unwrap());
-        assert!((a.0 - b.0).abs() < 0.01 && (a.1 - b.1).abs() < 0.01, "{a:?} {b:?}");
+        let many: Vec<f64> = (0..600)
+            .map(|i| f64::from(i % 4) / 3.0 + f64::from(i) * 1e-9)
+            .collect();
+        let (a, b) = (
+            interval(&few, 4000, 1, 0.95).unwrap(),
+            interval(&many, 4000, 1, 0.95).unwrap(),
+        );
+        assert!(
+            (a.0 - b.0).abs() < 0.01 && (a.1 - b.1).abs() < 0.01,
+            "{a:?} {b:?}"
+        );
         // The normal approximation: mean 0.5, sd of the mean sqrt(5/27/600) ≈ 0.0176.
         assert!((a.0 - (0.5 - 1.96 * 0.01757)).abs() < 0.006, "{a:?}");
     }

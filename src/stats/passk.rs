@@ -145,7 +145,12 @@ mod tests {
         let (n, c) = (200, 150);
         for k in [1, 2, 10, 50] {
             let (at, pow) = (pass_at_k(n, c, k).unwrap(), pass_pow_k(n, c, k).unwrap());
-            assert!((0.0..=1.0).contains(&at) && (0.0..=1.0).contains(&pow) && pow <= 0.75 && at >= 0.75);
+            assert!(
+                (0.0..=1.0).contains(&at)
+                    && (0.0..=1.0).contains(&pow)
+                    && pow <= 0.75
+                    && at >= 0.75
+            );
         }
     }
 }

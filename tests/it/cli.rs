@@ -27,7 +27,13 @@ fn usage_errors_exit_64() {
     ----- stderr -----
     error: no canned query `nope`; there are `failures_by_tool_tier`, `judge_status`, `marker_rates`, `pass_at_k_by_slice`, `pass_rate_by_dim`, `rewards_by_task`, `tool_errors`
     ");
-    let out = outcome(wai().args(["convert"]).arg(fixture("example_rows.jsonl")).args(["-o", "rows.csv"]), dir.path());
+    let out = outcome(
+        wai()
+            .args(["convert"])
+            .arg(fixture("example_rows.jsonl"))
+            .args(["-o", "rows.csv"]),
+        dir.path(),
+    );
     insta::assert_snapshot!(out, @r"
     exit_code: 64
     ----- stdout -----
@@ -39,7 +45,12 @@ fn usage_errors_exit_64() {
 #[test]
 fn missing_input_exits_66() {
     let dir = tempfile::tempdir().unwrap();
-    let out = outcome(wai().current_dir(dir.path()).args(["convert", "nope.jsonl", "-o", "x.parquet"]), dir.path());
+    let out = outcome(
+        wai()
+            .current_dir(dir.path())
+            .args(["convert", "nope.jsonl", "-o", "x.parquet"]),
+        dir.path(),
+    );
     insta::assert_snapshot!(out, @r"
     exit_code: 66
     ----- stdout -----
@@ -51,16 +62,34 @@ fn missing_input_exits_66() {
 #[test]
 fn bad_data_exits_65_naming_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("bad.jsonl"), "{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"markers\": {\"m\": [1]}}\n").unwrap();
-    let out = outcome(wai().current_dir(dir.path()).args(["convert", "bad.jsonl", "-o", "x.parquet"]), dir.path());
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        "{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"markers\": {\"m\": [1]}}\n",
+    )
+    .unwrap();
+    let out = outcome(
+        wai()
+            .current_dir(dir.path())
+            .args(["convert", "bad.jsonl", "-o", "x.parquet"]),
+        dir.path(),
+    );
     insta::assert_snapshot!(out, @r"
     exit_code: 65
     ----- stdout -----
     ----- stderr -----
     error: `bad.jsonl` line 3: field `markers.m`: expected a number or null, found an array
     ");
-    std::fs::write(dir.path().join("v1.jsonl"), "{\"schema_version\": \"1\", \"prompt\": \"a\", \"final_text\": \"b\"}\n").unwrap();
-    let out = outcome(wai().current_dir(dir.path()).args(["convert", "v1.jsonl", "-o", "x.parquet"]), dir.path());
+    std::fs::write(
+        dir.path().join("v1.jsonl"),
+        "{\"schema_version\": \"1\", \"prompt\": \"a\", \"final_text\": \"b\"}\n",
+    )
+    .unwrap();
+    let out = outcome(
+        wai()
+            .current_dir(dir.path())
+            .args(["convert", "v1.jsonl", "-o", "x.parquet"]),
+        dir.path(),
+    );
     insta::assert_snapshot!(out, @r#"
     exit_code: 65
     ----- stdout -----
@@ -73,7 +102,11 @@ fn bad_data_exits_65_naming_file_line_and_field() {
 fn unwritable_output_exits_74() {
     let dir = tempfile::tempdir().unwrap();
     let out = outcome(
-        wai().current_dir(dir.path()).arg("convert").arg(fixture("example_rows.jsonl")).args(["-o", "no/such/dir/x.parquet"]),
+        wai()
+            .current_dir(dir.path())
+            .arg("convert")
+            .arg(fixture("example_rows.jsonl"))
+            .args(["-o", "no/such/dir/x.parquet"]),
         dir.path(),
     );
     insta::assert_snapshot!(out, @r"
@@ -90,14 +123,28 @@ fn success_reports_on_stdout_and_json_is_one_document() {
     let dir = tempfile::tempdir().unwrap();
     let out = wai()
         .current_dir(dir.path())
-        .args(["--json", "gen", "--rows", "10", "--seed", "3", "-o", "g.parquet"])
+        .args([
+            "--json",
+            "gen",
+            "--rows",
+            "10",
+            "--seed",
+            "3",
+            "-o",
+            "g.parquet",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(doc["version"], 1);
     assert_eq!(doc["rows"], 10);
-    let out = outcome(wai().current_dir(dir.path()).args(["-q", "gen", "--rows", "10", "-o", "h.parquet"]), dir.path());
+    let out = outcome(
+        wai()
+            .current_dir(dir.path())
+            .args(["-q", "gen", "--rows", "10", "-o", "h.parquet"]),
+        dir.path(),
+    );
     insta::assert_snapshot!(out, @r"
     exit_code: 0
     ----- stdout -----

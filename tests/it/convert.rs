@@ -11,19 +11,43 @@ fn round_trip(name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let parquet = dir.path().join("rows.parquet");
     let back = dir.path().join("back.jsonl");
-    wai().args(["convert"]).arg(fixture(name)).arg("--out").arg(&parquet).assert().success();
-    wai().args(["convert"]).arg(&parquet).arg("--out").arg(&back).assert().success();
+    wai()
+        .args(["convert"])
+        .arg(fixture(name))
+        .arg("--out")
+        .arg(&parquet)
+        .assert()
+        .success();
+    wai()
+        .args(["convert"])
+        .arg(&parquet)
+        .arg("--out")
+        .arg(&back)
+        .assert()
+        .success();
     let original = read_jsonl(&fixture(name));
     let restored = read_jsonl(&back);
     assert_eq!(original.len(), restored.len(), "{name}: row count");
     for (i, (a, b)) in original.iter().zip(&restored).enumerate() {
-        let (Value::Object(a), Value::Object(b)) = (a, b) else { panic!("{name}: line {} is not an object", i + 1) };
+        let (Value::Object(a), Value::Object(b)) = (a, b) else {
+            panic!("{name}: line {} is not an object", i + 1)
+        };
         for (key, value) in a {
-            let got = b.get(key).unwrap_or_else(|| panic!("{name} line {}: field `{key}` lost", i + 1));
-            assert!(json_eq(value, got), "{name} line {}: field `{key}` changed:\n  in:  {value}\n  out: {got}", i + 1);
+            let got = b
+                .get(key)
+                .unwrap_or_else(|| panic!("{name} line {}: field `{key}` lost", i + 1));
+            assert!(
+                json_eq(value, got),
+                "{name} line {}: field `{key}` changed:\n  in:  {value}\n  out: {got}",
+                i + 1
+            );
         }
         for key in b.keys() {
-            assert!(a.contains_key(key) || ADDED.contains(&key.as_str()), "{name} line {}: unexpected field `{key}`", i + 1);
+            assert!(
+                a.contains_key(key) || ADDED.contains(&key.as_str()),
+                "{name} line {}: unexpected field `{key}`",
+                i + 1
+            );
         }
     }
 }
@@ -45,9 +69,24 @@ fn parquet_round_trip_of_generated_rows_is_identical() {
     gen_rows(&a, 3000, 5);
     let p = dir.path().join("a.parquet");
     let b = dir.path().join("b.jsonl");
-    wai().arg("convert").arg(&a).arg("-o").arg(&p).assert().success();
-    wai().arg("convert").arg(&p).arg("-o").arg(&b).assert().success();
-    assert_eq!(std::fs::read_to_string(&a).unwrap(), std::fs::read_to_string(&b).unwrap());
+    wai()
+        .arg("convert")
+        .arg(&a)
+        .arg("-o")
+        .arg(&p)
+        .assert()
+        .success();
+    wai()
+        .arg("convert")
+        .arg(&p)
+        .arg("-o")
+        .arg(&b)
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&a).unwrap(),
+        std::fs::read_to_string(&b).unwrap()
+    );
 }
 
 #[test]
@@ -67,13 +106,49 @@ fn task_ids_follow_the_reference_key() {
     )
     .unwrap();
     let out = dir.path().join("out.parquet");
-    wai().arg("convert").arg(&input).arg("-o").arg(&out).assert().success();
-    let listed = wai().args(["sql", "SELECT task_id, rollout_id FROM rows", "--format", "jsonl", "-t"]).arg(&out).output().unwrap();
-    let rows: Vec<Value> = String::from_utf8(listed.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let ids: Vec<&str> = rows.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
+    wai()
+        .arg("convert")
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let listed = wai()
+        .args([
+            "sql",
+            "SELECT task_id, rollout_id FROM rows",
+            "--format",
+            "jsonl",
+            "-t",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let rows: Vec<Value> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|r| r["task_id"].as_str().unwrap())
+        .collect();
     // Empty strings fall through to the prompt; the numeric task id 0 is the task "0".
-    assert_eq!(ids, ["s1", "t9", "task_1ea26256ebae", "task_1ea26256ebae", "task_1ea26256ebae", "0"]);
-    let rollout_ids: std::collections::HashSet<&str> = rows.iter().map(|r| r["rollout_id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "s1",
+            "t9",
+            "task_1ea26256ebae",
+            "task_1ea26256ebae",
+            "task_1ea26256ebae",
+            "0"
+        ]
+    );
+    let rollout_ids: std::collections::HashSet<&str> = rows
+        .iter()
+        .map(|r| r["rollout_id"].as_str().unwrap())
+        .collect();
     assert_eq!(rollout_ids.len(), 6, "rollout ids are unique");
 }
 
@@ -81,13 +156,29 @@ fn task_ids_follow_the_reference_key() {
 fn bad_line_stops_with_file_line_field_and_leaves_no_output() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("bad.jsonl");
-    std::fs::write(&input, "{\"prompt\": \"a\", \"reward\": 1}\n{\"prompt\": \"b\", \"reward\": \"high\"}\n").unwrap();
+    std::fs::write(
+        &input,
+        "{\"prompt\": \"a\", \"reward\": 1}\n{\"prompt\": \"b\", \"reward\": \"high\"}\n",
+    )
+    .unwrap();
     let out = dir.path().join("out.parquet");
-    let assert = wai().arg("convert").arg(&input).arg("-o").arg(&out).assert().code(65);
+    let assert = wai()
+        .arg("convert")
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(65);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(stderr.contains("line 2: field `reward`: expected a number or null, found a string"), "{stderr}");
+    assert!(
+        stderr.contains("line 2: field `reward`: expected a number or null, found a string"),
+        "{stderr}"
+    );
     assert!(!out.exists(), "no half file");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(leftovers.len(), 1, "only the input remains: {leftovers:?}");
 }
 
@@ -112,7 +203,10 @@ fn rejects_file_sets_bad_lines_aside_and_goes_on() {
         .assert()
         .success();
     let report: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
-    assert_eq!((report["rows"].as_u64(), report["rejected"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (report["rows"].as_u64(), report["rejected"].as_u64()),
+        (Some(2), Some(2))
+    );
     let set_aside = read_jsonl(&rejects);
     assert_eq!(set_aside.len(), 2);
     assert_eq!(set_aside[0]["line"], 2);
@@ -128,9 +222,16 @@ fn folders_and_globs_are_inputs() {
     std::fs::create_dir(&sub).unwrap();
     gen_rows(&sub.join("part-0.jsonl"), 50, 1);
     std::fs::copy(fixture("example_rows.jsonl"), sub.join("part-1.jsonl")).unwrap();
-    for input in [sub.display().to_string(), format!("{}/*.jsonl", sub.display())] {
+    for input in [
+        sub.display().to_string(),
+        format!("{}/*.jsonl", sub.display()),
+    ] {
         let out = dir.path().join("all.parquet");
-        let assert = wai().args(["--json", "convert", &input, "-o"]).arg(&out).assert().success();
+        let assert = wai()
+            .args(["--json", "convert", &input, "-o"])
+            .arg(&out)
+            .assert()
+            .success();
         let report: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
         assert_eq!(report["rows"], 250, "{input}");
     }
@@ -148,7 +249,13 @@ fn odd_shapes_round_trip_through_extra() {
 fn odd_shapes_fill_the_columns() {
     let dir = tempfile::tempdir().unwrap();
     let parquet = dir.path().join("odd.parquet");
-    wai().arg("convert").arg(fixture("odd_rows.jsonl")).arg("-o").arg(&parquet).assert().success();
+    wai()
+        .arg("convert")
+        .arg(fixture("odd_rows.jsonl"))
+        .arg("-o")
+        .arg(&parquet)
+        .assert()
+        .success();
     let out = wai()
         .args([
             "sql",
@@ -162,15 +269,39 @@ fn odd_shapes_fill_the_columns() {
         .arg(&parquet)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(rows[0]["prompt"], "Refund A1?", "the prompt comes from the first user message's text parts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows[0]["prompt"], "Refund A1?",
+        "the prompt comes from the first user message's text parts"
+    );
     assert_eq!(rows[0]["call_args"], r#"{"order_id":"A1"}"#);
     assert_eq!(rows[0]["rollout_id"], "12345");
     assert_eq!(rows[1]["step_args"], r#"{"order_id":"A2"}"#);
-    assert_eq!((rows[1]["polite"].as_f64(), rows[1]["fast"].as_f64()), (Some(1.0), Some(1.0)));
-    assert_eq!((rows[1]["eval_run"].as_i64(), rows[1]["turns"].as_str(), rows[1]["tier"].as_str()), (Some(2), Some("3"), Some("hard")));
-    assert_eq!(rows[2]["eval_run"], 1, "eval_run falls back to lineage.eval_run");
+    assert_eq!(
+        (rows[1]["polite"].as_f64(), rows[1]["fast"].as_f64()),
+        (Some(1.0), Some(1.0))
+    );
+    assert_eq!(
+        (
+            rows[1]["eval_run"].as_i64(),
+            rows[1]["turns"].as_str(),
+            rows[1]["tier"].as_str()
+        ),
+        (Some(2), Some("3"), Some("hard"))
+    );
+    assert_eq!(
+        rows[2]["eval_run"], 1,
+        "eval_run falls back to lineage.eval_run"
+    );
     // An empty scenario_id falls through; a task_id of 0 is the task "0".
     assert_eq!(rows[2]["task_id"], "0");
 }
@@ -184,8 +315,22 @@ fn output_does_not_depend_on_thread_count() {
     for threads in ["1", "2", "3"] {
         let parquet = dir.path().join(format!("t{threads}.parquet"));
         let back = dir.path().join(format!("t{threads}.jsonl"));
-        wai().env("RAYON_NUM_THREADS", threads).arg("convert").arg(&input).arg("-o").arg(&parquet).assert().success();
-        wai().env("RAYON_NUM_THREADS", threads).arg("convert").arg(&parquet).arg("-o").arg(&back).assert().success();
+        wai()
+            .env("RAYON_NUM_THREADS", threads)
+            .arg("convert")
+            .arg(&input)
+            .arg("-o")
+            .arg(&parquet)
+            .assert()
+            .success();
+        wai()
+            .env("RAYON_NUM_THREADS", threads)
+            .arg("convert")
+            .arg(&parquet)
+            .arg("-o")
+            .arg(&back)
+            .assert()
+            .success();
         outputs.push(std::fs::read(&back).unwrap());
     }
     assert!(outputs.windows(2).all(|w| w[0] == w[1]));

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use crate::support::{fixture, gen_rows, read_jsonl, wai};
 
 fn vectors() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture("vectors_measure.json")).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(fixture("vectors_measure.json")).unwrap())
+        .unwrap()
 }
 
 fn write_rows(path: &Path, rows: &[Value]) {
@@ -17,9 +18,15 @@ fn write_rows(path: &Path, rows: &[Value]) {
 }
 
 fn pass_at_json(rows: &Path, args: &[&str]) -> (Value, i32) {
-    let out = wai().args(["--json", "pass-at"]).arg(rows).args(args).output().unwrap();
+    let out = wai()
+        .args(["--json", "pass-at"])
+        .arg(rows)
+        .args(args)
+        .output()
+        .unwrap();
     let code = out.status.code().unwrap_or(-1);
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     (doc, code)
 }
 
@@ -27,7 +34,10 @@ fn pass_at_json(rows: &Path, args: &[&str]) -> (Value, i32) {
 fn close_interval(ours: &Value, theirs: &Value, tol: f64) -> bool {
     match (ours.as_array(), theirs.as_array()) {
         (None, None) => ours.is_null() && theirs.is_null(),
-        (Some(a), Some(b)) => a.iter().zip(b).all(|(x, y)| (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() <= tol),
+        (Some(a), Some(b)) => a
+            .iter()
+            .zip(b)
+            .all(|(x, y)| (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() <= tol),
         _ => false,
     }
 }
@@ -73,17 +83,48 @@ fn every_reference_vector_agrees() {
         let (doc, code) = pass_at_json(&rows, &args);
         let want = &case["out"];
         let got = &doc["results"][0];
-        for key in ["k", "pass_at_1", "pass_pow_k", "pass_at_k", "headroom", "n_groups", "n_groups_at_k", "n_groups_imputed", "n_partial", "n_rows", "note", "config"] {
+        for key in [
+            "k",
+            "pass_at_1",
+            "pass_pow_k",
+            "pass_at_k",
+            "headroom",
+            "n_groups",
+            "n_groups_at_k",
+            "n_groups_imputed",
+            "n_partial",
+            "n_rows",
+            "note",
+            "config",
+        ] {
             assert_eq!(got[key], want[key], "{name}: `{key}`");
         }
         let tol = 0.05; // at most 5 tasks per vector: the percentiles move in steps of 0.05
         for key in ["ci95", "pass_pow_k_ci95", "pass_at_k_ci95"] {
-            assert!(close_interval(&got[key], &want[key], tol), "{name}: `{key}` {} vs {}", got[key], want[key]);
+            assert!(
+                close_interval(&got[key], &want[key], tol),
+                "{name}: `{key}` {} vs {}",
+                got[key],
+                want[key]
+            );
         }
-        let line = wai().arg("pass-at").arg(&rows).args(&args).output().unwrap();
+        let line = wai()
+            .arg("pass-at")
+            .arg(&rows)
+            .args(&args)
+            .output()
+            .unwrap();
         let text = String::from_utf8(line.stdout).unwrap();
-        assert_eq!(strip_intervals(text.lines().next().unwrap()), strip_intervals(case["text"].as_str().unwrap()), "{name}");
-        assert_eq!(code, if want["n_groups"] == 0 { 2 } else { 0 }, "{name}: exit code");
+        assert_eq!(
+            strip_intervals(text.lines().next().unwrap()),
+            strip_intervals(case["text"].as_str().unwrap()),
+            "{name}"
+        );
+        assert_eq!(
+            code,
+            if want["n_groups"] == 0 { 2 } else { 0 },
+            "{name}: exit code"
+        );
         checked += 1;
     }
     assert_eq!(checked, 18);
@@ -95,28 +136,45 @@ fn intervals_mostly_match_the_reference_to_the_cent() {
     let dir = tempfile::tempdir().unwrap();
     let (mut same, mut all) = (0, 0);
     for case in vectors()["pass_at"].as_array().unwrap() {
-        if case["name"] == "grouping_key_and_reward_fallbacks" || !case["kwargs"].as_object().unwrap().is_empty() {
+        if case["name"] == "grouping_key_and_reward_fallbacks"
+            || !case["kwargs"].as_object().unwrap().is_empty()
+        {
             continue;
         }
         let rows = dir.path().join("rows.jsonl");
         write_rows(&rows, case["rows"].as_array().unwrap());
         let (doc, _) = pass_at_json(&rows, &[]);
         for key in ["ci95", "pass_pow_k_ci95", "pass_at_k_ci95"] {
-            if let (Some(a), Some(b)) = (doc["results"][0][key].as_array(), case["out"][key].as_array()) {
+            if let (Some(a), Some(b)) = (
+                doc["results"][0][key].as_array(),
+                case["out"][key].as_array(),
+            ) {
                 for (x, y) in a.iter().zip(b) {
                     all += 1;
-                    same += usize::from(format!("{:.2}", x.as_f64().unwrap()) == format!("{:.2}", y.as_f64().unwrap()));
+                    same += usize::from(
+                        format!("{:.2}", x.as_f64().unwrap())
+                            == format!("{:.2}", y.as_f64().unwrap()),
+                    );
                 }
             }
         }
     }
-    assert!(all >= 20 && same * 10 >= all * 8, "{same} of {all} bounds equal to two decimals");
+    assert!(
+        all >= 20 && same * 10 >= all * 8,
+        "{same} of {all} bounds equal to two decimals"
+    );
 }
 
 #[test]
 fn one_reward_reader_string_and_boolean_rewards_are_bad_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let case = vectors()["pass_at"].as_array().unwrap().iter().find(|c| c["name"] == "grouping_key_and_reward_fallbacks").unwrap().clone();
+    let case = vectors()["pass_at"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "grouping_key_and_reward_fallbacks")
+        .unwrap()
+        .clone();
     let rows = dir.path().join("rows.jsonl");
     write_rows(&rows, case["rows"].as_array().unwrap());
     let out = wai().arg("pass-at").arg(&rows).output().unwrap();
@@ -127,7 +185,15 @@ fn one_reward_reader_string_and_boolean_rewards_are_bad_rows() {
     write_rows(&rows, &kept);
     let (doc, _) = pass_at_json(&rows, &[]);
     let r = &doc["results"][0];
-    assert_eq!((r["n_groups"].as_u64(), r["n_rows"].as_u64(), r["n_partial"].as_u64(), r["n_unjudged"].as_u64()), (Some(4), Some(8), Some(1), Some(1)));
+    assert_eq!(
+        (
+            r["n_groups"].as_u64(),
+            r["n_rows"].as_u64(),
+            r["n_partial"].as_u64(),
+            r["n_unjudged"].as_u64()
+        ),
+        (Some(4), Some(8), Some(1), Some(1))
+    );
     assert_eq!(r["pass_at_1"], json!(0.625)); // s1 0.5, A 1, p1 0, p9 1
 }
 
@@ -141,12 +207,26 @@ fn tau_bench_pass_hat_k_matches_its_own_formula() {
         e.1 += u64::from(r["reward"].as_f64() == Some(1.0));
     }
     assert_eq!(by_task.len(), 50);
-    let comb = |n: u64, k: u64| -> f64 { (0..k).map(|i| (n - i) as f64 / (i + 1) as f64).product() };
-    let (doc, code) = pass_at_json(&fixture("tau_bench_airline_rewards.jsonl"), &["--k", "1,2,3,4", "--min-k", "1"]);
+    let comb =
+        |n: u64, k: u64| -> f64 { (0..k).map(|i| (n - i) as f64 / (i + 1) as f64).product() };
+    let (doc, code) = pass_at_json(
+        &fixture("tau_bench_airline_rewards.jsonl"),
+        &["--k", "1,2,3,4", "--min-k", "1"],
+    );
     assert_eq!(code, 0);
     for (i, k) in (1..=4u64).enumerate() {
         // τ-bench: pass^k = mean over tasks of C(c, k) / C(n, k).
-        let want = by_task.values().map(|(n, c)| if *c >= k { comb(*c, k) / comb(*n, k) } else { 0.0 }).sum::<f64>() / 50.0;
+        let want = by_task
+            .values()
+            .map(|(n, c)| {
+                if *c >= k {
+                    comb(*c, k) / comb(*n, k)
+                } else {
+                    0.0
+                }
+            })
+            .sum::<f64>()
+            / 50.0;
         let got = doc["results"][i]["pass_pow_k"].as_f64().unwrap();
         assert!((got - want).abs() < 1e-12, "k={k}: {got} vs {want}");
         assert_eq!(doc["results"][i]["n_groups_at_k"], 50);
@@ -160,18 +240,43 @@ fn sql_udfs_agree_with_the_stage() {
     gen_rows(&rows, 5000, 21);
     let (doc, _) = pass_at_json(&rows, &["--k", "4", "--by", "dims.tier"]);
     let out = wai()
-        .args(["sql", "--query", "pass_at_k_by_slice", "--param", "key=tier", "--param", "k=4", "--format", "jsonl", "-t"])
+        .args([
+            "sql",
+            "--query",
+            "pass_at_k_by_slice",
+            "--param",
+            "key=tier",
+            "--param",
+            "k=4",
+            "--format",
+            "jsonl",
+            "-t",
+        ])
         .arg(&rows)
         .output()
         .unwrap();
-    let sql: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let sql: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(sql.len(), 3);
     for row in sql {
-        let slice = doc["slices"].as_array().unwrap().iter().find(|s| s["value"] == row["value"]).unwrap();
+        let slice = doc["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["value"] == row["value"])
+            .unwrap();
         let r = &slice["results"][0];
         for key in ["pass_at_1", "pass_pow_k", "pass_at_k"] {
             let rounded = (r[key].as_f64().unwrap() * 1e4).round() / 1e4;
-            assert!((row[key].as_f64().unwrap() - rounded).abs() < 1e-9, "{key}: {} vs {}", row[key], r[key]);
+            assert!(
+                (row[key].as_f64().unwrap() - rounded).abs() < 1e-9,
+                "{key}: {} vs {}",
+                row[key],
+                r[key]
+            );
         }
         assert_eq!(row["tasks"], r["n_groups"]);
     }
@@ -182,13 +287,22 @@ fn same_seed_same_numbers_whatever_the_row_order_and_threads() {
     let dir = tempfile::tempdir().unwrap();
     let rows = dir.path().join("rows.jsonl");
     gen_rows(&rows, 4000, 3);
-    let mut lines: Vec<String> = std::fs::read_to_string(&rows).unwrap().lines().map(str::to_owned).collect();
+    let mut lines: Vec<String> = std::fs::read_to_string(&rows)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
     lines.reverse();
     lines.rotate_left(1234);
     let shuffled = dir.path().join("shuffled.jsonl");
     std::fs::write(&shuffled, lines.join("\n") + "\n").unwrap();
     let run = |path: &Path, threads: &str| {
-        let out = wai().env("RAYON_NUM_THREADS", threads).args(["--json", "pass-at", "--by", "dims.tool", "--seed", "7"]).arg(path).output().unwrap();
+        let out = wai()
+            .env("RAYON_NUM_THREADS", threads)
+            .args(["--json", "pass-at", "--by", "dims.tool", "--seed", "7"])
+            .arg(path)
+            .output()
+            .unwrap();
         let mut doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         doc.as_object_mut().unwrap().remove("elapsed_ms");
         doc
@@ -197,9 +311,16 @@ fn same_seed_same_numbers_whatever_the_row_order_and_threads() {
     assert_eq!(base, run(&shuffled, "3"));
     assert_eq!(base, run(&rows, "2"));
     assert_ne!(base["results"][0]["ci95"], Value::Null);
-    let other_seed = wai().args(["--json", "pass-at", "--seed", "8"]).arg(&rows).output().unwrap();
+    let other_seed = wai()
+        .args(["--json", "pass-at", "--seed", "8"])
+        .arg(&rows)
+        .output()
+        .unwrap();
     let other: Value = serde_json::from_slice(&other_seed.stdout).unwrap();
-    assert_eq!(other["results"][0]["pass_at_1"], base["results"][0]["pass_at_1"]);
+    assert_eq!(
+        other["results"][0]["pass_at_1"],
+        base["results"][0]["pass_at_1"]
+    );
 }
 
 #[test]
@@ -208,18 +329,46 @@ fn markers_match_the_reference_summary() {
     let v = vectors();
     let rows = dir.path().join("rows.jsonl");
     write_rows(&rows, v["marker_summary"]["rows"].as_array().unwrap());
-    let out = wai().args(["--json", "markers"]).arg(&rows).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = wai()
+        .args(["--json", "markers"])
+        .arg(&rows)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     for (name, want) in v["marker_summary"]["out"].as_object().unwrap() {
         let got = &doc["markers"][name];
-        for key in ["metric", "n_tasks", "n_rows", "n_rows_at_1", "n_rows_at_0", "mean", "degenerate"] {
+        for key in [
+            "metric",
+            "n_tasks",
+            "n_rows",
+            "n_rows_at_1",
+            "n_rows_at_0",
+            "mean",
+            "degenerate",
+        ] {
             assert_eq!(got[key], want[key], "{name}: `{key}`");
         }
-        assert!(close_interval(&got["ci95"], &want["ci95"], 0.05), "{name}: {} vs {}", got["ci95"], want["ci95"]);
-        assert_eq!(got.get("warning").is_some(), want.get("warning").is_some(), "{name}");
+        assert!(
+            close_interval(&got["ci95"], &want["ci95"], 0.05),
+            "{name}: {} vs {}",
+            got["ci95"],
+            want["ci95"]
+        );
+        assert_eq!(
+            got.get("warning").is_some(),
+            want.get("warning").is_some(),
+            "{name}"
+        );
     }
     let text = wai().arg("markers").arg(&rows).output().unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
-    assert!(text.contains("grounded  0.56 [") && text.contains("(5 tasks, 45 rows: 25 at 1, 20 at 0)"), "{text}");
+    assert!(
+        text.contains("grounded  0.56 [") && text.contains("(5 tasks, 45 rows: 25 at 1, 20 at 0)"),
+        "{text}"
+    );
 }

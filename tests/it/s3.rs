@@ -38,12 +38,25 @@ fn request(port: u16, method: &str, path: &str, body: &[u8]) -> String {
 }
 
 fn start() -> Option<Server> {
-    if Command::new("moto_server").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "moto_server is not installed; .ci/run installs it");
+    if Command::new("moto_server")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "moto_server is not installed; .ci/run installs it"
+        );
         eprintln!("skipped: moto_server is not installed (pip install \"moto[server]\")");
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new("moto_server")
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
@@ -53,11 +66,17 @@ fn start() -> Option<Server> {
     let moto = Server { child, port };
     let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto_server did not start on port {port}");
+        assert!(
+            Instant::now() < deadline,
+            "moto_server did not start on port {port}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let created = request(port, "PUT", &format!("/{BUCKET}"), b"");
-    assert!(created.starts_with("HTTP/1.1 200"), "create bucket: {created}");
+    assert!(
+        created.starts_with("HTTP/1.1 200"),
+        "create bucket: {created}"
+    );
     Some(moto)
 }
 
@@ -85,22 +104,43 @@ fn s3_objects_prefixes_and_sql() {
     let dir = tempfile::tempdir().unwrap();
     let generated = dir.path().join("gen.parquet");
     gen_rows(&generated, 500, 2);
-    put(&moto, "runs/a/example_rows.jsonl", &fixture("example_rows.jsonl"));
-    put(&moto, "runs/a/example_scored.jsonl", &fixture("example_scored.jsonl"));
+    put(
+        &moto,
+        "runs/a/example_rows.jsonl",
+        &fixture("example_rows.jsonl"),
+    );
+    put(
+        &moto,
+        "runs/a/example_scored.jsonl",
+        &fixture("example_scored.jsonl"),
+    );
     put(&moto, "lake/part-0.parquet", &generated);
 
     // One object.
     let out = dir.path().join("one.parquet");
     let mut cmd = wai();
     with_s3(&mut cmd, &moto);
-    let a = cmd.args(["--json", "convert", &format!("s3://{BUCKET}/runs/a/example_rows.jsonl"), "-o"]).arg(&out).assert().success();
+    let a = cmd
+        .args([
+            "--json",
+            "convert",
+            &format!("s3://{BUCKET}/runs/a/example_rows.jsonl"),
+            "-o",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
     let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
     assert_eq!(report["rows"], 200);
 
     // A prefix: both JSONL objects, in key order.
     let mut cmd = wai();
     with_s3(&mut cmd, &moto);
-    let a = cmd.args(["--json", "convert", &format!("s3://{BUCKET}/runs/"), "-o"]).arg(dir.path().join("all.jsonl")).assert().success();
+    let a = cmd
+        .args(["--json", "convert", &format!("s3://{BUCKET}/runs/"), "-o"])
+        .arg(dir.path().join("all.jsonl"))
+        .assert()
+        .success();
     let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
     assert_eq!(report["rows"], 400, "{report}");
 
@@ -108,7 +148,13 @@ fn s3_objects_prefixes_and_sql() {
     let mut cmd = wai();
     with_s3(&mut cmd, &moto);
     let a = cmd
-        .args(["sql", "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks FROM rows", "--format", "jsonl", "--table"])
+        .args([
+            "sql",
+            "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks FROM rows",
+            "--format",
+            "jsonl",
+            "--table",
+        ])
         .arg(format!("s3://{BUCKET}/lake/part-0.parquet"))
         .assert()
         .success();
@@ -118,22 +164,39 @@ fn s3_objects_prefixes_and_sql() {
     // A missing object is missing input (66), named.
     let mut cmd = wai();
     with_s3(&mut cmd, &moto);
-    let a = cmd.args(["convert", &format!("s3://{BUCKET}/nope.jsonl"), "-o"]).arg(dir.path().join("x.parquet")).assert().code(66);
+    let a = cmd
+        .args(["convert", &format!("s3://{BUCKET}/nope.jsonl"), "-o"])
+        .arg(dir.path().join("x.parquet"))
+        .assert()
+        .code(66);
     let stderr = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
     assert!(stderr.contains("nope.jsonl"), "{stderr}");
 }
 
 #[test]
 fn http_urls_are_inputs() {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let Ok(child) = Command::new("python3")
-        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
         .current_dir(fixture(""))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
     else {
-        assert!(std::env::var_os("CI").is_none(), "python3 is needed for the HTTP test");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 is needed for the HTTP test"
+        );
         return;
     };
     let server = Server { child, port };
@@ -144,7 +207,12 @@ fn http_urls_are_inputs() {
     }
     let dir = tempfile::tempdir().unwrap();
     let a = wai()
-        .args(["--json", "convert", &format!("http://127.0.0.1:{}/example_scored.jsonl", server.port), "-o"])
+        .args([
+            "--json",
+            "convert",
+            &format!("http://127.0.0.1:{}/example_scored.jsonl", server.port),
+            "-o",
+        ])
         .arg(dir.path().join("scored.parquet"))
         .assert()
         .success();

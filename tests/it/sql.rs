@@ -7,9 +7,23 @@ use serde_json::Value;
 use crate::support::{fixture, gen_rows, read_jsonl, wai};
 
 fn sql_jsonl(args: &[&str], table: &std::path::Path) -> Vec<Value> {
-    let out = wai().arg("sql").args(args).args(["--format", "jsonl", "--table"]).arg(table).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    let out = wai()
+        .arg("sql")
+        .args(args)
+        .args(["--format", "jsonl", "--table"])
+        .arg(table)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -26,9 +40,18 @@ fn every_canned_query_runs_on_generated_and_reference_rows() {
                 cmd.args(["--param", &format!("{p}={value}")]);
             }
             let out = cmd.output().unwrap();
-            assert!(out.status.success(), "{} on {}: {}", q.name, table.display(), String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{} on {}: {}",
+                q.name,
+                table.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
             let text = String::from_utf8(out.stdout).unwrap();
-            assert!(text.lines().last().unwrap_or("").ends_with("rows") || text.ends_with("row\n"), "{text}");
+            assert!(
+                text.lines().last().unwrap_or("").ends_with("rows") || text.ends_with("row\n"),
+                "{text}"
+            );
         }
     }
 }
@@ -45,15 +68,24 @@ fn pass_rate_by_dim_agrees_with_a_naive_count() {
         e.0 += 1;
         e.1 += u64::from(r["reward"] == 1);
     }
-    let got = sql_jsonl(&["--query", "pass_rate_by_dim", "--param", "key=tier"], &rows);
+    let got = sql_jsonl(
+        &["--query", "pass_rate_by_dim", "--param", "key=tier"],
+        &rows,
+    );
     assert_eq!(got.len(), naive.len());
     for row in got {
         let (n, passes) = naive[row["value"].as_str().unwrap()];
         assert_eq!(row["rollouts"], n);
         assert_eq!(row["passes"], passes);
         let (lo, hi) = wai::stats::wilson::interval(passes as f64, n as f64, 1.96).unwrap();
-        assert_eq!(row["pass_low"].as_f64(), Some((lo * 1000.0).round() / 1000.0));
-        assert_eq!(row["pass_high"].as_f64(), Some((hi * 1000.0).round() / 1000.0));
+        assert_eq!(
+            row["pass_low"].as_f64(),
+            Some((lo * 1000.0).round() / 1000.0)
+        );
+        assert_eq!(
+            row["pass_high"].as_f64(),
+            Some((hi * 1000.0).round() / 1000.0)
+        );
     }
 }
 
@@ -69,7 +101,13 @@ fn json_functions_read_json_text_columns() {
 #[test]
 fn two_named_tables_join() {
     let got = wai()
-        .args(["sql", "SELECT count(*) AS n FROM a JOIN b USING (rollout_id)", "--format", "csv", "-t"])
+        .args([
+            "sql",
+            "SELECT count(*) AS n FROM a JOIN b USING (rollout_id)",
+            "--format",
+            "csv",
+            "-t",
+        ])
         .arg(format!("a={}", fixture("example_rows.jsonl").display()))
         .arg("-t")
         .arg(format!("b={}", fixture("example_rows.jsonl").display()))
@@ -85,7 +123,13 @@ fn reading_task_id_and_reward_does_not_read_messages() {
     gen_rows(&rows, 20_000, 1);
     let size = std::fs::metadata(&rows).unwrap().len();
     let out = wai()
-        .args(["sql", "EXPLAIN ANALYZE SELECT task_id, avg(reward) FROM rows GROUP BY task_id", "--format", "csv", "-t"])
+        .args([
+            "sql",
+            "EXPLAIN ANALYZE SELECT task_id, avg(reward) FROM rows GROUP BY task_id",
+            "--format",
+            "csv",
+            "-t",
+        ])
         .arg(&rows)
         .output()
         .unwrap();
@@ -94,7 +138,10 @@ fn reading_task_id_and_reward_does_not_read_messages() {
     let scanned: u64 = text
         .split("bytes_scanned=")
         .nth(1)
-        .and_then(|s| s.split(|c: char| !c.is_ascii_digit() && c != '.' && c != 'K' && c != 'M').next())
+        .and_then(|s| {
+            s.split(|c: char| !c.is_ascii_digit() && c != '.' && c != 'K' && c != 'M')
+                .next()
+        })
         .map(parse_size)
         .expect("bytes_scanned metric");
     assert!(scanned * 10 < size, "scanned {scanned} of {size} bytes");
@@ -118,8 +165,17 @@ fn queries_cannot_write_or_create() {
         "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '/etc/passwd'".to_owned(),
         "SET datafusion.execution.batch_size = 1".to_owned(),
     ] {
-        let out = wai().args(["sql", &q, "-t"]).arg(fixture("example_rows.jsonl")).output().unwrap();
-        assert_eq!(out.status.code(), Some(64), "{q}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = wai()
+            .args(["sql", &q, "-t"])
+            .arg(fixture("example_rows.jsonl"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{q}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     assert!(!target.exists());
 }
@@ -127,10 +183,22 @@ fn queries_cannot_write_or_create() {
 #[test]
 fn results_go_to_files_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
-    for (format, name) in [("csv", "r.csv"), ("json", "r.json"), ("jsonl", "r.jsonl"), ("parquet", "r.parquet"), ("table", "r.txt")] {
+    for (format, name) in [
+        ("csv", "r.csv"),
+        ("json", "r.json"),
+        ("jsonl", "r.jsonl"),
+        ("parquet", "r.parquet"),
+        ("table", "r.txt"),
+    ] {
         let out = dir.path().join(name);
         wai()
-            .args(["sql", "SELECT task_id, reward, markers FROM rows ORDER BY rollout_id LIMIT 5", "--format", format, "-o"])
+            .args([
+                "sql",
+                "SELECT task_id, reward, markers FROM rows ORDER BY rollout_id LIMIT 5",
+                "--format",
+                format,
+                "-o",
+            ])
             .arg(&out)
             .arg("-t")
             .arg(fixture("example_scored.jsonl"))
@@ -139,6 +207,9 @@ fn results_go_to_files_in_every_format() {
         assert!(std::fs::metadata(&out).unwrap().len() > 0, "{format}");
     }
     // The Parquet result reads back as a table.
-    let got = sql_jsonl(&["SELECT count(*) AS n FROM rows"], &dir.path().join("r.parquet"));
+    let got = sql_jsonl(
+        &["SELECT count(*) AS n FROM rows"],
+        &dir.path().join("r.parquet"),
+    );
     assert_eq!(got[0]["n"], 5);
 }

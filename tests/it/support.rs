@@ -14,7 +14,9 @@ pub(crate) fn wai() -> Command {
 
 /// A fixture under `tests/fixtures/`.
 pub(crate) fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 /// Reads a JSONL file into values.
@@ -32,9 +34,13 @@ pub(crate) fn read_jsonl(path: &Path) -> Vec<Value> {
 pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -43,7 +49,18 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
 /// Generates `rows` synthetic rows with `wai gen` into `path`.
 pub(crate) fn gen_rows(path: &Path, rows: u64, seed: u64) {
     wai()
-        .args(["gen", "--rows", &rows.to_string(), "--seed", &seed.to_string(), "--gold", "0.2", "--shortcut", "absolutely", "--out"])
+        .args([
+            "gen",
+            "--rows",
+            &rows.to_string(),
+            "--seed",
+            &seed.to_string(),
+            "--gold",
+            "0.2",
+            "--shortcut",
+            "absolutely",
+            "--out",
+        ])
         .arg(path)
         .assert()
         .success();

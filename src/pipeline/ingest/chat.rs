@@ -48,7 +48,11 @@ impl ChatFields {
     /// τ-bench result files: `traj` holds the messages; `info` (the task's instruction for the
     /// simulated user, the expected actions, the reward breakdown) is privileged.
     pub fn tau_bench() -> Self {
-        Self { messages: "traj".into(), privileged: vec!["info".into()], ..Self::openai() }
+        Self {
+            messages: "traj".into(),
+            privileged: vec!["info".into()],
+            ..Self::openai()
+        }
     }
 }
 
@@ -80,9 +84,10 @@ fn maybe_json(v: &Value) -> Value {
     if let Value::String(s) = v {
         let t = s.trim_start();
         if (t.starts_with('{') || t.starts_with('['))
-            && let Ok(parsed) = serde_json::from_str::<Value>(s) {
-                return parsed;
-            }
+            && let Ok(parsed) = serde_json::from_str::<Value>(s)
+        {
+            return parsed;
+        }
     }
     v.clone()
 }
@@ -104,10 +109,16 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
     let mut last_text: Option<(usize, String)> = None;
     for (i, m) in messages.iter().enumerate() {
         let Value::Object(m) = m else {
-            return Err(FieldError { field: Some(format!("messages[{i}]")), message: "expected an object".into() });
+            return Err(FieldError {
+                field: Some(format!("messages[{i}]")),
+                message: "expected an object".into(),
+            });
         };
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
-        let text = m.get("content").and_then(content_of).filter(|t| !t.trim().is_empty());
+        let text = m
+            .get("content")
+            .and_then(content_of)
+            .filter(|t| !t.trim().is_empty());
         match role {
             "user" => match (&prompt, text) {
                 (None, Some(t)) => prompt = Some(t),
@@ -119,19 +130,32 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
                 _ => {}
             },
             "assistant" => {
-                let tool_calls = m.get("tool_calls").and_then(Value::as_array).filter(|c| !c.is_empty());
+                let tool_calls = m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .filter(|c| !c.is_empty());
                 match tool_calls {
                     Some(tool_calls) => {
                         for (j, call) in tool_calls.iter().enumerate() {
                             let function = call.get("function").unwrap_or(call);
-                            let name = function.get("name").and_then(Value::as_str).unwrap_or("tool").to_owned();
+                            let name = function
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("tool")
+                                .to_owned();
                             let mut s = Map::new();
                             if j == 0
-                                && let Some(t) = &text {
-                                    s.insert("text".into(), Value::String(t.clone()));
-                                }
+                                && let Some(t) = &text
+                            {
+                                s.insert("text".into(), Value::String(t.clone()));
+                            }
                             s.insert("tool".into(), Value::String(name.clone()));
-                            s.insert("arguments".into(), function.get("arguments").map_or(Value::Object(Map::new()), maybe_json));
+                            s.insert(
+                                "arguments".into(),
+                                function
+                                    .get("arguments")
+                                    .map_or(Value::Object(Map::new()), maybe_json),
+                            );
                             s.insert("result".into(), Value::Null);
                             calls.push(Call {
                                 id: call.get("id").and_then(Value::as_str).map(str::to_owned),
@@ -161,7 +185,11 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
                     .iter()
                     .copied()
                     .find(|&i| id.is_some() && calls[i].id.as_deref() == id)
-                    .or_else(|| open.iter().copied().find(|&i| name.is_some() && Some(calls[i].name.as_str()) == name))
+                    .or_else(|| {
+                        open.iter()
+                            .copied()
+                            .find(|&i| name.is_some() && Some(calls[i].name.as_str()) == name)
+                    })
                     .or_else(|| open.first().copied());
                 if let Some(i) = pick {
                     calls[i].answered = true;
@@ -177,16 +205,18 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
     let mut final_text = String::new();
     if let Some((at, _)) = last_text {
         let tool_after = steps[at + 1..].iter().any(|s| s.contains_key("tool"));
-        if !tool_after
-            && let Some(Value::String(t)) = steps.remove(at).remove("text") {
-                final_text = t;
-            }
+        if !tool_after && let Some(Value::String(t)) = steps.remove(at).remove("text") {
+            final_text = t;
+        }
     }
     let mut out = Map::new();
     if let Some(p) = prompt {
         out.insert("prompt".into(), Value::String(p));
     }
-    out.insert("steps".into(), Value::Array(steps.into_iter().map(Value::Object).collect()));
+    out.insert(
+        "steps".into(),
+        Value::Array(steps.into_iter().map(Value::Object).collect()),
+    );
     out.insert("final_text".into(), Value::String(final_text));
     out.insert("tools_used".into(), Value::Array(tools_used));
     Ok(out)
@@ -195,12 +225,25 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
 /// Turns one chat record into a row in the reference's format (then read as any row is).
 pub fn to_row(record: Value, fields: &ChatFields) -> Result<Value, FieldError> {
     let Value::Object(mut rec) = record else {
-        return Err(FieldError { field: None, message: "expected a JSON object".into() });
+        return Err(FieldError {
+            field: None,
+            message: "expected a JSON object".into(),
+        });
     };
     let messages = match take(&mut rec, &fields.messages) {
         Some(Value::Array(m)) => m,
-        Some(_) => return Err(FieldError { field: Some(fields.messages.clone()), message: "expected an array of messages".into() }),
-        None => return Err(FieldError { field: Some(fields.messages.clone()), message: "missing: no message list".into() }),
+        Some(_) => {
+            return Err(FieldError {
+                field: Some(fields.messages.clone()),
+                message: "expected an array of messages".into(),
+            });
+        }
+        None => {
+            return Err(FieldError {
+                field: Some(fields.messages.clone()),
+                message: "missing: no message list".into(),
+            });
+        }
     };
     let built = conversation(&messages)?;
     let mut row = Map::new();
@@ -215,20 +258,23 @@ pub fn to_row(record: Value, fields: &ChatFields) -> Result<Value, FieldError> {
         }
     }
     if let Some(task) = get(&rec, &fields.task).cloned()
-        && fields.task != "task_id" {
-            row.insert("task_id".into(), task);
-        }
+        && fields.task != "task_id"
+    {
+        row.insert("task_id".into(), task);
+    }
     if let Some(trial) = get(&rec, &fields.trial).cloned()
-        && !trial.is_null() {
-            row.insert("rollout_index".into(), trial);
-            if !fields.trial.contains('.') {
-                rec.shift_remove(&fields.trial);
-            }
+        && !trial.is_null()
+    {
+        row.insert("rollout_index".into(), trial);
+        if !fields.trial.contains('.') {
+            rec.shift_remove(&fields.trial);
         }
+    }
     if fields.reward != "reward"
-        && let Some(reward) = get(&rec, &fields.reward).cloned() {
-            row.insert("reward".into(), reward);
-        }
+        && let Some(reward) = get(&rec, &fields.reward).cloned()
+    {
+        row.insert("reward".into(), reward);
+    }
     // The rest of the record rides along (into `extra`), after what the row needs.
     for (k, v) in rec {
         row.entry(k).or_insert(v);
@@ -282,7 +328,10 @@ mod tests {
             "traj": [{"role": "system", "content": "# Airline Agent Policy"}, {"role": "user", "content": "Hi"}]});
         let row = to_row(rec, &ChatFields::tau_bench()).unwrap();
         assert_eq!(row["prompt"], "Hi");
-        assert_eq!(row["privileged"], json!({"info": {"task": {"actions": []}}}));
+        assert_eq!(
+            row["privileged"],
+            json!({"info": {"task": {"actions": []}}})
+        );
         assert!(row.get("info").is_none());
         assert_eq!(row["final_text"], "");
     }
@@ -290,9 +339,16 @@ mod tests {
     #[test]
     fn nested_field_paths_and_missing_messages() {
         let rec = json!({"meta": {"task": "t-9", "score": 0.0}, "messages": [{"role": "user", "content": "q"}]});
-        let fields = ChatFields { task: "meta.task".into(), reward: "meta.score".into(), ..ChatFields::openai() };
+        let fields = ChatFields {
+            task: "meta.task".into(),
+            reward: "meta.score".into(),
+            ..ChatFields::openai()
+        };
         let row = to_row(rec, &fields).unwrap();
-        assert_eq!((row["task_id"].clone(), row["reward"].clone()), (json!("t-9"), json!(0.0)));
+        assert_eq!(
+            (row["task_id"].clone(), row["reward"].clone()),
+            (json!("t-9"), json!(0.0))
+        );
         let e = to_row(json!({"prompt": "x"}), &ChatFields::openai()).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("messages"));
     }

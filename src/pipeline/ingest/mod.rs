@@ -58,7 +58,11 @@ pub struct Options {
 impl Options {
     /// The chat fields for `format`, with the overrides applied.
     pub fn chat_fields(&self, format: Format) -> ChatFields {
-        let mut f = if format == Format::TauBench { ChatFields::tau_bench() } else { ChatFields::openai() };
+        let mut f = if format == Format::TauBench {
+            ChatFields::tau_bench()
+        } else {
+            ChatFields::openai()
+        };
         if let Some(v) = &self.task_field {
             f.task.clone_from(v);
         }
@@ -79,7 +83,9 @@ impl Options {
 /// The format one record looks like, if any.
 pub fn detect(record: &Value) -> Option<Format> {
     let obj = record.as_object()?;
-    if obj.contains_key("resourceSpans") || obj.contains_key("scopeSpans") || obj.get("spans").is_some_and(Value::is_array)
+    if obj.contains_key("resourceSpans")
+        || obj.contains_key("scopeSpans")
+        || obj.get("spans").is_some_and(Value::is_array)
         || (obj.contains_key("traceId") && obj.contains_key("spanId"))
     {
         return Some(Format::Otel);
@@ -87,7 +93,15 @@ pub fn detect(record: &Value) -> Option<Format> {
     if obj.get("traj").is_some_and(Value::is_array) {
         return Some(Format::TauBench);
     }
-    let rowish = ["steps", "final_text", "schema_version", "scenario_id", "prompt"].iter().any(|k| obj.contains_key(*k));
+    let rowish = [
+        "steps",
+        "final_text",
+        "schema_version",
+        "scenario_id",
+        "prompt",
+    ]
+    .iter()
+    .any(|k| obj.contains_key(*k));
     if obj.get("messages").is_some_and(Value::is_array) && !rowish {
         return Some(Format::OpenaiChat);
     }
@@ -101,8 +115,15 @@ an OpenAI chat record (`messages` without `steps`/`final_text`), or a row (`prom
 /// The first JSON record of a file's first bytes: the first line, or the first element of an array.
 pub fn first_record(head: &[u8]) -> Option<Value> {
     let start = head.iter().position(|b| !b.is_ascii_whitespace())?;
-    let body = if head[start] == b'[' { &head[start + 1..] } else { &head[start..] };
-    serde_json::Deserializer::from_slice(body).into_iter::<Value>().next()?.ok()
+    let body = if head[start] == b'[' {
+        &head[start + 1..]
+    } else {
+        &head[start..]
+    };
+    serde_json::Deserializer::from_slice(body)
+        .into_iter::<Value>()
+        .next()?
+        .ok()
 }
 
 /// Decodes a chat or τ-bench record into a row.
@@ -115,7 +136,11 @@ fn chat_record(bytes: &[u8], fields: &ChatFields) -> std::result::Result<Record,
 /// before the record is skipped).
 fn line_at(text: &[u8], offset: usize) -> u64 {
     let offset = offset.min(text.len());
-    let start = offset + text[offset..].iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let start = offset
+        + text[offset..]
+            .iter()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
     1 + memchr::memchr_iter(b'\n', &text[..start]).count() as u64
 }
 
@@ -129,14 +154,24 @@ pub fn read(
     progress: &dyn Fn(u64),
 ) -> Result<()> {
     match format {
-        Format::Whileai | Format::Auto => io::read_records(name, reader, &io::decode_line, accept, progress),
+        Format::Whileai | Format::Auto => {
+            io::read_records(name, reader, &io::decode_line, accept, progress)
+        }
         Format::OpenaiChat | Format::TauBench => {
             let fields = opts.chat_fields(format);
-            io::read_records(name, reader, &|b: &[u8]| chat_record(b, &fields), accept, progress)
+            io::read_records(
+                name,
+                reader,
+                &|b: &[u8]| chat_record(b, &fields),
+                accept,
+                progress,
+            )
         }
         Format::Otel => {
             let mut text = Vec::new();
-            reader.read_to_end(&mut text).map_err(|e| Error::io(name, e))?;
+            reader
+                .read_to_end(&mut text)
+                .map_err(|e| Error::io(name, e))?;
             progress(text.len() as u64);
             let mut spans = Vec::new();
             let mut order = 0usize;
@@ -150,11 +185,18 @@ pub fn read(
                             spans.extend(otel::spans(item, line_at(&text, offset), &mut order));
                         }
                     }
-                    Some(Ok(record)) => spans.extend(otel::spans(&record, line_at(&text, offset), &mut order)),
+                    Some(Ok(record)) => {
+                        spans.extend(otel::spans(&record, line_at(&text, offset), &mut order))
+                    }
                     Some(Err(e)) => {
                         // The rest of the file cannot be framed: set it aside as one bad record.
                         let rest = text[offset..].trim_ascii();
-                        let err = FieldError { field: None, message: format!("not valid JSON: {e}; the rest of the file is not read") };
+                        let err = FieldError {
+                            field: None,
+                            message: format!(
+                                "not valid JSON: {e}; the rest of the file is not read"
+                            ),
+                        };
                         accept.take(name, line_at(&text, offset), rest, Err(err))?;
                         break;
                     }
@@ -162,12 +204,21 @@ pub fn read(
             }
             for conv in otel::group(spans) {
                 let line = conv.spans.first().map_or(1, |s| s.line);
-                let Some(row) = otel::to_row(&conv, &opts.otel) else { continue };
+                let Some(row) = otel::to_row(&conv, &opts.otel) else {
+                    continue;
+                };
                 let text = serde_json::to_vec(&row).unwrap_or_default();
-                let first_span = conv.spans.first().and_then(|s| s.id.clone()).unwrap_or_default();
+                let first_span = conv
+                    .spans
+                    .first()
+                    .and_then(|s| s.id.clone())
+                    .unwrap_or_default();
                 let result = row::decode(row).map_err(|e| FieldError {
                     field: e.field,
-                    message: format!("conversation `{}` (first span `{first_span}`): {}", conv.id, e.message),
+                    message: format!(
+                        "conversation `{}` (first span `{first_span}`): {}",
+                        conv.id, e.message
+                    ),
                 });
                 accept.take(name, line, &text, result)?;
             }

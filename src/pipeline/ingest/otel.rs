@@ -37,19 +37,53 @@ pub struct OtelFields {
 
 impl Default for OtelFields {
     fn default() -> Self {
-        Self { reward_attr: "whileai.reward".into(), task_attr: "whileai.task_id".into() }
+        Self {
+            reward_attr: "whileai.reward".into(),
+            task_attr: "whileai.task_id".into(),
+        }
     }
 }
 
-const CONVERSATION: [&str; 5] = ["gen_ai.conversation.id", "conversation.id", "session.id", "gen_ai.session.id", "thread.id"];
-const INPUT: [&str; 3] = ["gen_ai.input.messages", "gen_ai.prompt", "llm.input_messages"];
-const OUTPUT: [&str; 3] = ["gen_ai.output.messages", "gen_ai.completion", "llm.output_messages"];
-const TOOL_ARGS: [&str; 3] = ["gen_ai.tool.call.arguments", "gen_ai.tool.input", "tool.input"];
-const TOOL_RESULT: [&str; 3] = ["gen_ai.tool.call.result", "gen_ai.tool.output", "tool.output"];
+const CONVERSATION: [&str; 5] = [
+    "gen_ai.conversation.id",
+    "conversation.id",
+    "session.id",
+    "gen_ai.session.id",
+    "thread.id",
+];
+const INPUT: [&str; 3] = [
+    "gen_ai.input.messages",
+    "gen_ai.prompt",
+    "llm.input_messages",
+];
+const OUTPUT: [&str; 3] = [
+    "gen_ai.output.messages",
+    "gen_ai.completion",
+    "llm.output_messages",
+];
+const TOOL_ARGS: [&str; 3] = [
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.input",
+    "tool.input",
+];
+const TOOL_RESULT: [&str; 3] = [
+    "gen_ai.tool.call.result",
+    "gen_ai.tool.output",
+    "tool.output",
+];
 const TOOL_NAME: [&str; 2] = ["gen_ai.tool.name", "tool.name"];
-const USAGE_IN: [&str; 4] = ["gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt", "llm.usage.prompt_tokens"];
-const USAGE_OUT: [&str; 4] =
-    ["gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion", "llm.usage.completion_tokens"];
+const USAGE_IN: [&str; 4] = [
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "llm.usage.prompt_tokens",
+];
+const USAGE_OUT: [&str; 4] = [
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "llm.usage.completion_tokens",
+];
 
 /// One span, read.
 #[derive(Debug, Clone)]
@@ -68,13 +102,16 @@ pub struct Span {
 }
 
 fn any_value(v: &Value) -> Value {
-    let Some(obj) = v.as_object() else { return v.clone() };
+    let Some(obj) = v.as_object() else {
+        return v.clone();
+    };
     if let Some(s) = obj.get("stringValue").and_then(Value::as_str) {
         let t = s.trim_start();
         if (t.starts_with('{') || t.starts_with('['))
-            && let Ok(parsed) = serde_json::from_str(s) {
-                return parsed;
-            }
+            && let Ok(parsed) = serde_json::from_str(s)
+        {
+            return parsed;
+        }
         return Value::String(s.to_owned());
     }
     if let Some(i) = obj.get("intValue") {
@@ -90,7 +127,11 @@ fn any_value(v: &Value) -> Value {
         return b.clone();
     }
     if let Some(a) = obj.get("arrayValue") {
-        let values = a.get("values").and_then(Value::as_array).map(|vs| vs.iter().map(any_value).collect()).unwrap_or_default();
+        let values = a
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|vs| vs.iter().map(any_value).collect())
+            .unwrap_or_default();
         return Value::Array(values);
     }
     if let Some(kv) = obj.get("kvlistValue") {
@@ -103,13 +144,20 @@ fn attributes(v: &Value) -> Map<String, Value> {
     match v {
         Value::Array(list) => list
             .iter()
-            .filter_map(|kv| Some((kv.get("key")?.as_str()?.to_owned(), any_value(kv.get("value").unwrap_or(&Value::Null)))))
+            .filter_map(|kv| {
+                Some((
+                    kv.get("key")?.as_str()?.to_owned(),
+                    any_value(kv.get("value").unwrap_or(&Value::Null)),
+                ))
+            })
             .collect(),
         Value::Object(map) => map
             .iter()
             .map(|(k, v)| {
                 let v = match v {
-                    Value::String(s) if s.trim_start().starts_with(['{', '[']) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
+                    Value::String(s) if s.trim_start().starts_with(['{', '[']) => {
+                        serde_json::from_str(s).unwrap_or_else(|_| v.clone())
+                    }
                     other => other.clone(),
                 };
                 (k.clone(), v)
@@ -128,7 +176,8 @@ fn text_field(obj: &Map<String, Value>, keys: &[&str]) -> Option<String> {
 }
 
 fn first<'a>(attrs: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Value> {
-    keys.iter().find_map(|k| attrs.get(*k).filter(|v| !v.is_null()))
+    keys.iter()
+        .find_map(|k| attrs.get(*k).filter(|v| !v.is_null()))
 }
 
 fn nanos(v: &Value) -> Option<u64> {
@@ -144,7 +193,12 @@ fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
     let start = ["startTimeUnixNano", "start_time_unix_nano"]
         .iter()
         .find_map(|k| obj.get(*k).and_then(nanos))
-        .or_else(|| ["startedMs", "started_ms", "startTimeMs"].iter().find_map(|k| obj.get(*k).and_then(nanos)).map(|ms| ms * 1_000_000))
+        .or_else(|| {
+            ["startedMs", "started_ms", "startTimeMs"]
+                .iter()
+                .find_map(|k| obj.get(*k).and_then(nanos))
+                .map(|ms| ms * 1_000_000)
+        })
         .unwrap_or(0);
     let events = obj
         .get("events")
@@ -152,15 +206,28 @@ fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
         .map(|evs| {
             evs.iter()
                 .map(|e| {
-                    let name = e.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
-                    (name, attributes(e.get("attributes").unwrap_or(&Value::Null)))
+                    let name = e
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned();
+                    (
+                        name,
+                        attributes(e.get("attributes").unwrap_or(&Value::Null)),
+                    )
                 })
                 .collect()
         })
         .unwrap_or_default();
-    let status_error = obj.get("status").and_then(|s| s.get("code")).is_some_and(|c| {
-        matches!(c, Value::Number(n) if n.as_u64() == Some(2)) || c.as_str().is_some_and(|s| s.eq_ignore_ascii_case("STATUS_CODE_ERROR") || s.eq_ignore_ascii_case("ERROR"))
-    });
+    let status_error = obj
+        .get("status")
+        .and_then(|s| s.get("code"))
+        .is_some_and(|c| {
+            matches!(c, Value::Number(n) if n.as_u64() == Some(2))
+                || c.as_str().is_some_and(|s| {
+                    s.eq_ignore_ascii_case("STATUS_CODE_ERROR") || s.eq_ignore_ascii_case("ERROR")
+                })
+        });
     Some(Span {
         line,
         order,
@@ -187,7 +254,12 @@ pub fn spans(record: &Value, line: u64, order: &mut usize) -> Vec<Span> {
         for r in resources {
             for key in ["scopeSpans", "instrumentationLibrarySpans"] {
                 for scope in r.get(key).and_then(Value::as_array).into_iter().flatten() {
-                    for s in scope.get("spans").and_then(Value::as_array).into_iter().flatten() {
+                    for s in scope
+                        .get("spans")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
                         push(s, &mut out);
                     }
                 }
@@ -197,7 +269,10 @@ pub fn spans(record: &Value, line: u64, order: &mut usize) -> Vec<Span> {
         for s in list {
             push(s, &mut out);
         }
-    } else if record.get("traceId").is_some() || record.get("spanId").is_some() || record.get("trace_id").is_some() {
+    } else if record.get("traceId").is_some()
+        || record.get("spanId").is_some()
+        || record.get("trace_id").is_some()
+    {
         push(record, &mut out);
     }
     out
@@ -209,10 +284,18 @@ fn message_text(m: &Value) -> Option<String> {
         let texts: Vec<String> = parts
             .as_array()?
             .iter()
-            .filter(|p| p.get("type").and_then(Value::as_str).is_none_or(|t| t == "text"))
+            .filter(|p| {
+                p.get("type")
+                    .and_then(Value::as_str)
+                    .is_none_or(|t| t == "text")
+            })
             .filter_map(|p| match p {
                 Value::String(s) => Some(s.clone()),
-                _ => p.get("content").or_else(|| p.get("text")).and_then(Value::as_str).map(str::to_owned),
+                _ => p
+                    .get("content")
+                    .or_else(|| p.get("text"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             })
             .collect();
         (!texts.is_empty()).then(|| texts.join(" "))
@@ -236,17 +319,34 @@ fn messages(v: &Value, default_role: &str) -> Vec<(String, String)> {
         Value::Array(list) => list
             .iter()
             .filter_map(|m| {
-                let role = m.get("role").and_then(Value::as_str).unwrap_or(default_role).to_owned();
+                let role = m
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .unwrap_or(default_role)
+                    .to_owned();
                 Some((role, message_text(m)?))
             })
             .collect(),
-        Value::Object(_) => message_text(v).map(|t| vec![(v.get("role").and_then(Value::as_str).unwrap_or(default_role).to_owned(), t)]).unwrap_or_default(),
+        Value::Object(_) => message_text(v)
+            .map(|t| {
+                vec![(
+                    v.get("role")
+                        .and_then(Value::as_str)
+                        .unwrap_or(default_role)
+                        .to_owned(),
+                    t,
+                )]
+            })
+            .unwrap_or_default(),
         _ => Vec::new(),
     }
 }
 
 fn normalise(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
 }
 
 fn unit_score(v: &Value) -> Option<f64> {
@@ -316,20 +416,33 @@ fn is_tool(s: &Span) -> bool {
 
 /// The row of one conversation, or `None` when it has no prompt, step or reply.
 pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
-    let (mut prompt, mut seen, mut steps, mut final_text) = (None::<String>, Vec::<String>::new(), Vec::<Value>::new(), None::<String>);
+    let (mut prompt, mut seen, mut steps, mut final_text) = (
+        None::<String>,
+        Vec::<String>::new(),
+        Vec::<Value>::new(),
+        None::<String>,
+    );
     let (mut usage_in, mut usage_out, mut any_usage) = (0u64, 0u64, false);
-    let (mut reward, mut reason, mut model, mut task, mut agent) = (None, None::<String>, None::<String>, None::<Value>, None::<String>);
+    let (mut reward, mut reason, mut model, mut task, mut agent) = (
+        None,
+        None::<String>,
+        None::<String>,
+        None::<Value>,
+        None::<String>,
+    );
     let mut tools_used = Vec::new();
     let mut ts = 0u64;
     for s in &conv.spans {
         if s.start > 0 && (ts == 0 || s.start < ts) {
             ts = s.start;
         }
-        let count = |keys: &[&str]| first(&s.attrs, keys).and_then(|v| match v {
-            Value::Number(n) => n.as_u64(),
-            Value::String(t) => t.parse().ok(),
-            _ => None,
-        });
+        let count = |keys: &[&str]| {
+            first(&s.attrs, keys).and_then(|v| match v {
+                Value::Number(n) => n.as_u64(),
+                Value::String(t) => t.parse().ok(),
+                _ => None,
+            })
+        };
         if let Some(n) = count(&USAGE_IN) {
             usage_in += n;
             any_usage = true;
@@ -342,32 +455,58 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
             reward = s.attrs.get(&fields.reward_attr).and_then(unit_score);
         }
         for (name, attrs) in &s.events {
-            if name == "gen_ai.evaluation.result" && reward.is_none()
-                && let Some(x) = attrs.get("gen_ai.evaluation.score.value").or_else(|| attrs.get("gen_ai.evaluation.score")).and_then(unit_score) {
-                    reward = Some(x);
-                    reason = attrs.get("gen_ai.evaluation.explanation").and_then(Value::as_str).map(str::to_owned);
-                }
+            if name == "gen_ai.evaluation.result"
+                && reward.is_none()
+                && let Some(x) = attrs
+                    .get("gen_ai.evaluation.score.value")
+                    .or_else(|| attrs.get("gen_ai.evaluation.score"))
+                    .and_then(unit_score)
+            {
+                reward = Some(x);
+                reason = attrs
+                    .get("gen_ai.evaluation.explanation")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+            }
         }
         if model.is_none() {
             model = text_field(&s.attrs, &["gen_ai.request.model", "gen_ai.response.model"]);
         }
         if task.is_none() {
-            task = s.attrs.get(&fields.task_attr).filter(|v| !v.is_null()).cloned();
+            task = s
+                .attrs
+                .get(&fields.task_attr)
+                .filter(|v| !v.is_null())
+                .cloned();
         }
         if agent.is_none() {
             agent = text_field(&s.attrs, &["gen_ai.agent.name"]);
         }
         if is_tool(s) {
-            let name = text_field(&s.attrs, &TOOL_NAME).or_else(|| s.name.clone()).unwrap_or_else(|| "tool".into());
-            let arguments = first(&s.attrs, &TOOL_ARGS).cloned().unwrap_or_else(|| json!({}));
-            let mut result = first(&s.attrs, &TOOL_RESULT).cloned().unwrap_or(Value::Null);
+            let name = text_field(&s.attrs, &TOOL_NAME)
+                .or_else(|| s.name.clone())
+                .unwrap_or_else(|| "tool".into());
+            let arguments = first(&s.attrs, &TOOL_ARGS)
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let mut result = first(&s.attrs, &TOOL_RESULT)
+                .cloned()
+                .unwrap_or(Value::Null);
             let failed = s.status_error
-                || s.attrs.get("gen_ai.tool.status").and_then(Value::as_str).is_some_and(|t| matches!(t.to_lowercase().as_str(), "error" | "failed" | "failure"));
+                || s.attrs
+                    .get("gen_ai.tool.status")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| {
+                        matches!(t.to_lowercase().as_str(), "error" | "failed" | "failure")
+                    });
             if failed && result.get("status").is_none() {
                 let mut wrapped = Map::new();
                 wrapped.insert("status".into(), Value::from("error"));
                 wrapped.insert("output".into(), result);
-                let error = s.events.iter().find_map(|(_, a)| a.get("exception.message").and_then(Value::as_str));
+                let error = s
+                    .events
+                    .iter()
+                    .find_map(|(_, a)| a.get("exception.message").and_then(Value::as_str));
                 if let Some(e) = error {
                     wrapped.insert("error".into(), Value::from(e));
                 }
@@ -408,7 +547,10 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
     let mut row = Map::new();
     row.insert("prompt".into(), Value::from(prompt.unwrap_or_default()));
     row.insert("steps".into(), Value::Array(steps));
-    row.insert("final_text".into(), Value::from(final_text.unwrap_or_default()));
+    row.insert(
+        "final_text".into(),
+        Value::from(final_text.unwrap_or_default()),
+    );
     row.insert("tools_used".into(), Value::Array(tools_used));
     if let Some(t) = task {
         row.insert("task_id".into(), t);
@@ -431,7 +573,10 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
         row.insert("agent_name".into(), Value::from(a));
     }
     if any_usage {
-        row.insert("usage".into(), json!({"input_tokens": usage_in, "output_tokens": usage_out}));
+        row.insert(
+            "usage".into(),
+            json!({"input_tokens": usage_in, "output_tokens": usage_out}),
+        );
     }
     row.insert("schema_version".into(), Value::from("1"));
     Some(Value::Object(row))
@@ -480,12 +625,25 @@ mod tests {
         assert_eq!(convs.len(), 1);
         let row = to_row(&convs[0], &OtelFields::default()).unwrap();
         assert_eq!(row["prompt"], "Refund A1001 please");
-        assert_eq!(row["steps"], json!([
-            {"tool": "lookup_order", "arguments": {"order_id": "A1001"}, "result": {"status": "error", "output": {"amount": 40}, "error": "db down"}},
-            {"user": "any news?"}
-        ]));
-        assert_eq!((row["final_text"].clone(), row["reward"].clone(), row["ts"].clone()), (json!("Refunded."), json!(1), json!(100)));
-        assert_eq!(row["usage"], json!({"input_tokens": 12, "output_tokens": 5}));
+        assert_eq!(
+            row["steps"],
+            json!([
+                {"tool": "lookup_order", "arguments": {"order_id": "A1001"}, "result": {"status": "error", "output": {"amount": 40}, "error": "db down"}},
+                {"user": "any news?"}
+            ])
+        );
+        assert_eq!(
+            (
+                row["final_text"].clone(),
+                row["reward"].clone(),
+                row["ts"].clone()
+            ),
+            (json!("Refunded."), json!(1), json!(100))
+        );
+        assert_eq!(
+            row["usage"],
+            json!({"input_tokens": 12, "output_tokens": 5})
+        );
         assert_eq!(row["model_version"], "gpt-x");
 
         // The current convention's `parts` form (the reference reads none of it) and an
@@ -496,8 +654,18 @@ mod tests {
             "events": [{"name": "gen_ai.evaluation.result", "attributes": {"gen_ai.evaluation.score.value": 0.0, "gen_ai.evaluation.explanation": "wrong order"}}]}]});
         let convs = group(spans(&parts, 1, &mut order));
         let row = to_row(&convs[0], &OtelFields::default()).unwrap();
-        assert_eq!((row["prompt"].clone(), row["final_text"].clone()), (json!("Where is A2?"), json!("It ships today.")));
-        assert_eq!((row["reward"].clone(), row["reason"].clone(), row["rollout_id"].clone()), (json!(0), json!("wrong order"), json!("t9")));
+        assert_eq!(
+            (row["prompt"].clone(), row["final_text"].clone()),
+            (json!("Where is A2?"), json!("It ships today."))
+        );
+        assert_eq!(
+            (
+                row["reward"].clone(),
+                row["reason"].clone(),
+                row["rollout_id"].clone()
+            ),
+            (json!(0), json!("wrong order"), json!("t9"))
+        );
     }
 
     #[test]
@@ -515,7 +683,13 @@ mod tests {
         let row = to_row(&convs[0], &OtelFields::default()).unwrap();
         assert_eq!(row["prompt"], "hello");
         assert_eq!(row["final_text"], "second answer");
-        assert_eq!(row["steps"], json!([{"tool": "search", "arguments": {}, "result": null}]));
-        assert!(row.get("reward").is_none(), "a missing reward stays missing");
+        assert_eq!(
+            row["steps"],
+            json!([{"tool": "search", "arguments": {}, "result": null}])
+        );
+        assert!(
+            row.get("reward").is_none(),
+            "a missing reward stays missing"
+        );
     }
 }

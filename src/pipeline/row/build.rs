@@ -40,7 +40,12 @@ impl ListShape {
     fn finish(&mut self, item: Arc<Field>, values: ArrayRef, valid: &[bool]) -> Result<ArrayRef> {
         let offsets = OffsetBuffer::new(std::mem::replace(&mut self.offsets, vec![0]).into());
         let nulls = NullBuffer::from(valid.to_vec());
-        Ok(Arc::new(ListArray::try_new(item, offsets, values, Some(nulls))?))
+        Ok(Arc::new(ListArray::try_new(
+            item,
+            offsets,
+            values,
+            Some(nulls),
+        )?))
     }
 }
 
@@ -127,7 +132,11 @@ impl Messages {
             None,
         )?;
         let valid = std::mem::take(&mut self.valid);
-        self.shape.finish(Arc::new(Field::new_struct("item", fields, true)), Arc::new(values), &valid)
+        self.shape.finish(
+            Arc::new(Field::new_struct("item", fields, true)),
+            Arc::new(values),
+            &valid,
+        )
     }
 }
 
@@ -193,12 +202,20 @@ impl Steps {
             None,
         )?;
         let valid = std::mem::take(&mut self.valid);
-        self.shape.finish(Arc::new(Field::new_struct("item", fields, true)), Arc::new(values), &valid)
+        self.shape.finish(
+            Arc::new(Field::new_struct("item", fields, true)),
+            Arc::new(values),
+            &valid,
+        )
     }
 }
 
 fn map_names() -> MapFieldNames {
-    MapFieldNames { entry: "entries".into(), key: "key".into(), value: "value".into() }
+    MapFieldNames {
+        entry: "entries".into(),
+        key: "key".into(),
+        value: "value".into(),
+    }
 }
 
 /// Appends [`Record`]s and finishes them into row-schema batches.
@@ -259,10 +276,18 @@ impl Builder {
             reason: StringBuilder::new(),
             judge_name: StringBuilder::new(),
             judge_status: StringBuilder::new(),
-            markers: MapBuilder::new(Some(map_names()), StringBuilder::new(), Float64Builder::new()),
+            markers: MapBuilder::new(
+                Some(map_names()),
+                StringBuilder::new(),
+                Float64Builder::new(),
+            ),
             gold_reward: Float64Builder::new(),
             gold_kind: StringBuilder::new(),
-            dims: MapBuilder::new(Some(map_names()), StringBuilder::new(), StringBuilder::new()),
+            dims: MapBuilder::new(
+                Some(map_names()),
+                StringBuilder::new(),
+                StringBuilder::new(),
+            ),
             category: StringBuilder::new(),
             model_version: StringBuilder::new(),
             policy_version: StringBuilder::new(),
@@ -288,10 +313,9 @@ impl Builder {
 
     /// Appends one record. Its `rollout_id` must be set.
     pub fn push(&mut self, r: &Record) -> Result<()> {
-        let rollout_id = r
-            .rollout_id
-            .as_deref()
-            .ok_or_else(|| Error::Internal("record appended before its rollout_id was set".into()))?;
+        let rollout_id = r.rollout_id.as_deref().ok_or_else(|| {
+            Error::Internal("record appended before its rollout_id was set".into())
+        })?;
         self.task_id.append_value(&r.task_id);
         self.rollout_id.append_value(rollout_id);
         self.rollout_index.append_option(r.rollout_index);
@@ -338,7 +362,8 @@ impl Builder {
         }
         self.category.append_option(r.category.as_deref());
         self.model_version.append_option(r.model_version.as_deref());
-        self.policy_version.append_option(r.policy_version.as_deref());
+        self.policy_version
+            .append_option(r.policy_version.as_deref());
         self.writer_model.append_option(r.writer_model.as_deref());
         self.user_model.append_option(r.user_model.as_deref());
         self.privileged.append_option(r.privileged.as_deref());

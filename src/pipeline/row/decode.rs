@@ -36,11 +36,17 @@ pub struct FieldError {
 
 impl FieldError {
     fn at(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { field: Some(field.into()), message: message.into() }
+        Self {
+            field: Some(field.into()),
+            message: message.into(),
+        }
     }
 
     fn whole(message: impl Into<String>) -> Self {
-        Self { field: None, message: message.into() }
+        Self {
+            field: None,
+            message: message.into(),
+        }
     }
 }
 
@@ -115,9 +121,10 @@ fn write_canonical(v: &Value, out: &mut String) {
 fn canonical_arguments(v: &Value) -> (String, bool) {
     if let Value::String(s) = v
         && let Ok(parsed) = serde_json::from_str::<Value>(s)
-            && parsed.is_object() {
-                return (canonical_json(&parsed), false);
-            }
+        && parsed.is_object()
+    {
+        return (canonical_json(&parsed), false);
+    }
     (canonical_json(v), true)
 }
 
@@ -178,9 +185,10 @@ pub fn derive_dims(obj: &Map<String, Value>) -> Option<Vec<(String, String)>> {
     let mut dims: Vec<(String, String)> = Vec::new();
     for (k, v) in obj {
         if AXES.contains(&k.as_str())
-            && let Some(text) = dim_text(v) {
-                dims.push((k.clone(), text));
-            }
+            && let Some(text) = dim_text(v)
+        {
+            dims.push((k.clone(), text));
+        }
     }
     for source in ["scenario_dimensions", "dims"] {
         if let Some(Value::Object(map)) = obj.get(source) {
@@ -196,7 +204,10 @@ pub fn derive_dims(obj: &Map<String, Value>) -> Option<Vec<(String, String)>> {
 
 /// `eval_run` as a row's fields give it: the top-level key, else `lineage.eval_run`, else 0.
 pub fn derive_eval_run(obj: &Map<String, Value>) -> i32 {
-    let from = |v: Option<&Value>| v.and_then(Value::as_i64).and_then(|i| i32::try_from(i).ok());
+    let from = |v: Option<&Value>| {
+        v.and_then(Value::as_i64)
+            .and_then(|i| i32::try_from(i).ok())
+    };
     from(obj.get("eval_run"))
         .or_else(|| from(obj.get("lineage").and_then(|l| l.get("eval_run"))))
         .unwrap_or(0)
@@ -222,7 +233,13 @@ fn markers(v: &Value) -> Res<(Vec<(String, Option<f64>)>, bool)> {
                     FieldError::at(format!("markers.{name}"), format!("`{s}` is not a number"))
                 })?)
             }
-            other => return Err(expected(&format!("markers.{name}"), "a number or null", other)),
+            other => {
+                return Err(expected(
+                    &format!("markers.{name}"),
+                    "a number or null",
+                    other,
+                ));
+            }
         };
         out.push((name.clone(), parsed));
     }
@@ -282,7 +299,10 @@ pub fn content_of(content: &Value) -> Option<String> {
                 .iter()
                 .filter_map(|p| match p {
                     Value::String(s) => Some(s.as_str()),
-                    Value::Object(o) => o.get("text").or_else(|| o.get("content")).and_then(Value::as_str),
+                    Value::Object(o) => o
+                        .get("text")
+                        .or_else(|| o.get("content"))
+                        .and_then(Value::as_str),
                     _ => None,
                 })
                 .collect();
@@ -373,8 +393,10 @@ fn steps(v: &Value) -> Res<(Vec<Step>, bool)> {
                 },
                 "n_tokens" => match value {
                     Value::Number(n) => {
-                        s.n_tokens =
-                            Some(n.as_i64().ok_or_else(|| expected(&field(), "an integer", value))?);
+                        s.n_tokens = Some(
+                            n.as_i64()
+                                .ok_or_else(|| expected(&field(), "an integer", value))?,
+                        );
                     }
                     Value::Null => faithful = false,
                     other => return Err(expected(&field(), "an integer", other)),
@@ -405,7 +427,10 @@ fn tools_used(v: &Value) -> Res<Vec<String>> {
 /// from the rows seen before.
 pub fn decode(value: Value) -> Res<Record> {
     let Value::Object(obj) = value else {
-        return Err(FieldError::whole(format!("expected a JSON object, found {}", kind(&value))));
+        return Err(FieldError::whole(format!(
+            "expected a JSON object, found {}",
+            kind(&value)
+        )));
     };
     if obj.is_empty() {
         return Err(FieldError::whole("empty row"));
@@ -512,14 +537,20 @@ pub fn decode(value: Value) -> Res<Record> {
             }
             "reward" => {
                 if v.is_boolean() {
-                    return Err(FieldError::at("reward", "expected a number or null, found a boolean (write 1 or 0)"));
+                    return Err(FieldError::at(
+                        "reward",
+                        "expected a number or null, found a boolean (write 1 or 0)",
+                    ));
                 }
                 r.reward = number("reward", &v)?;
                 false
             }
             "gold_reward" => {
                 if v.is_boolean() {
-                    return Err(FieldError::at("gold_reward", "expected a number or null, found a boolean (write 1 or 0)"));
+                    return Err(FieldError::at(
+                        "gold_reward",
+                        "expected a number or null, found a boolean (write 1 or 0)",
+                    ));
                 }
                 r.gold_reward = number("gold_reward", &v)?;
                 false
@@ -570,10 +601,16 @@ pub fn decode(value: Value) -> Res<Record> {
         for (field, present) in [
             ("prompt", r.prompt.is_some() || extra.contains_key("prompt")),
             ("steps", r.steps.is_some() || extra.contains_key("steps")),
-            ("final_text", r.final_text.is_some() || extra.contains_key("final_text")),
+            (
+                "final_text",
+                r.final_text.is_some() || extra.contains_key("final_text"),
+            ),
         ] {
             if !present {
-                return Err(FieldError::at(field, "missing (required on schema_version \"1\" rows)"));
+                return Err(FieldError::at(
+                    field,
+                    "missing (required on schema_version \"1\" rows)",
+                ));
             }
         }
     }
@@ -604,9 +641,10 @@ pub fn decode(value: Value) -> Res<Record> {
         }
     };
     if let Some(given) = given_task_id
-        && given.as_str() != Some(r.task_id.as_str()) {
-            extra.insert("task_id".to_owned(), given);
-        }
+        && given.as_str() != Some(r.task_id.as_str())
+    {
+        extra.insert("task_id".to_owned(), given);
+    }
 
     r.eval_run = Some(eval_run);
     r.dims = dims;
@@ -624,7 +662,10 @@ mod tests {
         let r = decode(json!({"scenario_id": "s1", "task_id": "t1", "prompt": "p"})).unwrap();
         assert_eq!(r.task_id, "s1");
         // The differing task_id is kept so it comes back.
-        assert_eq!(r.extra.as_deref(), Some(r#"{"scenario_id":"s1","task_id":"t1"}"#));
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(r#"{"scenario_id":"s1","task_id":"t1"}"#)
+        );
         let r = decode(json!({"scenario_id": "", "task_id": "t1", "prompt": "p"})).unwrap();
         assert_eq!(r.task_id, "t1");
         assert_eq!(r.extra.as_deref(), Some(r#"{"scenario_id":""}"#));
@@ -662,7 +703,8 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("reward"));
         let e = decode(json!({"prompt": "p", "reward": true})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("reward"));
-        let e = decode(json!({"prompt": "p", "steps": [{"tool": "t", "n_tokens": "x"}]})).unwrap_err();
+        let e =
+            decode(json!({"prompt": "p", "steps": [{"tool": "t", "n_tokens": "x"}]})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("steps[0].n_tokens"));
         let e = decode(json!({"schema_version": "1", "prompt": "p", "steps": []})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("final_text"));
@@ -674,8 +716,11 @@ mod tests {
 
     #[test]
     fn dims_gather_axes_and_scenario_dimensions() {
-        let r = decode(json!({"prompt": "p", "tier": "ordinary", "intent_known": true,
-            "scenario_dimensions": {"tool": "lookup_order", "tier": "hard"}})).unwrap();
+        let r = decode(
+            json!({"prompt": "p", "tier": "ordinary", "intent_known": true,
+            "scenario_dimensions": {"tool": "lookup_order", "tier": "hard"}}),
+        )
+        .unwrap();
         assert_eq!(
             r.dims.unwrap(),
             vec![
@@ -690,6 +735,9 @@ mod tests {
     fn explicit_nulls_are_kept() {
         let r = decode(json!({"prompt": "p", "user_model": null, "reward": null})).unwrap();
         assert_eq!(r.user_model, None);
-        assert_eq!(r.extra.as_deref(), Some(r#"{"user_model":null,"reward":null}"#));
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(r#"{"user_model":null,"reward":null}"#)
+        );
     }
 }

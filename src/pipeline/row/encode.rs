@@ -45,14 +45,27 @@ const TEXT_COLUMNS: [&str; 10] = [
 ];
 
 /// JSON text columns written back as JSON values.
-const JSON_COLUMNS: [&str; 4] = [col::PRIVILEGED, col::JUDGE_META, col::LINEAGE, col::SAMPLING];
+const JSON_COLUMNS: [&str; 4] = [
+    col::PRIVILEGED,
+    col::JUDGE_META,
+    col::LINEAGE,
+    col::SAMPLING,
+];
 
 fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
-    batch.column_by_name(name).map(AsRef::as_ref).ok_or_else(|| Error::MissingColumn {
-        stage: "encode".into(),
-        column: name.into(),
-        found: batch.schema().fields().iter().map(|f| f.name().clone()).collect(),
-    })
+    batch
+        .column_by_name(name)
+        .map(AsRef::as_ref)
+        .ok_or_else(|| Error::MissingColumn {
+            stage: "encode".into(),
+            column: name.into(),
+            found: batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+        })
 }
 
 impl<'a> BatchView<'a> {
@@ -60,7 +73,11 @@ impl<'a> BatchView<'a> {
     pub fn new(batch: &'a RecordBatch) -> Result<Self> {
         crate::schema::check_columns(
             &batch.schema(),
-            &row_schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>(),
+            &row_schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect::<Vec<_>>(),
             "encode",
         )?;
         let s = |name| -> Result<&'a StringArray> { Ok(column(batch, name)?.as_string::<i32>()) };
@@ -82,7 +99,10 @@ impl<'a> BatchView<'a> {
                 .iter()
                 .map(|c| Ok((*c, s(c)?)))
                 .collect::<Result<_>>()?,
-            json: JSON_COLUMNS.iter().map(|c| Ok((*c, s(c)?))).collect::<Result<_>>()?,
+            json: JSON_COLUMNS
+                .iter()
+                .map(|c| Ok((*c, s(c)?)))
+                .collect::<Result<_>>()?,
             extra: s(col::EXTRA)?,
         })
     }
@@ -124,7 +144,10 @@ fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
     let mut out = Vec::with_capacity(end - start);
     for i in start..end {
         let mut m = Map::new();
-        for (f, name) in ["role", "content", "name", "tool_call_id"].iter().enumerate() {
+        for (f, name) in ["role", "content", "name", "tool_call_id"]
+            .iter()
+            .enumerate()
+        {
             if let Some(t) = struct_text(items, f, i) {
                 m.insert((*name).to_owned(), Value::String(t.to_owned()));
             }
@@ -197,10 +220,19 @@ fn encode_steps(list: &ListArray, row: usize) -> Result<Value> {
 /// written when the other fields derive them again (the usual case: their sources are in `extra`).
 pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
     let mut out = Map::new();
-    out.insert(col::TASK_ID.into(), Value::String(v.task_id.value(i).to_owned()));
-    out.insert(col::ROLLOUT_ID.into(), Value::String(v.rollout_id.value(i).to_owned()));
+    out.insert(
+        col::TASK_ID.into(),
+        Value::String(v.task_id.value(i).to_owned()),
+    );
+    out.insert(
+        col::ROLLOUT_ID.into(),
+        Value::String(v.rollout_id.value(i).to_owned()),
+    );
     if v.rollout_index.is_valid(i) {
-        out.insert(col::ROLLOUT_INDEX.into(), Value::Number(v.rollout_index.value(i).into()));
+        out.insert(
+            col::ROLLOUT_INDEX.into(),
+            Value::Number(v.rollout_index.value(i).into()),
+        );
     }
     if let Some(p) = text(v.prompt, i) {
         out.insert(col::PROMPT.into(), Value::String(p.to_owned()));
@@ -219,7 +251,12 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
         let tools = tools.as_string::<i32>();
         out.insert(
             col::TOOLS_USED.into(),
-            Value::Array(tools.iter().map(|t| t.map_or(Value::Null, |t| Value::String(t.into()))).collect()),
+            Value::Array(
+                tools
+                    .iter()
+                    .map(|t| t.map_or(Value::Null, |t| Value::String(t.into())))
+                    .collect(),
+            ),
         );
     }
     if v.reward.is_valid(i) {
@@ -236,7 +273,11 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
         let values = v.markers.values().as_primitive::<Float64Type>();
         let mut m = Map::new();
         for j in offsets[i].as_usize()..offsets[i + 1].as_usize() {
-            let value = if values.is_valid(j) { float(values.value(j)) } else { Value::Null };
+            let value = if values.is_valid(j) {
+                float(values.value(j))
+            } else {
+                Value::Null
+            };
             m.insert(keys.value(j).to_owned(), value);
         }
         out.insert(col::MARKERS.into(), Value::Object(m));
@@ -256,7 +297,11 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
                     out.insert(k, value);
                 }
             }
-            _ => return Err(Error::Internal("`extra` holds JSON that is not an object".into())),
+            _ => {
+                return Err(Error::Internal(
+                    "`extra` holds JSON that is not an object".into(),
+                ));
+            }
         }
     }
     // Derived columns are written only when the fields above would not derive them again.
@@ -268,12 +313,18 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
             .map(|j| (keys.value(j).to_owned(), values.value(j).to_owned()))
             .collect();
         if super::derive_dims(&out).as_ref() != Some(&dims) {
-            let obj = dims.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+            let obj = dims
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
             out.insert(col::DIMS.into(), Value::Object(obj));
         }
     }
     if v.eval_run.is_valid(i) && v.eval_run.value(i) != super::derive_eval_run(&out) {
-        out.insert(col::EVAL_RUN.into(), Value::Number(v.eval_run.value(i).into()));
+        out.insert(
+            col::EVAL_RUN.into(),
+            Value::Number(v.eval_run.value(i).into()),
+        );
     }
     Ok(out)
 }

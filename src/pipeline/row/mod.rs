@@ -15,7 +15,10 @@ mod decode;
 mod encode;
 
 pub use build::{BATCH_ROWS, Builder};
-pub use decode::{AXES, FieldError, canonical_json, content_of, decode, derive_dims, derive_eval_run, prompt_task_id};
+pub use decode::{
+    AXES, FieldError, canonical_json, content_of, decode, derive_dims, derive_eval_run,
+    prompt_task_id,
+};
 pub use encode::{BatchView, encode};
 
 /// One tool call of an assistant message.

@@ -133,7 +133,11 @@ fn share(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| round4(part as f64 / whole as f64))
 }
 
-fn agreed<T: Clone>(name: &str, (distinct, value): &(u64, Option<T>), mixed: &mut Vec<String>) -> Option<T> {
+fn agreed<T: Clone>(
+    name: &str,
+    (distinct, value): &(u64, Option<T>),
+    mixed: &mut Vec<String>,
+) -> Option<T> {
     match distinct {
         1 => value.clone(),
         0 => None,
@@ -171,7 +175,11 @@ fn degenerate_note(facts: &Facts) -> Option<String> {
     if facts.graded < 2 || lo != hi {
         return None;
     }
-    let v = if lo.fract() == 0.0 { format!("{lo:.0}") } else { format!("{lo:.2}") };
+    let v = if lo.fract() == 0.0 {
+        format!("{lo:.0}")
+    } else {
+        format!("{lo:.2}")
+    };
     Some(format!(
         "every row scored {v} ({n} of {n}); check the judge before reading this number",
         n = facts.graded
@@ -197,7 +205,11 @@ fn nothing_to_score(facts: &Facts) -> String {
 
 /// The reference's note when an interval cannot be had.
 pub fn no_interval_note(n_tasks: usize, quantity: &str) -> String {
-    let tasks = if n_tasks == 1 { "1 task".to_owned() } else { format!("{n_tasks} tasks") };
+    let tasks = if n_tasks == 1 {
+        "1 task".to_owned()
+    } else {
+        format!("{n_tasks} tasks")
+    };
     format!(
         "no interval on {quantity}: {tasks}, and a bootstrap needs 3; it resamples tasks, so run more tasks, or give each row its own task_id when the rows are separate items"
     )
@@ -208,7 +220,11 @@ fn ci(values: &[f64], opts: &super::Options) -> Option<[f64; 2]> {
 }
 
 fn join(parts: impl IntoIterator<Item = String>) -> String {
-    parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("; ")
+    parts
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Computes the numbers for `tasks` (ordered by task id, each with `n > 0`) at `k` (`None` =
@@ -236,7 +252,10 @@ pub fn estimate(
             n_partial,
             n_rows: 0,
             n_unjudged,
-            note: join([degenerate_note(facts).unwrap_or_default(), nothing_to_score(facts)]),
+            note: join([
+                degenerate_note(facts).unwrap_or_default(),
+                nothing_to_score(facts),
+            ]),
             ci95: None,
             pass_pow_k_ci95: None,
             pass_at_k_ci95: None,
@@ -245,12 +264,20 @@ pub fn estimate(
         };
     }
     #[allow(clippy::cast_precision_loss)]
-    let per_task: Vec<(String, f64)> = tasks.iter().map(|t| (t.task_id.clone(), t.c as f64 / t.n as f64)).collect();
+    let per_task: Vec<(String, f64)> = tasks
+        .iter()
+        .map(|t| (t.task_id.clone(), t.c as f64 / t.n as f64))
+        .collect();
     let rates: Vec<f64> = per_task.iter().map(|(_, r)| *r).collect();
     let pass_at_1 = sum::mean(&rates);
     let multi: Vec<u64> = tasks.iter().map(|t| t.n).filter(|n| *n >= 2).collect();
     let k_given = k.is_some();
-    let k = k.unwrap_or_else(|| multi.iter().min().map_or(1, |m| u32::try_from(*m).unwrap_or(u32::MAX)));
+    let k = k.unwrap_or_else(|| {
+        multi
+            .iter()
+            .min()
+            .map_or(1, |m| u32::try_from(*m).unwrap_or(u32::MAX))
+    });
     let mut sizes = multi.clone();
     sizes.sort_unstable();
     sizes.dedup();
@@ -273,7 +300,10 @@ pub fn estimate(
     } else {
         let eligible: Vec<&TaskCounts> = tasks.iter().filter(|t| t.n >= k64).collect();
         let imputed: Vec<&TaskCounts> = if opts.unanimous_short {
-            tasks.iter().filter(|t| t.n < k64 && (t.c == 0 || t.c == t.n)).collect()
+            tasks
+                .iter()
+                .filter(|t| t.n < k64 && (t.c == 0 || t.c == t.n))
+                .collect()
         } else {
             Vec::new()
         };
@@ -294,7 +324,11 @@ pub fn estimate(
             n_at_k = (eligible.len() + imputed.len()) as u64;
             n_imputed = imputed.len() as u64;
             if uneven {
-                k_note = format!("groups are uneven ({} to {} repeats); k is the smallest", sizes[0], sizes[sizes.len() - 1]);
+                k_note = format!(
+                    "groups are uneven ({} to {} repeats); k is the smallest",
+                    sizes[0],
+                    sizes[sizes.len() - 1]
+                );
             }
         }
     }
@@ -343,7 +377,11 @@ mod tests {
         prop::collection::vec((k..k + 8).prop_flat_map(|n| (Just(n), 0..=n)), 3..40).prop_map(|v| {
             v.into_iter()
                 .enumerate()
-                .map(|(i, (n, c))| TaskCounts { task_id: format!("t{i:03}"), n, c })
+                .map(|(i, (n, c))| TaskCounts {
+                    task_id: format!("t{i:03}"),
+                    n,
+                    c,
+                })
                 .collect()
         })
     }
@@ -384,9 +422,32 @@ mod tests {
 
     #[test]
     fn under_three_tasks_there_is_no_interval_and_the_note_says_why() {
-        let tasks = vec![TaskCounts { task_id: "a".into(), n: 4, c: 3 }, TaskCounts { task_id: "b".into(), n: 4, c: 3 }];
-        let r = estimate(&tasks, 0, 0, &Facts::default(), None, &crate::stages::pass_at::Options::default());
+        let tasks = vec![
+            TaskCounts {
+                task_id: "a".into(),
+                n: 4,
+                c: 3,
+            },
+            TaskCounts {
+                task_id: "b".into(),
+                n: 4,
+                c: 3,
+            },
+        ];
+        let r = estimate(
+            &tasks,
+            0,
+            0,
+            &Facts::default(),
+            None,
+            &crate::stages::pass_at::Options::default(),
+        );
         assert_eq!(r.ci95, None);
-        assert!(r.note.starts_with("no interval on pass@1: 2 tasks, and a bootstrap needs 3"), "{}", r.note);
+        assert!(
+            r.note
+                .starts_with("no interval on pass@1: 2 tasks, and a bootstrap needs 3"),
+            "{}",
+            r.note
+        );
     }
 }

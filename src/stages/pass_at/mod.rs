@@ -101,7 +101,13 @@ fn default_draws() -> u32 {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { k: Vec::new(), min_k: MIN_K, unanimous_short: false, seed: 0, draws: default_draws() }
+        Self {
+            k: Vec::new(),
+            min_k: MIN_K,
+            unanimous_short: false,
+            seed: 0,
+            draws: default_draws(),
+        }
     }
 }
 
@@ -130,7 +136,12 @@ fn slice_expr(input: &DataFrame, slice: Option<&Slice>) -> Result<Expr> {
         Err(Error::MissingColumn {
             stage: "pass-at".into(),
             column: name.to_owned(),
-            found: input.schema().fields().iter().map(|f| f.name().clone()).collect(),
+            found: input
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
         })
     };
     Ok(match slice {
@@ -168,7 +179,10 @@ fn register(ctx: &SessionContext, input: DataFrame, slice: Option<&Slice>) -> Re
     let messages = if schema.field_with_unqualified_name(c::MESSAGES).is_ok() {
         col(c::MESSAGES)
     } else {
-        let ty = crate::schema::row_schema().field_with_name(c::MESSAGES)?.data_type().clone();
+        let ty = crate::schema::row_schema()
+            .field_with_name(c::MESSAGES)?
+            .data_type()
+            .clone();
         lit(ScalarValue::try_from(&ty)?).alias(c::MESSAGES)
     };
     exprs.push(messages);
@@ -179,7 +193,11 @@ fn register(ctx: &SessionContext, input: DataFrame, slice: Option<&Slice>) -> Re
 }
 
 /// Plans the per-task counts and the per-slice facts. Lazy: reads nothing yet.
-pub async fn plan(ctx: &SessionContext, input: DataFrame, slice: Option<&Slice>) -> Result<(DataFrame, DataFrame)> {
+pub async fn plan(
+    ctx: &SessionContext,
+    input: DataFrame,
+    slice: Option<&Slice>,
+) -> Result<(DataFrame, DataFrame)> {
     register(ctx, input, slice)?;
     let tasks = ctx.sql(stage::PASS_AT_TASKS.sql).await?;
     let facts = ctx.sql(stage::PASS_AT_FACTS.sql).await?;
@@ -202,19 +220,28 @@ pub struct SliceData {
 }
 
 fn strings(batch: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
-    let a = batch.column_by_name(name).ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
+    let a = batch
+        .column_by_name(name)
+        .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
     let a = datafusion::arrow::compute::cast(a, &DataType::Utf8)?;
-    Ok(a.as_string::<i32>().iter().map(|v| v.map(str::to_owned)).collect())
+    Ok(a.as_string::<i32>()
+        .iter()
+        .map(|v| v.map(str::to_owned))
+        .collect())
 }
 
 fn ints(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
-    let a = batch.column_by_name(name).ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
+    let a = batch
+        .column_by_name(name)
+        .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
     let a = datafusion::arrow::compute::cast(a, &DataType::Int64)?;
     Ok(a.as_primitive::<Int64Type>().iter().collect())
 }
 
 fn floats(batch: &RecordBatch, name: &str) -> Result<Vec<Option<f64>>> {
-    let a = batch.column_by_name(name).ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
+    let a = batch
+        .column_by_name(name)
+        .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
     let a = datafusion::arrow::compute::cast(a, &DataType::Float64)?;
     Ok(a.as_primitive::<Float64Type>().iter().collect())
 }
@@ -224,27 +251,67 @@ fn count(v: Option<i64>) -> u64 {
 }
 
 /// Runs the plans of [`plan`] and gathers each slice's data (one slice without slicing).
-pub async fn collect(ctx: &SessionContext, tasks: DataFrame, facts: DataFrame) -> Result<Vec<SliceData>> {
+pub async fn collect(
+    ctx: &SessionContext,
+    tasks: DataFrame,
+    facts: DataFrame,
+) -> Result<Vec<SliceData>> {
     let mut slices: Vec<SliceData> = Vec::new();
     let mut blank_final: Vec<u64> = Vec::new();
     for batch in facts.collect().await? {
         let value = strings(&batch, "slice")?;
         let cols: Vec<(&str, Vec<Option<i64>>)> = [
-            "rows", "graded", "status_rows", "failed_rows", "finish_rows", "truncated_rows", "spoken_known",
-            "spoken_answered", "spoken_unclosed", "blank_final", "temperature_n", "max_tokens_n",
-            "policy_version_n", "judge_version_n", "prompt_hash_n", "user_model_n", "writer_model_n",
+            "rows",
+            "graded",
+            "status_rows",
+            "failed_rows",
+            "finish_rows",
+            "truncated_rows",
+            "spoken_known",
+            "spoken_answered",
+            "spoken_unclosed",
+            "blank_final",
+            "temperature_n",
+            "max_tokens_n",
+            "policy_version_n",
+            "judge_version_n",
+            "prompt_hash_n",
+            "user_model_n",
+            "writer_model_n",
         ]
         .iter()
         .map(|n| Ok((*n, ints(&batch, n)?)))
         .collect::<Result<_>>()?;
-        let get = |name: &str, i: usize| count(cols.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v[i]));
-        let (rmin, rmax, temp, max_tokens) =
-            (floats(&batch, "reward_min")?, floats(&batch, "reward_max")?, floats(&batch, "temperature")?, ints(&batch, "max_tokens")?);
-        let texts: Vec<(&str, Vec<Option<String>>)> = ["failed_reason", "policy_version", "judge_version", "prompt_hash", "user_model", "writer_model"]
-            .iter()
-            .map(|n| Ok((*n, strings(&batch, n)?)))
-            .collect::<Result<_>>()?;
-        let text = |name: &str, i: usize| texts.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v[i].clone());
+        let get = |name: &str, i: usize| {
+            count(
+                cols.iter()
+                    .find(|(n, _)| *n == name)
+                    .and_then(|(_, v)| v[i]),
+            )
+        };
+        let (rmin, rmax, temp, max_tokens) = (
+            floats(&batch, "reward_min")?,
+            floats(&batch, "reward_max")?,
+            floats(&batch, "temperature")?,
+            ints(&batch, "max_tokens")?,
+        );
+        let texts: Vec<(&str, Vec<Option<String>>)> = [
+            "failed_reason",
+            "policy_version",
+            "judge_version",
+            "prompt_hash",
+            "user_model",
+            "writer_model",
+        ]
+        .iter()
+        .map(|n| Ok((*n, strings(&batch, n)?)))
+        .collect::<Result<_>>()?;
+        let text = |name: &str, i: usize| {
+            texts
+                .iter()
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v[i].clone())
+        };
         let statuses = batch
             .column_by_name("failed_statuses")
             .ok_or_else(|| Error::Internal("no column `failed_statuses`".into()))?
@@ -253,7 +320,11 @@ pub async fn collect(ctx: &SessionContext, tasks: DataFrame, facts: DataFrame) -
         for i in 0..batch.num_rows() {
             let mut failed: Vec<String> = if statuses.is_valid(i) {
                 let v = statuses.value(i);
-                v.as_string::<i32>().iter().flatten().map(str::to_owned).collect()
+                v.as_string::<i32>()
+                    .iter()
+                    .flatten()
+                    .map(str::to_owned)
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -282,18 +353,33 @@ pub async fn collect(ctx: &SessionContext, tasks: DataFrame, facts: DataFrame) -
                 writer_model: field("writer_model"),
             };
             blank_final.push(get("blank_final", i));
-            slices.push(SliceData { value: value[i].clone().unwrap_or_default(), facts, ..SliceData::default() });
+            slices.push(SliceData {
+                value: value[i].clone().unwrap_or_default(),
+                facts,
+                ..SliceData::default()
+            });
         }
     }
     if blank_final.iter().any(|n| *n > 0) {
         // Rows whose final text is blank: their spoken reply is in `messages`, read by a second,
         // filtered scan only when such rows exist.
-        for batch in ctx.sql(stage::PASS_AT_BLANK_REPLIES.sql).await?.collect().await? {
+        for batch in ctx
+            .sql(stage::PASS_AT_BLANK_REPLIES.sql)
+            .await?
+            .collect()
+            .await?
+        {
             let value = strings(&batch, "slice")?;
-            let (known, answered, unclosed) =
-                (ints(&batch, "spoken_known")?, ints(&batch, "spoken_answered")?, ints(&batch, "spoken_unclosed")?);
+            let (known, answered, unclosed) = (
+                ints(&batch, "spoken_known")?,
+                ints(&batch, "spoken_answered")?,
+                ints(&batch, "spoken_unclosed")?,
+            );
             for i in 0..batch.num_rows() {
-                if let Some(s) = slices.iter_mut().find(|s| Some(&s.value) == value[i].as_ref()) {
+                if let Some(s) = slices
+                    .iter_mut()
+                    .find(|s| Some(&s.value) == value[i].as_ref())
+                {
                     s.facts.spoken_known += count(known[i]);
                     s.facts.spoken_answered += count(answered[i]);
                     s.facts.spoken_unclosed += count(unclosed[i]);
@@ -303,17 +389,21 @@ pub async fn collect(ctx: &SessionContext, tasks: DataFrame, facts: DataFrame) -
     }
     for batch in tasks.collect().await? {
         let (value, task) = (strings(&batch, "slice")?, strings(&batch, c::TASK_ID)?);
-        let (n, cc, partial, unjudged) = (ints(&batch, "n")?, ints(&batch, "c")?, ints(&batch, "partial")?, ints(&batch, "unjudged")?);
+        let (n, cc, partial, unjudged) = (
+            ints(&batch, "n")?,
+            ints(&batch, "c")?,
+            ints(&batch, "partial")?,
+            ints(&batch, "unjudged")?,
+        );
         let mut current: Option<usize> = None;
         for i in 0..batch.num_rows() {
             let v = value[i].clone().unwrap_or_default();
             let idx = match current {
                 Some(idx) if slices[idx].value == v => idx,
                 _ => {
-                    let idx = slices
-                        .iter()
-                        .position(|s| s.value == v)
-                        .ok_or_else(|| Error::Internal(format!("slice `{v}` has tasks but no facts")))?;
+                    let idx = slices.iter().position(|s| s.value == v).ok_or_else(|| {
+                        Error::Internal(format!("slice `{v}` has tasks but no facts"))
+                    })?;
                     current = Some(idx);
                     idx
                 }
@@ -323,7 +413,11 @@ pub async fn collect(ctx: &SessionContext, tasks: DataFrame, facts: DataFrame) -
             s.n_unjudged += count(unjudged[i]);
             let n = count(n[i]);
             if n > 0 {
-                s.tasks.push(TaskCounts { task_id: task[i].clone().unwrap_or_default(), n, c: count(cc[i]) });
+                s.tasks.push(TaskCounts {
+                    task_id: task[i].clone().unwrap_or_default(),
+                    n,
+                    c: count(cc[i]),
+                });
             }
         }
     }
@@ -332,12 +426,32 @@ pub async fn collect(ctx: &SessionContext, tasks: DataFrame, facts: DataFrame) -
 
 /// The stage's numbers for one slice at each k asked for (one entry, the default k, when none).
 pub fn finish(data: &SliceData, opts: &Options) -> Vec<PassAt> {
-    let ks: Vec<Option<u32>> = if opts.k.is_empty() { vec![None] } else { opts.k.iter().copied().map(Some).collect() };
-    ks.into_iter().map(|k| estimate(&data.tasks, data.n_partial, data.n_unjudged, &data.facts, k, opts)).collect()
+    let ks: Vec<Option<u32>> = if opts.k.is_empty() {
+        vec![None]
+    } else {
+        opts.k.iter().copied().map(Some).collect()
+    };
+    ks.into_iter()
+        .map(|k| {
+            estimate(
+                &data.tasks,
+                data.n_partial,
+                data.n_unjudged,
+                &data.facts,
+                k,
+                opts,
+            )
+        })
+        .collect()
 }
 
 /// The whole stage on a `DataFrame`: overall, then each slicing, each with its slices.
-pub async fn run(ctx: &SessionContext, input: DataFrame, by: &[Slice], opts: &Options) -> Result<Report> {
+pub async fn run(
+    ctx: &SessionContext,
+    input: DataFrame,
+    by: &[Slice],
+    opts: &Options,
+) -> Result<Report> {
     if opts.draws == 0 {
         return Err(Error::Usage("`--draws` must be at least 1".into()));
     }
@@ -345,16 +459,29 @@ pub async fn run(ctx: &SessionContext, input: DataFrame, by: &[Slice], opts: &Op
         return Err(Error::Usage("k must be at least 1".into()));
     }
     let (tasks, facts) = plan(ctx, input.clone(), None).await?;
-    let overall = collect(ctx, tasks, facts).await?.into_iter().next().unwrap_or_default();
+    let overall = collect(ctx, tasks, facts)
+        .await?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     let overall_numbers = finish(&overall, opts);
     let mut slices = Vec::new();
     for slice in by {
         let (tasks, facts) = plan(ctx, input.clone(), Some(slice)).await?;
         for data in collect(ctx, tasks, facts).await? {
-            slices.push(SliceReport { by: slice.name(), value: data.value.clone(), results: finish(&data, opts) });
+            slices.push(SliceReport {
+                by: slice.name(),
+                value: data.value.clone(),
+                results: finish(&data, opts),
+            });
         }
     }
-    Ok(Report { seed: opts.seed, draws: opts.draws, results: overall_numbers, slices })
+    Ok(Report {
+        seed: opts.seed,
+        draws: opts.draws,
+        results: overall_numbers,
+        slices,
+    })
 }
 
 /// One slice's numbers.
@@ -387,9 +514,14 @@ impl std::fmt::Display for Report {
             writeln!(f, "{r}")?;
         }
         if let Some(first) = self.results.first()
-            && first.n_unjudged > 0 {
-                writeln!(f, "{} without a reward (unjudged) are not counted", crate::commands::plural(first.n_unjudged, "row"))?;
-            }
+            && first.n_unjudged > 0
+        {
+            writeln!(
+                f,
+                "{} without a reward (unjudged) are not counted",
+                crate::commands::plural(first.n_unjudged, "row")
+            )?;
+        }
         for s in &self.slices {
             for r in &s.results {
                 writeln!(f, "  {}={}: {r}", s.by, s.value)?;

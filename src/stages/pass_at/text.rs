@@ -23,7 +23,10 @@ impl std::fmt::Display for PassAt {
             tail.push_str(&format!("; {} of rows cut by the token cap", percent(t)));
         }
         if let Some(a) = self.config.answered_share.filter(|a| *a < 1.0) {
-            tail.push_str(&format!("; {} of rows have no spoken reply", percent(1.0 - a)));
+            tail.push_str(&format!(
+                "; {} of rows have no spoken reply",
+                percent(1.0 - a)
+            ));
         }
         if !self.note.is_empty() {
             tail.push_str("; ");
