@@ -5,12 +5,13 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::{Context, Outcome, plural};
+use super::{Context, Outcome};
 use crate::cli::{ConvertArgs, RowFormat};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::io::{self, Background, JsonlSink, OnBadRow, ParquetSink, Sink};
 use crate::pipeline::read::Reader;
 use crate::pipeline::source::{self, Format};
+use crate::report::plural;
 use crate::schema::row_schema;
 
 /// The format `path` should be written in.

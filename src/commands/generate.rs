@@ -4,10 +4,11 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::{Context, Outcome, plural};
+use super::{Context, Outcome};
 use crate::cli::GenArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::row::{BATCH_ROWS, Builder};
+use crate::report::plural;
 use crate::synth;
 
 /// Runs `wai gen`.

@@ -7,12 +7,13 @@ use std::time::Instant;
 use datafusion::arrow::array::RecordBatch;
 use serde_json::json;
 
-use super::{Context, Outcome, plural};
+use super::{Context, Outcome};
 use crate::cli::IngestArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::ingest::{self, Format, Options, OtelFields};
 use crate::pipeline::io::{self, Accept, Identity, OnBadRow, ReadCounts};
 use crate::pipeline::source::{self, Input};
+use crate::report::plural;
 
 /// Bytes read to recognise a file's format.
 const HEAD_BYTES: u64 = 1 << 20;

@@ -84,11 +84,6 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     }
 }
 
-/// `1 row`, `2 rows`.
-pub(crate) fn plural(n: u64, word: &str) -> String {
-    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
-}
-
 /// Converts JSONL inputs to Parquet files in `scratch`, so every table is scanned as Parquet.
 fn as_parquet(ctx: &Context, inputs: Vec<Input>, scratch: &std::path::Path) -> Result<Vec<Input>> {
     let mut out = Vec::with_capacity(inputs.len());

@@ -12,12 +12,13 @@ use datafusion::parquet::arrow::ArrowWriter;
 use futures::StreamExt;
 use serde_json::json;
 
-use super::{Context, Outcome, plural};
+use super::{Context, Outcome};
 use crate::cli::SqlArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::io::AtomicFile;
 use crate::pipeline::session;
 use crate::queries;
+use crate::report::plural;
 use crate::report::table;
 
 /// The table name a bare `--table PATH` gets.

@@ -519,7 +519,7 @@ impl std::fmt::Display for Report {
             writeln!(
                 f,
                 "{} without a reward (unjudged) are not counted",
-                crate::commands::plural(first.n_unjudged, "row")
+                crate::report::plural(first.n_unjudged, "row")
             )?;
         }
         for s in &self.slices {
