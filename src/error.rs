@@ -109,6 +109,19 @@ fn backticked(names: &[String]) -> String {
 }
 
 impl Error {
+    /// A stage's input lacks `column`; the message lists the columns `found` has.
+    pub fn missing_column(
+        stage: impl Into<String>,
+        column: impl Into<String>,
+        found: &datafusion::arrow::datatypes::Schema,
+    ) -> Self {
+        Self::MissingColumn {
+            stage: stage.into(),
+            column: column.into(),
+            found: found.fields().iter().map(|f| f.name().clone()).collect(),
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {

@@ -230,11 +230,7 @@ pub fn check_columns(found: &Schema, needed: &[&str], stage: &str) -> Result<()>
     let want = row_schema();
     for name in needed {
         let Ok(field) = found.field_with_name(name) else {
-            return Err(Error::MissingColumn {
-                stage: stage.to_owned(),
-                column: (*name).to_owned(),
-                found: found.fields().iter().map(|f| f.name().clone()).collect(),
-            });
+            return Err(Error::missing_column(stage, *name, found));
         };
         if let Ok(expected) = want.field_with_name(name)
             && expected.data_type() != field.data_type()

@@ -737,16 +737,11 @@ pub fn conform(batch: &RecordBatch, source: &str) -> Result<RecordBatch> {
                 columns.push(new_null_array(field.data_type(), batch.num_rows()))
             }
             None => {
-                return Err(Error::MissingColumn {
-                    stage: format!("read `{source}`"),
-                    column: field.name().clone(),
-                    found: batch
-                        .schema()
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().clone())
-                        .collect(),
-                });
+                return Err(Error::missing_column(
+                    format!("read `{source}`"),
+                    field.name(),
+                    &batch.schema(),
+                ));
             }
         }
     }

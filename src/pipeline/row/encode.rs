@@ -56,16 +56,7 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
     batch
         .column_by_name(name)
         .map(AsRef::as_ref)
-        .ok_or_else(|| Error::MissingColumn {
-            stage: "encode".into(),
-            column: name.into(),
-            found: batch
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect(),
-        })
+        .ok_or_else(|| Error::missing_column("encode", name, &batch.schema()))
 }
 
 impl<'a> BatchView<'a> {

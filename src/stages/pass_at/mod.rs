@@ -133,16 +133,11 @@ fn slice_expr(input: &DataFrame, slice: Option<&Slice>) -> Result<Expr> {
         if input.schema().field_with_unqualified_name(name).is_ok() {
             return Ok(());
         }
-        Err(Error::MissingColumn {
-            stage: "pass-at".into(),
-            column: name.to_owned(),
-            found: input
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect(),
-        })
+        Err(Error::missing_column(
+            "pass-at",
+            name,
+            input.schema().as_arrow(),
+        ))
     };
     Ok(match slice {
         None => lit(""),
