@@ -27,7 +27,7 @@
 mod estimate;
 mod text;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::common::ScalarValue;
 use datafusion::functions_nested::expr_fn::array_element;
@@ -233,16 +233,69 @@ fn ints(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
     Ok(a.as_primitive::<Int64Type>().iter().collect())
 }
 
-fn floats(batch: &RecordBatch, name: &str) -> Result<Vec<Option<f64>>> {
-    let a = batch
-        .column_by_name(name)
-        .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
-    let a = datafusion::arrow::compute::cast(a, &DataType::Float64)?;
-    Ok(a.as_primitive::<Float64Type>().iter().collect())
-}
-
 fn count(v: Option<i64>) -> u64 {
     v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0)
+}
+
+/// Single cells of a small result batch (one row per slice), by column name.
+struct Cells<'a>(&'a RecordBatch);
+
+impl Cells<'_> {
+    fn column(&self, name: &str, ty: &DataType) -> Result<ArrayRef> {
+        let a = self
+            .0
+            .column_by_name(name)
+            .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
+        Ok(datafusion::arrow::compute::cast(a, ty)?)
+    }
+
+    fn int(&self, name: &str, i: usize) -> Result<Option<i64>> {
+        let a = self.column(name, &DataType::Int64)?;
+        let a = a.as_primitive::<Int64Type>();
+        Ok(a.is_valid(i).then(|| a.value(i)))
+    }
+
+    fn count(&self, name: &str, i: usize) -> Result<u64> {
+        Ok(count(self.int(name, i)?))
+    }
+
+    fn float(&self, name: &str, i: usize) -> Result<Option<f64>> {
+        let a = self.column(name, &DataType::Float64)?;
+        let a = a.as_primitive::<Float64Type>();
+        Ok(a.is_valid(i).then(|| a.value(i)))
+    }
+
+    fn text(&self, name: &str, i: usize) -> Result<Option<String>> {
+        let a = self.column(name, &DataType::Utf8)?;
+        let a = a.as_string::<i32>();
+        Ok(a.is_valid(i).then(|| a.value(i).to_owned()))
+    }
+
+    /// The sorted strings of a list cell (empty when null).
+    fn sorted_list(&self, name: &str, i: usize) -> Result<Vec<String>> {
+        let a = self
+            .0
+            .column_by_name(name)
+            .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?
+            .as_list::<i32>();
+        if !a.is_valid(i) {
+            return Ok(Vec::new());
+        }
+        let values = datafusion::arrow::compute::cast(&a.value(i), &DataType::Utf8)?;
+        let mut out: Vec<String> = values
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .map(str::to_owned)
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// (distinct values, the value) of a config field.
+    fn agreed(&self, name: &str, i: usize) -> Result<(u64, Option<String>)> {
+        Ok((self.count(&format!("{name}_n"), i)?, self.text(name, i)?))
+    }
 }
 
 /// Runs the plans of [`plan`] and gathers each slice's data (one slice without slicing).
@@ -252,110 +305,41 @@ pub async fn collect(
     facts: DataFrame,
 ) -> Result<Vec<SliceData>> {
     let mut slices: Vec<SliceData> = Vec::new();
-    let mut blank_final: Vec<u64> = Vec::new();
+    let mut blank_final = 0;
     for batch in facts.collect().await? {
-        let value = strings(&batch, "slice")?;
-        let cols: Vec<(&str, Vec<Option<i64>>)> = [
-            "rows",
-            "graded",
-            "status_rows",
-            "failed_rows",
-            "finish_rows",
-            "truncated_rows",
-            "spoken_known",
-            "spoken_answered",
-            "spoken_unclosed",
-            "blank_final",
-            "temperature_n",
-            "max_tokens_n",
-            "policy_version_n",
-            "judge_version_n",
-            "prompt_hash_n",
-            "user_model_n",
-            "writer_model_n",
-        ]
-        .iter()
-        .map(|n| Ok((*n, ints(&batch, n)?)))
-        .collect::<Result<_>>()?;
-        let get = |name: &str, i: usize| {
-            count(
-                cols.iter()
-                    .find(|(n, _)| *n == name)
-                    .and_then(|(_, v)| v[i]),
-            )
-        };
-        let (rmin, rmax, temp, max_tokens) = (
-            floats(&batch, "reward_min")?,
-            floats(&batch, "reward_max")?,
-            floats(&batch, "temperature")?,
-            ints(&batch, "max_tokens")?,
-        );
-        let texts: Vec<(&str, Vec<Option<String>>)> = [
-            "failed_reason",
-            "policy_version",
-            "judge_version",
-            "prompt_hash",
-            "user_model",
-            "writer_model",
-        ]
-        .iter()
-        .map(|n| Ok((*n, strings(&batch, n)?)))
-        .collect::<Result<_>>()?;
-        let text = |name: &str, i: usize| {
-            texts
-                .iter()
-                .find(|(n, _)| *n == name)
-                .and_then(|(_, v)| v[i].clone())
-        };
-        let statuses = batch
-            .column_by_name("failed_statuses")
-            .ok_or_else(|| Error::Internal("no column `failed_statuses`".into()))?
-            .as_list::<i32>()
-            .clone();
+        let c = Cells(&batch);
         for i in 0..batch.num_rows() {
-            let mut failed: Vec<String> = if statuses.is_valid(i) {
-                let v = statuses.value(i);
-                v.as_string::<i32>()
-                    .iter()
-                    .flatten()
-                    .map(str::to_owned)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            failed.sort();
-            let field = |n: &str| (get(&format!("{n}_n"), i), text(n, i));
             let facts = Facts {
-                rows: get("rows", i),
-                graded: get("graded", i),
-                reward_min: rmin[i],
-                reward_max: rmax[i],
-                status_rows: get("status_rows", i),
-                failed_rows: get("failed_rows", i),
-                failed_statuses: failed,
-                failed_reason: text("failed_reason", i),
-                finish_rows: get("finish_rows", i),
-                truncated_rows: get("truncated_rows", i),
-                spoken_known: get("spoken_known", i),
-                spoken_answered: get("spoken_answered", i),
-                spoken_unclosed: get("spoken_unclosed", i),
-                temperature: (get("temperature_n", i), temp[i]),
-                max_tokens: (get("max_tokens_n", i), max_tokens[i]),
-                policy_version: field("policy_version"),
-                judge_version: field("judge_version"),
-                prompt_hash: field("prompt_hash"),
-                user_model: field("user_model"),
-                writer_model: field("writer_model"),
+                rows: c.count("rows", i)?,
+                graded: c.count("graded", i)?,
+                reward_min: c.float("reward_min", i)?,
+                reward_max: c.float("reward_max", i)?,
+                status_rows: c.count("status_rows", i)?,
+                failed_rows: c.count("failed_rows", i)?,
+                failed_statuses: c.sorted_list("failed_statuses", i)?,
+                failed_reason: c.text("failed_reason", i)?,
+                finish_rows: c.count("finish_rows", i)?,
+                truncated_rows: c.count("truncated_rows", i)?,
+                spoken_known: c.count("spoken_known", i)?,
+                spoken_answered: c.count("spoken_answered", i)?,
+                spoken_unclosed: c.count("spoken_unclosed", i)?,
+                temperature: (c.count("temperature_n", i)?, c.float("temperature", i)?),
+                max_tokens: (c.count("max_tokens_n", i)?, c.int("max_tokens", i)?),
+                policy_version: c.agreed("policy_version", i)?,
+                judge_version: c.agreed("judge_version", i)?,
+                prompt_hash: c.agreed("prompt_hash", i)?,
+                user_model: c.agreed("user_model", i)?,
+                writer_model: c.agreed("writer_model", i)?,
             };
-            blank_final.push(get("blank_final", i));
+            blank_final += c.count("blank_final", i)?;
             slices.push(SliceData {
-                value: value[i].clone().unwrap_or_default(),
+                value: c.text("slice", i)?.unwrap_or_default(),
                 facts,
                 ..SliceData::default()
             });
         }
     }
-    if blank_final.iter().any(|n| *n > 0) {
+    if blank_final > 0 {
         // Rows whose final text is blank: their spoken reply is in `messages`, read by a second,
         // filtered scan only when such rows exist.
         for batch in ctx
@@ -364,20 +348,13 @@ pub async fn collect(
             .collect()
             .await?
         {
-            let value = strings(&batch, "slice")?;
-            let (known, answered, unclosed) = (
-                ints(&batch, "spoken_known")?,
-                ints(&batch, "spoken_answered")?,
-                ints(&batch, "spoken_unclosed")?,
-            );
+            let c = Cells(&batch);
             for i in 0..batch.num_rows() {
-                if let Some(s) = slices
-                    .iter_mut()
-                    .find(|s| Some(&s.value) == value[i].as_ref())
-                {
-                    s.facts.spoken_known += count(known[i]);
-                    s.facts.spoken_answered += count(answered[i]);
-                    s.facts.spoken_unclosed += count(unclosed[i]);
+                let value = c.text("slice", i)?.unwrap_or_default();
+                if let Some(s) = slices.iter_mut().find(|s| s.value == value) {
+                    s.facts.spoken_known += c.count("spoken_known", i)?;
+                    s.facts.spoken_answered += c.count("spoken_answered", i)?;
+                    s.facts.spoken_unclosed += c.count("spoken_unclosed", i)?;
                 }
             }
         }
