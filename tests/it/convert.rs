@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{fixture, gen_rows, json_eq, read_jsonl, wai};
+use crate::support::{fixture, gen_rows, json_eq, read_jsonl, sql_jsonl, wai};
 
 /// Fields `convert` may add to a row: the identity it derives.
 const ADDED: [&str; 4] = ["task_id", "rollout_id", "prompt", "tools_used"];
@@ -113,22 +113,7 @@ fn task_ids_follow_the_reference_key() {
         .arg(&out)
         .assert()
         .success();
-    let listed = wai()
-        .args([
-            "sql",
-            "SELECT task_id, rollout_id FROM rows",
-            "--format",
-            "jsonl",
-            "-t",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let rows: Vec<Value> = String::from_utf8(listed.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = sql_jsonl(&["SELECT task_id, rollout_id FROM rows"], &out);
     let ids: Vec<&str> = rows
         .iter()
         .map(|r| r["task_id"].as_str().unwrap())
@@ -256,29 +241,14 @@ fn odd_shapes_fill_the_columns() {
         .arg(&parquet)
         .assert()
         .success();
-    let out = wai()
-        .args([
-            "sql",
+    let rows = sql_jsonl(
+        &[
             "SELECT task_id, rollout_id, eval_run, prompt, messages[3]['tool_calls'][1]['arguments'] AS call_args, \
              steps[1]['arguments'] AS step_args, markers['polite'] AS polite, markers['fast'] AS fast, \
              element_at(dims, 'turns')[1] AS turns, dims['tier'] AS tier FROM rows ORDER BY prompt",
-            "--format",
-            "jsonl",
-            "-t",
-        ])
-        .arg(&parquet)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &parquet,
     );
-    let rows: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(
         rows[0]["prompt"], "Refund A1?",
         "the prompt comes from the first user message's text parts"

@@ -24,6 +24,21 @@ fn ingest(input: &Path, args: &[&str]) -> (Value, Vec<Value>, tempfile::TempDir)
     (report, rows, dir)
 }
 
+/// Ingests `input` expecting bad data (exit 65) and no output; returns stderr.
+fn ingest_fails(input: &Path, dir: &Path) -> String {
+    let target = dir.join("x.parquet");
+    let out = wai()
+        .arg("ingest")
+        .arg(input)
+        .arg("-o")
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    assert!(!target.exists(), "no output after a failed run");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn openai_chat_rollouts_become_rows() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,20 +113,11 @@ fn openai_chat_rollouts_become_rows() {
 #[test]
 fn a_bad_record_stops_the_run_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let out = wai()
-        .arg("ingest")
-        .arg(fixture("chat_rollouts.jsonl"))
-        .arg("-o")
-        .arg(dir.path().join("x.parquet"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = ingest_fails(&fixture("chat_rollouts.jsonl"), dir.path());
     assert!(
         stderr.contains("chat_rollouts.jsonl` line 5: field `reward`"),
         "{stderr}"
     );
-    assert!(!dir.path().join("x.parquet").exists());
 }
 
 #[test]
@@ -227,15 +233,7 @@ fn auto_detection_names_what_it_looked_for() {
     let dir = tempfile::tempdir().unwrap();
     let odd = dir.path().join("odd.jsonl");
     std::fs::write(&odd, "{\"hello\": 1}\n").unwrap();
-    let out = wai()
-        .arg("ingest")
-        .arg(&odd)
-        .arg("-o")
-        .arg(dir.path().join("x.parquet"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = ingest_fails(&odd, dir.path());
     assert!(
         stderr.contains("cannot tell the format of")
             && stderr.contains("OTLP spans")

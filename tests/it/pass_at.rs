@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{fixture, gen_rows, read_jsonl, wai};
+use crate::support::{fixture, gen_rows, read_jsonl, sql_jsonl, wai};
 
 fn vectors() -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture("vectors_measure.json")).unwrap())
@@ -239,27 +239,17 @@ fn sql_udfs_agree_with_the_stage() {
     let rows = dir.path().join("rows.parquet");
     gen_rows(&rows, 5000, 21);
     let (doc, _) = pass_at_json(&rows, &["--k", "4", "--by", "dims.tier"]);
-    let out = wai()
-        .args([
-            "sql",
+    let sql = sql_jsonl(
+        &[
             "--query",
             "pass_at_k_by_slice",
             "--param",
             "key=tier",
             "--param",
             "k=4",
-            "--format",
-            "jsonl",
-            "-t",
-        ])
-        .arg(&rows)
-        .output()
-        .unwrap();
-    let sql: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        ],
+        &rows,
+    );
     assert_eq!(sql.len(), 3);
     for row in sql {
         let slice = doc["slices"]

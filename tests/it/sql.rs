@@ -2,29 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
-use crate::support::{fixture, gen_rows, read_jsonl, wai};
-
-fn sql_jsonl(args: &[&str], table: &std::path::Path) -> Vec<Value> {
-    let out = wai()
-        .arg("sql")
-        .args(args)
-        .args(["--format", "jsonl", "--table"])
-        .arg(table)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use crate::support::{fixture, gen_rows, read_jsonl, sql_jsonl, wai};
 
 #[test]
 fn every_canned_query_runs_on_generated_and_reference_rows() {

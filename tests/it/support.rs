@@ -70,3 +70,24 @@ pub(crate) fn gen_rows(path: &Path, rows: u64, seed: u64) {
 pub(crate) fn redact(text: &str, dir: &Path) -> String {
     text.replace(&dir.display().to_string(), "[TMP]")
 }
+
+/// Runs `wai sql ARGS --format jsonl --table TABLE`, checks it succeeded, and parses the rows.
+pub(crate) fn sql_jsonl(args: &[&str], table: &Path) -> Vec<Value> {
+    let out = wai()
+        .arg("sql")
+        .args(args)
+        .args(["--format", "jsonl", "--table"])
+        .arg(table)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
