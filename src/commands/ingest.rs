@@ -18,15 +18,11 @@ use crate::report::plural;
 /// Bytes read to recognise a file's format.
 const HEAD_BYTES: u64 = 1 << 20;
 
-fn detect(ctx: &Context, input: &Input) -> Result<Format> {
-    let mut head = Vec::new();
-    source::open(input, ctx.runtime.handle())?
-        .take(HEAD_BYTES)
-        .read_to_end(&mut head)
-        .map_err(|e| Error::io(&input.display, e))?;
+/// Recognises `input`'s format from `head`, its first bytes.
+fn detect(input: &Input, head: &[u8]) -> Result<Format> {
     let by_record = ingest::first_record(&head).and_then(|r| ingest::detect(&r));
     let by_text = || {
-        let has = |needle: &[u8]| memchr::memmem::find(&head, needle).is_some();
+        let has = |needle: &[u8]| memchr::memmem::find(head, needle).is_some();
         if has(b"\"resourceSpans\"") {
             Some(Format::Otel)
         } else if has(b"\"traj\"") {
@@ -82,14 +78,21 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let mut extra_fields: BTreeMap<String, u64> = BTreeMap::new();
     let mut formats = Vec::new();
     for input in &inputs {
+        // Open once: the first bytes serve detection and are then read again from memory.
+        let mut reader = source::open(input, ctx.runtime.handle())?;
+        let mut head = Vec::new();
+        (&mut reader)
+            .take(HEAD_BYTES)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::io(&input.display, e))?;
         let format = if args.format == Format::Auto {
-            detect(ctx, input)?
+            detect(input, &head)?
         } else {
             args.format
         };
         tracing::info!(input = %input.display, ?format, "ingesting");
         formats.push(json!({"input": input.display, "format": format}));
-        let reader = source::open(input, ctx.runtime.handle())?;
+        let reader = std::io::Cursor::new(head).chain(reader);
         let mut emit = |batch: RecordBatch| sink.write(&batch);
         let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
         accept.extra_fields = Some(std::mem::take(&mut extra_fields));

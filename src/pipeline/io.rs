@@ -355,9 +355,17 @@ impl Identity {
     /// reference's `_short_hash(task_id, index)` (with `eval_run` when it is not 0); `index` is
     /// `rollout_index`, else the row's position within its task so far.
     pub fn assign(&mut self, record: &mut Record) -> std::result::Result<(), String> {
-        let seen_in_task = self.per_task.entry(record.task_id.clone()).or_insert(0);
-        let position = *seen_in_task;
-        *seen_in_task += 1;
+        // Look up before inserting, so the task id is copied once per task, not once per row.
+        let position = match self.per_task.get_mut(&record.task_id) {
+            Some(seen) => {
+                *seen += 1;
+                *seen - 1
+            }
+            None => {
+                self.per_task.insert(record.task_id.clone(), 1);
+                0
+            }
+        };
         if let Some(id) = &record.rollout_id {
             return if self.seen.insert(self.fingerprint(id)) {
                 Ok(())
