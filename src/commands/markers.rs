@@ -5,14 +5,11 @@ use serde_json::json;
 use super::{Context, Outcome};
 use crate::cli::MarkersArgs;
 use crate::error::{ExitStatus, Result};
-use crate::pipeline::session;
 use crate::stages::markers::{self, Options};
 
 /// Runs `wai markers`.
 pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
-    let context = session::new_context(None)?;
-    let scratch = super::scratch()?;
-    super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let opts = Options {
         names: args.names.clone(),
         seed: args.seed,

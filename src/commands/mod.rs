@@ -130,6 +130,18 @@ pub fn load_table(
         .block_on(session::register_parquet(context, name, &inputs))
 }
 
+/// A session with `inputs` registered as table `rows`, and the scratch folder its converted
+/// JSONL inputs live in (keep it alive as long as the session).
+pub fn rows_session(
+    ctx: &Context,
+    inputs: &[String],
+) -> Result<(SessionContext, tempfile::TempDir)> {
+    let context = session::new_context(None)?;
+    let scratch = scratch()?;
+    load_table(ctx, &context, "rows", inputs, scratch.path())?;
+    Ok((context, scratch))
+}
+
 /// A scratch folder, removed when dropped.
 pub fn scratch() -> Result<tempfile::TempDir> {
     tempfile::Builder::new()

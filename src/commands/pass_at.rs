@@ -5,14 +5,11 @@ use serde_json::json;
 use super::{Context, Outcome};
 use crate::cli::PassAtArgs;
 use crate::error::{ExitStatus, Result};
-use crate::pipeline::session;
 use crate::stages::pass_at::{self, Options, Slice};
 
 /// Runs `wai pass-at`.
 pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
-    let context = session::new_context(None)?;
-    let scratch = super::scratch()?;
-    super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let opts = Options {
         k: args.k.clone(),
         min_k: args.min_k,
