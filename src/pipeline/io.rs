@@ -516,29 +516,11 @@ impl<'a, 'b> Accept<'a, 'b> {
         Ok(())
     }
 
-    /// Decodes `records` (line, bytes) in parallel and takes them in order.
-    pub fn take_all(
-        &mut self,
-        file: &str,
-        records: &[(u64, &[u8])],
-        decode: &Decode<'_>,
-    ) -> Result<()> {
-        let tally = self.extra_fields.is_some();
-        let decoded: Vec<_> = records
-            .par_iter()
-            .with_min_len(64)
-            .map(|(n, l)| {
-                let result = decode(l);
-                // The names of the fields in `extra`, read here, in parallel, when they are counted.
-                let keys = match (&result, tally) {
-                    (Ok(r), true) => Some(r.extra.as_deref().map(extra_keys).unwrap_or_default()),
-                    _ => None,
-                };
-                (*n, *l, result, keys)
-            })
-            .collect();
-        for (line, text, result, keys) in decoded {
-            self.take_keyed(file, line, text, result, keys)?;
+    /// Takes records decoded by [`decode_all`], in order; `text` holds the bytes they were
+    /// decoded from.
+    fn take_decoded(&mut self, file: &str, text: &[u8], decoded: Vec<Decoded>) -> Result<()> {
+        for d in decoded {
+            self.take_keyed(file, d.line, &text[d.span], d.result, d.keys)?;
         }
         Ok(())
     }
@@ -630,17 +612,63 @@ pub fn split_array(text: &[u8]) -> std::result::Result<Vec<(u64, &[u8])>, row::F
     }
 }
 
-/// Streams JSONL records from `reader`, `decode`s them in parallel chunks, and hands them to
-/// `accept` in input order. A file whose first byte (after white space) is `[` is a JSON array
-/// of records instead, read whole.
-pub fn read_records(
+/// One record decoded from a chunk: where its bytes are, and what they gave.
+struct Decoded {
+    line: u64,
+    span: std::ops::Range<usize>,
+    result: std::result::Result<Record, row::FieldError>,
+    /// The names of the fields in `extra`, when they are counted.
+    keys: Option<Vec<String>>,
+}
+
+/// Decodes records (line, byte range in `text`) in parallel, keeping their order.
+fn decode_all(
+    text: &[u8],
+    records: Vec<(u64, std::ops::Range<usize>)>,
+    decode: &Decode<'_>,
+    tally: bool,
+) -> Vec<Decoded> {
+    records
+        .into_par_iter()
+        .with_min_len(64)
+        .map(|(line, span)| {
+            let result = decode(&text[span.clone()]);
+            // Read here, in parallel, when they are counted.
+            let keys = match (&result, tally) {
+                (Ok(r), true) => Some(r.extra.as_deref().map(extra_keys).unwrap_or_default()),
+                _ => None,
+            };
+            Decoded {
+                line,
+                span,
+                result,
+                keys,
+            }
+        })
+        .collect()
+}
+
+/// A decoded chunk on its way from the reading thread to the accepting one.
+struct Chunk {
+    /// The bytes the records came from.
+    text: Arc<Vec<u8>>,
+    /// Bytes read from the input since the previous chunk.
+    read: u64,
+    decoded: Vec<Decoded>,
+}
+
+/// Reads and decodes chunks of `reader`, sending each down `tx`; stops quietly when the
+/// receiver is gone (it failed, and says why). Buffers come back through `spare`.
+fn produce(
     name: &str,
     mut reader: impl Read,
     decode: &Decode<'_>,
-    accept: &mut Accept<'_, '_>,
-    progress: &dyn Fn(u64),
+    tally: bool,
+    tx: &std::sync::mpsc::SyncSender<Chunk>,
+    spare: &std::sync::mpsc::Receiver<Vec<u8>>,
 ) -> Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
+    let fresh = || Vec::with_capacity(CHUNK_BYTES + (64 << 10));
+    let mut buf: Vec<u8> = fresh();
     let mut next_line: u64 = 1;
     let mut eof = false;
     let mut first = true;
@@ -666,23 +694,34 @@ pub fn read_records(
             filled += n;
         }
         buf.truncate(filled);
-        accept.counts.bytes += (filled - start_len) as u64;
-        progress((filled - start_len) as u64);
+        let mut read = (filled - start_len) as u64;
         if first && buf.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-            // A JSON array: read it whole, then take its elements.
+            // A JSON array: read it whole, then take its elements, a batch at a time.
             reader
                 .read_to_end(&mut buf)
                 .map_err(|e| Error::io(name, e))?;
-            accept.counts.bytes += (buf.len() - filled) as u64;
-            progress((buf.len() - filled) as u64);
-            let elements = split_array(&buf).map_err(|e| Error::BadRow {
-                file: name.to_owned(),
-                line: 1,
-                field: None,
-                message: e.message,
-            })?;
-            for chunk in elements.chunks(BATCH_ROWS) {
-                accept.take_all(name, chunk, decode)?;
+            read += (buf.len() - filled) as u64;
+            let elements: Vec<(u64, std::ops::Range<usize>)> = split_array(&buf)
+                .map_err(|e| Error::BadRow {
+                    file: name.to_owned(),
+                    line: 1,
+                    field: None,
+                    message: e.message,
+                })?
+                .into_iter()
+                .map(|(line, el)| (line, span_in(&buf, el)))
+                .collect();
+            let text = Arc::new(buf);
+            for batch in elements.chunks(BATCH_ROWS) {
+                let decoded = decode_all(&text, batch.to_vec(), decode, tally);
+                let chunk = Chunk {
+                    text: Arc::clone(&text),
+                    read: std::mem::take(&mut read),
+                    decoded,
+                };
+                if tx.send(chunk).is_err() {
+                    return Ok(());
+                }
             }
             return Ok(());
         }
@@ -695,25 +734,80 @@ pub fn read_records(
                 None => continue,
             }
         };
-        let chunk = &buf[..cut];
-        let lines: Vec<(u64, &[u8])> = chunk
-            .split(|b| *b == b'\n')
-            .enumerate()
-            .map(|(i, l)| (next_line + i as u64, l))
-            .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
-            .collect();
-        next_line += memchr::memchr_iter(b'\n', chunk).count() as u64;
-        accept.take_all(name, &lines, decode)?;
-        buf.drain(..cut);
+        let mut lines = Vec::new();
+        let mut at = 0;
+        for (i, l) in buf[..cut].split(|b| *b == b'\n').enumerate() {
+            if l.iter().any(|b| !b.is_ascii_whitespace()) {
+                lines.push((next_line + i as u64, at..at + l.len()));
+            }
+            at += l.len() + 1;
+        }
+        next_line += memchr::memchr_iter(b'\n', &buf[..cut]).count() as u64;
+        // The partial line after the cut starts the next buffer.
+        let mut next = spare.try_recv().unwrap_or_else(|_| fresh());
+        next.clear();
+        next.extend_from_slice(&buf[cut..]);
+        buf.truncate(cut);
+        let decoded = decode_all(&buf, lines, decode, tally);
+        let chunk = Chunk {
+            text: Arc::new(std::mem::replace(&mut buf, next)),
+            read,
+            decoded,
+        };
+        if tx.send(chunk).is_err() {
+            return Ok(());
+        }
     }
     Ok(())
+}
+
+/// Where `part` (a slice of `whole`) sits in `whole`.
+fn span_in(whole: &[u8], part: &[u8]) -> std::ops::Range<usize> {
+    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
+    start..start + part.len()
+}
+
+/// Reads records from `reader` (JSON Lines, or one JSON array) and hands each, decoded by
+/// `decode`, to `accept` in input order. One thread reads and decodes (in parallel, chunk by
+/// chunk) while this one appends the previous chunk, so neither waits for the other.
+pub fn read_records(
+    name: &str,
+    reader: impl Read + Send,
+    decode: &Decode<'_>,
+    accept: &mut Accept<'_, '_>,
+    progress: &dyn Fn(u64),
+) -> Result<()> {
+    let tally = accept.extra_fields.is_some();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(1);
+    let (give_back, spare) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|scope| {
+        let producer = scope.spawn(move || produce(name, reader, decode, tally, &tx, &spare));
+        let accepted = (|| {
+            for chunk in &rx {
+                accept.counts.bytes += chunk.read;
+                progress(chunk.read);
+                accept.take_decoded(name, &chunk.text, chunk.decoded)?;
+                if let Ok(buf) = Arc::try_unwrap(chunk.text) {
+                    // The reader may be gone already; then the buffer is just freed.
+                    let _ = give_back.send(buf);
+                }
+            }
+            Ok(())
+        })();
+        // Stop the reader if this side failed, then hear from it.
+        drop(rx);
+        let produced = producer
+            .join()
+            .unwrap_or_else(|_| Err(Error::Internal("the reading thread panicked".into())));
+        accepted.and(produced)
+    })
 }
 
 /// Streams JSONL rows (the reference's row format) from `reader` into `emit`, one row-schema
 /// batch at a time.
 pub fn read_jsonl(
     name: &str,
-    reader: impl Read,
+    reader: impl Read + Send,
     identity: &mut Identity,
     on_bad: &mut OnBadRow<'_>,
     counts: &mut ReadCounts,

@@ -147,7 +147,7 @@ fn line_at(text: &[u8], offset: usize) -> u64 {
 /// Reads one input of a known `format` into `accept`.
 pub fn read(
     name: &str,
-    mut reader: impl Read,
+    mut reader: impl Read + Send,
     format: Format,
     opts: &Options,
     accept: &mut Accept<'_, '_>,
