@@ -115,9 +115,16 @@ fn utf8(name: &str) -> Field {
     Field::new(name, DataType::Utf8, true)
 }
 
-/// The struct fields of one tool call: `{id, name, arguments}`.
+/// The struct fields of one tool call: `{id, name, arguments, arguments_text}`. `arguments` is
+/// canonical JSON text; `arguments_text` is set only for a call in the OpenAI wire shape
+/// (`{id, type: "function", function: {name, arguments}}`): its arguments string as written.
 pub fn tool_call_fields() -> Fields {
-    Fields::from(vec![utf8("id"), utf8("name"), utf8("arguments")])
+    Fields::from(vec![
+        utf8("id"),
+        utf8("name"),
+        utf8("arguments"),
+        utf8("arguments_text"),
+    ])
 }
 
 /// The struct fields of one message.

@@ -113,7 +113,7 @@ fn task_rows(opts: &Options, t: u64) -> Vec<Record> {
                 messages.push(Message {
                     role: Some("assistant".into()),
                     content: Some(String::new()),
-                    tool_calls: Some(vec![ToolCall { id: Some(id.clone()), name: Some(name.into()), arguments: Some(arguments.clone()) }]),
+                    tool_calls: Some(vec![ToolCall { id: Some(id.clone()), name: Some(name.into()), arguments: Some(arguments.clone()), arguments_text: None }]),
                     ..Message::default()
                 });
                 messages.push(Message { role: Some("tool".into()), content: Some(result.clone()), name: Some(name.into()), tool_call_id: Some(id), ..Message::default() });

@@ -274,6 +274,18 @@ fn odd_shapes_fill_the_columns() {
     );
     // An empty scenario_id falls through; a task_id of 0 is the task "0".
     assert_eq!(rows[2]["task_id"], "0");
+
+    // A call in the OpenAI wire shape fills the columns (canonical arguments beside the
+    // string as written) and needs no copy of its messages in `extra`.
+    let wire = sql_jsonl(
+        &["SELECT messages[2]['tool_calls'][1]['arguments'] AS args, \
+             messages[2]['tool_calls'][1]['arguments_text'] AS text, extra \
+             FROM rows WHERE task_id = 'wire'"],
+        &parquet,
+    );
+    assert_eq!(wire[0]["args"], r#"{"order_id":"A9","verbose":true}"#);
+    assert_eq!(wire[0]["text"], r#"{"order_id": "A9",  "verbose": true}"#);
+    assert!(wire[0]["extra"].is_null(), "{}", wire[0]["extra"]);
 }
 
 #[test]

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, ListArray, ListBuilder,
-    MapBuilder, MapFieldNames, RecordBatch, StringBuilder, StructArray,
+    ArrayBuilder, ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, ListArray,
+    ListBuilder, MapBuilder, MapFieldNames, RecordBatch, StringArray, StringBuilder, StructArray,
 };
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::Field;
@@ -17,6 +17,16 @@ use crate::schema::{self, row_schema};
 pub const BATCH_ROWS: usize = 8192;
 
 /// Offsets and validity of a list column under construction.
+
+/// Finishes a string column and leaves the builder sized for the next batch like this one, so
+/// batches after the first append without growing (and copying) their buffers.
+fn finish_sized(b: &mut StringBuilder) -> StringArray {
+    let (items, bytes) = (b.len(), b.values_slice().len());
+    let array = b.finish();
+    *b = StringBuilder::with_capacity(items, bytes);
+    array
+}
+
 struct ListShape {
     offsets: Vec<i32>,
 }
@@ -54,6 +64,7 @@ struct ToolCalls {
     id: StringBuilder,
     name: StringBuilder,
     arguments: StringBuilder,
+    arguments_text: StringBuilder,
 }
 
 struct Messages {
@@ -97,6 +108,9 @@ impl Messages {
                 self.calls.id.append_option(c.id.as_deref());
                 self.calls.name.append_option(c.name.as_deref());
                 self.calls.arguments.append_option(c.arguments.as_deref());
+                self.calls
+                    .arguments_text
+                    .append_option(c.arguments_text.as_deref());
             }
         }
         Ok(())
@@ -107,9 +121,10 @@ impl Messages {
         let calls = StructArray::try_new(
             call_fields.clone(),
             vec![
-                Arc::new(self.calls.id.finish()) as ArrayRef,
-                Arc::new(self.calls.name.finish()),
-                Arc::new(self.calls.arguments.finish()),
+                Arc::new(finish_sized(&mut self.calls.id)) as ArrayRef,
+                Arc::new(finish_sized(&mut self.calls.name)),
+                Arc::new(finish_sized(&mut self.calls.arguments)),
+                Arc::new(finish_sized(&mut self.calls.arguments_text)),
             ],
             None,
         )?;
@@ -123,10 +138,10 @@ impl Messages {
         let values = StructArray::try_new(
             fields.clone(),
             vec![
-                Arc::new(self.role.finish()) as ArrayRef,
-                Arc::new(self.content.finish()),
-                Arc::new(self.name.finish()),
-                Arc::new(self.tool_call_id.finish()),
+                Arc::new(finish_sized(&mut self.role)) as ArrayRef,
+                Arc::new(finish_sized(&mut self.content)),
+                Arc::new(finish_sized(&mut self.name)),
+                Arc::new(finish_sized(&mut self.tool_call_id)),
                 calls,
             ],
             None,
@@ -190,11 +205,11 @@ impl Steps {
         let values = StructArray::try_new(
             fields.clone(),
             vec![
-                Arc::new(self.tool.finish()) as ArrayRef,
-                Arc::new(self.arguments.finish()),
-                Arc::new(self.result.finish()),
-                Arc::new(self.text.finish()),
-                Arc::new(self.user.finish()),
+                Arc::new(finish_sized(&mut self.tool)) as ArrayRef,
+                Arc::new(finish_sized(&mut self.arguments)),
+                Arc::new(finish_sized(&mut self.result)),
+                Arc::new(finish_sized(&mut self.text)),
+                Arc::new(finish_sized(&mut self.user)),
                 Arc::new(self.truncated.finish()),
                 Arc::new(self.logprob.finish()),
                 Arc::new(self.n_tokens.finish()),
@@ -379,34 +394,34 @@ impl Builder {
     pub fn finish(&mut self) -> Result<RecordBatch> {
         self.len = 0;
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.task_id.finish()),
-            Arc::new(self.rollout_id.finish()),
+            Arc::new(finish_sized(&mut self.task_id)),
+            Arc::new(finish_sized(&mut self.rollout_id)),
             Arc::new(self.rollout_index.finish()),
             Arc::new(self.eval_run.finish()),
-            Arc::new(self.prompt.finish()),
+            Arc::new(finish_sized(&mut self.prompt)),
             self.messages.finish()?,
             self.steps.finish()?,
-            Arc::new(self.final_text.finish()),
+            Arc::new(finish_sized(&mut self.final_text)),
             Arc::new(self.tools_used.finish()),
-            Arc::new(self.finish_reason.finish()),
+            Arc::new(finish_sized(&mut self.finish_reason)),
             Arc::new(self.reward.finish()),
-            Arc::new(self.reason.finish()),
-            Arc::new(self.judge_name.finish()),
-            Arc::new(self.judge_status.finish()),
+            Arc::new(finish_sized(&mut self.reason)),
+            Arc::new(finish_sized(&mut self.judge_name)),
+            Arc::new(finish_sized(&mut self.judge_status)),
             Arc::new(self.markers.finish()),
             Arc::new(self.gold_reward.finish()),
-            Arc::new(self.gold_kind.finish()),
+            Arc::new(finish_sized(&mut self.gold_kind)),
             Arc::new(self.dims.finish()),
-            Arc::new(self.category.finish()),
-            Arc::new(self.model_version.finish()),
-            Arc::new(self.policy_version.finish()),
-            Arc::new(self.writer_model.finish()),
-            Arc::new(self.user_model.finish()),
-            Arc::new(self.privileged.finish()),
-            Arc::new(self.judge_meta.finish()),
-            Arc::new(self.lineage.finish()),
-            Arc::new(self.sampling.finish()),
-            Arc::new(self.extra.finish()),
+            Arc::new(finish_sized(&mut self.category)),
+            Arc::new(finish_sized(&mut self.model_version)),
+            Arc::new(finish_sized(&mut self.policy_version)),
+            Arc::new(finish_sized(&mut self.writer_model)),
+            Arc::new(finish_sized(&mut self.user_model)),
+            Arc::new(finish_sized(&mut self.privileged)),
+            Arc::new(finish_sized(&mut self.judge_meta)),
+            Arc::new(finish_sized(&mut self.lineage)),
+            Arc::new(finish_sized(&mut self.sampling)),
+            Arc::new(finish_sized(&mut self.extra)),
         ];
         Ok(RecordBatch::try_new(row_schema(), columns)?)
     }

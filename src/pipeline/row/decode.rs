@@ -262,6 +262,7 @@ fn tool_call(v: &Value, faithful: &mut bool) -> ToolCall {
         return ToolCall::default();
     };
     let mut call = ToolCall::default();
+    let (mut wire, mut typed) = (false, false);
     for (k, value) in map {
         match k.as_str() {
             "id" => call.id = soft_string(value, faithful),
@@ -271,20 +272,40 @@ fn tool_call(v: &Value, faithful: &mut bool) -> ToolCall {
                 *faithful &= same;
                 call.arguments = Some(text);
             }
+            "type" => {
+                typed = true;
+                *faithful &= value.as_str() == Some("function");
+            }
             "function" => {
-                // The OpenAI wire shape: {id, type, function: {name, arguments}}.
-                *faithful = false;
-                if let Value::Object(f) = value {
-                    if let Some(Value::String(name)) = f.get("name") {
-                        call.name = Some(name.clone());
-                    }
-                    if let Some(args) = f.get("arguments") {
-                        call.arguments = Some(canonical_arguments(args).0);
+                // The OpenAI wire shape: {id, type, function: {name, arguments}}. Its arguments
+                // string is kept as written beside the canonical text; any other shape of
+                // `function` stays whole in `extra`.
+                wire = true;
+                let Value::Object(f) = value else {
+                    *faithful = false;
+                    continue;
+                };
+                for (fk, fv) in f {
+                    match (fk.as_str(), fv) {
+                        ("name", Value::String(name)) => call.name = Some(name.clone()),
+                        ("arguments", args) => {
+                            call.arguments = Some(canonical_arguments(args).0);
+                            match args {
+                                Value::String(text) => call.arguments_text = Some(text.clone()),
+                                _ => *faithful = false,
+                            }
+                        }
+                        _ => *faithful = false,
                     }
                 }
             }
             _ => *faithful = false,
         }
+    }
+    // The way back picks the wire shape from `arguments_text`: a wire call without `type`, or
+    // a flat call with it, would come back in the other shape.
+    if wire != typed || (wire && (call.name.is_none() || call.arguments_text.is_none())) {
+        *faithful = false;
     }
     call
 }
@@ -338,9 +359,11 @@ fn messages(v: &Value) -> Res<(Vec<Message>, bool)> {
             return Err(expected(&format!("messages[{i}]"), "an object", item));
         };
         let mut m = Message::default();
+        let mut null_content = false;
         for (k, value) in map {
             match k.as_str() {
                 "role" => m.role = soft_string(value, &mut faithful),
+                "content" if value.is_null() => null_content = true,
                 "content" => m.content = content_text(value, &mut faithful),
                 "name" => m.name = soft_string(value, &mut faithful),
                 "tool_call_id" => m.tool_call_id = soft_string(value, &mut faithful),
@@ -354,6 +377,9 @@ fn messages(v: &Value) -> Res<(Vec<Message>, bool)> {
                 _ => faithful = false,
             }
         }
+        // The way back writes `content: null` on a message with tool calls and no text (the
+        // OpenAI convention), and only there.
+        faithful &= null_content == (m.tool_calls.is_some() && m.content.is_none());
         out.push(m);
     }
     Ok((out, faithful))
@@ -695,6 +721,43 @@ mod tests {
         assert!(as_string.extra.unwrap().contains("\"steps\""));
         assert!(flat_call.extra.unwrap().contains("\"messages\""));
         assert!(as_object.extra.is_none());
+    }
+
+    #[test]
+    fn only_the_exact_wire_shape_is_kept_in_columns_alone() {
+        let call = |c: Value| {
+            decode(json!({"prompt": "p", "messages": [
+                {"role": "assistant", "content": null, "tool_calls": [c]}]}))
+            .unwrap()
+        };
+        let wire = call(json!({"id": "c", "type": "function",
+            "function": {"name": "t", "arguments": "{\"b\": 1, \"a\": 2}"}}));
+        assert!(wire.extra.is_none());
+        let c = &wire.messages.unwrap()[0].tool_calls.clone().unwrap()[0];
+        assert_eq!(c.arguments.as_deref(), Some(r#"{"a":2,"b":1}"#));
+        assert_eq!(c.arguments_text.as_deref(), Some(r#"{"b": 1, "a": 2}"#));
+        for odd in [
+            json!({"type": "custom", "function": {"name": "t", "arguments": "{}"}}),
+            json!({"type": "function", "name": "t", "arguments": {}}),
+            json!({"type": "function", "function": {"name": "t", "arguments": {}}}),
+            json!({"type": "function", "function": {"name": "t", "arguments": "{}", "x": 1}}),
+            json!({"type": "function", "function": {"arguments": "{}"}}),
+        ] {
+            assert!(
+                call(odd.clone()).extra.is_some(),
+                "{odd} must stay whole in extra"
+            );
+        }
+        // `content: null` comes back beside tool calls only; missing content beside them would
+        // come back as null.
+        let missing = decode(json!({"prompt": "p", "messages": [{"role": "assistant",
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}]}]}))
+        .unwrap();
+        assert!(missing.extra.is_some());
+        let null_alone =
+            decode(json!({"prompt": "p", "messages": [{"role": "user", "content": null}]}))
+                .unwrap();
+        assert!(null_alone.extra.is_some());
     }
 
     #[test]

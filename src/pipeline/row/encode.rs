@@ -139,8 +139,15 @@ fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
             .iter()
             .enumerate()
         {
-            if let Some(t) = struct_text(items, f, i) {
-                m.insert((*name).to_owned(), Value::String(t.to_owned()));
+            match struct_text(items, f, i) {
+                Some(t) => {
+                    m.insert((*name).to_owned(), Value::String(t.to_owned()));
+                }
+                // A message with tool calls and no text: the OpenAI convention.
+                None if f == 1 && calls.is_valid(i) => {
+                    m.insert("content".into(), Value::Null);
+                }
+                None => {}
             }
         }
         if calls.is_valid(i) {
@@ -151,11 +158,23 @@ fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
                 if let Some(id) = struct_text(call_items, 0, c) {
                     call.insert("id".into(), Value::String(id.to_owned()));
                 }
-                if let Some(name) = struct_text(call_items, 1, c) {
-                    call.insert("name".into(), Value::String(name.to_owned()));
-                }
-                if let Some(args) = struct_text(call_items, 2, c) {
-                    call.insert("arguments".into(), parse(args)?);
+                let name = struct_text(call_items, 1, c).map(|n| Value::String(n.to_owned()));
+                if let Some(text) = struct_text(call_items, 3, c) {
+                    // The OpenAI wire shape, its arguments string as written.
+                    call.insert("type".into(), Value::String("function".into()));
+                    let mut function = Map::new();
+                    if let Some(name) = name {
+                        function.insert("name".into(), name);
+                    }
+                    function.insert("arguments".into(), Value::String(text.to_owned()));
+                    call.insert("function".into(), Value::Object(function));
+                } else {
+                    if let Some(name) = name {
+                        call.insert("name".into(), name);
+                    }
+                    if let Some(args) = struct_text(call_items, 2, c) {
+                        call.insert("arguments".into(), parse(args)?);
+                    }
                 }
                 cs.push(Value::Object(call));
             }

@@ -30,6 +30,9 @@ pub struct ToolCall {
     pub name: Option<String>,
     /// Canonical JSON text of the arguments.
     pub arguments: Option<String>,
+    /// The arguments string as written, for a call in the OpenAI wire shape (`{id, type:
+    /// "function", function: {name, arguments}}`); set, the call encodes back in that shape.
+    pub arguments_text: Option<String>,
 }
 
 /// One conversation message.
