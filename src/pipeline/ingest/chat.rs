@@ -245,12 +245,19 @@ pub fn to_row(record: Value, fields: &ChatFields) -> Result<Value, FieldError> {
             });
         }
     };
-    let built = conversation(&messages)?;
-    let mut row = Map::new();
-    for (k, v) in built {
-        row.insert(k, v);
-    }
+    let mut row = conversation(&messages)?;
     row.insert("messages".into(), Value::Array(messages));
+    Ok(assemble(row, rec, fields))
+}
+
+/// Adds to `row` (what the conversation gave) the record's other fields: the task id, repeat
+/// index and reward from where `fields` say, the privileged ones under `privileged`, and the
+/// rest as they are (they land in `extra`).
+pub(super) fn assemble(
+    mut row: Map<String, Value>,
+    mut rec: Map<String, Value>,
+    fields: &ChatFields,
+) -> Value {
     let mut privileged = Map::new();
     for path in &fields.privileged {
         if let Some(v) = take(&mut rec, path) {
@@ -282,7 +289,7 @@ pub fn to_row(record: Value, fields: &ChatFields) -> Result<Value, FieldError> {
     if !privileged.is_empty() {
         row.insert("privileged".into(), Value::Object(privileged));
     }
-    Ok(Value::Object(row))
+    Value::Object(row)
 }
 
 #[cfg(test)]

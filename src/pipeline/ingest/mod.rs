@@ -8,6 +8,7 @@
 
 pub mod chat;
 pub mod otel;
+mod wire;
 
 use std::io::Read;
 
@@ -128,6 +129,9 @@ pub fn first_record(head: &[u8]) -> Option<Value> {
 
 /// Decodes a chat or τ-bench record into a row.
 fn chat_record(bytes: &[u8], fields: &ChatFields) -> std::result::Result<Record, FieldError> {
+    if let Some(record) = wire::record(bytes, fields) {
+        return record;
+    }
     let value = io::parse_json(bytes)?;
     row::decode(chat::to_row(value, fields)?)
 }
