@@ -736,13 +736,17 @@ fn produce(
         };
         let mut lines = Vec::new();
         let mut at = 0;
-        for (i, l) in buf[..cut].split(|b| *b == b'\n').enumerate() {
-            if l.iter().any(|b| !b.is_ascii_whitespace()) {
-                lines.push((next_line + i as u64, at..at + l.len()));
+        let ends = memchr::memchr_iter(b'\n', &buf[..cut])
+            .chain((cut > 0 && buf[cut - 1] != b'\n').then_some(cut));
+        for end in ends {
+            let l = &buf[at..end];
+            // Lines of white space only are skipped.
+            if !l.iter().all(u8::is_ascii_whitespace) {
+                lines.push((next_line, at..end));
             }
-            at += l.len() + 1;
+            at = end + 1;
+            next_line += 1;
         }
-        next_line += memchr::memchr_iter(b'\n', &buf[..cut]).count() as u64;
         // The partial line after the cut starts the next buffer.
         let mut next = spare.try_recv().unwrap_or_else(|_| fresh());
         next.clear();
