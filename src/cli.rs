@@ -62,6 +62,88 @@ pub enum Command {
     /// The format is detected from each file's first record unless `--format` names it. What has
     /// no column is kept in `extra`; bad records stop the run, or go to `--rejects`.
     Ingest(IngestArgs),
+    /// Grade rows with judges: built-in verifiers, SQL, or any program over a pipe.
+    ///
+    /// Writes every row with its verdict (`reward`, `reason`, `markers`, `judge_name`,
+    /// `judge_status`, `judge_meta`) and `lineage` stamped, then prints the pass@k line and the
+    /// warnings that would make the number hollow. A judge that fails on a row marks that row
+    /// (`error`, `timeout`, `invalid_result`, `missing_reward`); it never becomes 0.
+    Grade(GradeArgs),
+    /// The CI check on scored rows: the pass@k line and the warnings; exits 1 when pass@1 is below
+    /// `--floor`, 2 when the run is hollow, 0 otherwise.
+    Gate(GateArgs),
+}
+
+/// What makes a run hollow, for `grade` and `gate`.
+#[derive(Debug, Args)]
+pub struct HollowArgs {
+    /// The tools the agent was given (a JSON list of OpenAI function schemas): warns about each
+    /// one no row called.
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: Option<PathBuf>,
+    /// The agent has no tools by design: no row calling a tool is not a hollow run.
+    #[arg(long, conflicts_with = "tools")]
+    pub no_tools: bool,
+    /// The share of rows the judge may fail on (error, timeout, invalid result) before the run is
+    /// hollow.
+    #[arg(long, default_value_t = crate::stages::grade::warnings::JUDGE_FAILURE_SHARE, value_name = "SHARE")]
+    pub max_judge_failures: f64,
+    /// The k of pass^k and pass@k in the printed line (default: the smallest group size).
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub k: Vec<u32>,
+    /// Bootstrap seed for the intervals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// `wai grade`.
+#[derive(Debug, Args)]
+pub struct GradeArgs {
+    /// Rows: files, folders, globs or URLs.
+    #[arg(required = true, value_name = "ROWS")]
+    pub inputs: Vec<String>,
+    /// A judge: `verify:FILE.toml` (built-in verifiers), `sql:EXPR` (the reward as a SQL
+    /// expression over a row), `sql:QUERY` or `sql:FILE.sql` (a query over table `rows` returning
+    /// `rollout_id, reward[, reason, markers...]`), `cmd:COMMAND` (a program reading one JSON
+    /// request per line). Repeat to combine: a row scores its worst judge's reward.
+    #[arg(long = "judge", required = true, value_name = "SPEC")]
+    pub judges: Vec<String>,
+    /// Where the scored rows go.
+    #[command(flatten)]
+    pub output: RowsOut,
+    /// Command judges: worker processes.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Command judges: seconds a worker may take over one row.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub timeout: f64,
+    /// The judge version stamped into `lineage.judge_version` (a verifier file's `version` wins).
+    #[arg(long, value_name = "VERSION")]
+    pub judge_version: Option<String>,
+    /// This scoring run's id in `lineage.scoring_run_id` (default: a hash of the judges and
+    /// inputs, so the same grade gives the same file).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Also gate: exit 1 when pass@1 is below this floor, 2 when the run is hollow.
+    #[arg(long, value_name = "FLOOR")]
+    pub gate: Option<f64>,
+    /// What makes the run hollow.
+    #[command(flatten)]
+    pub hollow: HollowArgs,
+}
+
+/// `wai gate`.
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Scored rows: files, folders, globs or URLs.
+    #[arg(required = true, value_name = "SCORED")]
+    pub inputs: Vec<String>,
+    /// The lowest pass@1 that passes.
+    #[arg(long, value_name = "FLOOR")]
+    pub floor: f64,
+    /// What makes the run hollow.
+    #[command(flatten)]
+    pub hollow: HollowArgs,
 }
 
 /// `wai ingest`.

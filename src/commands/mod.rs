@@ -4,7 +4,9 @@
 //! people, a versioned JSON document for programs) and an exit status. `main.rs` prints it.
 
 pub mod convert;
+pub mod gate;
 pub mod generate;
+pub mod grade;
 pub mod ingest;
 pub mod markers;
 pub mod pass_at;
@@ -81,6 +83,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::PassAt(args) => pass_at::run(&ctx, &args),
         Command::Markers(args) => markers::run(&ctx, &args),
         Command::Ingest(args) => ingest::run(&ctx, &args),
+        Command::Grade(args) => grade::run(&ctx, &args),
+        Command::Gate(args) => gate::run(&ctx, &args),
     }
 }
 

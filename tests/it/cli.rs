@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::support::{fixture, redact, wai};
 
 /// `exit_code`, stdout and stderr in one reviewable block, temp paths redacted.
-fn outcome(cmd: &mut assert_cmd::Command, dir: &Path) -> String {
+pub(crate) fn outcome(cmd: &mut assert_cmd::Command, dir: &Path) -> String {
     let out = cmd.output().expect("runs");
     format!(
         "exit_code: {}\n----- stdout -----\n{}----- stderr -----\n{}",

@@ -5,6 +5,7 @@
 
 mod cli; // exit codes and messages of the binary, as snapshots
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
+mod grade; // judges, warnings and the gate
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel
 mod pass_at; // pass@k and markers: reference vectors, τ-bench, SQL, determinism
 mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, http.server)

@@ -225,7 +225,7 @@ impl Steps {
     }
 }
 
-fn map_names() -> MapFieldNames {
+pub(crate) fn map_names() -> MapFieldNames {
     MapFieldNames {
         entry: "entries".into(),
         key: "key".into(),

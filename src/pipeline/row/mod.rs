@@ -14,6 +14,7 @@ mod build;
 mod decode;
 mod encode;
 
+pub(crate) use build::map_names;
 pub use build::{BATCH_ROWS, Builder};
 pub use decode::{
     AXES, FieldError, canonical_json, content_of, decode, derive_dims, derive_eval_run,

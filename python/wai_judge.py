@@ -1,0 +1,51 @@
+"""Turn a Python function into a `wai grade --judge cmd:...` judge.
+
+    # judge.py
+    from wai_judge import serve
+
+    def judge(row):
+        ok = "refund" in row["final_text"].lower()
+        return {"reward": float(ok), "reason": "mentions the refund" if ok else "no refund"}
+
+    serve(judge)
+
+Then: wai grade rows.parquet --judge cmd:"python judge.py" --out scored.parquet
+
+Each request is one line `{"id": N, "row": {...}}` (the row as JSON, the reference's format);
+each reply is one line: the verdict with the same id. A verdict is a dict with `reward` (0 to 1,
+a bool, or None with a `reason`), `reason`, optional `markers` ({name: 0..1 or None}), and any
+other keys (kept in `judge_meta`); a bare number or bool is a reward. An exception becomes
+`{"id": N, "error": "..."}`, which marks that row `error`; the worker goes on.
+"""
+
+import json
+import sys
+import traceback
+
+__all__ = ["serve"]
+
+
+def serve(judge, stdin=None, stdout=None):
+    """Answer requests on stdin with judge(row) until stdin closes."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    for line in stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        rid = request.get("id")
+        try:
+            verdict = judge(request["row"])
+            if not isinstance(verdict, dict):
+                verdict = {"reward": verdict}
+            reply = dict(verdict)
+            reply["id"] = rid
+        except Exception as e:  # the row is marked `error`; the worker goes on
+            tail = traceback.format_exc().strip().splitlines()[-3:]
+            reply = {"id": rid, "error": f"{type(e).__name__}: {e}", "traceback": tail}
+        stdout.write(json.dumps(reply, allow_nan=False, default=str) + "\n")
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit("import serve from this file: see its docstring")

@@ -1,0 +1,128 @@
+//! `wai gate`: the CI check on scored rows. Also the report `wai grade` prints after grading.
+
+use datafusion::execution::context::SessionContext;
+use serde_json::{Value, json};
+
+use super::{Context, Outcome};
+use crate::cli::{GateArgs, HollowArgs};
+use crate::error::{Error, ExitStatus, Result};
+use crate::stages::grade::warnings::{self, Warning};
+use crate::stages::pass_at::{self, Options};
+
+/// The pass@k lines, the warnings, and the gate's decision on table `rows` of `context`.
+pub struct Check {
+    /// The pass@k report, as `wai pass-at` prints it.
+    pub text: String,
+    /// The report and warnings as JSON.
+    pub json: Value,
+    /// Success, below the floor, or hollow.
+    pub status: ExitStatus,
+}
+
+/// Reads the scored rows in `context` (table `rows`) and decides, with `floor` when gating.
+pub fn check(
+    ctx: &Context,
+    context: &SessionContext,
+    args: &HollowArgs,
+    floor: Option<f64>,
+) -> Result<Check> {
+    if !(args.max_judge_failures.is_finite() && (0.0..=1.0).contains(&args.max_judge_failures)) {
+        return Err(Error::Usage(format!(
+            "--max-judge-failures must be a share in [0, 1], not {}",
+            args.max_judge_failures
+        )));
+    }
+    if let Some(f) = floor
+        && !(f.is_finite() && (0.0..=1.0).contains(&f))
+    {
+        return Err(Error::Usage(format!(
+            "the floor must be a pass rate in [0, 1], not {f}"
+        )));
+    }
+    let opts = warnings::Options {
+        declared: match &args.tools {
+            Some(path) => warnings::declared_tools(path)?,
+            None => Vec::new(),
+        },
+        no_tools: args.no_tools,
+        failure_share: args.max_judge_failures,
+    };
+    let pass_opts = Options {
+        k: args.k.clone(),
+        seed: args.seed,
+        ..Options::default()
+    };
+    let (report, mut found) = ctx.runtime.block_on(async {
+        let rows = context.table("rows").await?;
+        let report = pass_at::run(context, rows, &[], &pass_opts).await?;
+        let found = warnings::check(context, &opts).await?;
+        Ok::<_, Error>((report, found))
+    })?;
+    let pass_at_1 = report.results.first().and_then(|r| r.pass_at_1);
+    if pass_at_1.is_none() && !found.iter().any(|w| w.hollow) {
+        found.push(Warning {
+            kind: "no_binary_reward",
+            text: "no row has a reward of 0 or 1, so there is no pass@1. Grade with a judge that decides pass or fail.".into(),
+            hollow: true,
+        });
+    }
+    let hollow = found.iter().any(|w| w.hollow);
+    let mut text = report.to_string().trim_end().to_owned();
+    if found
+        .iter()
+        .any(|w| w.kind != "unanimous" || !text.contains("every row scored"))
+    {
+        text.push_str("\n== warnings (fix these before you report the number)");
+        // The pass@k line already says when every row scored one value.
+        let said = |w: &&Warning| w.kind == "unanimous" && text.contains("every row scored");
+        let shown: Vec<&Warning> = found.iter().filter(|w| !said(w)).collect();
+        for w in shown {
+            text.push_str(&format!(
+                "\n  {} {}",
+                if w.hollow { "!!" } else { "!" },
+                w.text
+            ));
+        }
+    }
+    let mut status = ExitStatus::Success;
+    let mut gate = Value::Null;
+    if let Some(floor) = floor {
+        let rate = pass_at_1.unwrap_or(0.0);
+        let (verdict, line) = if hollow {
+            status = ExitStatus::Hollow;
+            (
+                "hollow",
+                "GATE: not evaluated; the run is hollow (see the warnings marked !!)".to_owned(),
+            )
+        } else if rate < floor {
+            status = ExitStatus::Failure;
+            ("fail", format!("GATE: FAIL pass@1 {rate:.2} < {floor:.2}"))
+        } else {
+            ("pass", format!("GATE: pass pass@1 {rate:.2} >= {floor:.2}"))
+        };
+        text.push_str(&format!("\n{line}"));
+        gate = json!({"floor": floor, "verdict": verdict, "pass_at_1": pass_at_1});
+    }
+    let json = json!({
+        "pass_at": report,
+        "warnings": found,
+        "hollow": hollow,
+        "gate": gate,
+    });
+    Ok(Check { text, json, status })
+}
+
+/// Runs `wai gate`.
+pub fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
+    let check = check(ctx, &context, &args.hollow, Some(args.floor))?;
+    let mut json = json!({"version": 1, "command": "gate"});
+    if let (Some(obj), Value::Object(more)) = (json.as_object_mut(), check.json) {
+        obj.extend(more);
+    }
+    Ok(Outcome {
+        text: check.text,
+        json,
+        status: check.status,
+    })
+}

@@ -1,0 +1,231 @@
+//! `wai grade`: judges score rows, streaming; then the pass@k line and the warnings.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{Context, Outcome};
+use crate::cli::GradeArgs;
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::io::{self, OnBadRow};
+use crate::pipeline::read::Reader;
+use crate::pipeline::source;
+use crate::report::plural;
+use crate::stages::grade::command::{self, CommandJudge};
+use crate::stages::grade::sql::{self as sql_judge, ExpressionJudge, QueryJudge};
+use crate::stages::grade::verify::VerifierJudge;
+use crate::stages::grade::{self, Judge, Panel, Stamp, Status, Tally};
+
+/// A judge spec's kind and text, the text read from a file when it names one.
+fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
+    let (kind, body) = spec.split_once(':').ok_or_else(|| {
+        Error::Usage(format!(
+            "the judge `{spec}` has no kind: write `verify:FILE.toml`, `sql:EXPR`, `sql:FILE.sql` or `cmd:COMMAND`"
+        ))
+    })?;
+    let body = body.trim();
+    let file = match kind {
+        "verify" => Some(body.to_owned()),
+        "sql" if body.ends_with(".sql") && Path::new(body).is_file() => Some(body.to_owned()),
+        "sql" | "cmd" => None,
+        other => {
+            return Err(Error::Usage(format!(
+                "unknown judge kind `{other}` in `{spec}`: use `verify:`, `sql:` or `cmd:`"
+            )));
+        }
+    };
+    let text = match &file {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?,
+        None => body.to_owned(),
+    };
+    Ok((kind, text, file))
+}
+
+/// The default scoring run id: the same judges on the same inputs give the same id.
+fn run_id(args: &GradeArgs, texts: &[String]) -> String {
+    let mut h = Sha256::new();
+    for t in texts.iter().chain(&args.inputs) {
+        h.update(t.as_bytes());
+        h.update([0]);
+    }
+    let hex: String = h
+        .finalize()
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("score_{hex}")
+}
+
+/// Runs `wai grade`.
+pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
+    let started = Instant::now();
+    let format = super::convert::output_format(&args.output.out, args.output.to)?;
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(Error::Usage(format!(
+            "--timeout must be a number of seconds above 0, not {}",
+            args.timeout
+        )));
+    }
+    if args.workers == 0 {
+        return Err(Error::Usage("--workers must be at least 1".into()));
+    }
+    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+
+    // The judges; a query judge runs first, over every row.
+    let mut judges: Vec<Box<dyn Judge>> = Vec::new();
+    let mut texts = Vec::new();
+    let mut query_session = None;
+    for spec in &args.judges {
+        let (kind, text, file) = parse_spec(spec)?;
+        let stem = |f: &Option<String>, fallback: &str| {
+            f.as_ref()
+                .and_then(|p| Path::new(p).file_stem())
+                .map_or(fallback.to_owned(), |s| s.to_string_lossy().into_owned())
+        };
+        texts.push(text.clone());
+        let judge: Box<dyn Judge> = match kind {
+            "verify" => {
+                let origin = file.clone().unwrap_or_default();
+                Box::new(VerifierJudge::parse(
+                    &text,
+                    &origin,
+                    &stem(&file, "verify"),
+                )?)
+            }
+            "sql" if sql_judge::is_query(&text) => {
+                if query_session.is_none() {
+                    query_session = Some(super::rows_session(ctx, &args.inputs)?);
+                }
+                let (context, _) = query_session
+                    .as_ref()
+                    .ok_or_else(|| Error::Internal("no query session".into()))?;
+                let name = format!("sql:{}", stem(&file, "query"));
+                Box::new(
+                    ctx.runtime
+                        .block_on(QueryJudge::run(name, &text, context))?,
+                )
+            }
+            "sql" => Box::new(ExpressionJudge::new(
+                format!("sql:{}", stem(&file, "expr")),
+                &text,
+            )?),
+            _ => Box::new(CommandJudge::start(command::Options {
+                command: text.clone(),
+                workers: args.workers,
+                timeout: Duration::from_secs_f64(args.timeout),
+            })?),
+        };
+        judges.push(judge);
+    }
+    drop(query_session);
+    let mut panel = Panel::new(judges);
+    let stamp = Stamp {
+        judge: panel.name().to_owned(),
+        version: panel
+            .version()
+            .map(str::to_owned)
+            .or_else(|| args.judge_version.clone()),
+        run_id: args.run_id.clone().unwrap_or_else(|| run_id(args, &texts)),
+        source: "grade",
+    };
+    tracing::info!(judge = %stamp.judge, inputs = inputs.len(), "grading");
+
+    let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
+    let bar = ctx.bytes_bar(total, "grading");
+    let mut out = super::convert::sink(&args.output.out, format)?;
+    let mut rejects = Vec::new();
+    let on_bad = if args.output.rejects.is_some() {
+        OnBadRow::Reject(&mut rejects)
+    } else {
+        OnBadRow::Fail
+    };
+    let mut tally = Tally::default();
+    let mut reader = Reader::new(
+        ctx.runtime.handle().clone(),
+        on_bad,
+        Box::new(|n| bar.inc(n)),
+    );
+    for input in &inputs {
+        reader.read(input, &mut |batch| {
+            let verdicts = panel.judge(&batch)?;
+            tally.add(&verdicts);
+            out.write(&grade::apply(&batch, &verdicts, &stamp)?)
+        })?;
+    }
+    let counts = reader.counts;
+    drop(reader);
+    drop(panel);
+    out.finish()?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.output.rejects {
+        io::write_rejects(path, &rejects)?;
+    }
+    let elapsed = started.elapsed();
+
+    // What the scored rows say.
+    let scored = vec![args.output.out.display().to_string()];
+    let (context, _scratch) = super::rows_session(ctx, &scored)?;
+    let check = super::gate::check(ctx, &context, &args.hollow, args.gate)?;
+
+    let mut text = format!(
+        "graded {} with `{}` into `{}` in {:.1} s: {} passed, {} failed, {} partial, {} unjudged",
+        plural(tally.rows, "row"),
+        stamp.judge,
+        args.output.out.display(),
+        elapsed.as_secs_f64(),
+        tally.passed,
+        tally.failed,
+        tally.partial,
+        tally.unjudged(),
+    );
+    for status in Status::ALL.iter().skip(1) {
+        if let Some(n) = tally.by_status.get(status.as_str()) {
+            text.push_str(&format!(
+                "\n  {n} {}{}",
+                status.as_str(),
+                tally
+                    .first_reason
+                    .get(status.as_str())
+                    .map(|r| format!(" (first: {r})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if let Some(path) = &args.output.rejects {
+        text.push_str(&format!(
+            "\n{} set aside in `{}`",
+            plural(counts.rejected, "bad line"),
+            path.display()
+        ));
+    }
+    text.push('\n');
+    text.push_str(&check.text);
+    let mut json = json!({
+        "version": 1,
+        "command": "grade",
+        "inputs": inputs.iter().map(|i| i.display.clone()).collect::<Vec<_>>(),
+        "output": args.output.out.display().to_string(),
+        "judge": stamp.judge,
+        "judge_version": stamp.version,
+        "scoring_run_id": stamp.run_id,
+        "tally": tally,
+        "rejected": counts.rejected,
+        "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+    });
+    if let (Some(obj), Value::Object(more)) = (json.as_object_mut(), check.json) {
+        obj.extend(more);
+    }
+    Ok(Outcome {
+        text,
+        json,
+        // Without `--gate`, only a hollow run fails the command.
+        status: match (args.gate, check.status) {
+            (None, ExitStatus::Hollow) => ExitStatus::Hollow,
+            (None, _) => ExitStatus::Success,
+            (Some(_), s) => s,
+        },
+    })
+}

@@ -1,0 +1,308 @@
+//! Grading: judges give each row a [`Verdict`], written into the verdict columns (`reward`,
+//! `reason`, `markers`, `judge_name`, `judge_status`, `judge_meta`) with `lineage` stamped.
+//!
+//! Judges work batch by batch, so grading streams: built-in verifiers ([`verify`]), SQL
+//! expressions and queries ([`sql`]), and programs over a JSON Lines pipe ([`command`]). After a
+//! grade, [`warnings`] says what would make the number hollow.
+
+pub mod command;
+pub mod sql;
+pub mod verdict;
+pub mod verify;
+pub mod warnings;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Float64Builder, MapArray, MapBuilder, RecordBatch,
+    StringArray, StringBuilder,
+};
+use datafusion::arrow::datatypes::Float64Type;
+use serde_json::{Map, Value};
+
+pub use verdict::{Status, Verdict};
+
+use crate::error::{Error, Result};
+use crate::pipeline::row::map_names;
+use crate::schema::col;
+
+/// A judge over batches of rows.
+pub trait Judge: Send {
+    /// The name written to `judge_name` and `lineage.judge`.
+    fn name(&self) -> &str;
+
+    /// The version written to `lineage.judge_version`, when the judge has one.
+    fn version(&self) -> Option<&str> {
+        None
+    }
+
+    /// One verdict per row of `batch`, in order.
+    fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>>;
+}
+
+/// Several judges as one: a row passes only as well as its worst judge (the minimum reward);
+/// the first judge that could not score a row decides that row's status.
+pub struct Panel {
+    judges: Vec<Box<dyn Judge>>,
+    name: String,
+    version: Option<String>,
+}
+
+impl Panel {
+    /// The panel of `judges` (at least one).
+    pub fn new(judges: Vec<Box<dyn Judge>>) -> Self {
+        let name = judges
+            .iter()
+            .map(|j| j.name())
+            .collect::<Vec<_>>()
+            .join(" + ");
+        let versions: Vec<&str> = judges.iter().filter_map(|j| j.version()).collect();
+        let version = (!versions.is_empty()).then(|| versions.join(" + "));
+        Self {
+            judges,
+            name,
+            version,
+        }
+    }
+}
+
+impl Judge for Panel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
+        if self.judges.len() == 1 {
+            return self.judges[0].judge(batch);
+        }
+        let mut each = Vec::with_capacity(self.judges.len());
+        for j in &mut self.judges {
+            let name = j.name().to_owned();
+            each.push((name, j.judge(batch)?));
+        }
+        Ok((0..batch.num_rows())
+            .map(|i| combine(each.iter().map(|(name, vs)| (name.as_str(), &vs[i]))))
+            .collect())
+    }
+}
+
+/// One verdict from several judges' verdicts on a row.
+fn combine<'a>(parts: impl Iterator<Item = (&'a str, &'a Verdict)>) -> Verdict {
+    let mut out: Option<Verdict> = None;
+    let mut meta = Map::new();
+    let mut markers: Vec<(String, Option<f64>)> = Vec::new();
+    for (name, v) in parts {
+        meta.insert(name.to_owned(), Value::Object(v.meta.clone()));
+        for (k, x) in &v.markers {
+            match markers.iter_mut().find(|(m, _)| m == k) {
+                Some(slot) => slot.1 = *x,
+                None => markers.push((k.clone(), *x)),
+            }
+        }
+        let prefixed = |v: &Verdict| Verdict {
+            reason: format!("{name}: {}", v.reason),
+            ..v.clone()
+        };
+        out = Some(match out {
+            None => prefixed(v),
+            Some(prev) if prev.status != Status::Ok => prev,
+            Some(_) if v.status != Status::Ok => prefixed(v),
+            Some(prev) if v.reward < prev.reward => prefixed(v),
+            Some(prev) => prev,
+        });
+    }
+    let mut v = out.unwrap_or_else(|| Verdict::failed(Status::MissingReward, "no judge"));
+    v.meta = meta;
+    v.markers = markers;
+    v
+}
+
+/// How rows were scored, stamped into `lineage`.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    /// The judge's name.
+    pub judge: String,
+    /// Its version.
+    pub version: Option<String>,
+    /// This scoring run.
+    pub run_id: String,
+    /// `grade` or `eval`.
+    pub source: &'static str,
+}
+
+/// Counts of a grade, by status.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Tally {
+    /// Rows graded.
+    pub rows: u64,
+    /// Rows with a reward of 1.
+    pub passed: u64,
+    /// Rows with a reward of 0.
+    pub failed: u64,
+    /// Rows with a reward strictly between 0 and 1.
+    pub partial: u64,
+    /// Rows per `judge_status`.
+    pub by_status: std::collections::BTreeMap<&'static str, u64>,
+    /// The first reason given for each status other than ok.
+    pub first_reason: std::collections::BTreeMap<&'static str, String>,
+}
+
+impl Tally {
+    /// Counts `verdicts`.
+    pub fn add(&mut self, verdicts: &[Verdict]) {
+        for v in verdicts {
+            self.rows += 1;
+            *self.by_status.entry(v.status.as_str()).or_default() += 1;
+            if v.status != Status::Ok {
+                self.first_reason
+                    .entry(v.status.as_str())
+                    .or_insert_with(|| v.reason.chars().take(200).collect());
+            }
+            match v.reward {
+                Some(r) if r == 1.0 => self.passed += 1,
+                Some(r) if r == 0.0 => self.failed += 1,
+                Some(_) => self.partial += 1,
+                None => {}
+            }
+        }
+    }
+
+    /// Rows the judge could not score.
+    pub fn unjudged(&self) -> u64 {
+        self.rows - self.by_status.get("ok").copied().unwrap_or(0)
+    }
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| Error::missing_column("grade", name, &batch.schema()))
+}
+
+/// `batch` with the verdict columns replaced by `verdicts` and `lineage` stamped. The row's own
+/// markers stay unless the judge sets the same name.
+pub fn apply(batch: &RecordBatch, verdicts: &[Verdict], stamp: &Stamp) -> Result<RecordBatch> {
+    if verdicts.len() != batch.num_rows() {
+        return Err(Error::Internal(format!(
+            "a judge gave {} verdicts for {} rows",
+            verdicts.len(),
+            batch.num_rows()
+        )));
+    }
+    let n = batch.num_rows();
+    let old_markers: &MapArray = column(batch, col::MARKERS)?.as_map();
+    let old_lineage: &StringArray = column(batch, col::LINEAGE)?.as_string();
+    let rollout: &StringArray = column(batch, col::ROLLOUT_ID)?.as_string();
+
+    let reward: Float64Array = verdicts.iter().map(|v| v.reward).collect();
+    let reason: StringArray = verdicts
+        .iter()
+        .map(|v| (!v.reason.is_empty()).then_some(v.reason.as_str()))
+        .collect();
+    let judge_name: StringArray = std::iter::repeat_n(Some(stamp.judge.as_str()), n).collect();
+    let judge_status: StringArray = verdicts.iter().map(|v| Some(v.status.as_str())).collect();
+    let judge_meta: StringArray = verdicts
+        .iter()
+        .map(|v| (!v.meta.is_empty()).then(|| Value::Object(v.meta.clone()).to_string()))
+        .collect();
+
+    let mut markers = MapBuilder::new(
+        Some(map_names()),
+        StringBuilder::new(),
+        Float64Builder::new(),
+    );
+    for (i, v) in verdicts.iter().enumerate() {
+        let mut merged: Vec<(String, Option<f64>)> = Vec::new();
+        if old_markers.is_valid(i) {
+            let entries = old_markers.value(i);
+            let keys = entries.column(0).as_string::<i32>();
+            let values = entries.column(1).as_primitive::<Float64Type>();
+            for j in 0..entries.len() {
+                merged.push((
+                    keys.value(j).to_owned(),
+                    values.is_valid(j).then(|| values.value(j)),
+                ));
+            }
+        }
+        for (k, x) in &v.markers {
+            match merged.iter_mut().find(|(m, _)| m == k) {
+                Some(slot) => slot.1 = *x,
+                None => merged.push((k.clone(), *x)),
+            }
+        }
+        if merged.is_empty() && !old_markers.is_valid(i) {
+            markers.append(false)?;
+        } else {
+            for (k, x) in merged {
+                markers.keys().append_value(k);
+                markers.values().append_option(x);
+            }
+            markers.append(true)?;
+        }
+    }
+
+    let mut lineage = StringBuilder::with_capacity(n, n * 160);
+    for i in 0..n {
+        let mut obj = if old_lineage.is_valid(i) {
+            match serde_json::from_str::<Value>(old_lineage.value(i)) {
+                Ok(Value::Object(o)) => o,
+                _ => Map::new(),
+            }
+        } else {
+            Map::new()
+        };
+        let prior = obj.get("scoring_run_id").cloned();
+        obj.insert("scoring_run_id".into(), Value::String(stamp.run_id.clone()));
+        obj.insert("source".into(), Value::String(stamp.source.into()));
+        obj.insert("judge".into(), Value::String(stamp.judge.clone()));
+        if rollout.is_valid(i) {
+            obj.insert("parent".into(), Value::String(rollout.value(i).to_owned()));
+        }
+        if let Some(version) = &stamp.version {
+            obj.insert("judge_version".into(), Value::String(version.clone()));
+        }
+        if let Some(prior) = prior.filter(|p| p.as_str() != Some(stamp.run_id.as_str())) {
+            obj.insert("prior_scoring_run_id".into(), prior);
+        }
+        lineage.append_value(Value::Object(obj).to_string());
+    }
+
+    let schema = batch.schema();
+    let mut columns = batch.columns().to_vec();
+    let replace = |columns: &mut Vec<ArrayRef>, name: &str, array: ArrayRef| -> Result<()> {
+        let i = schema
+            .index_of(name)
+            .map_err(|_| Error::missing_column("grade", name, &schema))?;
+        columns[i] = array;
+        Ok(())
+    };
+    replace(&mut columns, col::REWARD, Arc::new(reward))?;
+    replace(&mut columns, col::REASON, Arc::new(reason))?;
+    replace(&mut columns, col::JUDGE_NAME, Arc::new(judge_name))?;
+    replace(&mut columns, col::JUDGE_STATUS, Arc::new(judge_status))?;
+    replace(&mut columns, col::JUDGE_META, Arc::new(judge_meta))?;
+    replace(&mut columns, col::MARKERS, Arc::new(markers.finish()))?;
+    replace(&mut columns, col::LINEAGE, Arc::new(lineage.finish()))?;
+    Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panel_takes_the_worst_and_the_first_failure() {
+        let pass = Verdict::ok(1.0, "fine");
+        let fail = Verdict::ok(0.0, "wrong tool");
+        let broken = Verdict::failed(Status::Timeout, "hung");
+        let v = combine([("a", &pass), ("b", &fail)].into_iter());
+        assert_eq!((v.reward, v.reason.as_str()), (Some(0.0), "b: wrong tool"));
+        let v = combine([("a", &fail), ("b", &broken)].into_iter());
+        assert_eq!((v.status, v.reward), (Status::Timeout, None));
+        assert_eq!(v.reason, "b: hung");
+    }
+}

@@ -1,0 +1,336 @@
+//! The judge contract: what a judge may return, and what a row gets from it.
+//!
+//! A verdict is a `reward` in [0, 1] (or a boolean), a `reason`, optional `markers` (name to a
+//! number in [0, 1], null when it does not apply), and any other keys, which go to `judge_meta`.
+//! A judge that fails, hangs or returns something else marks its row with a [`Status`] and a
+//! reason; the reward stays null, never 0.
+
+use serde_json::{Map, Value};
+
+/// How a row's grading went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The judge gave a reward (or said, with a reason, that none applies).
+    Ok,
+    /// The judge answered without a reward.
+    MissingReward,
+    /// The judge answered something the contract does not allow.
+    InvalidResult,
+    /// The judge failed (raised, crashed, exited).
+    Error,
+    /// The judge took longer than the per-row timeout.
+    Timeout,
+}
+
+impl Status {
+    /// The `judge_status` text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::MissingReward => "missing_reward",
+            Self::InvalidResult => "invalid_result",
+            Self::Error => "error",
+            Self::Timeout => "timeout",
+        }
+    }
+
+    /// Every status, in report order.
+    pub const ALL: [Status; 5] = [
+        Self::Ok,
+        Self::MissingReward,
+        Self::InvalidResult,
+        Self::Error,
+        Self::Timeout,
+    ];
+}
+
+/// One row's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The reward, null unless the status is ok.
+    pub reward: Option<f64>,
+    /// Why.
+    pub reason: String,
+    /// How grading went.
+    pub status: Status,
+    /// Markers the judge set (merged over the row's own).
+    pub markers: Vec<(String, Option<f64>)>,
+    /// Everything else the judge said.
+    pub meta: Map<String, Value>,
+}
+
+impl Verdict {
+    /// A passing or failing verdict.
+    pub fn ok(reward: f64, reason: impl Into<String>) -> Self {
+        Self {
+            reward: Some(reward),
+            reason: reason.into(),
+            status: Status::Ok,
+            markers: Vec::new(),
+            meta: Map::new(),
+        }
+    }
+
+    /// A verdict without a reward.
+    pub fn failed(status: Status, reason: impl Into<String>) -> Self {
+        Self {
+            reward: None,
+            reason: reason.into(),
+            status,
+            markers: Vec::new(),
+            meta: Map::new(),
+        }
+    }
+
+    /// Adds a `judge_meta` key.
+    #[must_use]
+    pub fn with_meta(mut self, key: &str, value: Value) -> Self {
+        self.meta.insert(key.to_owned(), value);
+        self
+    }
+
+    /// Reads what a judge returned, by the contract.
+    pub fn from_json(value: Value) -> Self {
+        match value {
+            Value::Bool(b) => Self::ok(f64::from(u8::from(b)), ""),
+            Value::Number(n) => reward_number(n.as_f64().unwrap_or(f64::NAN), Map::new(), ""),
+            Value::Object(obj) => from_object(obj),
+            other => Self::failed(
+                Status::InvalidResult,
+                format!(
+                    "the judge returned {}, not a verdict object or a number",
+                    type_name(&other)
+                ),
+            )
+            .with_meta("returned_type", Value::String(type_name(&other).into())),
+        }
+    }
+}
+
+/// The JSON type of a value, for messages.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn reward_number(x: f64, meta: Map<String, Value>, reason: &str) -> Verdict {
+    if x.is_finite() && (0.0..=1.0).contains(&x) {
+        let mut v = Verdict::ok(x, reason);
+        v.meta = meta;
+        v
+    } else {
+        let mut v = Verdict::failed(
+            Status::InvalidResult,
+            format!("reward {x} is outside [0, 1]"),
+        );
+        v.meta = meta;
+        v.with_meta(
+            "reward_out_of_range",
+            serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number),
+        )
+    }
+}
+
+fn from_object(mut obj: Map<String, Value>) -> Verdict {
+    let reason = match obj.shift_remove("reason") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s,
+        Some(other) => other.to_string(),
+    };
+    let reward = obj
+        .shift_remove("reward")
+        .map(|r| ("reward", r))
+        .or_else(|| obj.shift_remove("score").map(|s| ("score", s)));
+    let markers = obj.shift_remove("markers");
+    // Everything else is meta; a nested `judge_meta` object is flattened in.
+    let mut meta = Map::new();
+    for (k, v) in obj {
+        match (k.as_str(), v) {
+            ("judge_meta", Value::Object(inner)) => meta.extend(inner),
+            (_, v) => {
+                meta.insert(k, v);
+            }
+        }
+    }
+    let mut verdict = match reward {
+        None if meta.contains_key("error") => {
+            let error = match &meta["error"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mut v = Verdict::failed(
+                Status::Error,
+                if reason.is_empty() { error } else { reason },
+            );
+            v.meta = meta;
+            return v;
+        }
+        None => {
+            let mut keys: Vec<Value> = meta.keys().cloned().map(Value::String).collect();
+            keys.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            let mut v = Verdict::failed(
+                Status::MissingReward,
+                if reason.is_empty() {
+                    "the judge returned no `reward`".to_owned()
+                } else {
+                    reason
+                },
+            );
+            v.meta = meta;
+            return v.with_meta("returned_keys", Value::Array(keys));
+        }
+        Some((_, Value::Null)) => {
+            // An explicit null: the judge declines to score this row, and says why.
+            let mut v = Verdict::failed(
+                Status::MissingReward,
+                if reason.is_empty() {
+                    "the judge returned `reward: null`".to_owned()
+                } else {
+                    reason
+                },
+            );
+            v.meta = meta;
+            return v;
+        }
+        Some((_, Value::Bool(b))) => {
+            let mut v = Verdict::ok(f64::from(u8::from(b)), reason);
+            v.meta = meta;
+            v
+        }
+        Some((_, Value::Number(n))) => reward_number(n.as_f64().unwrap_or(f64::NAN), meta, &reason),
+        Some((key, other)) => {
+            let mut v = Verdict::failed(
+                Status::InvalidResult,
+                format!("`{key}` is {}, not a number", type_name(&other)),
+            );
+            v.meta = meta;
+            return v.with_meta("reward_type", Value::String(type_name(&other).into()));
+        }
+    };
+    match markers {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (name, value) in m {
+                let parsed = match &value {
+                    Value::Null => None,
+                    Value::Bool(b) => Some(f64::from(u8::from(*b))),
+                    Value::Number(n) => n.as_f64().filter(|x| (0.0..=1.0).contains(x)),
+                    _ => None,
+                };
+                if parsed.is_none() && !value.is_null() {
+                    let mut v = Verdict::failed(
+                        Status::InvalidResult,
+                        format!(
+                            "marker `{name}` is {value}: a marker is a number in [0, 1] (1 the good outcome) or null"
+                        ),
+                    );
+                    v.meta = verdict.meta;
+                    return v;
+                }
+                verdict.markers.push((name, parsed));
+            }
+        }
+        Some(other) => {
+            let mut v = Verdict::failed(
+                Status::InvalidResult,
+                format!(
+                    "`markers` is {}, not an object of name to number",
+                    type_name(&other)
+                ),
+            );
+            v.meta = verdict.meta;
+            return v;
+        }
+    }
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn read(v: Value) -> Verdict {
+        Verdict::from_json(v)
+    }
+
+    #[test]
+    fn rewards_by_the_contract() {
+        assert_eq!(read(json!(true)).reward, Some(1.0));
+        assert_eq!(read(json!(0.25)).reward, Some(0.25));
+        let v = read(json!({"reward": 1, "reason": "refund allowed", "policy": "30d"}));
+        assert_eq!(
+            (v.reward, v.status, v.reason.as_str()),
+            (Some(1.0), Status::Ok, "refund allowed")
+        );
+        assert_eq!(v.meta, *json!({"policy": "30d"}).as_object().unwrap());
+        assert_eq!(read(json!({"score": false})).reward, Some(0.0));
+        let flat = read(json!({"reward": 0, "judge_meta": {"a": 1}, "b": 2}));
+        assert_eq!(flat.meta, *json!({"a": 1, "b": 2}).as_object().unwrap());
+    }
+
+    #[test]
+    fn broken_verdicts_are_marked_never_zero() {
+        let cases = [
+            (json!(1.5), Status::InvalidResult),
+            (json!({"reward": -0.1}), Status::InvalidResult),
+            (json!({"reward": "1"}), Status::InvalidResult),
+            (json!({"reward": [1]}), Status::InvalidResult),
+            (json!({"reason": "no idea"}), Status::MissingReward),
+            (
+                json!({"reward": null, "reason": "n/a"}),
+                Status::MissingReward,
+            ),
+            (json!("pass"), Status::InvalidResult),
+            (json!(null), Status::InvalidResult),
+            (json!({"error": "ValueError: boom"}), Status::Error),
+            (
+                json!({"reward": 1, "markers": {"polite": "yes"}}),
+                Status::InvalidResult,
+            ),
+            (
+                json!({"reward": 1, "markers": {"polite": 2}}),
+                Status::InvalidResult,
+            ),
+            (json!({"reward": 1, "markers": [1]}), Status::InvalidResult),
+        ];
+        for (input, status) in cases {
+            let v = read(input.clone());
+            assert_eq!(v.status, status, "{input}");
+            assert_eq!(v.reward, None, "{input}");
+            assert!(!v.reason.is_empty(), "{input}: a reason says why");
+        }
+        assert_eq!(
+            read(json!({"error": "ValueError: boom"})).reason,
+            "ValueError: boom"
+        );
+        assert_eq!(
+            read(json!({"reason": "x", "n": 1})).meta["returned_keys"],
+            json!(["n"])
+        );
+    }
+
+    #[test]
+    fn markers_are_numbers_or_null() {
+        let v = read(
+            json!({"reward": 1, "markers": {"polite": true, "refund_ok": 0.0, "escalated": null}}),
+        );
+        assert_eq!(
+            v.markers,
+            vec![
+                ("polite".to_owned(), Some(1.0)),
+                ("refund_ok".to_owned(), Some(0.0)),
+                ("escalated".to_owned(), None)
+            ]
+        );
+        assert!(v.meta.is_empty(), "markers are not copied into judge_meta");
+    }
+}

@@ -1,0 +1,345 @@
+//! What would make a graded run's number hollow, each warning naming its fix.
+//!
+//! Read from the scored rows (table `rows`) with SQL, so `wai grade` (after writing) and
+//! `wai gate` (on any scored file) say the same. A warning is *hollow* when the number means
+//! nothing at all (no tool was touched, the judge failed everywhere or too often); the rest are
+//! coverage gaps worth fixing that leave the number readable.
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::execution::context::SessionContext;
+
+use crate::error::{Error, Result};
+
+/// Rows without a tool call, as a count, that are worth a warning.
+pub const SILENT_ROWS_MIN: u64 = 2;
+/// ... or as a share of the rows.
+pub const SILENT_ROWS_SHARE: f64 = 0.1;
+/// The share of rows the judge may fail on (error, timeout, invalid result) before the run is
+/// hollow.
+pub const JUDGE_FAILURE_SHARE: f64 = 0.1;
+
+/// What to check against.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Tools the agent was given (`--tools`): each should be called somewhere.
+    pub declared: Vec<String>,
+    /// The agent has no tools by design: do not warn that none was called.
+    pub no_tools: bool,
+    /// The judge failure share above which the run is hollow.
+    pub failure_share: f64,
+}
+
+/// One warning.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Warning {
+    /// A stable id: `no_tool_called`, `silent_rows`, `tool_never_called`, `marker_never_fired`,
+    /// `marker_never_varied`, `unanimous`, `judge_failed`, `no_rows`.
+    pub kind: &'static str,
+    /// What is wrong and how to fix it.
+    pub text: String,
+    /// Whether it makes the run hollow (`wai gate` exits 2).
+    pub hollow: bool,
+}
+
+fn warn(kind: &'static str, hollow: bool, text: String) -> Warning {
+    Warning { kind, text, hollow }
+}
+
+async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
+    Ok(ctx.sql(sql).await?.collect().await?)
+}
+
+fn int(batch: &RecordBatch, column: &str, row: usize) -> Result<i64> {
+    let c = batch
+        .column_by_name(column)
+        .ok_or_else(|| Error::Internal(format!("warnings: no column `{column}`")))?;
+    let c = cast(c, &DataType::Int64)?;
+    let c = c.as_primitive::<Int64Type>();
+    Ok(if c.is_null(row) { 0 } else { c.value(row) })
+}
+
+fn float(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<f64>> {
+    let c = batch
+        .column_by_name(column)
+        .ok_or_else(|| Error::Internal(format!("warnings: no column `{column}`")))?;
+    let c = cast(c, &DataType::Float64)?;
+    let c = c.as_primitive::<Float64Type>();
+    Ok(c.is_valid(row).then(|| c.value(row)))
+}
+
+fn texts(batches: &[RecordBatch], column: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let c = b
+            .column_by_name(column)
+            .ok_or_else(|| Error::Internal(format!("warnings: no column `{column}`")))?;
+        let c = cast(c, &DataType::Utf8)?;
+        let c = c.as_string::<i32>();
+        out.extend((0..c.len()).map(|i| c.value(i).to_owned()));
+    }
+    Ok(out)
+}
+
+/// A reward as the reference prints it: an integer when whole, else two decimals.
+fn reward_text(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The warnings for table `rows` of `ctx`.
+pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>> {
+    let mut out = Vec::new();
+    let counts = query(
+        ctx,
+        "SELECT count(*) AS n, \
+           count(*) FILTER (WHERE coalesce(cardinality(tools_used), 0) > 0) AS with_tools, \
+           count(*) FILTER (WHERE coalesce(judge_status, CASE WHEN reward IS NULL THEN 'missing_reward' ELSE 'ok' END) <> 'ok') AS unjudged, \
+           count(*) FILTER (WHERE judge_status IN ('error', 'timeout', 'invalid_result')) AS failed, \
+           count(reward) FILTER (WHERE coalesce(judge_status, 'ok') = 'ok') AS rewarded, \
+           min(reward) FILTER (WHERE coalesce(judge_status, 'ok') = 'ok') AS lo, \
+           max(reward) FILTER (WHERE coalesce(judge_status, 'ok') = 'ok') AS hi, \
+           count(DISTINCT prompt) FILTER (WHERE coalesce(cardinality(tools_used), 0) = 0) AS silent_asks \
+         FROM rows",
+    )
+    .await?;
+    let b = counts
+        .first()
+        .ok_or_else(|| Error::Internal("warnings: no counts".into()))?;
+    let n = u64::try_from(int(b, "n", 0)?).unwrap_or(0);
+    if n == 0 {
+        out.push(warn(
+            "no_rows",
+            true,
+            "there are no rows, so there is no number. Check the input path.".into(),
+        ));
+        return Ok(out);
+    }
+    let with_tools = u64::try_from(int(b, "with_tools", 0)?).unwrap_or(0);
+    let unjudged = u64::try_from(int(b, "unjudged", 0)?).unwrap_or(0);
+    let failed = u64::try_from(int(b, "failed", 0)?).unwrap_or(0);
+    let rewarded = u64::try_from(int(b, "rewarded", 0)?).unwrap_or(0);
+
+    if unjudged == n {
+        let statuses = texts(
+            &query(
+                ctx,
+                "SELECT DISTINCT coalesce(judge_status, 'missing_reward') AS s FROM rows ORDER BY 1",
+            )
+            .await?,
+            "s",
+        )?;
+        let first = texts(
+            &query(
+                ctx,
+                "SELECT reason FROM rows WHERE reason IS NOT NULL LIMIT 1",
+            )
+            .await?,
+            "reason",
+        )?;
+        out.push(warn(
+            "judge_failed",
+            true,
+            format!(
+                "the judge failed on all {n} rows ({}){}; fix the judge and grade again.",
+                statuses.join("/"),
+                first
+                    .first()
+                    .map(|r| format!(": {}", r.chars().take(120).collect::<String>()))
+                    .unwrap_or_default()
+            ),
+        ));
+    } else if failed > 0 && failed as f64 / n as f64 > opts.failure_share {
+        out.push(warn(
+            "judge_failed",
+            true,
+            format!(
+                "the judge failed on {failed} of {n} rows ({:.0}%, over {:.0}%), so the number leaves out what the judge could not read. Fix the judge (see `judge_status` and `reason` of those rows) and grade again.",
+                100.0 * failed as f64 / n as f64,
+                100.0 * opts.failure_share
+            ),
+        ));
+    }
+
+    if !opts.no_tools {
+        if with_tools == 0 {
+            out.push(warn(
+                "no_tool_called",
+                true,
+                format!(
+                    "0 of {n} rows called a tool, so this score says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in the seeds, and check the agent wrapper records its steps (or pass --no-tools for an agent without tools)."
+                ),
+            ));
+        } else {
+            let silent = n - with_tools;
+            if silent >= SILENT_ROWS_MIN || silent as f64 / n as f64 >= SILENT_ROWS_SHARE {
+                let asks = texts(
+                    &query(
+                        ctx,
+                        "SELECT DISTINCT coalesce(prompt, '') AS p FROM rows \
+                         WHERE coalesce(cardinality(tools_used), 0) = 0 ORDER BY 1 LIMIT 3",
+                    )
+                    .await?,
+                    "p",
+                )?;
+                let m = int(b, "silent_asks", 0)?;
+                let shown: Vec<String> = asks
+                    .iter()
+                    .filter(|a| !a.is_empty())
+                    .map(|a| a.chars().take(60).collect())
+                    .collect();
+                let situations = if m == 1 { "situation" } else { "situations" };
+                out.push(warn(
+                    "silent_rows",
+                    false,
+                    format!(
+                        "{silent} of {n} rows made no tool call ({m} {situations}{}); they score without touching a tool. Drop them from the eval or give them a seed that reaches one.",
+                        if shown.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", shown.join("; "))
+                        }
+                    ),
+                ));
+            }
+        }
+        if !opts.declared.is_empty() {
+            let called = texts(
+                &query(
+                    ctx,
+                    "SELECT DISTINCT t FROM (SELECT unnest(tools_used) AS t FROM rows) WHERE t IS NOT NULL",
+                )
+                .await?,
+                "t",
+            )?;
+            let never: Vec<&String> = opts
+                .declared
+                .iter()
+                .filter(|d| !called.contains(d))
+                .collect();
+            if !never.is_empty() {
+                out.push(warn(
+                    "tool_never_called",
+                    false,
+                    format!(
+                        "{} of {} declared tools were never called ({}); the policy branches behind them are untested. Add a seed ask for each.",
+                        never.len(),
+                        opts.declared.len(),
+                        never.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    let markers = query(
+        ctx,
+        "WITH e AS (SELECT unnest(map_entries(markers)) AS m FROM rows WHERE markers IS NOT NULL) \
+         SELECT m['key'] AS name, count(m['value']) AS fired, count(DISTINCT m['value']) AS kinds, \
+                min(m['value']) AS v \
+         FROM e GROUP BY 1 ORDER BY 1",
+    )
+    .await?;
+    for b in &markers {
+        let names = cast(
+            b.column_by_name("name")
+                .ok_or_else(|| Error::Internal("warnings: no marker names".into()))?,
+            &DataType::Utf8,
+        )?;
+        let names = names.as_string::<i32>();
+        for i in 0..b.num_rows() {
+            let name = names.value(i);
+            let fired = int(b, "fired", i)?;
+            let kinds = int(b, "kinds", i)?;
+            if fired == 0 {
+                out.push(warn(
+                    "marker_never_fired",
+                    false,
+                    format!(
+                        "marker '{name}' fired on 0 of {n} rows; its rate is not a measurement. Add a seed ask that exercises it, or drop it from the report."
+                    ),
+                ));
+            } else if fired >= 2 && kinds == 1 {
+                let v = float(b, "v", i)?.unwrap_or_default();
+                out.push(warn(
+                    "marker_never_varied",
+                    false,
+                    format!(
+                        "marker '{name}' was {} on all {fired} rows it applied to; a rate that never moves says nothing about the agent. Add a seed ask that goes the other way, or drop it from the report.",
+                        reward_text(v)
+                    ),
+                ));
+            }
+        }
+    }
+
+    if rewarded >= 2 {
+        let (lo, hi) = (float(b, "lo", 0)?, float(b, "hi", 0)?);
+        if let (Some(lo), Some(hi)) = (lo, hi)
+            && lo == hi
+            && rewarded == n
+        {
+            out.push(warn(
+                "unanimous",
+                false,
+                format!(
+                    "every row scored {} ({n} of {n}); check the judge before reading this number.",
+                    reward_text(lo)
+                ),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `--tools`: an OpenAI function-schema list (`[{"type": "function", "function": {"name":
+/// ...}}]`, or `{"name": ...}` objects, or plain names), or an object with a `tools` list.
+pub fn declared_tools(path: &std::path::Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "the tools file `{}` is not JSON: {e}",
+            path.display()
+        ))
+    })?;
+    let list = match &value {
+        serde_json::Value::Array(items) => items.as_slice(),
+        serde_json::Value::Object(o) => o
+            .get("tools")
+            .and_then(serde_json::Value::as_array)
+            .map_or(&[][..], Vec::as_slice),
+        _ => &[],
+    };
+    let mut names = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let name = match item {
+            serde_json::Value::String(s) => Some(s.as_str()),
+            serde_json::Value::Object(o) => o
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| o.get("name"))
+                .and_then(serde_json::Value::as_str),
+            _ => None,
+        };
+        match name {
+            Some(n) => names.push(n.to_owned()),
+            None => {
+                return Err(Error::Usage(format!(
+                    "the tools file `{}`: tool {i} has no `function.name` or `name`",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(Error::Usage(format!(
+            "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
+            path.display()
+        )));
+    }
+    Ok(names)
+}

@@ -1,0 +1,634 @@
+//! `wai grade` and `wai gate`: verifiers on hand-labelled transcripts, SQL judges, command judges
+//! that crash, hang or print garbage, hollow-run warnings, the gate's exit codes.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::cli::outcome;
+use crate::support::{fixture, sql_jsonl, wai};
+
+/// Grades `input` with `judges` into `dir/out.parquet`; returns the scored rows (in input order)
+/// and the run's JSON report.
+fn grade(dir: &Path, input: &Path, judges: &[&str], extra: &[&str]) -> (Vec<Value>, Value) {
+    let out = dir.join("out.parquet");
+    let mut cmd = wai();
+    cmd.arg("--json").arg("grade").arg(input);
+    for j in judges {
+        cmd.arg("--judge").arg(j);
+    }
+    let result = cmd.args(extra).arg("-o").arg(&out).output().unwrap();
+    assert!(
+        result.status.code() == Some(0) || result.status.code() == Some(2),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let report: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let rows = sql_jsonl(
+        &[
+            "SELECT task_id, rollout_index, reward, reason, judge_status, judge_name, judge_meta, lineage, markers FROM rows",
+        ],
+        &out,
+    );
+    (rows, report)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn rewards(rows: &[Value]) -> Vec<Option<f64>> {
+    rows.iter().map(|r| r["reward"].as_f64()).collect()
+}
+
+#[test]
+fn verifiers_score_hand_labelled_transcripts() {
+    // Rows (tests/fixtures/grade_transcripts.jsonl): 1 refund allowed and done; 2 refund not
+    // allowed, denied; 3 not allowed, refunded anyway, politely; 4 lookup tool faulted, agent
+    // says so; 5 polite reply, wrong action (cancel, no lookup); 6 "the answer is 3.14";
+    // 7 \boxed{\dfrac{1}{2}}; 8 a JSON reply in a fence.
+    let dir = tempfile::tempdir().unwrap();
+    let n = None;
+    let cases: [(&str, [Option<f64>; 8]); 15] = [
+        (
+            r#"{ tool_called = "lookup_order" }"#,
+            [
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ tool_called = { tool = "issue_refund", args = { order_id = "A1", amount = 40.0 } } }"#,
+            [
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ tool_not_called = "issue_refund" }"#,
+            [
+                Some(0.0),
+                Some(1.0),
+                Some(0.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+            ],
+        ),
+        (
+            r#"{ sequence = { tools = ["lookup_order", "issue_refund"] } }"#,
+            [
+                Some(1.0),
+                Some(0.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ sequence = { tools = ["lookup_order"], exact = true } }"#,
+            [
+                Some(0.0),
+                Some(1.0),
+                Some(0.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ regex = "refund(ed)?" }"#,
+            [
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ regex = { pattern = "Sorry", case_sensitive = true } }"#,
+            [
+                Some(0.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ length = { max = 60 } }"#,
+            [
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+            ],
+        ),
+        // The last line, punctuation and case aside, against privileged.reference.
+        (
+            r#"{ exact = {} }"#,
+            [
+                Some(0.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                n,
+            ],
+        ),
+        (
+            r#"{ math = {} }"#,
+            // The other references are words, not numbers: the check cannot run there.
+            [n, n, n, n, n, Some(1.0), Some(1.0), n],
+        ),
+        (
+            r#"{ json_schema = { type = "object", required = ["order_id", "amount"], properties = { amount = { type = "number" } } } }"#,
+            [
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(1.0),
+            ],
+        ),
+        // The policy: look the order up, and refund only what the reference says to refund.
+        (
+            r#"{ all = [ { tool_called = "lookup_order" }, { not = { tool_called = "cancel_order" } }, { regex = "sorry|refunded|try again" } ] }"#,
+            [
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ any = [ { tool_called = "issue_refund" }, { regex = "try again" } ] }"#,
+            [
+                Some(1.0),
+                Some(0.0),
+                Some(1.0),
+                Some(1.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+                Some(0.0),
+            ],
+        ),
+        (
+            r#"{ not = { regex = "happy to help|lovely day" } }"#,
+            [
+                Some(1.0),
+                Some(1.0),
+                Some(0.0),
+                Some(1.0),
+                Some(0.0),
+                Some(1.0),
+                Some(1.0),
+                Some(1.0),
+            ],
+        ),
+        (
+            r#"{ weighted = [ { weight = 1, check = { tool_called = "lookup_order" } }, { weight = 3, check = { tool_not_called = "issue_refund" } } ] }"#,
+            [
+                Some(0.25),
+                Some(1.0),
+                Some(0.25),
+                Some(1.0),
+                Some(0.75),
+                Some(0.75),
+                Some(0.75),
+                Some(0.75),
+            ],
+        ),
+    ];
+    for (check, want) in cases {
+        let file = write(dir.path(), "judge.toml", &format!("check = {check}\n"));
+        let (rows, _) = grade(
+            dir.path(),
+            &fixture("grade_transcripts.jsonl"),
+            &[&format!("verify:{}", file.display())],
+            &[],
+        );
+        assert_eq!(rewards(&rows), want.to_vec(), "{check}");
+        for r in &rows {
+            let status = r["judge_status"].as_str().unwrap();
+            let expected = if r["reward"].is_null() {
+                "missing_reward"
+            } else {
+                "ok"
+            };
+            assert_eq!(status, expected, "{check}: {r}");
+            assert!(
+                r["reason"].as_str().is_some_and(|s| !s.is_empty()),
+                "{check}: {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_verifier_file_names_its_judge_and_stamps_lineage() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "policy.toml",
+        "name = \"refund-policy\"\nversion = \"3\"\n[check]\ntool_called = \"lookup_order\"\n",
+    );
+    let (rows, report) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&format!("verify:{}", file.display())],
+        &["--run-id", "run-7"],
+    );
+    assert_eq!(rows[0]["judge_name"], "refund-policy");
+    let lineage: Value = serde_json::from_str(rows[0]["lineage"].as_str().unwrap()).unwrap();
+    assert_eq!(lineage["scoring_run_id"], "run-7");
+    assert_eq!(lineage["source"], "grade");
+    assert_eq!(lineage["judge"], "refund-policy");
+    assert_eq!(lineage["judge_version"], "3");
+    assert!(lineage["parent"].as_str().is_some_and(|p| !p.is_empty()));
+    assert_eq!(report["tally"]["passed"], 4);
+    assert_eq!(report["tally"]["failed"], 4);
+
+    // Grading again keeps the earlier run's id.
+    let again = dir.path().join("again.parquet");
+    wai()
+        .arg("grade")
+        .arg(dir.path().join("out.parquet"))
+        .args([
+            "--judge",
+            &format!("verify:{}", file.display()),
+            "--run-id",
+            "run-8",
+            "-o",
+        ])
+        .arg(&again)
+        .assert()
+        .success();
+    let rows = sql_jsonl(&["SELECT lineage FROM rows"], &again);
+    let lineage: Value = serde_json::from_str(rows[0]["lineage"].as_str().unwrap()).unwrap();
+    assert_eq!(lineage["prior_scoring_run_id"], "run-7");
+}
+
+#[test]
+fn sql_judges_expression_and_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("grade_transcripts.jsonl");
+    let (rows, _) = grade(
+        dir.path(),
+        &input,
+        &[
+            "sql:array_has(tools_used, 'lookup_order') AND NOT array_has(tools_used, 'issue_refund')",
+        ],
+        &["--no-tools"],
+    );
+    assert_eq!(
+        rewards(&rows),
+        [0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0].map(Some).to_vec()
+    );
+    // A query sees every row: here, a rollout passes when it used fewer tools than its task's
+    // busiest rollout. Rows it leaves out are missing_reward; a numeric column is a marker.
+    let query = write(
+        dir.path(),
+        "fewer.sql",
+        "SELECT rollout_id, \
+           CASE WHEN cardinality(tools_used) < max(cardinality(tools_used)) OVER (PARTITION BY task_id) THEN 1 ELSE 0 END AS reward, \
+           'fewer calls than the busiest' AS reason, \
+           CASE WHEN final_text ILIKE '%sorry%' THEN 1.0 ELSE 0.0 END AS apologised \
+         FROM rows WHERE task_id LIKE 'refund-%'",
+    );
+    let (rows, _) = grade(
+        dir.path(),
+        &input,
+        &[&format!("sql:{}", query.display())],
+        &["--no-tools"],
+    );
+    assert_eq!(
+        rewards(&rows),
+        vec![
+            Some(0.0),
+            Some(1.0),
+            Some(0.0),
+            Some(0.0),
+            Some(1.0),
+            None,
+            None,
+            None
+        ]
+    );
+    assert_eq!(rows[1]["markers"]["apologised"], 1.0);
+    assert_eq!(rows[5]["judge_status"], "missing_reward");
+    assert_eq!(rows[1]["judge_name"], "sql:fewer");
+}
+
+#[test]
+fn a_bad_sql_judge_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args(["--judge", "sql:no_such_column = 1", "-o"])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 64\n"), "{out}");
+    assert!(out.contains("no_such_column"), "{out}");
+    assert!(
+        !dir.path().join("x.parquet").exists(),
+        "nothing half-written"
+    );
+}
+
+/// A Python command judge: passes rows that mention a refund, and misbehaves on the row whose
+/// reply contains `trigger`.
+fn python_judge(dir: &Path, misbehave: &str) -> String {
+    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let script = format!(
+        r#"import os, sys, time
+sys.path.insert(0, {helper:?})
+from wai_judge import serve
+
+def judge(row):
+    text = row.get("final_text") or ""
+    if "lovely day" in text:
+        {misbehave}
+    return {{"reward": float("refund" in text.lower()), "reason": "looked for a refund",
+            "markers": {{"polite": 1.0 if "please" in text.lower() else 0.0}}}}
+
+serve(judge)
+"#,
+        helper = helper.display().to_string()
+    );
+    let path = write(dir, "judge.py", &script);
+    format!("cmd:python3 {}", path.display())
+}
+
+/// Rows 1 to 8 of the transcripts, as the well-behaved judge grades them.
+const REFUND_MENTIONED: [f64; 8] = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+
+fn check_others(rows: &[Value]) {
+    for (i, r) in rows.iter().enumerate() {
+        if i == 2 {
+            continue;
+        }
+        assert_eq!(r["judge_status"], "ok", "row {i}: {r}");
+        assert_eq!(r["reward"].as_f64(), Some(REFUND_MENTIONED[i]), "row {i}");
+    }
+}
+
+#[test]
+fn a_command_judge_that_raises_marks_only_that_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = python_judge(dir.path(), "raise ValueError('no policy for this')");
+    let (rows, report) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&judge],
+        &["--workers", "2"],
+    );
+    assert_eq!(rows[2]["judge_status"], "error");
+    assert!(rows[2]["reward"].is_null(), "never coerced to 0");
+    assert!(
+        rows[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ValueError: no policy for this"),
+        "{}",
+        rows[2]
+    );
+    assert_eq!(rows[0]["markers"]["polite"], 0.0);
+    check_others(&rows);
+    assert_eq!(report["tally"]["by_status"]["error"], 1);
+}
+
+#[test]
+fn a_command_judge_that_crashes_is_restarted_and_the_row_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = python_judge(
+        dir.path(),
+        "sys.stderr.write('segfault-ish: out of cheese\\n'); sys.stderr.flush(); os._exit(3)",
+    );
+    let (rows, _) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&judge],
+        &["--workers", "2"],
+    );
+    assert_eq!(rows[2]["judge_status"], "error", "{}", rows[2]);
+    assert!(
+        rows[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("out of cheese"),
+        "the stderr tail: {}",
+        rows[2]
+    );
+    check_others(&rows);
+}
+
+#[test]
+fn a_command_judge_that_hangs_times_out_on_that_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = python_judge(dir.path(), "time.sleep(60)");
+    let (rows, _) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&judge],
+        &["--workers", "2", "--timeout", "1"],
+    );
+    assert_eq!(rows[2]["judge_status"], "timeout", "{}", rows[2]);
+    assert!(rows[2]["reward"].is_null());
+    check_others(&rows);
+}
+
+#[test]
+fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = python_judge(
+        dir.path(),
+        "sys.stdout.write('I think this one is fine!\\n'); sys.stdout.flush(); return 'pass'",
+    );
+    let (rows, _) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&judge],
+        &["--workers", "1"],
+    );
+    assert_eq!(rows[2]["judge_status"], "invalid_result", "{}", rows[2]);
+    assert!(rows[2]["reward"].is_null());
+    check_others(&rows);
+}
+
+#[test]
+fn a_judge_command_that_never_starts_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args([
+                "--judge",
+                "cmd:echo 'no such interpreter' >&2; exit 127",
+                "-o",
+            ])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 65\n"), "{out}");
+    assert!(out.contains("stops before answering any row"), "{out}");
+    assert!(out.contains("no such interpreter"), "{out}");
+}
+
+#[test]
+fn warnings_say_what_makes_a_run_hollow() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = write(
+        dir.path(),
+        "tools.json",
+        r#"[{"type": "function", "function": {"name": "lookup_order"}},
+            {"type": "function", "function": {"name": "issue_refund"}},
+            {"type": "function", "function": {"name": "escalate"}}]"#,
+    );
+    let judge = python_judge(dir.path(), "pass");
+    let (_, report) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&judge],
+        &["--tools", tools.to_str().unwrap()],
+    );
+    let kinds: Vec<&str> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["silent_rows", "tool_never_called"], "{report}");
+    let never = &report["warnings"][1]["text"];
+    assert!(
+        never
+            .as_str()
+            .unwrap()
+            .starts_with("1 of 3 declared tools were never called (escalate)")
+    );
+    assert_eq!(report["hollow"], false);
+
+    // No row calls a tool: hollow. Every row fails the same way: a note, not hollow.
+    let (_, report) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &["sql:CASE WHEN task_id = 'x' THEN 1 ELSE 0 END", "sql:1"],
+        &[],
+    );
+    let found: Vec<(&str, bool)> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["kind"].as_str().unwrap(), w["hollow"].as_bool().unwrap()))
+        .collect();
+    assert!(found.contains(&("unanimous", false)), "{found:?}");
+    assert_eq!(report["hollow"], false);
+}
+
+#[test]
+fn gate_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let scored = fixture("example_scored.jsonl");
+    let run = |floor: &str| {
+        outcome(
+            wai().arg("gate").arg(&scored).args(["--floor", floor]),
+            dir.path(),
+        )
+    };
+    insta::assert_snapshot!(run("0.7"), @r"
+    exit_code: 0
+    ----- stdout -----
+    pass@1 0.78 [0.70..0.84] | pass^4 (pass_pow_k) 0.40 [0.28..0.54] | pass@4 0.96 [0.90..1.00] | headroom 0.18 (50 groups, k=4)
+    == warnings (fix these before you report the number)
+      ! marker 'looked_up_before_refund' was 0 on all 8 rows it applied to; a rate that never moves says nothing about the agent. Add a seed ask that goes the other way, or drop it from the report.
+    GATE: pass pass@1 0.78 >= 0.70
+    ----- stderr -----
+    ");
+    insta::assert_snapshot!(run("0.9"), @r"
+    exit_code: 1
+    ----- stdout -----
+    pass@1 0.78 [0.70..0.84] | pass^4 (pass_pow_k) 0.40 [0.28..0.54] | pass@4 0.96 [0.90..1.00] | headroom 0.18 (50 groups, k=4)
+    == warnings (fix these before you report the number)
+      ! marker 'looked_up_before_refund' was 0 on all 8 rows it applied to; a rate that never moves says nothing about the agent. Add a seed ask that goes the other way, or drop it from the report.
+    GATE: FAIL pass@1 0.78 < 0.90
+    ----- stderr -----
+    ");
+    // Graded rows where no rollout called a tool: hollow, whatever the floor.
+    let hollow = write(
+        dir.path(),
+        "hollow.jsonl",
+        &(0..8)
+            .map(|i| {
+                format!(
+                    "{{\"task_id\": \"t{}\", \"prompt\": \"q\", \"steps\": [], \"final_text\": \"a\", \"reward\": {}, \"judge_status\": \"ok\"}}\n",
+                    i % 2,
+                    i % 2
+                )
+            })
+            .collect::<String>(),
+    );
+    insta::assert_snapshot!(outcome(wai().arg("gate").arg(&hollow).args(["--floor", "0.1"]), dir.path()), @r"
+    exit_code: 2
+    ----- stdout -----
+    pass@1 0.50 | pass^4 (pass_pow_k) 0.50 | pass@4 0.50 | headroom 0.00 (2 groups, k=4; no interval on pass@1: 2 tasks, and a bootstrap needs 3; it resamples tasks, so run more tasks, or give each row its own task_id when the rows are separate items)
+    == warnings (fix these before you report the number)
+      !! 0 of 8 rows called a tool, so this score says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in the seeds, and check the agent wrapper records its steps (or pass --no-tools for an agent without tools).
+    GATE: not evaluated; the run is hollow (see the warnings marked !!)
+    ----- stderr -----
+    ");
+    // Without tools by design, the same rows are gated on their pass rate.
+    let out = outcome(
+        wai()
+            .arg("gate")
+            .arg(&hollow)
+            .args(["--floor", "0.1", "--no-tools"]),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 0\n"), "{out}");
+}
