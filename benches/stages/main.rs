@@ -12,6 +12,13 @@
 //!
 //! Figure the ingest issue asks for:
 //! - `ingest/openai_chat/rows=100k`: input MB/s of OpenAI chat records (made from `wai gen` rows).
+//!
+//! Figures the grade issue asks for (the judge over rows already read, verdict columns built;
+//! the end-to-end `wai grade` also reads and rewrites every row):
+//! - `grade/sql_expr/rows=1M`: a SQL expression judge;
+//! - `grade/verifiers/rows=1M`: regex + tool called + length;
+//! - `grade/cmd_python/rows=100k/workers=2`: a trivial Python command judge, rows/s end to end;
+//! - `grade/end_to_end/rows=100k`: `wai grade` with the verifier stack, Parquet in and out.
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -213,5 +220,123 @@ mod generate {
     fn gen_parquet(b: Bencher) {
         let out = DATA.dir.path().join("gen.parquet");
         b.bench(|| run(&["-q", "gen", "--rows", "100000", "-o", path(&out)]));
+    }
+}
+
+mod grade {
+    use std::sync::LazyLock;
+
+    use datafusion::arrow::array::RecordBatch;
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use divan::counter::ItemsCount;
+    use wai::stages::grade::sql::ExpressionJudge;
+    use wai::stages::grade::verify::VerifierJudge;
+    use wai::stages::grade::{Judge, Stamp, apply};
+
+    use super::{Bencher, DATA, black_box, path, run};
+
+    /// The 1M generated rows, read once.
+    static ROWS_1M: LazyLock<Vec<RecordBatch>> = LazyLock::new(|| {
+        let file = std::fs::File::open(&DATA.parquet_1m).expect("rows");
+        ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("parquet")
+            .with_batch_size(8192)
+            .build()
+            .expect("reader")
+            .map(|b| b.expect("batch"))
+            .collect()
+    });
+
+    const STACK: &str = r#"
+[check]
+all = [
+  { regex = "refund(ed)?|sorry" },
+  { tool_called = "lookup_order" },
+  { length = { max = 600 } },
+]
+"#;
+
+    fn judge_all(b: Bencher, judge: &mut dyn Judge) {
+        let batches = &*ROWS_1M;
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let stamp = Stamp {
+            judge: judge.name().to_owned(),
+            version: None,
+            run_id: "bench".into(),
+            source: "grade",
+        };
+        b.counter(ItemsCount::new(rows)).bench_local(|| {
+            for batch in batches {
+                let verdicts = judge.judge(batch).expect("judged");
+                black_box(apply(batch, &verdicts, &stamp).expect("applied"));
+            }
+        });
+    }
+
+    #[divan::bench(name = "sql_expr/rows=1M", sample_count = 5)]
+    fn sql_expr(b: Bencher) {
+        let mut judge = ExpressionJudge::new(
+            "sql:expr".into(),
+            "final_text ILIKE '%refund%' AND array_has(tools_used, 'lookup_order')",
+        )
+        .expect("planned");
+        judge_all(b, &mut judge);
+    }
+
+    #[divan::bench(name = "verifiers/rows=1M", sample_count = 5)]
+    fn verifiers(b: Bencher) {
+        let mut judge = VerifierJudge::parse(STACK, "bench", "stack").expect("parsed");
+        judge_all(b, &mut judge);
+    }
+
+    #[divan::bench(name = "cmd_python/rows=100k/workers=2", sample_count = 3)]
+    fn cmd_python(b: Bencher) {
+        let dir = DATA.dir.path();
+        let rows = &DATA.parquet_100k;
+        let helper = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+        let script = dir.join("trivial_judge.py");
+        std::fs::write(
+            &script,
+            format!(
+                "import sys\nsys.path.insert(0, {:?})\nfrom wai_judge import serve\nserve(lambda row: {{'reward': float('refund' in (row.get('final_text') or ''))}})\n",
+                helper.display().to_string()
+            ),
+        )
+        .expect("script");
+        let judge = format!("cmd:python3 {}", script.display());
+        let out = dir.join("graded-cmd.parquet");
+        b.counter(ItemsCount::new(100_000usize)).bench(|| {
+            run(&[
+                "-q",
+                "grade",
+                path(rows),
+                "--judge",
+                &judge,
+                "--workers",
+                "2",
+                "-o",
+                path(&out),
+            ]);
+        });
+    }
+
+    #[divan::bench(name = "end_to_end/rows=100k", sample_count = 5)]
+    fn end_to_end(b: Bencher) {
+        let dir = DATA.dir.path();
+        let file = dir.join("stack.toml");
+        std::fs::write(&file, STACK).expect("judge file");
+        let judge = format!("verify:{}", file.display());
+        let out = dir.join("graded.parquet");
+        b.counter(ItemsCount::new(100_000usize)).bench(|| {
+            run(&[
+                "-q",
+                "grade",
+                path(&DATA.parquet_100k),
+                "--judge",
+                &judge,
+                "-o",
+                path(&out),
+            ]);
+        });
     }
 }

@@ -157,6 +157,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     }
     let counts = reader.counts;
     drop(reader);
+    let notes = panel.notes();
     drop(panel);
     out.finish()?;
     bar.finish_and_clear();
@@ -194,6 +195,9 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
             ));
         }
     }
+    for note in &notes {
+        text.push_str(&format!("\nnote: {note}"));
+    }
     if let Some(path) = &args.output.rejects {
         text.push_str(&format!(
             "\n{} set aside in `{}`",
@@ -212,6 +216,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
         "judge_version": stamp.version,
         "scoring_run_id": stamp.run_id,
         "tally": tally,
+        "notes": notes,
         "rejected": counts.rejected,
         "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
     });

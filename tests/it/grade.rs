@@ -486,11 +486,12 @@ fn a_command_judge_that_hangs_times_out_on_that_row() {
 #[test]
 fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
     let dir = tempfile::tempdir().unwrap();
+    // A log line on stdout is ignored (and counted); a verdict that is not one is invalid.
     let judge = python_judge(
         dir.path(),
         "sys.stdout.write('I think this one is fine!\\n'); sys.stdout.flush(); return 'pass'",
     );
-    let (rows, _) = grade(
+    let (rows, report) = grade(
         dir.path(),
         &fixture("grade_transcripts.jsonl"),
         &[&judge],
@@ -498,6 +499,26 @@ fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
     );
     assert_eq!(rows[2]["judge_status"], "invalid_result", "{}", rows[2]);
     assert!(rows[2]["reward"].is_null());
+    check_others(&rows);
+    assert!(
+        report["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("I think this one is fine!"),
+        "{report}"
+    );
+    // An object that answers no request breaks the protocol: the row that caused it is invalid.
+    let judge = python_judge(
+        dir.path(),
+        "sys.stdout.write('{\"verdict\": \"fine\"}\\n'); sys.stdout.flush(); return 1",
+    );
+    let (rows, _) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&judge],
+        &["--workers", "2"],
+    );
+    assert_eq!(rows[2]["judge_status"], "invalid_result", "{}", rows[2]);
     check_others(&rows);
 }
 

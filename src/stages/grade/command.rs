@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
+use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::{Judge, Status, Verdict};
@@ -51,7 +52,7 @@ enum Event {
 
 struct Worker {
     child: Child,
-    input: Sender<String>,
+    input: Sender<Request>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     /// Hangs up when the worker's stderr is closed (read to its end).
     stderr_done: Receiver<()>,
@@ -99,6 +100,10 @@ pub struct CommandJudge {
     generation: u64,
     dead_starts: usize,
     answered_any: bool,
+    /// Lines on stdout that were not JSON objects (ignored): how many, and the first.
+    noise: (u64, Option<String>),
+    /// The request text of the batch being judged.
+    text: Arc<Vec<u8>>,
 }
 
 impl CommandJudge {
@@ -123,6 +128,8 @@ impl CommandJudge {
             generation: 0,
             dead_starts: 0,
             answered_any: false,
+            noise: (0, None),
+            text: Arc::new(Vec::new()),
         };
         for w in 0..judge.workers.len() {
             judge.spawn(w)?;
@@ -152,17 +159,17 @@ impl CommandJudge {
         else {
             return Err(Error::Internal("a judge worker has no pipes".into()));
         };
-        let (input, lines) = mpsc::channel::<String>();
+        let (input, lines) = mpsc::channel::<Request>();
         std::thread::spawn(move || {
             let mut out = std::io::BufWriter::with_capacity(1 << 16, stdin);
-            for line in &lines {
-                if out.write_all(line.as_bytes()).is_err() {
+            for (text, range) in &lines {
+                if out.write_all(&text[range]).is_err() {
                     return;
                 }
                 // Flush when nothing more is waiting, so lines go out in bulk but never sit.
                 let more = lines
                     .try_iter()
-                    .try_for_each(|l| out.write_all(l.as_bytes()));
+                    .try_for_each(|(text, range)| out.write_all(&text[range]));
                 if more.is_err() || out.flush().is_err() {
                     return;
                 }
@@ -268,18 +275,50 @@ impl Drop for CommandJudge {
     }
 }
 
-/// The rows of a batch as request lines.
-fn requests(batch: &RecordBatch, first_id: u64) -> Result<Vec<String>> {
+/// One request line: where it is in a batch's request text.
+type Request = (Arc<Vec<u8>>, std::ops::Range<usize>);
+
+/// The rows of a batch as request lines (`{"id": i, "row": {...}}`), encoded in parallel into
+/// `text` (reused from batch to batch when no worker still holds it); returns each line's range.
+fn requests(batch: &RecordBatch, text: &mut Arc<Vec<u8>>) -> Result<Vec<std::ops::Range<usize>>> {
+    const CHUNK: usize = 256;
     let view = BatchView::new(batch)?;
-    (0..batch.num_rows())
-        .map(|i| {
-            let row = encode(&view, i)?;
-            let mut line =
-                json!({"id": first_id + i as u64, "row": Value::Object(row)}).to_string();
-            line.push('\n');
-            Ok(line)
+    let rows: Vec<usize> = (0..batch.num_rows()).collect();
+    let chunks: Vec<(Vec<u8>, Vec<usize>)> = rows
+        .par_chunks(CHUNK)
+        .map(|chunk| {
+            let mut out = Vec::with_capacity(chunk.len() * 2048);
+            let mut ends = Vec::with_capacity(chunk.len());
+            for &i in chunk {
+                let row = encode(&view, i)?;
+                out.extend_from_slice(format!("{{\"id\":{i},\"row\":").as_bytes());
+                serde_json::to_writer(&mut out, &row)
+                    .map_err(|e| Error::Internal(format!("encoding a request: {e}")))?;
+                out.extend_from_slice(b"}\n");
+                ends.push(out.len());
+            }
+            Ok((out, ends))
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    let buf = match Arc::get_mut(text) {
+        Some(buf) => buf,
+        None => {
+            *text = Arc::new(Vec::new());
+            Arc::get_mut(text).ok_or_else(|| Error::Internal("a fresh buffer is shared".into()))?
+        }
+    };
+    buf.clear();
+    let mut ranges = Vec::with_capacity(batch.num_rows());
+    for (chunk, ends) in chunks {
+        let base = buf.len();
+        let mut start = base;
+        for end in ends {
+            ranges.push(start..base + end);
+            start = base + end;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(ranges)
 }
 
 impl Judge for CommandJudge {
@@ -287,9 +326,23 @@ impl Judge for CommandJudge {
         &self.name
     }
 
+    fn notes(&self) -> Vec<String> {
+        match &self.noise {
+            (0, _) => Vec::new(),
+            (n, first) => vec![format!(
+                "the judge printed {n} line{} on stdout that {} not JSON and {} ignored (first: {}); print logs to stderr",
+                if *n == 1 { "" } else { "s" },
+                if *n == 1 { "is" } else { "are" },
+                if *n == 1 { "was" } else { "were" },
+                first.as_deref().unwrap_or("")
+            )],
+        }
+    }
+
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
         let n = batch.num_rows();
-        let lines = requests(batch, 0)?;
+        let lines = requests(batch, &mut self.text)?;
+        let text = Arc::clone(&self.text);
         let mut verdicts: Vec<Option<Verdict>> = vec![None; n];
         let mut done = 0;
         let mut pending: VecDeque<usize> = (0..n).collect();
@@ -311,7 +364,7 @@ impl Judge for CommandJudge {
                         worker.solo = Some(row);
                         worker.in_flight.push_back(row);
                         owner.insert(row, w);
-                        let _ = worker.input.send(lines[row].clone());
+                        let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
                         continue;
                     }
                 }
@@ -321,7 +374,7 @@ impl Judge for CommandJudge {
                     };
                     worker.in_flight.push_back(row);
                     owner.insert(row, w);
-                    let _ = worker.input.send(lines[row].clone());
+                    let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
                 }
             }
             // Wait for a reply, or for the first worker to overrun its timeout.
@@ -349,7 +402,15 @@ impl Judge for CommandJudge {
                     if !current {
                         continue;
                     }
-                    match reply(&text) {
+                    let Some(object) = parse_object(&text) else {
+                        // A log line on stdout: not a reply, and no reason to stop the worker.
+                        self.noise.0 += 1;
+                        self.noise
+                            .1
+                            .get_or_insert_with(|| text.chars().take(120).collect());
+                        continue;
+                    };
+                    match reply(object) {
                         Some((id, verdict))
                             if owner.get(&id) == Some(&w) && verdicts[id].is_none() =>
                         {
@@ -446,18 +507,22 @@ impl Failure {
             Self::Garbage(line) => Verdict::failed(
                 Status::InvalidResult,
                 format!(
-                    "the judge answered a line that is not a verdict with this row's id: {line}"
+                    "the judge answered with an object that carries no request id of its own: {line}"
                 ),
             ),
         }
     }
 }
 
-/// Reads a reply line: its `id` and verdict.
-fn reply(text: &str) -> Option<(usize, Verdict)> {
-    let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(text) else {
-        return None;
-    };
+fn parse_object(text: &str) -> Option<serde_json::Map<String, Value>> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(obj)) => Some(obj),
+        _ => None,
+    }
+}
+
+/// Reads a reply: its `id` and verdict.
+fn reply(mut obj: serde_json::Map<String, Value>) -> Option<(usize, Verdict)> {
     let id = obj.shift_remove("id")?.as_u64()?;
     Some((
         usize::try_from(id).ok()?,

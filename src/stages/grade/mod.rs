@@ -38,6 +38,11 @@ pub trait Judge: Send {
 
     /// One verdict per row of `batch`, in order.
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>>;
+
+    /// What the judge noticed that a person should know (after the run).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Several judges as one: a row passes only as well as its worst judge (the minimum reward);
@@ -73,6 +78,10 @@ impl Judge for Panel {
 
     fn version(&self) -> Option<&str> {
         self.version.as_deref()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.judges.iter().flat_map(|j| j.notes()).collect()
     }
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
@@ -215,45 +224,56 @@ pub fn apply(batch: &RecordBatch, verdicts: &[Verdict], stamp: &Stamp) -> Result
         StringBuilder::new(),
         Float64Builder::new(),
     );
+    let old_keys = old_markers.keys().as_string::<i32>();
+    let old_values = old_markers.values().as_primitive::<Float64Type>();
+    let old_offsets = old_markers.value_offsets();
     for (i, v) in verdicts.iter().enumerate() {
-        let mut merged: Vec<(String, Option<f64>)> = Vec::new();
-        if old_markers.is_valid(i) {
-            let entries = old_markers.value(i);
-            let keys = entries.column(0).as_string::<i32>();
-            let values = entries.column(1).as_primitive::<Float64Type>();
-            for j in 0..entries.len() {
-                merged.push((
-                    keys.value(j).to_owned(),
-                    values.is_valid(j).then(|| values.value(j)),
-                ));
-            }
-        }
-        for (k, x) in &v.markers {
-            match merged.iter_mut().find(|(m, _)| m == k) {
-                Some(slot) => slot.1 = *x,
-                None => merged.push((k.clone(), *x)),
-            }
-        }
-        if merged.is_empty() && !old_markers.is_valid(i) {
+        if !old_markers.is_valid(i) && v.markers.is_empty() {
             markers.append(false)?;
-        } else {
-            for (k, x) in merged {
-                markers.keys().append_value(k);
-                markers.values().append_option(x);
-            }
-            markers.append(true)?;
+            continue;
         }
+        // The row's markers, each replaced by the judge's of the same name; then the judge's new
+        // ones.
+        let (start, end) = (old_offsets[i] as usize, old_offsets[i + 1] as usize);
+        let own = if old_markers.is_valid(i) {
+            start..end
+        } else {
+            0..0
+        };
+        for j in own.clone() {
+            let name = old_keys.value(j);
+            let value = match v.markers.iter().find(|(m, _)| m == name) {
+                Some((_, x)) => *x,
+                None => old_values.is_valid(j).then(|| old_values.value(j)),
+            };
+            markers.keys().append_value(name);
+            markers.values().append_option(value);
+        }
+        for (name, x) in &v.markers {
+            if !own.clone().any(|j| old_keys.value(j) == name) {
+                markers.keys().append_value(name);
+                markers.values().append_option(*x);
+            }
+        }
+        markers.append(true)?;
     }
 
     let mut lineage = StringBuilder::with_capacity(n, n * 160);
+    // Rows of a run mostly share their lineage: parse each distinct text once in a row.
+    let mut last: Option<(&str, Map<String, Value>)> = None;
     for i in 0..n {
-        let mut obj = if old_lineage.is_valid(i) {
-            match serde_json::from_str::<Value>(old_lineage.value(i)) {
-                Ok(Value::Object(o)) => o,
-                _ => Map::new(),
+        let text = old_lineage.is_valid(i).then(|| old_lineage.value(i));
+        let mut obj = match (text, &last) {
+            (None, _) => Map::new(),
+            (Some(t), Some((prev, parsed))) if *prev == t => parsed.clone(),
+            (Some(t), _) => {
+                let parsed = match serde_json::from_str::<Value>(t) {
+                    Ok(Value::Object(o)) => o,
+                    _ => Map::new(),
+                };
+                last = Some((t, parsed.clone()));
+                parsed
             }
-        } else {
-            Map::new()
         };
         let prior = obj.get("scoring_run_id").cloned();
         obj.insert("scoring_run_id".into(), Value::String(stamp.run_id.clone()));
