@@ -15,7 +15,8 @@ Each request is one line `{"id": N, "row": {...}}` (the row as JSON, the referen
 each reply is one line: the verdict with the same id. A verdict is a dict with `reward` (0 to 1,
 a bool, or None with a `reason`), `reason`, optional `markers` ({name: 0..1 or None}), and any
 other keys (kept in `judge_meta`); a bare number or bool is a reward. An exception becomes
-`{"id": N, "error": "..."}`, which marks that row `error`; the worker goes on.
+`{"id": N, "error": "..."}`, which marks that row `error`; the worker goes on. What the judge
+prints goes to stderr (stdout carries the replies).
 """
 
 import json
@@ -25,26 +26,48 @@ import traceback
 __all__ = ["serve"]
 
 
-def serve(judge, stdin=None, stdout=None):
-    """Answer requests on stdin with judge(row) until stdin closes."""
-    stdin = stdin or sys.stdin
-    stdout = stdout or sys.stdout
-    for line in stdin:
-        if not line.strip():
+def _reply(judge, line):
+    request = json.loads(line)
+    rid = request.get("id")
+    try:
+        verdict = judge(request["row"])
+        if not isinstance(verdict, dict):
+            verdict = {"reward": verdict}
+        reply = dict(verdict)
+        reply["id"] = rid
+    except Exception as e:  # the row is marked `error`; the worker goes on
+        tail = traceback.format_exc().strip().splitlines()[-3:]
+        reply = {"id": rid, "error": f"{type(e).__name__}: {e}", "traceback": tail}
+    return json.dumps(reply, allow_nan=False, default=str).encode() + b"\n"
+
+
+def serve(judge):
+    """Answer requests on stdin with judge(row) until stdin closes.
+
+    Requests are read as they arrive, in whatever bulk the pipe holds, and the replies to one
+    read go out in one write: a pipe round trip per read, not per row.
+    """
+    inp = sys.stdin.buffer.raw
+    out = sys.stdout.buffer
+    # stdout carries replies only: the judge's own prints go to stderr.
+    sys.stdout = sys.stderr
+    pending = bytearray()
+    while True:
+        chunk = inp.read(1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+        end = pending.rfind(b"\n")
+        if end < 0:
             continue
-        request = json.loads(line)
-        rid = request.get("id")
-        try:
-            verdict = judge(request["row"])
-            if not isinstance(verdict, dict):
-                verdict = {"reward": verdict}
-            reply = dict(verdict)
-            reply["id"] = rid
-        except Exception as e:  # the row is marked `error`; the worker goes on
-            tail = traceback.format_exc().strip().splitlines()[-3:]
-            reply = {"id": rid, "error": f"{type(e).__name__}: {e}", "traceback": tail}
-        stdout.write(json.dumps(reply, allow_nan=False, default=str) + "\n")
-        stdout.flush()
+        lines = bytes(pending[:end]).split(b"\n")
+        del pending[: end + 1]
+        replies = [_reply(judge, line) for line in lines if line.strip()]
+        out.write(b"".join(replies))
+        out.flush()
+    if pending.strip():
+        out.write(_reply(judge, bytes(pending)))
+        out.flush()
 
 
 if __name__ == "__main__":

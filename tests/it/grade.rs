@@ -489,7 +489,7 @@ fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
     // A log line on stdout is ignored (and counted); a verdict that is not one is invalid.
     let judge = python_judge(
         dir.path(),
-        "sys.stdout.write('I think this one is fine!\\n'); sys.stdout.flush(); return 'pass'",
+        "os.write(1, b'I think this one is fine!\\n'); return 'pass'",
     );
     let (rows, report) = grade(
         dir.path(),
@@ -510,7 +510,7 @@ fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
     // An object that answers no request breaks the protocol: the row that caused it is invalid.
     let judge = python_judge(
         dir.path(),
-        "sys.stdout.write('{\"verdict\": \"fine\"}\\n'); sys.stdout.flush(); return 1",
+        "os.write(1, b'{\"verdict\": \"fine\"}\\n'); return 1",
     );
     let (rows, _) = grade(
         dir.path(),

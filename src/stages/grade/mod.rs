@@ -17,7 +17,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Float64Builder, MapArray, MapBuilder, RecordBatch,
     StringArray, StringBuilder,
 };
-use datafusion::arrow::datatypes::Float64Type;
+use datafusion::arrow::datatypes::{ArrowNativeType, Float64Type};
 use serde_json::{Map, Value};
 
 pub use verdict::{Status, Verdict};
@@ -234,7 +234,7 @@ pub fn apply(batch: &RecordBatch, verdicts: &[Verdict], stamp: &Stamp) -> Result
         }
         // The row's markers, each replaced by the judge's of the same name; then the judge's new
         // ones.
-        let (start, end) = (old_offsets[i] as usize, old_offsets[i + 1] as usize);
+        let (start, end) = (old_offsets[i].as_usize(), old_offsets[i + 1].as_usize());
         let own = if old_markers.is_valid(i) {
             start..end
         } else {

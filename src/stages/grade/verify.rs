@@ -20,6 +20,7 @@
 use std::path::Path;
 
 use datafusion::arrow::array::{Array, AsArray, ListArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::ArrowNativeType;
 use rayon::prelude::*;
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
@@ -261,7 +262,7 @@ fn quote(s: &str) -> String {
     format!("{head:?}")
 }
 
-/// The JSON a reply holds: all of it, else a ```json fence, else the outermost braces.
+/// The JSON a reply holds: all of it, else a fenced `json` block, else the outermost braces.
 fn reply_json(reply: &str) -> Option<Value> {
     if let Ok(v) = serde_json::from_str(reply.trim()) {
         return Some(v);
@@ -777,7 +778,7 @@ impl Judge for VerifierJudge {
             .into_par_iter()
             .with_min_len(256)
             .map(|i| {
-                let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
+                let (start, end) = (offsets[i].as_usize(), offsets[i + 1].as_usize());
                 let row = Row {
                     reply: if reply.is_valid(i) {
                         reply.value(i)
