@@ -28,7 +28,14 @@ fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
     let body = body.trim();
     let file = match kind {
         "verify" => Some(body.to_owned()),
-        "sql" if body.ends_with(".sql") && Path::new(body).is_file() => Some(body.to_owned()),
+        "sql"
+            if Path::new(body)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("sql"))
+                && Path::new(body).is_file() =>
+        {
+            Some(body.to_owned())
+        }
         "sql" | "cmd" => None,
         other => {
             return Err(Error::Usage(format!(

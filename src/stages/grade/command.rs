@@ -300,13 +300,12 @@ fn requests(batch: &RecordBatch, text: &mut Arc<Vec<u8>>) -> Result<Vec<std::ops
             Ok((out, ends))
         })
         .collect::<Result<_>>()?;
-    let buf = match Arc::get_mut(text) {
-        Some(buf) => buf,
-        None => {
-            *text = Arc::new(Vec::new());
-            Arc::get_mut(text).ok_or_else(|| Error::Internal("a fresh buffer is shared".into()))?
-        }
-    };
+    // A worker still holding the last batch's text keeps it; this batch gets a new one.
+    if Arc::get_mut(text).is_none() {
+        *text = Arc::new(Vec::new());
+    }
+    let buf =
+        Arc::get_mut(text).ok_or_else(|| Error::Internal("a fresh buffer is shared".into()))?;
     buf.clear();
     let mut ranges = Vec::with_capacity(batch.num_rows());
     for (chunk, ends) in chunks {

@@ -178,7 +178,7 @@ impl QueryJudge {
                 }
                 let reason = reasons
                     .as_ref()
-                    .map(|r| r.as_string::<i32>())
+                    .map(AsArray::as_string::<i32>)
                     .filter(|r| r.is_valid(i))
                     .map(|r| r.value(i).to_owned())
                     .unwrap_or_default();
