@@ -21,6 +21,7 @@ prints goes to stderr (stdout carries the replies).
 
 import json
 import sys
+import time
 import traceback
 
 __all__ = ["serve"]
@@ -38,14 +39,18 @@ def _reply(judge, line):
     except Exception as e:  # the row is marked `error`; the worker goes on
         tail = traceback.format_exc().strip().splitlines()[-3:]
         reply = {"id": rid, "error": f"{type(e).__name__}: {e}", "traceback": tail}
-    return json.dumps(reply, allow_nan=False, default=str).encode() + b"\n"
+    try:
+        text = json.dumps(reply, allow_nan=False, default=str)
+    except ValueError as e:  # NaN or infinity: not JSON
+        text = json.dumps({"id": rid, "error": f"the verdict is not JSON: {e}"})
+    return text.encode() + b"\n"
 
 
 def serve(judge):
     """Answer requests on stdin with judge(row) until stdin closes.
 
-    Requests are read as they arrive, in whatever bulk the pipe holds, and the replies to one
-    read go out in one write: a pipe round trip per read, not per row.
+    Requests are read as they arrive, in whatever bulk the pipe holds; replies go out in bulk
+    too, but never wait more than 50 ms behind a slow judge.
     """
     inp = sys.stdin.buffer.raw
     out = sys.stdout.buffer
@@ -62,8 +67,14 @@ def serve(judge):
             continue
         lines = bytes(pending[:end]).split(b"\n")
         del pending[: end + 1]
-        replies = [_reply(judge, line) for line in lines if line.strip()]
-        out.write(b"".join(replies))
+        last_flush = time.monotonic()
+        for line in lines:
+            if line.strip():
+                out.write(_reply(judge, line))
+                # A slow judge's replies go out at once; a fast one's, in bulk.
+                if time.monotonic() - last_flush > 0.05:
+                    out.flush()
+                    last_flush = time.monotonic()
         out.flush()
     if pending.strip():
         out.write(_reply(judge, bytes(pending)))

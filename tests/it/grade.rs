@@ -379,6 +379,33 @@ fn a_bad_sql_judge_is_a_usage_error() {
         !dir.path().join("x.parquet").exists(),
         "nothing half-written"
     );
+    // A text column is not a marker: an error, not a marker that is null everywhere.
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args([
+                "--judge",
+                "sql:SELECT rollout_id, 1 AS reward, task_id AS task FROM rows",
+                "-o",
+            ])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 64\n"), "{out}");
+    assert!(out.contains("column `task` is not a number"), "{out}");
+    // A stack that checks nothing is refused.
+    let empty = write(dir.path(), "empty.toml", "check = { weighted = [] }\n");
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args(["--judge", &format!("verify:{}", empty.display()), "-o"])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 64\n"), "{out}");
+    assert!(out.contains("check nothing"), "{out}");
 }
 
 /// A Python command judge: passes rows that mention a refund, and misbehaves on the row whose

@@ -113,7 +113,8 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
 
 /// Keys the general path treats specially when they come in a chat record: such a record
 /// takes that path.
-const RESERVED: [&str; 6] = [
+const RESERVED: [&str; 7] = [
+    "schema_version",
     "prompt",
     "steps",
     "final_text",
@@ -418,6 +419,7 @@ mod tests {
                 "tool_calls": [{"type": "custom", "function": {"name": "f", "arguments": "{}"}}]}]}),
             json!({"messages": [{"role": "system", "content": "no user turn"}]}),
             json!({"messages": [{"role": "user", "content": "q"}], "steps": []}),
+            json!({"messages": [{"role": "user", "content": "q"}], "schema_version": "1"}),
             json!({"prompt": "no messages"}),
             json!([1]),
         ] {

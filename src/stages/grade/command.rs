@@ -104,6 +104,8 @@ pub struct CommandJudge {
     noise: (u64, Option<String>),
     /// The request text of the batch being judged.
     text: Arc<Vec<u8>>,
+    /// Request ids handed out so far.
+    issued: u64,
 }
 
 impl CommandJudge {
@@ -130,6 +132,7 @@ impl CommandJudge {
             answered_any: false,
             noise: (0, None),
             text: Arc::new(Vec::new()),
+            issued: 0,
         };
         for w in 0..judge.workers.len() {
             judge.spawn(w)?;
@@ -227,7 +230,7 @@ impl CommandJudge {
 
     /// Kills worker `w`, starts a new one, and returns the rows it held and whether it held a
     /// suspect alone (then that row is the culprit), with its stderr tail.
-    fn replace(&mut self, w: usize) -> Result<(Vec<usize>, Option<usize>, String)> {
+    fn replace(&mut self, w: usize, died: bool) -> Result<(Vec<usize>, Option<usize>, String)> {
         let Some(mut old) = self.workers[w].take() else {
             return Ok((Vec::new(), None, String::new()));
         };
@@ -235,7 +238,8 @@ impl CommandJudge {
         // Let the stderr reader take the last words.
         let _ = old.stderr_done.recv_timeout(Duration::from_millis(500));
         let tail = old.stderr_tail();
-        if !self.answered_any {
+        // Only a worker that exits counts against the start: a slow one may just be busy.
+        if died && !self.answered_any {
             self.dead_starts += 1;
             if self.dead_starts >= MAX_DEAD_STARTS {
                 return Err(Error::Input {
@@ -280,7 +284,11 @@ type Request = (Arc<Vec<u8>>, std::ops::Range<usize>);
 
 /// The rows of a batch as request lines (`{"id": i, "row": {...}}`), encoded in parallel into
 /// `text` (reused from batch to batch when no worker still holds it); returns each line's range.
-fn requests(batch: &RecordBatch, text: &mut Arc<Vec<u8>>) -> Result<Vec<std::ops::Range<usize>>> {
+fn requests(
+    batch: &RecordBatch,
+    first_id: u64,
+    text: &mut Arc<Vec<u8>>,
+) -> Result<Vec<std::ops::Range<usize>>> {
     const CHUNK: usize = 256;
     let view = BatchView::new(batch)?;
     let rows: Vec<usize> = (0..batch.num_rows()).collect();
@@ -291,7 +299,8 @@ fn requests(batch: &RecordBatch, text: &mut Arc<Vec<u8>>) -> Result<Vec<std::ops
             let mut ends = Vec::with_capacity(chunk.len());
             for &i in chunk {
                 let row = encode(&view, i)?;
-                out.extend_from_slice(format!("{{\"id\":{i},\"row\":").as_bytes());
+                let id = first_id + i as u64;
+                out.extend_from_slice(format!("{{\"id\":{id},\"row\":").as_bytes());
                 serde_json::to_writer(&mut out, &row)
                     .map_err(|e| Error::Internal(format!("encoding a request: {e}")))?;
                 out.extend_from_slice(b"}\n");
@@ -340,7 +349,11 @@ impl Judge for CommandJudge {
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
         let n = batch.num_rows();
-        let lines = requests(batch, &mut self.text)?;
+        // Ids run on across batches, so a late reply to an earlier batch cannot pass for one
+        // of this batch's.
+        let first = self.issued;
+        self.issued += n as u64;
+        let lines = requests(batch, first, &mut self.text)?;
         let text = Arc::clone(&self.text);
         let mut verdicts: Vec<Option<Verdict>> = vec![None; n];
         let mut done = 0;
@@ -409,9 +422,20 @@ impl Judge for CommandJudge {
                             .get_or_insert_with(|| text.chars().take(120).collect());
                         continue;
                     };
-                    match reply(object) {
-                        Some((id, verdict))
-                            if owner.get(&id) == Some(&w) && verdicts[id].is_none() =>
+                    let answer = reply(object).map(|(id, verdict)| {
+                        (
+                            id.checked_sub(first).and_then(|r| usize::try_from(r).ok()),
+                            id,
+                            verdict,
+                        )
+                    });
+                    match answer {
+                        Some((None, _, _)) => {
+                            // A late reply to an earlier batch's row: already settled.
+                            continue;
+                        }
+                        Some((Some(id), _, verdict))
+                            if id < n && owner.get(&id) == Some(&w) && verdicts[id].is_none() =>
                         {
                             let worker = self.workers[w]
                                 .as_mut()
@@ -454,7 +478,7 @@ impl Judge for CommandJudge {
                     (w, Failure::Hung)
                 }
             };
-            let (held, solo, tail) = self.replace(failed)?;
+            let (held, solo, tail) = self.replace(failed, matches!(why, Failure::Died))?;
             for row in held {
                 owner.remove(&row);
                 if verdicts[row].is_some() {
@@ -521,10 +545,7 @@ fn parse_object(text: &str) -> Option<serde_json::Map<String, Value>> {
 }
 
 /// Reads a reply: its `id` and verdict.
-fn reply(mut obj: serde_json::Map<String, Value>) -> Option<(usize, Verdict)> {
+fn reply(mut obj: serde_json::Map<String, Value>) -> Option<(u64, Verdict)> {
     let id = obj.shift_remove("id")?.as_u64()?;
-    Some((
-        usize::try_from(id).ok()?,
-        Verdict::from_json(Value::Object(obj)),
-    ))
+    Some((id, Verdict::from_json(Value::Object(obj))))
 }

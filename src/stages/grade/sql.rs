@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::DFSchema;
 use datafusion::execution::context::SessionContext;
@@ -100,6 +100,12 @@ fn reward(x: f64, text: &str) -> Verdict {
     }
 }
 
+/// Casting that fails on text that is not a number, instead of reading it as null.
+const STRICT: CastOptions<'static> = CastOptions {
+    safe: false,
+    format_options: datafusion::arrow::util::display::FormatOptions::new(),
+};
+
 /// A judge that looked every row up in the result of one query.
 pub struct QueryJudge {
     name: String,
@@ -141,11 +147,12 @@ impl QueryJudge {
                 &DataType::Utf8,
             )?;
             let ids = ids.as_string::<i32>();
-            let rewards = cast(
+            let rewards = cast_with_options(
                 batch
                     .column_by_name(col::REWARD)
                     .unwrap_or_else(|| unreachable!()),
                 &DataType::Float64,
+                &STRICT,
             )
             .map_err(|e| {
                 Error::Usage(format!(
@@ -164,7 +171,7 @@ impl QueryJudge {
                 .zip(batch.columns())
                 .filter(|(f, _)| ![col::ROLLOUT_ID, col::REWARD, col::REASON].contains(&f.name().as_str()))
                 .map(|(f, c)| {
-                    cast(c, &DataType::Float64).map(|a| (f.name().clone(), a)).map_err(|e| {
+                    cast_with_options(c, &DataType::Float64, &STRICT).map(|a| (f.name().clone(), a)).map_err(|e| {
                         Error::Usage(format!(
                             "the SQL judge query's column `{}` is not a number, so not a marker: {e}",
                             f.name()

@@ -159,8 +159,12 @@ fn from_object(mut obj: Map<String, Value>) -> Verdict {
             }
         }
     }
+    // A judge that says it failed has failed, whatever reward it sent along.
+    let failed = meta
+        .get("error")
+        .is_some_and(|e| !e.is_null() && e.as_str() != Some(""));
     let mut verdict = match reward {
-        None if meta.contains_key("error") => {
+        _ if failed => {
             let error = match &meta["error"] {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
@@ -292,6 +296,10 @@ mod tests {
             (json!("pass"), Status::InvalidResult),
             (json!(null), Status::InvalidResult),
             (json!({"error": "ValueError: boom"}), Status::Error),
+            (
+                json!({"reward": 0, "error": "LLM call failed"}),
+                Status::Error,
+            ),
             (
                 json!({"reward": 1, "markers": {"polite": "yes"}}),
                 Status::InvalidResult,

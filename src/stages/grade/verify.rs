@@ -211,6 +211,12 @@ fn compile(spec: Spec, at: &str) -> Result<Check> {
             min: l.min,
             max: l.max,
         },
+        Spec::All(parts) | Spec::Any(parts) if parts.is_empty() => {
+            return Err(bad("an empty list checks nothing".into()));
+        }
+        Spec::Weighted(parts) if parts.iter().all(|p| p.weight == 0.0) => {
+            return Err(bad("weights that are all 0 (or none) check nothing".into()));
+        }
         Spec::All(parts) => Check::All(compile_all(parts, at, "all")?),
         Spec::Any(parts) => Check::Any(compile_all(parts, at, "any")?),
         Spec::Not(part) => Check::Not(Box::new(compile(*part, &format!("{at}.not"))?)),
