@@ -680,3 +680,33 @@ fn gate_exit_codes() {
     );
     assert!(out.starts_with("exit_code: 0\n"), "{out}");
 }
+
+#[test]
+fn a_batch_spreads_over_every_worker() {
+    // Few rows and a slow judge (an LLM) must not queue behind one worker: each worker reports
+    // its process id, and both appear.
+    let dir = tempfile::tempdir().unwrap();
+    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let script = write(
+        dir.path(),
+        "pid.py",
+        &format!(
+            "import os, sys\nsys.path.insert(0, {:?})\nfrom wai_judge import serve\nserve(lambda row: {{'reward': 1, 'pid': os.getpid()}})\n",
+            helper.display().to_string()
+        ),
+    );
+    let (rows, _) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&format!("cmd:python3 {}", script.display())],
+        &["--workers", "2", "--no-tools"],
+    );
+    let pids: std::collections::BTreeSet<i64> = rows
+        .iter()
+        .map(|r| {
+            let meta: Value = serde_json::from_str(r["judge_meta"].as_str().unwrap()).unwrap();
+            meta["pid"].as_i64().unwrap()
+        })
+        .collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+}

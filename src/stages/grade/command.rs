@@ -362,7 +362,25 @@ impl Judge for CommandJudge {
         let mut owner: HashMap<usize, usize> = HashMap::new();
         let timeout = self.opts.timeout;
         while done < n {
-            // Hand out work: suspects alone to idle workers, the rest in windows.
+            // Hand out work: suspects alone to idle workers, then the rest spread over every
+            // worker (a slow judge's few rows must not queue behind one of them).
+            for w in 0..self.workers.len() {
+                let Some(worker) = self.workers[w].as_mut() else {
+                    continue;
+                };
+                if worker.solo.is_none() && worker.in_flight.is_empty() {
+                    worker.progress = Instant::now();
+                    if let Some(row) = suspects.pop_front() {
+                        worker.solo = Some(row);
+                        worker.in_flight.push_back(row);
+                        owner.insert(row, w);
+                        let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
+                    }
+                }
+            }
+            // Each worker takes its share of what is pending, in one burst (lines go down the
+            // pipe in bulk), up to its window.
+            let share = pending.len().div_ceil(self.workers.len().max(1)).max(1);
             for w in 0..self.workers.len() {
                 let Some(worker) = self.workers[w].as_mut() else {
                     continue;
@@ -370,17 +388,11 @@ impl Judge for CommandJudge {
                 if worker.solo.is_some() {
                     continue;
                 }
-                if worker.in_flight.is_empty() {
+                let room = WINDOW.saturating_sub(worker.in_flight.len()).min(share);
+                if room > 0 && worker.in_flight.is_empty() && !pending.is_empty() {
                     worker.progress = Instant::now();
-                    if let Some(row) = suspects.pop_front() {
-                        worker.solo = Some(row);
-                        worker.in_flight.push_back(row);
-                        owner.insert(row, w);
-                        let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
-                        continue;
-                    }
                 }
-                while worker.in_flight.len() < WINDOW {
+                for _ in 0..room {
                     let Some(row) = pending.pop_front() else {
                         break;
                     };
