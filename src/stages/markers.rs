@@ -103,7 +103,7 @@ fn short(v: f64) -> String {
 }
 
 fn round9(v: f64) -> f64 {
-    format!("{v:.9}").parse().unwrap_or(v)
+    crate::stats::round_places(v, 9)
 }
 
 /// Summarises one marker from its per-task value lists (tasks in id order).

@@ -123,9 +123,9 @@ pub struct PassAt {
     pub per_task: Vec<(String, f64)>,
 }
 
-/// Python's `round(x, 4)`: correctly rounded, ties to even on the exact binary value.
+/// Python's `round(x, 4)`.
 fn round4(x: f64) -> f64 {
-    format!("{x:.4}").parse().unwrap_or(x)
+    crate::stats::round_places(x, 4)
 }
 
 #[allow(clippy::cast_precision_loss)]
