@@ -72,6 +72,28 @@ pub enum Command {
     /// The CI check on scored rows: the pass@k line and the warnings; exits 1 when pass@1 is below
     /// `--floor`, 2 when the run is hollow, 0 otherwise.
     Gate(GateArgs),
+    /// How much a metric moves when the same tasks are run again: run_std, the noise band a
+    /// comparison must clear, and a stability word.
+    ///
+    /// One input is split into runs by `lineage.eval_run` (else `lineage.scoring_run_id`, or `--by`);
+    /// several inputs are one run each.
+    Variance(VarianceArgs),
+}
+
+/// `wai variance`.
+#[derive(Debug, Args)]
+pub struct VarianceArgs {
+    /// Rows of two or more runs of one task set (one input split by run key, or one input per
+    /// run).
+    #[arg(required = true, value_name = "RUN")]
+    pub inputs: Vec<String>,
+    /// The metric: `pass_at_1` or `marker:NAME`.
+    #[arg(long, default_value = "pass_at_1")]
+    pub metric: String,
+    /// The run key: a column, else a key of `lineage` (default `lineage.eval_run`,
+    /// then `lineage.scoring_run_id`).
+    #[arg(long, value_name = "KEY")]
+    pub by: Option<String>,
 }
 
 /// What makes a run hollow, for `grade` and `gate`.

@@ -11,6 +11,7 @@ pub mod ingest;
 pub mod markers;
 pub mod pass_at;
 pub mod sql;
+pub mod variance;
 
 use std::io::{IsTerminal, Write};
 
@@ -85,6 +86,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Ingest(args) => ingest::run(&ctx, &args),
         Command::Grade(args) => grade::run(&ctx, &args),
         Command::Gate(args) => gate::run(&ctx, &args),
+        Command::Variance(args) => variance::run(&ctx, &args),
     }
 }
 

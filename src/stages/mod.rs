@@ -5,3 +5,4 @@ pub mod grade;
 pub mod markers;
 pub mod pass_at;
 pub mod udf;
+pub mod variance;

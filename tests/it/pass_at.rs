@@ -362,3 +362,73 @@ fn markers_match_the_reference_summary() {
         "{text}"
     );
 }
+
+#[test]
+fn eval_variance_matches_the_reference_vector() {
+    // The reference's vector: three runs of 5 tasks, split by lineage.eval_run.
+    let out = wai()
+        .args(["--json", "variance"])
+        .arg(fixture("eval_variance_runs.jsonl"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = serde_json::json!({"metric": "pass_at_1", "n_runs": 3,
+        "means": {"0": 0.4667, "1": 0.4667, "2": 0.6667}, "mean": 0.5333, "run_std": 0.1155,
+        "run_std_by_metric": {"pass_at_1": 0.1155, "marker:grounded": 0.2524},
+        "run_std_points": 11.55, "noise_band": 0.7027, "noise_band_df": 2,
+        "stability": "high_variance", "tasks_in_every_run": 5, "notes": []});
+    for (k, v) in want.as_object().unwrap() {
+        assert_eq!(&got[k], v, "{k}");
+    }
+    // One file per run: two runs of the same tasks, and a row without a run key left out.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("eval_variance_runs.jsonl")).unwrap();
+    let run = |n: u8| -> String {
+        text.lines()
+            .filter(|l| l.contains(&format!("\"eval_run\": {n}}}")))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    std::fs::write(&a, run(0)).unwrap();
+    std::fs::write(&b, run(1)).unwrap();
+    let out = wai()
+        .args(["--json", "variance"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        got["means"],
+        serde_json::json!({"run_1": 0.4667, "run_2": 0.4667})
+    );
+    assert_eq!(
+        (got["run_std"].as_f64(), got["noise_band_df"].as_u64()),
+        (Some(0.0), Some(1))
+    );
+    assert_eq!(got["stability"], "very_stable");
+    assert!(
+        got["notes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("2 run(s): two is a difference")
+    );
+    let mut with_unkeyed = run(0) + &run(1);
+    with_unkeyed.push_str("{\"task_id\": \"t0\", \"reward\": 1}\n");
+    std::fs::write(&a, with_unkeyed).unwrap();
+    let out = wai().args(["--json", "variance"]).arg(&a).output().unwrap();
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        got["notes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("1 row(s) without a run key"),
+        "{got}"
+    );
+}
