@@ -35,11 +35,7 @@ pub fn z_level(level: f64) -> Result<f64, QuantileError> {
     if level == 0.95 {
         return Ok(Z_95);
     }
-    Ok(standard_normal().inverse_cdf(f64::midpoint(1.0, level)))
-}
-
-fn standard_normal() -> Normal {
-    Normal::standard()
+    Ok(Normal::standard().inverse_cdf(f64::midpoint(1.0, level)))
 }
 
 /// The two-sided Student-t quantile for `df` degrees of freedom (truncated, at least 1).

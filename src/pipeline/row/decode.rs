@@ -52,7 +52,8 @@ impl FieldError {
 
 type Res<T> = Result<T, FieldError>;
 
-fn kind(v: &Value) -> &'static str {
+/// What a JSON value is, for messages: `null`, `a number`, `an object`, ...
+pub fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -497,7 +497,7 @@ impl Judge for CommandJudge {
                     continue;
                 }
                 if solo == Some(row) {
-                    verdicts[row] = Some(why.verdict(row_timeout(timeout), &tail));
+                    verdicts[row] = Some(why.verdict(timeout.as_secs_f64(), &tail));
                     done += 1;
                 } else {
                     suspects.push_back(row);
@@ -509,10 +509,6 @@ impl Judge for CommandJudge {
             .map(|v| v.unwrap_or_else(|| Verdict::failed(Status::Error, "no verdict")))
             .collect())
     }
-}
-
-fn row_timeout(t: Duration) -> f64 {
-    t.as_secs_f64()
 }
 
 enum Failure {

@@ -18,7 +18,7 @@ use datafusion::common::DFSchema;
 use datafusion::execution::context::SessionContext;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::{Judge, Status, Verdict};
+use super::{Judge, Status, Verdict, verdict};
 use crate::error::{Error, Result};
 use crate::pipeline::session;
 use crate::schema::{col, row_schema};
@@ -79,24 +79,10 @@ impl Judge for ExpressionJudge {
                         format!("`{}` is null for this row", self.text),
                     );
                 }
-                reward(rewards.value(i), &self.text)
+                let x = rewards.value(i);
+                Verdict::reward(x, format!("`{}` = {x}", self.text))
             })
             .collect())
-    }
-}
-
-fn reward(x: f64, text: &str) -> Verdict {
-    if x.is_finite() && (0.0..=1.0).contains(&x) {
-        Verdict::ok(x, format!("`{text}` = {x}"))
-    } else {
-        Verdict::failed(
-            Status::InvalidResult,
-            format!("`{text}` = {x}, outside [0, 1]"),
-        )
-        .with_meta(
-            "reward_out_of_range",
-            serde_json::Number::from_f64(x).map_or(serde_json::Value::Null, Into::into),
-        )
     }
 }
 
@@ -199,28 +185,19 @@ impl QueryJudge {
                         },
                     )
                 } else {
-                    let x = rewards.value(i);
-                    let mut v = reward(x, "reward");
-                    if v.status == Status::Ok {
-                        v.reason = reason;
-                    }
-                    v
+                    Verdict::reward(rewards.value(i), reason)
                 };
                 if v.status == Status::Ok {
                     for (name, values) in &markers {
                         let values = values.as_primitive::<Float64Type>();
                         let x = values.is_valid(i).then(|| values.value(i));
-                        if x.is_some_and(|x| !(0.0..=1.0).contains(&x)) {
-                            v = Verdict::failed(
-                                Status::InvalidResult,
-                                format!(
-                                    "marker `{name}` is {}: a marker is a number in [0, 1] or null",
-                                    x.unwrap_or_default()
-                                ),
-                            );
-                            break;
+                        match x.map(|x| verdict::marker(name, x)).transpose() {
+                            Ok(x) => v.markers.push((name.clone(), x)),
+                            Err(bad) => {
+                                v = bad;
+                                break;
+                            }
                         }
-                        v.markers.push((name.clone(), x));
                     }
                 }
                 let id = ids.value(i).to_owned();

@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::pipeline::row::kind;
+
 /// How a row's grading went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,51 +92,74 @@ impl Verdict {
         self
     }
 
+    /// Puts what the judge said (`meta`) before the keys this verdict already carries.
+    #[must_use]
+    fn under(mut self, mut meta: Map<String, Value>) -> Self {
+        meta.extend(std::mem::take(&mut self.meta));
+        self.meta = meta;
+        self
+    }
+
+    /// A reward, if it is in [0, 1]; else `invalid_result`, keeping the value in
+    /// `judge_meta.reward_out_of_range`.
+    pub fn reward(x: f64, reason: impl Into<String>) -> Self {
+        if x.is_finite() && (0.0..=1.0).contains(&x) {
+            Self::ok(x, reason)
+        } else {
+            Self::failed(
+                Status::InvalidResult,
+                format!("reward {x} is outside [0, 1]"),
+            )
+            .with_meta(
+                "reward_out_of_range",
+                serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number),
+            )
+        }
+    }
+
     /// Reads what a judge returned, by the contract.
     pub fn from_json(value: Value) -> Self {
         match value {
             Value::Bool(b) => Self::ok(f64::from(u8::from(b)), ""),
-            Value::Number(n) => reward_number(n.as_f64().unwrap_or(f64::NAN), Map::new(), ""),
+            Value::Number(n) => Self::reward(n.as_f64().unwrap_or(f64::NAN), ""),
             Value::Object(obj) => from_object(obj),
             other => Self::failed(
                 Status::InvalidResult,
                 format!(
                     "the judge returned {}, not a verdict object or a number",
-                    type_name(&other)
+                    kind(&other)
                 ),
             )
-            .with_meta("returned_type", Value::String(type_name(&other).into())),
+            .with_meta("returned_type", Value::String(kind(&other).into())),
         }
     }
 }
 
-/// The JSON type of a value, for messages.
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// A marker's value if it is one (a number in [0, 1]); else the verdict that says it is not.
+pub fn marker(name: &str, x: f64) -> Result<f64, Verdict> {
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(not_a_marker(name, &x.to_string()))
     }
 }
 
-fn reward_number(x: f64, meta: Map<String, Value>, reason: &str) -> Verdict {
-    if x.is_finite() && (0.0..=1.0).contains(&x) {
-        let mut v = Verdict::ok(x, reason);
-        v.meta = meta;
-        v
-    } else {
-        let mut v = Verdict::failed(
-            Status::InvalidResult,
-            format!("reward {x} is outside [0, 1]"),
-        );
-        v.meta = meta;
-        v.with_meta(
-            "reward_out_of_range",
-            serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number),
-        )
+fn not_a_marker(name: &str, value: &str) -> Verdict {
+    Verdict::failed(
+        Status::InvalidResult,
+        format!(
+            "marker `{name}` is {value}: a marker is a number in [0, 1] (1 the good outcome) or null"
+        ),
+    )
+}
+
+/// Reads a marker value a judge sent: a number, a boolean (1 or 0), or null.
+fn json_marker(name: &str, value: &Value) -> Result<Option<f64>, Verdict> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Bool(b) => Ok(Some(f64::from(u8::from(*b)))),
+        Value::Number(n) => marker(name, n.as_f64().unwrap_or(f64::NAN)).map(Some),
+        other => Err(not_a_marker(name, &other.to_string())),
     }
 }
 
@@ -159,98 +184,77 @@ fn from_object(mut obj: Map<String, Value>) -> Verdict {
             }
         }
     }
-    // A judge that says it failed has failed, whatever reward it sent along.
-    let failed = meta
-        .get("error")
-        .is_some_and(|e| !e.is_null() && e.as_str() != Some(""));
-    let mut verdict = match reward {
-        _ if failed => {
-            let error = match &meta["error"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let mut v = Verdict::failed(
-                Status::Error,
-                if reason.is_empty() { error } else { reason },
-            );
-            v.meta = meta;
-            return v;
-        }
-        None => {
-            let mut keys: Vec<Value> = meta.keys().cloned().map(Value::String).collect();
-            keys.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-            let mut v = Verdict::failed(
-                Status::MissingReward,
-                if reason.is_empty() {
-                    "the judge returned no `reward`".to_owned()
-                } else {
-                    reason
-                },
-            );
-            v.meta = meta;
-            return v.with_meta("returned_keys", Value::Array(keys));
-        }
-        Some((_, Value::Null)) => {
-            // An explicit null: the judge declines to score this row, and says why.
-            let mut v = Verdict::failed(
-                Status::MissingReward,
-                if reason.is_empty() {
-                    "the judge returned `reward: null`".to_owned()
-                } else {
-                    reason
-                },
-            );
-            v.meta = meta;
-            return v;
-        }
-        Some((_, Value::Bool(b))) => {
-            let mut v = Verdict::ok(f64::from(u8::from(b)), reason);
-            v.meta = meta;
-            v
-        }
-        Some((_, Value::Number(n))) => reward_number(n.as_f64().unwrap_or(f64::NAN), meta, &reason),
-        Some((key, other)) => {
-            let mut v = Verdict::failed(
-                Status::InvalidResult,
-                format!("`{key}` is {}, not a number", type_name(&other)),
-            );
-            v.meta = meta;
-            return v.with_meta("reward_type", Value::String(type_name(&other).into()));
+    let or = |reason: String, fallback: &str| {
+        if reason.is_empty() {
+            fallback.to_owned()
+        } else {
+            reason
         }
     };
+    // A judge that says it failed has failed, whatever reward it sent along.
+    let error = match meta.get("error") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => Some(other.to_string()),
+    };
+    let mut verdict = match (error, reward) {
+        (Some(error), _) => return Verdict::failed(Status::Error, or(reason, &error)).under(meta),
+        (None, None) => {
+            let mut keys: Vec<Value> = meta.keys().cloned().map(Value::String).collect();
+            keys.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            return Verdict::failed(
+                Status::MissingReward,
+                or(reason, "the judge returned no `reward`"),
+            )
+            .under(meta)
+            .with_meta("returned_keys", Value::Array(keys));
+        }
+        // An explicit null: the judge declines to score this row, and says why.
+        (None, Some((_, Value::Null))) => {
+            return Verdict::failed(
+                Status::MissingReward,
+                or(reason, "the judge returned `reward: null`"),
+            )
+            .under(meta);
+        }
+        (None, Some((_, Value::Bool(b)))) => {
+            Verdict::ok(f64::from(u8::from(b)), reason).under(meta)
+        }
+        (None, Some((_, Value::Number(n)))) => {
+            Verdict::reward(n.as_f64().unwrap_or(f64::NAN), reason).under(meta)
+        }
+        (None, Some((key, other))) => {
+            return Verdict::failed(
+                Status::InvalidResult,
+                format!("`{key}` is {}, not a number", kind(&other)),
+            )
+            .under(meta)
+            .with_meta("reward_type", Value::String(kind(&other).into()));
+        }
+    };
+    if verdict.status != Status::Ok {
+        return verdict;
+    }
     match markers {
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => {
             for (name, value) in m {
-                let parsed = match &value {
-                    Value::Null => None,
-                    Value::Bool(b) => Some(f64::from(u8::from(*b))),
-                    Value::Number(n) => n.as_f64().filter(|x| (0.0..=1.0).contains(x)),
-                    _ => None,
-                };
-                if parsed.is_none() && !value.is_null() {
-                    let mut v = Verdict::failed(
-                        Status::InvalidResult,
-                        format!(
-                            "marker `{name}` is {value}: a marker is a number in [0, 1] (1 the good outcome) or null"
-                        ),
-                    );
-                    v.meta = verdict.meta;
-                    return v;
+                match json_marker(&name, &value) {
+                    Ok(x) => verdict.markers.push((name, x)),
+                    Err(bad) => return bad.under(verdict.meta),
                 }
-                verdict.markers.push((name, parsed));
             }
         }
         Some(other) => {
-            let mut v = Verdict::failed(
+            return Verdict::failed(
                 Status::InvalidResult,
                 format!(
                     "`markers` is {}, not an object of name to number",
-                    type_name(&other)
+                    kind(&other)
                 ),
-            );
-            v.meta = verdict.meta;
-            return v;
+            )
+            .under(verdict.meta);
         }
     }
     verdict
