@@ -2,9 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use datafusion::arrow::array::AsArray;
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
 use serde_json::{Value, json};
 
 use super::{Context, Outcome};
@@ -28,42 +25,11 @@ pub fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
     let mut unkeyed = 0;
     if args.inputs.len() == 1 {
         super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
-        let columns: Vec<String> = ctx.runtime.block_on(async {
-            Ok::<_, Error>(
-                context
-                    .table("rows")
-                    .await?
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().clone())
-                    .collect(),
-            )
-        })?;
-        let key = variance::run_key(args.by.as_deref(), &columns);
-        let found = ctx.runtime.block_on(async {
-            let batches = context
-                .sql(&format!(
-                    "SELECT DISTINCT {key} AS run FROM rows WHERE {key} IS NOT NULL AND {key} <> ''"
-                ))
-                .await?
-                .collect()
-                .await?;
-            let mut out = Vec::new();
-            for b in &batches {
-                let c = cast(b.column(0), &DataType::Utf8)?;
-                let c = c.as_string::<i32>();
-                out.extend((0..b.num_rows()).map(|i| c.value(i).to_owned()));
-            }
+        let key = variance::run_key(args.by.as_deref());
+        labels = ctx.runtime.block_on(async {
             unkeyed = variance::task_means(&context, "rows", &key, &mut means).await?;
-            Ok::<_, Error>(out)
+            variance::run_labels(&context, "rows", &key).await
         })?;
-        labels = found;
-        // Run numbers in numeric order, other labels in text order.
-        labels.sort_by(|a, b| match (a.parse::<i64>(), b.parse::<i64>()) {
-            (Ok(x), Ok(y)) => x.cmp(&y),
-            _ => a.cmp(b),
-        });
     } else {
         for (i, input) in args.inputs.iter().enumerate() {
             let table = format!("run_{}", i + 1);

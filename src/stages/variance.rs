@@ -11,12 +11,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::prelude::SessionContext;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::stages::cells::Cells;
 use crate::stats::{quantile, round_places, sum};
 
 /// A variance report (the reference's `EvalVarianceReport`).
@@ -55,14 +55,14 @@ fn round4(x: f64) -> f64 {
     round_places(x, 4)
 }
 
-/// The SQL expression of a run key: a column of the rows, else a lineage key.
-pub fn run_key(by: Option<&str>, columns: &[String]) -> String {
+/// The SQL expression of a run key: a column of the row schema, else a lineage key.
+pub fn run_key(by: Option<&str>) -> String {
     match by {
         // `lineage.eval_run` as the run gave it (the `eval_run` column defaults to 0 without it).
         None => "coalesce(CAST(json_get_int(lineage, 'eval_run') AS VARCHAR), \
                  json_get_str(lineage, 'eval_run'), json_get_str(lineage, 'scoring_run_id'))"
             .into(),
-        Some(c) if columns.iter().any(|k| k == c) => {
+        Some(c) if crate::schema::row_schema().index_of(c).is_ok() => {
             format!("CAST(\"{}\" AS VARCHAR)", c.replace('"', "\"\""))
         }
         Some(k) => format!(
@@ -77,23 +77,15 @@ fn collect_means(
     into: &mut BTreeMap<(String, String), BTreeMap<String, f64>>,
 ) -> Result<()> {
     for b in batches {
-        let text = |name: &str| -> Result<_> {
-            let c = b
-                .column_by_name(name)
-                .ok_or_else(|| Error::Internal(format!("variance: no column `{name}`")))?;
-            Ok(cast(c, &DataType::Utf8)?)
-        };
+        let cells = Cells(b);
+        let text = |name: &str| cells.column(name, &DataType::Utf8);
         let (runs, metrics, tasks) = (text("run")?, text("metric")?, text("task_id")?);
         let (runs, metrics, tasks) = (
             runs.as_string::<i32>(),
             metrics.as_string::<i32>(),
             tasks.as_string::<i32>(),
         );
-        let values = cast(
-            b.column_by_name("v")
-                .ok_or_else(|| Error::Internal("variance: no values".into()))?,
-            &DataType::Float64,
-        )?;
+        let values = cells.column("v", &DataType::Float64)?;
         let values = values.as_primitive::<Float64Type>();
         for i in 0..b.num_rows() {
             if values.is_null(i) {
@@ -134,17 +126,31 @@ pub async fn task_means(
         .await?
         .collect()
         .await?;
-    let n = unkeyed
-        .first()
-        .map(|b| cast(b.column(0), &DataType::Float64))
-        .transpose()?
-        .map_or(0.0, |c| c.as_primitive::<Float64Type>().value(0));
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "a row count"
-    )]
-    Ok(n as u64)
+    Ok(match unkeyed.first() {
+        Some(b) => Cells(b).count("n", 0)?,
+        None => 0,
+    })
+}
+
+/// The distinct run keys of table `table`: run numbers in numeric order, other labels in text
+/// order.
+pub async fn run_labels(ctx: &SessionContext, table: &str, key: &str) -> Result<Vec<String>> {
+    let batches = ctx
+        .sql(&format!(
+            "SELECT DISTINCT {key} AS run FROM {table} WHERE {key} IS NOT NULL AND {key} <> ''"
+        ))
+        .await?
+        .collect()
+        .await?;
+    let mut labels = Vec::new();
+    for b in &batches {
+        labels.extend(Cells(b).texts("run")?);
+    }
+    labels.sort_by(|a, b| match (a.parse::<i64>(), b.parse::<i64>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        _ => a.cmp(b),
+    });
+    Ok(labels)
 }
 
 /// The sample standard deviation (n − 1), with correctly rounded sums.

@@ -5,12 +5,11 @@
 //! nothing at all (no tool was touched, the judge failed everywhere or too often); the rest are
 //! coverage gaps worth fixing that leave the number readable.
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::execution::context::SessionContext;
 
 use crate::error::{Error, Result};
+use crate::stages::cells::Cells;
 
 /// Rows without a tool call, as a count, that are worth a warning.
 pub const SILENT_ROWS_MIN: u64 = 2;
@@ -51,35 +50,13 @@ async fn query(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
     Ok(ctx.sql(sql).await?.collect().await?)
 }
 
-fn int(batch: &RecordBatch, column: &str, row: usize) -> Result<i64> {
-    let c = batch
-        .column_by_name(column)
-        .ok_or_else(|| Error::Internal(format!("warnings: no column `{column}`")))?;
-    let c = cast(c, &DataType::Int64)?;
-    let c = c.as_primitive::<Int64Type>();
-    Ok(if c.is_null(row) { 0 } else { c.value(row) })
-}
-
-fn float(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<f64>> {
-    let c = batch
-        .column_by_name(column)
-        .ok_or_else(|| Error::Internal(format!("warnings: no column `{column}`")))?;
-    let c = cast(c, &DataType::Float64)?;
-    let c = c.as_primitive::<Float64Type>();
-    Ok(c.is_valid(row).then(|| c.value(row)))
-}
-
+/// Every non-null text of a column over the batches of a result.
 fn texts(batches: &[RecordBatch], column: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for b in batches {
-        let c = b
-            .column_by_name(column)
-            .ok_or_else(|| Error::Internal(format!("warnings: no column `{column}`")))?;
-        let c = cast(c, &DataType::Utf8)?;
-        let c = c.as_string::<i32>();
-        out.extend((0..c.len()).map(|i| c.value(i).to_owned()));
-    }
-    Ok(out)
+    Ok(batches
+        .iter()
+        .map(|b| Cells(b).texts(column))
+        .collect::<Result<Vec<_>>>()?
+        .concat())
 }
 
 /// A reward as the reference prints it: an integer when whole, else two decimals.
@@ -110,7 +87,7 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
     let b = counts
         .first()
         .ok_or_else(|| Error::Internal("warnings: no counts".into()))?;
-    let n = u64::try_from(int(b, "n", 0)?).unwrap_or(0);
+    let n = Cells(b).count("n", 0)?;
     if n == 0 {
         out.push(warn(
             "no_rows",
@@ -119,10 +96,10 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
         ));
         return Ok(out);
     }
-    let with_tools = u64::try_from(int(b, "with_tools", 0)?).unwrap_or(0);
-    let unjudged = u64::try_from(int(b, "unjudged", 0)?).unwrap_or(0);
-    let failed = u64::try_from(int(b, "failed", 0)?).unwrap_or(0);
-    let rewarded = u64::try_from(int(b, "rewarded", 0)?).unwrap_or(0);
+    let with_tools = Cells(b).count("with_tools", 0)?;
+    let unjudged = Cells(b).count("unjudged", 0)?;
+    let failed = Cells(b).count("failed", 0)?;
+    let rewarded = Cells(b).count("rewarded", 0)?;
 
     if unjudged == n {
         let statuses = texts(
@@ -186,7 +163,7 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
                     .await?,
                     "p",
                 )?;
-                let m = int(b, "silent_asks", 0)?;
+                let m = Cells(b).count("silent_asks", 0)?;
                 let shown: Vec<String> = asks
                     .iter()
                     .filter(|a| !a.is_empty())
@@ -245,16 +222,11 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
     )
     .await?;
     for b in &markers {
-        let names = cast(
-            b.column_by_name("name")
-                .ok_or_else(|| Error::Internal("warnings: no marker names".into()))?,
-            &DataType::Utf8,
-        )?;
-        let names = names.as_string::<i32>();
+        let cells = Cells(b);
         for i in 0..b.num_rows() {
-            let name = names.value(i);
-            let fired = int(b, "fired", i)?;
-            let kinds = int(b, "kinds", i)?;
+            let name = cells.text("name", i)?.unwrap_or_default();
+            let fired = cells.count("fired", i)?;
+            let kinds = cells.count("kinds", i)?;
             if fired == 0 {
                 out.push(warn(
                     "marker_never_fired",
@@ -264,7 +236,7 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
                     ),
                 ));
             } else if fired >= 2 && kinds == 1 {
-                let v = float(b, "v", i)?.unwrap_or_default();
+                let v = cells.float("v", i)?.unwrap_or_default();
                 out.push(warn(
                     "marker_never_varied",
                     false,
@@ -278,7 +250,7 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
     }
 
     if rewarded >= 2 {
-        let (lo, hi) = (float(b, "lo", 0)?, float(b, "hi", 0)?);
+        let (lo, hi) = (Cells(b).float("lo", 0)?, Cells(b).float("hi", 0)?);
         if let (Some(lo), Some(hi)) = (lo, hi)
             && lo == hi
             && rewarded == n

@@ -27,8 +27,8 @@
 mod estimate;
 mod text;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::ScalarValue;
 use datafusion::functions_nested::expr_fn::array_element;
 use datafusion::prelude::{DataFrame, Expr, SessionContext, col, lit};
@@ -38,6 +38,7 @@ pub use estimate::{Facts, PassAt, RunConfig, TaskCounts, estimate, no_interval_n
 use crate::error::{Error, Result};
 use crate::queries::stage;
 use crate::schema::col as c;
+use crate::stages::cells::{Cells, count};
 
 /// Default smallest k for which pass^k and pass@k are reported.
 pub const MIN_K: u32 = 4;
@@ -231,71 +232,6 @@ fn ints(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
         .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
     let a = datafusion::arrow::compute::cast(a, &DataType::Int64)?;
     Ok(a.as_primitive::<Int64Type>().iter().collect())
-}
-
-fn count(v: Option<i64>) -> u64 {
-    v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0)
-}
-
-/// Single cells of a small result batch (one row per slice), by column name.
-struct Cells<'a>(&'a RecordBatch);
-
-impl Cells<'_> {
-    fn column(&self, name: &str, ty: &DataType) -> Result<ArrayRef> {
-        let a = self
-            .0
-            .column_by_name(name)
-            .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?;
-        Ok(datafusion::arrow::compute::cast(a, ty)?)
-    }
-
-    fn int(&self, name: &str, i: usize) -> Result<Option<i64>> {
-        let a = self.column(name, &DataType::Int64)?;
-        let a = a.as_primitive::<Int64Type>();
-        Ok(a.is_valid(i).then(|| a.value(i)))
-    }
-
-    fn count(&self, name: &str, i: usize) -> Result<u64> {
-        Ok(count(self.int(name, i)?))
-    }
-
-    fn float(&self, name: &str, i: usize) -> Result<Option<f64>> {
-        let a = self.column(name, &DataType::Float64)?;
-        let a = a.as_primitive::<Float64Type>();
-        Ok(a.is_valid(i).then(|| a.value(i)))
-    }
-
-    fn text(&self, name: &str, i: usize) -> Result<Option<String>> {
-        let a = self.column(name, &DataType::Utf8)?;
-        let a = a.as_string::<i32>();
-        Ok(a.is_valid(i).then(|| a.value(i).to_owned()))
-    }
-
-    /// The sorted strings of a list cell (empty when null).
-    fn sorted_list(&self, name: &str, i: usize) -> Result<Vec<String>> {
-        let a = self
-            .0
-            .column_by_name(name)
-            .ok_or_else(|| Error::Internal(format!("no column `{name}`")))?
-            .as_list::<i32>();
-        if !a.is_valid(i) {
-            return Ok(Vec::new());
-        }
-        let values = datafusion::arrow::compute::cast(&a.value(i), &DataType::Utf8)?;
-        let mut out: Vec<String> = values
-            .as_string::<i32>()
-            .iter()
-            .flatten()
-            .map(str::to_owned)
-            .collect();
-        out.sort();
-        Ok(out)
-    }
-
-    /// (distinct values, the value) of a config field.
-    fn agreed(&self, name: &str, i: usize) -> Result<(u64, Option<String>)> {
-        Ok((self.count(&format!("{name}_n"), i)?, self.text(name, i)?))
-    }
 }
 
 /// Runs the plans of [`plan`] and gathers each slice's data (one slice without slicing).
