@@ -99,14 +99,44 @@ struct Call {
     answered: bool,
 }
 
+/// Tool calls waiting for their results, in the order they were made (both readers of chat
+/// records pair results the same way).
+#[derive(Default)]
+pub(super) struct Pending(Vec<Call>);
+
+impl Pending {
+    /// A call made at `step`.
+    pub(super) fn call(&mut self, id: Option<&str>, name: &str, step: usize) {
+        self.0.push(Call {
+            id: id.map(str::to_owned),
+            name: name.to_owned(),
+            step,
+            answered: false,
+        });
+    }
+
+    /// The step a tool result answers, which it closes: the open call with the result's id,
+    /// else with its tool name, else the first open call.
+    pub(super) fn answer(&mut self, id: Option<&str>, name: Option<&str>) -> Option<usize> {
+        let calls = &mut self.0;
+        let open = || (0..calls.len()).filter(|&i| !calls[i].answered);
+        let pick = open()
+            .find(|&i| id.is_some() && calls[i].id.as_deref() == id)
+            .or_else(|| open().find(|&i| name.is_some() && Some(calls[i].name.as_str()) == name))
+            .or_else(|| open().next())?;
+        calls[pick].answered = true;
+        Some(calls[pick].step)
+    }
+}
+
 /// Builds `prompt`, `steps`, `final_text` and `tools_used` from an OpenAI message list.
 fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
     let mut prompt: Option<String> = None;
     let mut steps: Vec<Map<String, Value>> = Vec::new();
-    let mut calls: Vec<Call> = Vec::new();
+    let mut calls = Pending::default();
     let mut tools_used: Vec<Value> = Vec::new();
     // Where the last assistant text step is: it becomes the final reply.
-    let mut last_text: Option<(usize, String)> = None;
+    let mut last_text: Option<usize> = None;
     for (i, m) in messages.iter().enumerate() {
         let Value::Object(m) = m else {
             return Err(FieldError {
@@ -157,12 +187,7 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
                                     .map_or(Value::Object(Map::new()), maybe_json),
                             );
                             s.insert("result".into(), Value::Null);
-                            calls.push(Call {
-                                id: call.get("id").and_then(Value::as_str).map(str::to_owned),
-                                name: name.clone(),
-                                step: steps.len(),
-                                answered: false,
-                            });
+                            calls.call(call.get("id").and_then(Value::as_str), &name, steps.len());
                             tools_used.push(Value::String(name));
                             steps.push(s);
                         }
@@ -171,7 +196,7 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
                         if let Some(t) = text {
                             let mut s = Map::new();
                             s.insert("text".into(), Value::String(t));
-                            last_text = Some((steps.len(), String::new()));
+                            last_text = Some(steps.len());
                             steps.push(s);
                         }
                     }
@@ -180,21 +205,9 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
             "tool" | "function" => {
                 let id = m.get("tool_call_id").and_then(Value::as_str);
                 let name = m.get("name").and_then(Value::as_str);
-                let open: Vec<usize> = (0..calls.len()).filter(|&i| !calls[i].answered).collect();
-                let pick = open
-                    .iter()
-                    .copied()
-                    .find(|&i| id.is_some() && calls[i].id.as_deref() == id)
-                    .or_else(|| {
-                        open.iter()
-                            .copied()
-                            .find(|&i| name.is_some() && Some(calls[i].name.as_str()) == name)
-                    })
-                    .or_else(|| open.first().copied());
-                if let Some(i) = pick {
-                    calls[i].answered = true;
+                if let Some(step) = calls.answer(id, name) {
                     let content = m.get("content").cloned().unwrap_or(Value::Null);
-                    steps[calls[i].step].insert("result".into(), maybe_json(&content));
+                    steps[step].insert("result".into(), maybe_json(&content));
                 }
             }
             _ => {}
@@ -203,7 +216,7 @@ fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
     // The last assistant text is the reply, unless a tool call came after it: then the
     // conversation ended on a call and the reply is empty.
     let mut final_text = String::new();
-    if let Some((at, _)) = last_text {
+    if let Some(at) = last_text {
         let tool_after = steps[at + 1..].iter().any(|s| s.contains_key("tool"));
         if !tool_after && let Some(Value::String(t)) = steps.remove(at).remove("text") {
             final_text = t;

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::chat::{ChatFields, assemble};
+use super::chat::{ChatFields, Pending, assemble};
 use crate::pipeline::row::{self, FieldError, Message, Record, Step, ToolCall};
 
 /// A present key's value, null included (`Some(None)`); a missing key is `None`.
@@ -166,13 +166,6 @@ struct Conversation {
     tools_used: Vec<String>,
 }
 
-struct Call {
-    id: Option<String>,
-    name: String,
-    step: usize,
-    answered: bool,
-}
-
 /// The JSON an argument or result string holds, when it holds an object or an array.
 fn held_json(s: &str) -> Option<Value> {
     let t = s.trim_start();
@@ -212,7 +205,7 @@ fn conversation(wire: &[WireMessage<'_>]) -> Option<Conversation> {
     let mut prompt: Option<String> = None;
     let mut messages = Vec::with_capacity(wire.len());
     let mut steps: Vec<Step> = Vec::new();
-    let mut calls: Vec<Call> = Vec::new();
+    let mut calls = Pending::default();
     let mut tools_used = Vec::new();
     let mut last_text: Option<usize> = None;
     for m in wire {
@@ -272,12 +265,7 @@ fn conversation(wire: &[WireMessage<'_>]) -> Option<Conversation> {
                 Some(wire_calls) => {
                     for (j, (c, args)) in wire_calls.iter().zip(step_args).enumerate() {
                         let name = c.function.name.to_string();
-                        calls.push(Call {
-                            id: c.id.as_deref().map(str::to_owned),
-                            name: name.clone(),
-                            step: steps.len(),
-                            answered: false,
-                        });
+                        calls.call(c.id.as_deref(), &name, steps.len());
                         tools_used.push(name.clone());
                         steps.push(Step {
                             text: if j == 0 {
@@ -305,16 +293,8 @@ fn conversation(wire: &[WireMessage<'_>]) -> Option<Conversation> {
             "tool" | "function" => {
                 let id = m.tool_call_id.as_deref();
                 let name = m.name.as_deref();
-                let open = || (0..calls.len()).filter(|&i| !calls[i].answered);
-                let pick = open()
-                    .find(|&i| id.is_some() && calls[i].id.as_deref() == id)
-                    .or_else(|| {
-                        open().find(|&i| name.is_some() && Some(calls[i].name.as_str()) == name)
-                    })
-                    .or_else(|| open().next());
-                if let Some(i) = pick {
-                    calls[i].answered = true;
-                    steps[calls[i].step].result = Some(match content {
+                if let Some(step) = calls.answer(id, name) {
+                    steps[step].result = Some(match content {
                         Some(c) => result_text(c),
                         None => "null".into(),
                     });
