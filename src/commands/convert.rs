@@ -3,12 +3,13 @@
 use std::path::Path;
 use std::time::Instant;
 
+use datafusion::arrow::array::RecordBatch;
 use serde_json::json;
 
 use super::{Context, Outcome};
-use crate::cli::{ConvertArgs, RowFormat};
+use crate::cli::{ConvertArgs, RowFormat, RowsOut};
 use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::io::{self, Background, JsonlSink, OnBadRow, ParquetSink, Sink};
+use crate::pipeline::io::{self, Background, JsonlSink, OnBadRow, ParquetSink, ReadCounts, Sink};
 use crate::pipeline::read::Reader;
 use crate::pipeline::source::{self, Format};
 use crate::report::plural;
@@ -45,17 +46,21 @@ pub fn sink(path: &Path, format: Format) -> Result<Box<dyn Sink>> {
     Ok(Box::new(Background::spawn(inner)))
 }
 
-/// Runs `wai convert`.
-pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
-    let started = Instant::now();
-    let format = output_format(&args.output.out, args.output.to)?;
-    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
-    tracing::info!(inputs = inputs.len(), output = %args.output.out.display(), "converting");
+/// Reads `inputs` as row batches, passes each through `each`, and writes what it returns to
+/// `output` in `format`, whole or not at all. Bad rows stop the run, or go to `--rejects`.
+pub fn stream_rows(
+    ctx: &Context,
+    inputs: &[source::Input],
+    output: &RowsOut,
+    format: Format,
+    what: &str,
+    each: &mut dyn FnMut(RecordBatch) -> Result<RecordBatch>,
+) -> Result<ReadCounts> {
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
-    let bar = ctx.bytes_bar(total, "converting");
-    let mut out = sink(&args.output.out, format)?;
+    let bar = ctx.bytes_bar(total, what);
+    let mut out = sink(&output.out, format)?;
     let mut rejects = Vec::new();
-    let on_bad = if args.output.rejects.is_some() {
+    let on_bad = if output.rejects.is_some() {
         OnBadRow::Reject(&mut rejects)
     } else {
         OnBadRow::Fail
@@ -65,16 +70,33 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
         on_bad,
         Box::new(|n| bar.inc(n)),
     );
-    for input in &inputs {
-        reader.read(input, &mut |batch| out.write(&batch))?;
+    for input in inputs {
+        reader.read(input, &mut |batch| out.write(&each(batch)?))?;
     }
     let counts = reader.counts;
     drop(reader);
     out.finish()?;
     bar.finish_and_clear();
-    if let Some(path) = &args.output.rejects {
+    if let Some(path) = &output.rejects {
         io::write_rejects(path, &rejects)?;
     }
+    Ok(counts)
+}
+
+/// Runs `wai convert`.
+pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
+    let started = Instant::now();
+    let format = output_format(&args.output.out, args.output.to)?;
+    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    tracing::info!(inputs = inputs.len(), output = %args.output.out.display(), "converting");
+    let counts = stream_rows(
+        ctx,
+        &inputs,
+        &args.output,
+        format,
+        "converting",
+        &mut |batch| Ok(batch),
+    )?;
     let elapsed = started.elapsed();
     let mut text = format!(
         "wrote {} to `{}` ({}) from {} in {:.1} s",

@@ -9,8 +9,6 @@ use sha2::{Digest, Sha256};
 use super::{Context, Outcome};
 use crate::cli::GradeArgs;
 use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::io::{self, OnBadRow};
-use crate::pipeline::read::Reader;
 use crate::pipeline::source;
 use crate::report::plural;
 use crate::stages::grade::command::{self, CommandJudge};
@@ -140,37 +138,21 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     };
     tracing::info!(judge = %stamp.judge, inputs = inputs.len(), "grading");
 
-    let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
-    let bar = ctx.bytes_bar(total, "grading");
-    let mut out = super::convert::sink(&args.output.out, format)?;
-    let mut rejects = Vec::new();
-    let on_bad = if args.output.rejects.is_some() {
-        OnBadRow::Reject(&mut rejects)
-    } else {
-        OnBadRow::Fail
-    };
     let mut tally = Tally::default();
-    let mut reader = Reader::new(
-        ctx.runtime.handle().clone(),
-        on_bad,
-        Box::new(|n| bar.inc(n)),
-    );
-    for input in &inputs {
-        reader.read(input, &mut |batch| {
+    let counts = super::convert::stream_rows(
+        ctx,
+        &inputs,
+        &args.output,
+        format,
+        "grading",
+        &mut |batch| {
             let verdicts = panel.judge(&batch)?;
             tally.add(&verdicts);
-            out.write(&grade::apply(&batch, &verdicts, &stamp)?)
-        })?;
-    }
-    let counts = reader.counts;
-    drop(reader);
+            grade::apply(&batch, &verdicts, &stamp)
+        },
+    )?;
     let notes = panel.notes();
     drop(panel);
-    out.finish()?;
-    bar.finish_and_clear();
-    if let Some(path) = &args.output.rejects {
-        io::write_rejects(path, &rejects)?;
-    }
     let elapsed = started.elapsed();
 
     // What the scored rows say.
