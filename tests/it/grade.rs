@@ -33,6 +33,18 @@ fn grade(dir: &Path, input: &Path, judges: &[&str], extra: &[&str]) -> (Vec<Valu
     (rows, report)
 }
 
+/// Grades the transcripts with `judge` into `dir/x.parquet`: exit code, stdout and stderr.
+fn grade_outcome(dir: &Path, judge: &str) -> String {
+    outcome(
+        wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args(["--judge", judge, "-o"])
+            .arg(dir.join("x.parquet")),
+        dir,
+    )
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -365,14 +377,7 @@ fn sql_judges_expression_and_query() {
 #[test]
 fn a_bad_sql_judge_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = outcome(
-        wai()
-            .arg("grade")
-            .arg(fixture("grade_transcripts.jsonl"))
-            .args(["--judge", "sql:no_such_column = 1", "-o"])
-            .arg(dir.path().join("x.parquet")),
-        dir.path(),
-    );
+    let out = grade_outcome(dir.path(), "sql:no_such_column = 1");
     assert!(out.starts_with("exit_code: 64\n"), "{out}");
     assert!(out.contains("no_such_column"), "{out}");
     assert!(
@@ -380,30 +385,15 @@ fn a_bad_sql_judge_is_a_usage_error() {
         "nothing half-written"
     );
     // A text column is not a marker: an error, not a marker that is null everywhere.
-    let out = outcome(
-        wai()
-            .arg("grade")
-            .arg(fixture("grade_transcripts.jsonl"))
-            .args([
-                "--judge",
-                "sql:SELECT rollout_id, 1 AS reward, task_id AS task FROM rows",
-                "-o",
-            ])
-            .arg(dir.path().join("x.parquet")),
+    let out = grade_outcome(
         dir.path(),
+        "sql:SELECT rollout_id, 1 AS reward, task_id AS task FROM rows",
     );
     assert!(out.starts_with("exit_code: 64\n"), "{out}");
     assert!(out.contains("column `task` is not a number"), "{out}");
     // A stack that checks nothing is refused.
     let empty = write(dir.path(), "empty.toml", "check = { weighted = [] }\n");
-    let out = outcome(
-        wai()
-            .arg("grade")
-            .arg(fixture("grade_transcripts.jsonl"))
-            .args(["--judge", &format!("verify:{}", empty.display()), "-o"])
-            .arg(dir.path().join("x.parquet")),
-        dir.path(),
-    );
+    let out = grade_outcome(dir.path(), &format!("verify:{}", empty.display()));
     assert!(out.starts_with("exit_code: 64\n"), "{out}");
     assert!(out.contains("check nothing"), "{out}");
 }
@@ -552,18 +542,7 @@ fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
 #[test]
 fn a_judge_command_that_never_starts_stops_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let out = outcome(
-        wai()
-            .arg("grade")
-            .arg(fixture("grade_transcripts.jsonl"))
-            .args([
-                "--judge",
-                "cmd:echo 'no such interpreter' >&2; exit 127",
-                "-o",
-            ])
-            .arg(dir.path().join("x.parquet")),
-        dir.path(),
-    );
+    let out = grade_outcome(dir.path(), "cmd:echo 'no such interpreter' >&2; exit 127");
     assert!(out.starts_with("exit_code: 65\n"), "{out}");
     assert!(out.contains("stops before answering any row"), "{out}");
     assert!(out.contains("no such interpreter"), "{out}");

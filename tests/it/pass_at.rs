@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{fixture, gen_rows, read_jsonl, sql_jsonl, wai};
+use crate::support::{fixture, gen_rows, json_of, read_jsonl, sql_jsonl, wai};
 
 fn vectors() -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture("vectors_measure.json")).unwrap())
@@ -319,17 +319,7 @@ fn markers_match_the_reference_summary() {
     let v = vectors();
     let rows = dir.path().join("rows.jsonl");
     write_rows(&rows, v["marker_summary"]["rows"].as_array().unwrap());
-    let out = wai()
-        .args(["--json", "markers"])
-        .arg(&rows)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = json_of(wai().args(["--json", "markers"]).arg(&rows));
     for (name, want) in v["marker_summary"]["out"].as_object().unwrap() {
         let got = &doc["markers"][name];
         for key in [
@@ -366,17 +356,11 @@ fn markers_match_the_reference_summary() {
 #[test]
 fn eval_variance_matches_the_reference_vector() {
     // The reference's vector: three runs of 5 tasks, split by lineage.eval_run.
-    let out = wai()
-        .args(["--json", "variance"])
-        .arg(fixture("eval_variance_runs.jsonl"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let got = json_of(
+        wai()
+            .args(["--json", "variance"])
+            .arg(fixture("eval_variance_runs.jsonl")),
     );
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
     let want = serde_json::json!({"metric": "pass_at_1", "n_runs": 3,
         "means": {"0": 0.4667, "1": 0.4667, "2": 0.6667}, "mean": 0.5333, "run_std": 0.1155,
         "run_std_by_metric": {"pass_at_1": 0.1155, "marker:grounded": 0.2524},
@@ -397,13 +381,7 @@ fn eval_variance_matches_the_reference_vector() {
     let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
     std::fs::write(&a, run(0)).unwrap();
     std::fs::write(&b, run(1)).unwrap();
-    let out = wai()
-        .args(["--json", "variance"])
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got = json_of(wai().args(["--json", "variance"]).arg(&a).arg(&b));
     assert_eq!(
         got["means"],
         serde_json::json!({"run_1": 0.4667, "run_2": 0.4667})
@@ -422,8 +400,7 @@ fn eval_variance_matches_the_reference_vector() {
     let mut with_unkeyed = run(0) + &run(1);
     with_unkeyed.push_str("{\"task_id\": \"t0\", \"reward\": 1}\n");
     std::fs::write(&a, with_unkeyed).unwrap();
-    let out = wai().args(["--json", "variance"]).arg(&a).output().unwrap();
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got = json_of(wai().args(["--json", "variance"]).arg(&a));
     assert!(
         got["notes"][0]
             .as_str()

@@ -29,22 +29,7 @@ pub(crate) fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// JSON equality as Python's `==` sees parsed JSON: numbers by value (1 == 1.0), objects
-/// regardless of key order.
-pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
+pub(crate) use wai::pipeline::row::json_eq;
 
 /// Generates `rows` synthetic rows with `wai gen` into `path`.
 pub(crate) fn gen_rows(path: &Path, rows: u64, seed: u64) {
@@ -69,6 +54,17 @@ pub(crate) fn gen_rows(path: &Path, rows: u64, seed: u64) {
 /// Replaces a temp dir path with `[TMP]` for snapshots.
 pub(crate) fn redact(text: &str, dir: &Path) -> String {
     text.replace(&dir.display().to_string(), "[TMP]")
+}
+
+/// Runs `cmd` (a `wai --json ...` command), checks it succeeded, and parses its report.
+pub(crate) fn json_of(cmd: &mut Command) -> Value {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Runs `wai sql ARGS --format jsonl --table TABLE`, checks it succeeded, and parses the rows.

@@ -52,6 +52,23 @@ impl FieldError {
 
 type Res<T> = Result<T, FieldError>;
 
+/// JSON equality as Python's `==` sees parsed JSON: numbers by value (`1 == 1.0`), objects
+/// regardless of key order.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
 /// What a JSON value is, for messages: `null`, `a number`, `an object`, ...
 pub fn kind(v: &Value) -> &'static str {
     match v {

@@ -17,8 +17,8 @@ mod encode;
 pub(crate) use build::map_names;
 pub use build::{BATCH_ROWS, Builder};
 pub use decode::{
-    AXES, FieldError, canonical_json, content_of, decode, derive_dims, derive_eval_run, kind,
-    prompt_task_id,
+    AXES, FieldError, canonical_json, content_of, decode, derive_dims, derive_eval_run, json_eq,
+    kind, prompt_task_id,
 };
 pub use encode::{BatchView, encode};
 

@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use super::{Judge, Status, Verdict};
 use crate::error::{Error, Result};
+use crate::pipeline::row::json_eq;
 use crate::schema::col;
 
 /// A verifier judge file.
@@ -295,22 +296,7 @@ fn reply_json(reply: &str) -> Option<Value> {
 /// Whether `got` has every key of `want` with an equal value (numbers compare as numbers).
 fn args_match(got: &Value, want: &serde_json::Map<String, Value>) -> bool {
     want.iter()
-        .all(|(k, w)| got.get(k).is_some_and(|g| json_equal(g, w)))
-}
-
-fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
-        }
-        _ => a == b,
-    }
+        .all(|(k, w)| got.get(k).is_some_and(|g| json_eq(g, w)))
 }
 
 impl Check {
