@@ -435,88 +435,79 @@ fn check_others(rows: &[Value]) {
     }
 }
 
-#[test]
-fn a_command_judge_that_raises_marks_only_that_row() {
+/// Grades the transcripts with a Python judge that does `misbehave` on row 3 (index 2), and
+/// checks that only that row is marked `status`, with no reward, and every other row is graded
+/// as if nothing happened. Returns the rows and the report.
+fn misbehaving(misbehave: &str, extra: &[&str], status: &str) -> (Vec<Value>, Value) {
     let dir = tempfile::tempdir().unwrap();
-    let judge = python_judge(dir.path(), "raise ValueError('no policy for this')");
+    let judge = python_judge(dir.path(), misbehave);
     let (rows, report) = grade(
         dir.path(),
         &fixture("grade_transcripts.jsonl"),
         &[&judge],
-        &["--workers", "2"],
+        extra,
     );
-    assert_eq!(rows[2]["judge_status"], "error");
-    assert!(rows[2]["reward"].is_null(), "never coerced to 0");
+    assert_eq!(rows[2]["judge_status"], status, "{}", rows[2]);
     assert!(
-        rows[2]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("ValueError: no policy for this"),
+        rows[2]["reward"].is_null(),
+        "never coerced to 0: {}",
+        rows[2]
+    );
+    check_others(&rows);
+    (rows, report)
+}
+
+fn reason(row: &Value) -> &str {
+    row["reason"].as_str().unwrap()
+}
+
+#[test]
+fn a_command_judge_that_raises_marks_only_that_row() {
+    let (rows, report) = misbehaving(
+        "raise ValueError('no policy for this')",
+        &["--workers", "2"],
+        "error",
+    );
+    assert!(
+        reason(&rows[2]).contains("ValueError: no policy for this"),
         "{}",
         rows[2]
     );
     assert_eq!(rows[0]["markers"]["polite"], 0.0);
-    check_others(&rows);
     assert_eq!(report["tally"]["by_status"]["error"], 1);
 }
 
 #[test]
 fn a_command_judge_that_crashes_is_restarted_and_the_row_marked() {
-    let dir = tempfile::tempdir().unwrap();
-    let judge = python_judge(
-        dir.path(),
+    let (rows, _) = misbehaving(
         "sys.stderr.write('segfault-ish: out of cheese\\n'); sys.stderr.flush(); os._exit(3)",
-    );
-    let (rows, _) = grade(
-        dir.path(),
-        &fixture("grade_transcripts.jsonl"),
-        &[&judge],
         &["--workers", "2"],
+        "error",
     );
-    assert_eq!(rows[2]["judge_status"], "error", "{}", rows[2]);
     assert!(
-        rows[2]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("out of cheese"),
+        reason(&rows[2]).contains("out of cheese"),
         "the stderr tail: {}",
         rows[2]
     );
-    check_others(&rows);
 }
 
 #[test]
 fn a_command_judge_that_hangs_times_out_on_that_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let judge = python_judge(dir.path(), "time.sleep(60)");
-    let (rows, _) = grade(
-        dir.path(),
-        &fixture("grade_transcripts.jsonl"),
-        &[&judge],
+    misbehaving(
+        "time.sleep(60)",
         &["--workers", "2", "--timeout", "1"],
+        "timeout",
     );
-    assert_eq!(rows[2]["judge_status"], "timeout", "{}", rows[2]);
-    assert!(rows[2]["reward"].is_null());
-    check_others(&rows);
 }
 
 #[test]
 fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
-    let dir = tempfile::tempdir().unwrap();
     // A log line on stdout is ignored (and counted); a verdict that is not one is invalid.
-    let judge = python_judge(
-        dir.path(),
+    let (_, report) = misbehaving(
         "os.write(1, b'I think this one is fine!\\n'); return 'pass'",
-    );
-    let (rows, report) = grade(
-        dir.path(),
-        &fixture("grade_transcripts.jsonl"),
-        &[&judge],
         &["--workers", "1"],
+        "invalid_result",
     );
-    assert_eq!(rows[2]["judge_status"], "invalid_result", "{}", rows[2]);
-    assert!(rows[2]["reward"].is_null());
-    check_others(&rows);
     assert!(
         report["notes"][0]
             .as_str()
@@ -525,18 +516,11 @@ fn a_command_judge_that_prints_garbage_marks_that_row_invalid() {
         "{report}"
     );
     // An object that answers no request breaks the protocol: the row that caused it is invalid.
-    let judge = python_judge(
-        dir.path(),
+    misbehaving(
         "os.write(1, b'{\"verdict\": \"fine\"}\\n'); return 1",
-    );
-    let (rows, _) = grade(
-        dir.path(),
-        &fixture("grade_transcripts.jsonl"),
-        &[&judge],
         &["--workers", "2"],
+        "invalid_result",
     );
-    assert_eq!(rows[2]["judge_status"], "invalid_result", "{}", rows[2]);
-    check_others(&rows);
 }
 
 #[test]
