@@ -59,6 +59,13 @@ pub fn check(
         Ok::<_, Error>((report, found))
     })?;
     let pass_at_1 = report.results.first().and_then(|r| r.pass_at_1);
+    if let Some(note) = report.results.first().and_then(|r| r.unanimous.clone()) {
+        found.push(Warning {
+            kind: "unanimous",
+            text: note,
+            hollow: false,
+        });
+    }
     if pass_at_1.is_none() && !found.iter().any(|w| w.hollow) {
         found.push(Warning {
             kind: "no_binary_reward",
@@ -68,14 +75,10 @@ pub fn check(
     }
     let hollow = found.iter().any(|w| w.hollow);
     let mut text = report.to_string().trim_end().to_owned();
-    if found
-        .iter()
-        .any(|w| w.kind != "unanimous" || !text.contains("every row scored"))
-    {
+    // The pass@k line already says when every row scored one value.
+    let shown: Vec<&Warning> = found.iter().filter(|w| w.kind != "unanimous").collect();
+    if !shown.is_empty() {
         text.push_str("\n== warnings (fix these before you report the number)");
-        // The pass@k line already says when every row scored one value.
-        let said = |w: &&Warning| w.kind == "unanimous" && text.contains("every row scored");
-        let shown: Vec<&Warning> = found.iter().filter(|w| !said(w)).collect();
         for w in shown {
             text.push_str(&format!(
                 "\n  {} {}",

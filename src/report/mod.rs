@@ -2,6 +2,15 @@
 
 pub mod table;
 
+/// A score as the reference prints it in sentences: an integer when whole, else two decimals.
+pub fn score_text(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// `1 row`, `2 rows`.
 pub fn plural(n: u64, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })

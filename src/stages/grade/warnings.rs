@@ -34,7 +34,8 @@ pub struct Options {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Warning {
     /// A stable id: `no_tool_called`, `silent_rows`, `tool_never_called`, `marker_never_fired`,
-    /// `marker_never_varied`, `unanimous`, `judge_failed`, `no_rows`.
+    /// `marker_never_varied`, `judge_failed`, `no_rows`; `wai gate` adds `unanimous` and
+    /// `no_binary_reward` from the pass@k report.
     pub kind: &'static str,
     /// What is wrong and how to fix it.
     pub text: String,
@@ -59,15 +60,6 @@ fn texts(batches: &[RecordBatch], column: &str) -> Result<Vec<String>> {
         .concat())
 }
 
-/// A reward as the reference prints it: an integer when whole, else two decimals.
-fn reward_text(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// The warnings for table `rows` of `ctx`.
 pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>> {
     let mut out = Vec::new();
@@ -77,9 +69,6 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
            count(*) FILTER (WHERE coalesce(cardinality(tools_used), 0) > 0) AS with_tools, \
            count(*) FILTER (WHERE coalesce(judge_status, CASE WHEN reward IS NULL THEN 'missing_reward' ELSE 'ok' END) <> 'ok') AS unjudged, \
            count(*) FILTER (WHERE judge_status IN ('error', 'timeout', 'invalid_result')) AS failed, \
-           count(reward) FILTER (WHERE coalesce(judge_status, 'ok') = 'ok') AS rewarded, \
-           min(reward) FILTER (WHERE coalesce(judge_status, 'ok') = 'ok') AS lo, \
-           max(reward) FILTER (WHERE coalesce(judge_status, 'ok') = 'ok') AS hi, \
            count(DISTINCT prompt) FILTER (WHERE coalesce(cardinality(tools_used), 0) = 0) AS silent_asks \
          FROM rows",
     )
@@ -99,7 +88,6 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
     let with_tools = Cells(b).count("with_tools", 0)?;
     let unjudged = Cells(b).count("unjudged", 0)?;
     let failed = Cells(b).count("failed", 0)?;
-    let rewarded = Cells(b).count("rewarded", 0)?;
 
     if unjudged == n {
         let statuses = texts(
@@ -242,27 +230,10 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
                     false,
                     format!(
                         "marker '{name}' was {} on all {fired} rows it applied to; a rate that never moves says nothing about the agent. Add a seed ask that goes the other way, or drop it from the report.",
-                        reward_text(v)
+                        crate::report::score_text(v)
                     ),
                 ));
             }
-        }
-    }
-
-    if rewarded >= 2 {
-        let (lo, hi) = (Cells(b).float("lo", 0)?, Cells(b).float("hi", 0)?);
-        if let (Some(lo), Some(hi)) = (lo, hi)
-            && lo == hi
-            && rewarded == n
-        {
-            out.push(warn(
-                "unanimous",
-                false,
-                format!(
-                    "every row scored {} ({n} of {n}); check the judge before reading this number.",
-                    reward_text(lo)
-                ),
-            ));
         }
     }
     Ok(out)

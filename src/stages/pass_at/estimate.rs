@@ -121,6 +121,10 @@ pub struct PassAt {
     /// Per-task pass rates, by task id (not serialised: it has one entry per task).
     #[serde(skip)]
     pub per_task: Vec<(String, f64)>,
+    /// "every row scored v (n of n); ...", when every graded row scored one value (also in
+    /// `note`; kept apart for the grade warnings).
+    #[serde(skip)]
+    pub unanimous: Option<String>,
 }
 
 /// Python's `round(x, 4)`.
@@ -175,11 +179,7 @@ fn degenerate_note(facts: &Facts) -> Option<String> {
     if facts.graded < 2 || lo != hi {
         return None;
     }
-    let v = if lo.fract() == 0.0 {
-        format!("{lo:.0}")
-    } else {
-        format!("{lo:.2}")
-    };
+    let v = crate::report::score_text(lo);
     Some(format!(
         "every row scored {v} ({n} of {n}); check the judge before reading this number",
         n = facts.graded
@@ -256,6 +256,7 @@ pub fn estimate(
                 degenerate_note(facts).unwrap_or_default(),
                 nothing_to_score(facts),
             ]),
+            unanimous: degenerate_note(facts),
             ci95: None,
             pass_pow_k_ci95: None,
             pass_at_k_ci95: None,
@@ -343,8 +344,9 @@ pub fn estimate(
             "{n_partial} row(s) carried a reward that is not 0 or 1 and are not in this number; give each Criterion kind='hard' for a 0/1 verdict"
         ));
     }
-    if let Some(d) = degenerate_note(facts) {
-        parts.insert(0, d);
+    let unanimous = degenerate_note(facts);
+    if let Some(d) = &unanimous {
+        parts.insert(0, d.clone());
     }
     PassAt {
         k,
@@ -364,6 +366,7 @@ pub fn estimate(
         pass_at_k_ci95: at.and_then(|_| ci(&at_vals, opts)),
         config: run_config(facts, tasks.len() as u64, k),
         per_task,
+        unanimous,
     }
 }
 
