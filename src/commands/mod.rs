@@ -131,7 +131,10 @@ pub fn load_table(
     scratch: &std::path::Path,
 ) -> Result<()> {
     let inputs = ctx.runtime.block_on(source::resolve(specs))?;
-    let inputs = as_parquet(ctx, inputs, scratch)?;
+    // One folder per table: tables loaded into one scratch must not share converted files.
+    let folder = scratch.join(format!("table-{name}"));
+    std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+    let inputs = as_parquet(ctx, inputs, &folder)?;
     ctx.runtime
         .block_on(session::register_parquet(context, name, &inputs))
 }
