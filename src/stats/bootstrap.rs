@@ -24,9 +24,11 @@ pub const DRAWS: u32 = 2000;
 /// Default confidence level.
 pub const LEVEL: f64 = 0.95;
 
-fn rng(seed: u64, replicate: u32) -> ChaCha8Rng {
+/// The generator of replicate `replicate` of stream family `family` (0 for one-sample
+/// intervals; other stages take their own family so their draws do not repeat these).
+pub(crate) fn rng_at(seed: u64, family: u32, replicate: u32) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(u64::from(replicate));
+    rng.set_stream((u64::from(family) << 32) | u64::from(replicate));
     rng
 }
 
@@ -46,16 +48,23 @@ fn categories(values: &[f64]) -> Vec<(f64, u64)> {
 
 /// The replicate means, sorted ascending.
 pub fn replicate_means(values: &[f64], draws: u32, seed: u64) -> Vec<f64> {
+    let mut means = replicates(values, draws, seed, 0);
+    means.sort_by(f64::total_cmp);
+    means
+}
+
+/// The replicate means in replicate order, replicate `r` drawn from stream `r` of `family`.
+pub(crate) fn replicates(values: &[f64], draws: u32, seed: u64, family: u32) -> Vec<f64> {
     let n = values.len();
     let cats = categories(values);
     #[allow(clippy::cast_precision_loss)]
     let nf = n as f64;
     let multinomial = cats.len() * 24 < n;
-    let mut means: Vec<f64> = (0..draws)
+    (0..draws)
         .into_par_iter()
         .with_min_len(16)
         .map(|r| {
-            let mut rng = rng(seed, r);
+            let mut rng = rng_at(seed, family, r);
             if multinomial {
                 let (mut left_n, mut left_count) = (n as u64, n as u64);
                 let mut sum = 0.0;
@@ -83,9 +92,7 @@ pub fn replicate_means(values: &[f64], draws: u32, seed: u64) -> Vec<f64> {
                 sum / nf
             }
         })
-        .collect();
-    means.sort_by(f64::total_cmp);
-    means
+        .collect()
 }
 
 /// The percentile interval `(low, high)` of the mean, or `None` under [`MIN_CI_TASKS`] values.
@@ -98,15 +105,21 @@ pub fn interval(values: &[f64], draws: u32, seed: u64, level: f64) -> Option<(f6
     if values.len() < MIN_CI_TASKS {
         return None;
     }
-    let means = replicate_means(values, draws, seed);
-    let d = f64::from(draws);
+    Some(percentiles(&replicate_means(values, draws, seed), level))
+}
+
+/// The `(1−level)/2` and `(1+level)/2` order statistics of `sorted` (non-empty), indexed as the
+/// reference indexes them.
+pub(crate) fn percentiles(sorted: &[f64], level: f64) -> (f64, f64) {
+    #[allow(clippy::cast_precision_loss, reason = "a replicate count")]
+    let d = sorted.len() as f64;
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let lo = ((1.0 - level) / 2.0 * d) as i64;
     #[allow(clippy::cast_possible_truncation)]
     let hi = (f64::midpoint(1.0, level) * d) as i64 - 1;
-    let last = i64::from(draws) - 1;
-    let at = |i: i64| means[usize::try_from(i.clamp(0, last)).unwrap_or(0)];
-    Some((at(lo), at(hi)))
+    let last = i64::try_from(sorted.len()).unwrap_or(i64::MAX) - 1;
+    let at = |i: i64| sorted[usize::try_from(i.clamp(0, last)).unwrap_or(0)];
+    (at(lo), at(hi))
 }
 
 #[cfg(test)]

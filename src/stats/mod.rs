@@ -2,8 +2,10 @@
 
 pub mod bootstrap;
 pub mod kappa;
+pub mod paired;
 pub mod passk;
 pub mod quantile;
+pub mod sizing;
 pub mod sum;
 pub mod wilson;
 

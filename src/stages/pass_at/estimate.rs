@@ -152,7 +152,8 @@ fn agreed<T: Clone>(
     }
 }
 
-fn run_config(facts: &Facts, n_tasks: u64, k: u32) -> RunConfig {
+/// The run config of rows with `facts`, `n_tasks` tasks and k `k`.
+pub fn run_config(facts: &Facts, n_tasks: u64, k: u32) -> RunConfig {
     let mut mixed = Vec::new();
     RunConfig {
         n_tasks,
@@ -227,6 +228,15 @@ fn join(parts: impl IntoIterator<Item = String>) -> String {
         .join("; ")
 }
 
+/// The default k: the smallest group of two or more graded rollouts, else 1.
+pub fn default_k(group_sizes: impl IntoIterator<Item = u64>) -> u32 {
+    group_sizes
+        .into_iter()
+        .filter(|n| *n >= 2)
+        .min()
+        .map_or(1, |m| u32::try_from(m).unwrap_or(u32::MAX))
+}
+
 /// Computes the numbers for `tasks` (ordered by task id, each with `n > 0`) at `k` (`None` =
 /// the default), as measure spec §2 describes.
 pub fn estimate(
@@ -273,12 +283,7 @@ pub fn estimate(
     let pass_at_1 = sum::mean(&rates);
     let multi: Vec<u64> = tasks.iter().map(|t| t.n).filter(|n| *n >= 2).collect();
     let k_given = k.is_some();
-    let k = k.unwrap_or_else(|| {
-        multi
-            .iter()
-            .min()
-            .map_or(1, |m| u32::try_from(*m).unwrap_or(u32::MAX))
-    });
+    let k = k.unwrap_or_else(|| default_k(tasks.iter().map(|t| t.n)));
     let mut sizes = multi.clone();
     sizes.sort_unstable();
     sizes.dedup();

@@ -33,7 +33,9 @@ use datafusion::common::ScalarValue;
 use datafusion::functions_nested::expr_fn::array_element;
 use datafusion::prelude::{DataFrame, Expr, SessionContext, col, lit};
 
-pub use estimate::{Facts, PassAt, RunConfig, TaskCounts, estimate, no_interval_note};
+pub use estimate::{
+    Facts, PassAt, RunConfig, TaskCounts, default_k, estimate, no_interval_note, run_config,
+};
 
 use crate::error::{Error, Result};
 use crate::queries::stage;
@@ -240,6 +242,13 @@ pub async fn collect(
     tasks: DataFrame,
     facts: DataFrame,
 ) -> Result<Vec<SliceData>> {
+    let mut slices = collect_facts(ctx, facts).await?;
+    collect_tasks(tasks, &mut slices).await?;
+    Ok(slices)
+}
+
+/// Runs the facts plan of [`plan`]: each slice's facts, its tasks not yet filled in.
+pub async fn collect_facts(ctx: &SessionContext, facts: DataFrame) -> Result<Vec<SliceData>> {
     let mut slices: Vec<SliceData> = Vec::new();
     let mut blank_final = 0;
     for batch in facts.collect().await? {
@@ -295,6 +304,10 @@ pub async fn collect(
             }
         }
     }
+    Ok(slices)
+}
+
+async fn collect_tasks(tasks: DataFrame, slices: &mut [SliceData]) -> Result<()> {
     for batch in tasks.collect().await? {
         let (value, task) = (strings(&batch, "slice")?, strings(&batch, c::TASK_ID)?);
         let (n, cc, partial, unjudged) = (
@@ -329,7 +342,7 @@ pub async fn collect(
             }
         }
     }
-    Ok(slices)
+    Ok(())
 }
 
 /// The stage's numbers for one slice at each k asked for (one entry, the default k, when none).
