@@ -78,6 +78,112 @@ pub enum Command {
     /// One input is split into runs by `lineage.eval_run` (else `lineage.scoring_run_id`, or `--by`);
     /// several inputs are one run each.
     Variance(VarianceArgs),
+    /// Is the change real? Before against after, task by task, with a noise floor.
+    ///
+    /// Pairs tasks on `task_id`; compares pass@1 and every marker both sides carry (paired
+    /// bootstrap interval, sign-flip p-value); reads each delta against the eval's own re-run
+    /// noise (`--run-std`, or two or more `lineage.eval_run` values a side). Prints the headline
+    /// first: PASS, NO DIFFERENCE, INCONCLUSIVE, NOT COMPARABLE (causes) or FAIL. Exits 1 when the
+    /// gate fails (a significant regression, a guarded metric down, arms not comparable).
+    Compare(CompareArgs),
+    /// Tasks an eval needs to detect a gain, or the gain a task count can detect.
+    ///
+    /// From the binomial model (`--base`, `--k`), a known per-task sd (`--task-std`), or paired
+    /// rows of a previous eval (`--before`, `--after`), which measure the sd pairing buys.
+    #[command(name = "holdout-size")]
+    HoldoutSize(HoldoutArgs),
+}
+
+/// `wai compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Rows of the before arm (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(value_name = "BEFORE")]
+    pub before: String,
+    /// Rows of the after arm.
+    #[arg(value_name = "AFTER")]
+    pub after: String,
+    /// The metric the gate reads: `pass_at_1` or `marker:NAME` (default: pass@1).
+    #[arg(long, value_name = "METRIC")]
+    pub target: Option<String>,
+    /// Metrics that must not drop past the noise (names or `marker:NAME`, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "METRIC")]
+    pub must_not_regress: Vec<String>,
+    /// Metrics where a drop is the win, beside the stock ones (refusal, hedging, ...).
+    #[arg(long, value_delimiter = ',', value_name = "METRIC")]
+    pub lower_is_better: Vec<String>,
+    /// The slice table: a column, `dims.KEY`, or `none` (default: `category` when both arms
+    /// share two or more of its values).
+    #[arg(long, value_name = "COLUMN|dims.KEY|none")]
+    pub by: Option<String>,
+    /// A metric that must not rise without the target (over-optimisation check).
+    #[arg(long, value_name = "METRIC")]
+    pub proxy: Option<String>,
+    /// The eval's re-run sd (from `wai variance`): one number for every metric, or
+    /// `METRIC=X,...`.
+    #[arg(long, value_name = "X|METRIC=X,...")]
+    pub run_std: Option<String>,
+    /// How many re-runs `--run-std` came from (the band then uses t at df = N - 1).
+    #[arg(long, value_name = "N")]
+    pub run_std_runs: Option<u32>,
+    /// A column or `lineage` key naming each row's training seed: adds the seed-to-seed variance
+    /// of trained arms to the headline interval.
+    #[arg(long, value_name = "KEY")]
+    pub train_runs: Option<String>,
+    /// Trim each shared task to the same number of rollouts a side (seeded choice of rows).
+    #[arg(long)]
+    pub balance_rollouts: bool,
+    /// Settings that differ on purpose, the change under test (prompt_hash, judge_version,
+    /// temperature, max_tokens, user_model, writer_model): a note, not NOT COMPARABLE.
+    #[arg(long, value_delimiter = ',', value_name = "SETTING")]
+    pub changed: Vec<String>,
+    /// Two-sided false-positive rate (intervals at 1 - alpha).
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Power of the sizing line.
+    #[arg(long, default_value_t = 0.8)]
+    pub power: f64,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Bootstrap replicates and sign flips.
+    #[arg(long, default_value_t = 2000)]
+    pub draws: u32,
+}
+
+/// `wai holdout-size`.
+#[derive(Debug, Args)]
+pub struct HoldoutArgs {
+    /// The gain to detect (a pass-rate difference in (0, 1)).
+    #[arg(long, value_name = "GAIN", required_unless_present = "tasks")]
+    pub effect: Option<f64>,
+    /// Instead: the gain this many tasks can detect.
+    #[arg(long, value_name = "N")]
+    pub tasks: Option<usize>,
+    /// The base pass rate (read from `--before` when given).
+    #[arg(long, default_value_t = 0.6)]
+    pub base: f64,
+    /// Rollouts per task (read from `--before` when given).
+    #[arg(long, default_value_t = 4)]
+    pub k: u32,
+    /// Power.
+    #[arg(long, default_value_t = 0.8)]
+    pub power: f64,
+    /// Two-sided false-positive rate.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// A known per-task sd of the difference (read off a compare interval).
+    #[arg(long, value_name = "SD")]
+    pub task_std: Option<f64>,
+    /// Rows of a previous eval: base rate, k and their spread.
+    #[arg(long, value_name = "ROWS")]
+    pub before: Option<String>,
+    /// Rows of the same tasks after a change: the paired sd.
+    #[arg(long, value_name = "ROWS", requires = "before")]
+    pub after: Option<String>,
+    /// Seed of the range's bootstrap.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 /// `wai variance`.

@@ -3,10 +3,12 @@
 //! Commands write data to the `out` they are given and return a [`Outcome`]: a report (text for
 //! people, a versioned JSON document for programs) and an exit status. `main.rs` prints it.
 
+pub mod compare;
 pub mod convert;
 pub mod gate;
 pub mod generate;
 pub mod grade;
+pub mod holdout;
 pub mod ingest;
 pub mod markers;
 pub mod pass_at;
@@ -87,6 +89,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Grade(args) => grade::run(&ctx, &args),
         Command::Gate(args) => gate::run(&ctx, &args),
         Command::Variance(args) => variance::run(&ctx, &args),
+        Command::Compare(args) => compare::run(&ctx, &args),
+        Command::HoldoutSize(args) => holdout::run(&ctx, &args),
     }
 }
 

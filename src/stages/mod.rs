@@ -2,7 +2,9 @@
 //! nothing about files, the command line or progress bars.
 
 mod cells;
+pub mod compare;
 pub mod grade;
+pub mod holdout;
 pub mod markers;
 pub mod pass_at;
 pub mod udf;

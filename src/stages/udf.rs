@@ -251,18 +251,61 @@ pub fn reply_udfs() -> [ScalarUDF; 2] {
     ]
 }
 
+fn stable_hash(arrays: &[ArrayRef]) -> ArrayRef {
+    use sha2::Digest;
+    let text = arrays[0].as_string::<i32>();
+    let out: datafusion::arrow::array::Int64Array = text
+        .iter()
+        .map(|t| {
+            let digest = sha2::Sha256::digest(t?.as_bytes());
+            let mut first = [0u8; 8];
+            first.copy_from_slice(&digest[..8]);
+            Some(i64::from_be_bytes(first))
+        })
+        .collect();
+    Arc::new(out)
+}
+
+/// `stable_hash(text)`: the first 8 bytes of the text's SHA-256 as a signed integer, the same on
+/// every machine and release (an order key for seeded, partition-independent row choices).
+pub fn hash_udf() -> ScalarUDF {
+    function(
+        "stable_hash",
+        Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
+        DataType::Int64,
+        stable_hash,
+    )
+}
+
 /// Every function `wai` registers in a session.
 pub fn all() -> Vec<ScalarUDF> {
     wilson_udfs()
         .into_iter()
         .chain(pass_k_udfs())
         .chain(reply_udfs())
+        .chain([hash_udf()])
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stable_hash_is_sha256_and_null_safe() {
+        let input: ArrayRef = Arc::new(datafusion::arrow::array::StringArray::from(vec![
+            Some("abc"),
+            None,
+        ]));
+        let out = stable_hash(&[input]);
+        let out = out.as_primitive::<Int64Type>();
+        // SHA-256("abc") starts ba7816bf8f01cfea.
+        assert_eq!(
+            out.value(0),
+            i64::from_be_bytes([0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea])
+        );
+        assert!(out.is_null(1));
+    }
 
     #[test]
     fn spoken_reply_sets_reasoning_aside() {

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli; // exit codes and messages of the binary, as snapshots
+mod compare; // before/after comparisons and holdout sizing: reference vectors, properties
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod grade; // judges, warnings and the gate
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel
