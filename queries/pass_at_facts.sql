@@ -1,6 +1,8 @@
 -- Per-slice facts behind pass@k's notes and run config (how the rows were made).
 -- Input: __pass_at_rows (slice, reward, judge_status, reason, finish_reason, final_text, sampling,
 --   policy_version, judge_meta, lineage, user_model, writer_model). Params: none.
+-- Lineage keys are looked up only in rows whose text mentions them (a substring test is far
+--   cheaper than a JSON parse, and most rows have neither key).
 -- Output: one row per slice: row counts, the reward range, judge failures, truncation, spoken
 --   replies (non-blank final_text only), and for each config field its distinct count and value.
 WITH r AS (
@@ -9,9 +11,9 @@ WITH r AS (
     json_get_float(sampling, 'temperature') AS temperature,
     json_get_int(sampling, 'max_tokens') AS max_tokens,
     nullif(policy_version, '') AS policy_version,
-    coalesce(nullif(json_as_text(judge_meta, 'version'), ''), nullif(json_as_text(lineage, 'judge_version'), '')) AS judge_version,
+    coalesce(nullif(json_as_text(judge_meta, 'version'), ''), CASE WHEN strpos(lineage, 'judge_version') > 0 THEN nullif(json_as_text(lineage, 'judge_version'), '') END) AS judge_version,
     coalesce(
-      nullif(json_as_text(lineage, 'system_prompt_sha'), ''),
+      CASE WHEN strpos(lineage, 'system_prompt_sha') > 0 THEN nullif(json_as_text(lineage, 'system_prompt_sha'), '') END,
       CASE WHEN strpos(policy_version, '@') > 0 THEN nullif(substr(policy_version, strpos(policy_version, '@') + 1), '') END
     ) AS prompt_hash,
     nullif(user_model, '') AS user_model,

@@ -42,6 +42,8 @@ struct Data {
     chat_100k: PathBuf,
     parquet_100k: PathBuf,
     parquet_1m: PathBuf,
+    parquet_100k_b: PathBuf,
+    parquet_1m_b: PathBuf,
 }
 
 fn run(args: &[&str]) {
@@ -90,6 +92,29 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         "-o",
         path(&parquet_1m),
     ]);
+    // Second arms for compare: the same task ids, other draws.
+    let parquet_100k_b = dir.path().join("rows-100k-b.parquet");
+    let parquet_1m_b = dir.path().join("rows-1m-b.parquet");
+    run(&[
+        "-q",
+        "gen",
+        "--rows",
+        "100000",
+        "--seed",
+        "2",
+        "-o",
+        path(&parquet_100k_b),
+    ]);
+    run(&[
+        "-q",
+        "gen",
+        "--rows",
+        "1000000",
+        "--seed",
+        "2",
+        "-o",
+        path(&parquet_1m_b),
+    ]);
     let chat_100k = dir.path().join("chat-100k.jsonl");
     write_chat(&jsonl_200k, &chat_100k, 100_000);
     Data {
@@ -98,6 +123,8 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         chat_100k,
         parquet_100k,
         parquet_1m,
+        parquet_100k_b,
+        parquet_1m_b,
     }
 });
 
@@ -197,6 +224,36 @@ mod pass_at {
     fn markers_1m(b: Bencher) {
         let data = &*DATA;
         b.bench(|| run(&["-q", "markers", path(&data.parquet_1m)]));
+    }
+}
+
+mod compare {
+    use super::{Bencher, DATA, path, run};
+
+    #[divan::bench(name = "compare/rows=1M_vs_1M", sample_count = 3)]
+    fn rows_1m(b: Bencher) {
+        let data = &*DATA;
+        b.bench(|| {
+            run(&[
+                "-q",
+                "compare",
+                path(&data.parquet_1m),
+                path(&data.parquet_1m_b),
+            ])
+        });
+    }
+
+    #[divan::bench(name = "compare/rows=100k_vs_100k", sample_count = 5)]
+    fn rows_100k(b: Bencher) {
+        let data = &*DATA;
+        b.bench(|| {
+            run(&[
+                "-q",
+                "compare",
+                path(&data.parquet_100k),
+                path(&data.parquet_100k_b),
+            ]);
+        });
     }
 }
 

@@ -54,6 +54,8 @@ pub struct Options {
     pub ceiling: f64,
     /// The bootstrap seed of the range.
     pub seed: u64,
+    /// Whether to compute the bootstrap range of `n_tasks`.
+    pub range: bool,
 }
 
 impl Default for Options {
@@ -67,6 +69,7 @@ impl Default for Options {
             task_std: None,
             ceiling: CEILING_PASS_RATE,
             seed: 0,
+            range: true,
         }
     }
 }
@@ -131,6 +134,18 @@ fn population_var(values: &[f64]) -> Option<f64> {
     #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let n = values.len() as f64;
     Some(sum::fsum(values.iter().map(|v| (v - mean) * (v - mean))) / n)
+}
+
+/// The sample sd with plain sums (for the range's replicates, where speed matters more than the
+/// last bit).
+fn quick_sd(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return 0.0;
+    }
+    #[allow(clippy::cast_precision_loss, reason = "a task count")]
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
 }
 
 /// The tasks on both sides, as (before, after) pairs in task order.
@@ -249,7 +264,7 @@ pub fn size(
     }
     let n = sizing::tasks_needed(sd, opts.effect, opts.alpha, opts.power);
     let (mut n_low, mut n_high, mut method) = (None, None, None);
-    if !saturated && sd_source != "given" {
+    if opts.range && !saturated && sd_source != "given" {
         if let Some(b) = before {
             let pool: Vec<f64> = if sd_source == "rows" {
                 diffs.clone()
@@ -268,7 +283,7 @@ pub fn size(
                             .map(|_| pool[rng.random_range(0..pool.len())])
                             .collect();
                         let s = if from_rows {
-                            sample_sd(&sample).unwrap_or(0.0)
+                            quick_sd(&sample)
                         } else {
                             sizing::model_sd(sum::mean(&sample).unwrap_or(base), opts.effect, k)
                         };

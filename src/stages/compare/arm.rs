@@ -120,90 +120,123 @@ pub struct Arm {
     pub facts: pass_at::Facts,
 }
 
-/// The SQL text of the eval-run key.
-pub(super) const EVAL_RUN: &str = "coalesce(CAST(json_get_int(lineage, 'eval_run') AS VARCHAR), \
-     json_get_str(lineage, 'eval_run'))";
+/// The SQL text of the eval-run key: the `eval_run` column (the row's `eval_run`, else
+/// `lineage.eval_run`, else 0), so a side without run keys is one run, `0`.
+pub(super) const EVAL_RUN: &str = "CAST(eval_run AS VARCHAR)";
 
-/// The cells of table `table`, by run (`run` is a SQL expression, `''` for none) and by group
-/// (`group`, `''` for none).
+/// The marker names of table `table` (from its distinct key sets: cheap, rows share few).
+async fn marker_names(ctx: &SessionContext, table: &str) -> Result<Vec<String>> {
+    let batches = ctx
+        .sql(&format!(
+            "SELECT DISTINCT unnest(ks) AS k FROM (SELECT DISTINCT map_keys(markers) AS ks FROM {table} \
+             WHERE markers IS NOT NULL)"
+        ))
+        .await?
+        .collect()
+        .await?;
+    let mut names = Vec::new();
+    for b in &batches {
+        names.extend(Cells(b).texts("k")?);
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// The cells of table `table`, one output row per (run, group, task) with the count, sum,
+/// smallest and largest value of the pass rate and of each marker in `markers` as columns
+/// (`n_i`, `s_i`, `lo_i`, `hi_i`; 0 is the pass rate). `run` and `group` are SQL expressions
+/// (`''` for none).
 async fn cells(
     ctx: &SessionContext,
     table: &str,
     run: &str,
     group: &str,
-    markers: bool,
+    markers: &[String],
 ) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
-    let marker_part = if markers {
-        "UNION ALL \
-         SELECT run, grp, task_id, concat('marker:', m['key']) AS metric, count(m['value']) AS n, \
-           sum(m['value']) AS s, min(m['value']) AS lo, max(m['value']) AS hi \
-         FROM (SELECT run, grp, task_id, unnest(map_entries(markers)) AS m FROM r \
-               WHERE markers IS NOT NULL) \
-         GROUP BY 1, 2, 3, 4"
-    } else {
-        ""
-    };
+    let mut values = vec!["CASE WHEN reward = 0 OR reward = 1 THEN reward END".to_owned()];
+    values.extend(
+        markers
+            .iter()
+            .map(|m| format!("markers['{}']", m.replace('\'', "''"))),
+    );
+    let aggregates: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            format!(
+                "count({v}) AS n_{i}, sum({v}) AS s_{i}, min({v}) AS lo_{i}, max({v}) AS hi_{i}"
+            )
+        })
+        .collect();
     let sql = format!(
-        "WITH r AS (SELECT coalesce({run}, '') AS run, coalesce(CAST({group} AS VARCHAR), '(unset)') AS grp, \
-           coalesce(task_id, '') AS task_id, \
-           CASE WHEN reward = 0 OR reward = 1 THEN reward END AS b, markers FROM {table}) \
-         SELECT run, grp, task_id, '{PASS_AT_1}' AS metric, count(b) AS n, sum(b) AS s, \
-           min(b) AS lo, max(b) AS hi FROM r GROUP BY 1, 2, 3 \
-         {marker_part}"
+        "SELECT coalesce({run}, '') AS run, coalesce(CAST({group} AS VARCHAR), '(unset)') AS grp, \
+           coalesce(task_id, '') AS task_id, {} FROM {table} GROUP BY 1, 2, 3",
+        aggregates.join(", ")
     );
     Ok(ctx.sql(&sql).await?.collect().await?)
 }
 
 fn fill(
     batches: &[datafusion::arrow::array::RecordBatch],
+    markers: &[String],
     dict: &mut Dictionary,
     runs: &mut Names,
     into: &mut Vec<Cell>,
 ) -> Result<()> {
+    let mut metric_ids = vec![dict.metrics.intern(PASS_AT_1)];
+    metric_ids.extend(
+        markers
+            .iter()
+            .map(|m| dict.metrics.intern(&format!("marker:{m}"))),
+    );
     for b in batches {
         let cells = Cells(b);
         let text = |name: &str| cells.column(name, &DataType::Utf8);
-        let (run, grp, task, metric) = (
-            text("run")?,
-            text("grp")?,
-            text("task_id")?,
-            text("metric")?,
-        );
-        let (run, grp, task, metric) = (
+        let (run, grp, task) = (text("run")?, text("grp")?, text("task_id")?);
+        let (run, grp, task) = (
             run.as_string::<i32>(),
             grp.as_string::<i32>(),
             task.as_string::<i32>(),
-            metric.as_string::<i32>(),
         );
-        let n = cells.column("n", &DataType::Int64)?;
-        let n = n.as_primitive::<Int64Type>();
-        let float = |name: &str| cells.column(name, &DataType::Float64);
-        let (s, lo, hi) = (float("s")?, float("lo")?, float("hi")?);
-        let (s, lo, hi) = (
-            s.as_primitive::<Float64Type>(),
-            lo.as_primitive::<Float64Type>(),
-            hi.as_primitive::<Float64Type>(),
-        );
-        for i in 0..b.num_rows() {
-            let count = u64::try_from(n.value(i)).unwrap_or(0);
-            let r = run.value(i);
-            let run = if r.is_empty() { NO_RUN } else { runs.intern(r) };
-            let task = dict.tasks.intern(task.value(i));
-            let group = dict.groups.intern(grp.value(i));
-            if count == 0 || s.is_null(i) {
-                // A task with rows but no value still counts as seen (for pairing by rows).
-                continue;
+        let mut columns = Vec::with_capacity(metric_ids.len());
+        for i in 0..metric_ids.len() {
+            let n = cells.column(&format!("n_{i}"), &DataType::Int64)?;
+            let float = |name: String| cells.column(&name, &DataType::Float64);
+            columns.push((
+                n,
+                float(format!("s_{i}"))?,
+                float(format!("lo_{i}"))?,
+                float(format!("hi_{i}"))?,
+            ));
+        }
+        into.reserve(b.num_rows() * metric_ids.len());
+        for r in 0..b.num_rows() {
+            let run_name = run.value(r);
+            let run = if run_name.is_empty() {
+                NO_RUN
+            } else {
+                runs.intern(run_name)
+            };
+            let task = dict.tasks.intern(task.value(r));
+            let group = dict.groups.intern(grp.value(r));
+            for (metric, (n, s, lo, hi)) in metric_ids.iter().zip(&columns) {
+                let count = u64::try_from(n.as_primitive::<Int64Type>().value(r)).unwrap_or(0);
+                let s = s.as_primitive::<Float64Type>();
+                if count == 0 || s.is_null(r) {
+                    continue;
+                }
+                into.push(Cell {
+                    run,
+                    group,
+                    task,
+                    metric: *metric,
+                    n: count,
+                    sum: s.value(r),
+                    lo: lo.as_primitive::<Float64Type>().value(r),
+                    hi: hi.as_primitive::<Float64Type>().value(r),
+                });
             }
-            into.push(Cell {
-                run,
-                group,
-                task,
-                metric: dict.metrics.intern(metric.value(i)),
-                n: count,
-                sum: s.value(i),
-                lo: lo.value(i),
-                hi: hi.value(i),
-            });
         }
     }
     Ok(())
@@ -211,10 +244,17 @@ fn fill(
 
 /// Reads table `table`: its cells (by eval run, all metrics), run labels, rows and run config.
 pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionary) -> Result<Arm> {
-    let batches = cells(ctx, table, EVAL_RUN, "''", true).await?;
+    let markers = marker_names(ctx, table).await?;
+    // The cells and the run-config facts are two scans of one table: run them together.
+    let input: DataFrame = ctx.table(table).await?;
+    let (_, facts) = pass_at::plan(ctx, input, None).await?;
+    let (batches, facts) = tokio::try_join!(
+        cells(ctx, table, EVAL_RUN, "''", &markers),
+        pass_at::collect_facts(ctx, facts)
+    )?;
     let mut runs = Names::default();
     let mut arm = Arm::default();
-    fill(&batches, dict, &mut runs, &mut arm.cells)?;
+    fill(&batches, &markers, dict, &mut runs, &mut arm.cells)?;
     // Runs numbered in numeric order (then text order), as `wai variance` lists them.
     let mut labels: Vec<String> = (0..u32::try_from(runs.len()).unwrap_or(0))
         .map(|i| runs.name(i).to_owned())
@@ -235,14 +275,7 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionar
         }
     }
     arm.runs = labels;
-    let input: DataFrame = ctx.table(table).await?;
-    let (_, facts) = pass_at::plan(ctx, input, None).await?;
-    let facts = pass_at::collect_facts(ctx, facts)
-        .await?
-        .into_iter()
-        .next()
-        .unwrap_or_default()
-        .facts;
+    let facts = facts.into_iter().next().unwrap_or_default().facts;
     arm.rows = facts.rows;
     let pass = dict.metrics.get(PASS_AT_1);
     let mut sizes: HashMap<u32, u64> = HashMap::new();
@@ -255,19 +288,23 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionar
     Ok(arm)
 }
 
-/// The cells of table `table` by group (`group` a SQL expression), for the pass rate or one
-/// marker, all runs pooled.
+/// The cells of table `table` by group (`group` a SQL expression), for the pass rate and (when
+/// given) one marker, all runs pooled.
 pub(super) async fn read_groups(
     ctx: &SessionContext,
     table: &str,
     group: &str,
-    markers: bool,
+    marker: Option<&str>,
     dict: &mut Dictionary,
 ) -> Result<Vec<Cell>> {
-    let batches = cells(ctx, table, "''", group, markers).await?;
+    let markers = match marker {
+        Some(m) => vec![m.to_owned()],
+        None => Vec::new(),
+    };
+    let batches = cells(ctx, table, "''", group, &markers).await?;
     let mut runs = Names::default();
     let mut out = Vec::new();
-    fill(&batches, dict, &mut runs, &mut out)?;
+    fill(&batches, &markers, dict, &mut runs, &mut out)?;
     Ok(out)
 }
 

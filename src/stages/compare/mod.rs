@@ -500,7 +500,7 @@ pub async fn read(ctx: &SessionContext, opts: &Options) -> Result<Arms> {
     if let Some(key) = &opts.train_runs {
         let expr = key_expr(key);
         for (table, into) in [(tb, &mut seeds.before), (ta, &mut seeds.after)] {
-            let cells = arm::read_groups(ctx, table, &expr, false, &mut dict).await?;
+            let cells = arm::read_groups(ctx, table, &expr, None, &mut dict).await?;
             let mut by_seed: BTreeMap<String, Vec<arm::Cell>> = BTreeMap::new();
             for c in cells {
                 let name = dict.groups.name(c.group);
@@ -570,12 +570,10 @@ pub async fn read(ctx: &SessionContext, opts: &Options) -> Result<Arms> {
     let groups = match slicing {
         None => None,
         Some((name, source, expr)) => {
-            let markers = opts
-                .target
-                .as_deref()
-                .is_some_and(|t| metric_key(t) != PASS_AT_1);
-            let b = arm::read_groups(ctx, tb, &expr, markers, &mut dict).await?;
-            let a = arm::read_groups(ctx, ta, &expr, markers, &mut dict).await?;
+            let target = opts.target.as_deref().map(metric_key);
+            let marker = target.as_deref().and_then(|t| t.strip_prefix("marker:"));
+            let b = arm::read_groups(ctx, tb, &expr, marker, &mut dict).await?;
+            let a = arm::read_groups(ctx, ta, &expr, marker, &mut dict).await?;
             Some((
                 name,
                 source,
@@ -1265,6 +1263,7 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
             alpha: opts.alpha,
             ceiling: opts.ceiling_pass_rate,
             seed: opts.seed,
+            range: false,
             ..holdout::Options::default()
         };
         let rates = |a: &Arm| -> Vec<holdout::TaskRate> {
