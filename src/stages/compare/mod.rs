@@ -1287,7 +1287,13 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
     if headline_verdict == "no_change_detected" {
         if let Some(e) = detectable {
             let mut w = format!(
-                "{n_paired} paired tasks at k={k_eval} can prove a gain of about {e:+.2} at {:.0}% power (wai holdout-size).",
+                "{n_paired} paired tasks at k={k_eval} can prove a gain of about {} at {:.0}% power (wai holdout-size).",
+                // Two places as the reference prints it; four when that would read +0.00.
+                if e >= 0.005 {
+                    format!("{e:+.2}")
+                } else {
+                    format!("{e:+.4}")
+                },
                 opts.power * 100.0
             );
             if let (Some(n), Some(d)) = (tasks_needed, signed_gain) {
