@@ -119,23 +119,6 @@ fn round4(x: f64) -> f64 {
     round_places(x, 4)
 }
 
-fn sample_sd(values: &[f64]) -> Option<f64> {
-    if values.len() < 2 {
-        return None;
-    }
-    let mean = sum::mean(values)?;
-    #[allow(clippy::cast_precision_loss, reason = "a task count")]
-    let n = values.len() as f64;
-    Some((sum::fsum(values.iter().map(|v| (v - mean) * (v - mean))) / (n - 1.0)).sqrt())
-}
-
-fn population_var(values: &[f64]) -> Option<f64> {
-    let mean = sum::mean(values)?;
-    #[allow(clippy::cast_precision_loss, reason = "a task count")]
-    let n = values.len() as f64;
-    Some(sum::fsum(values.iter().map(|v| (v - mean) * (v - mean))) / n)
-}
-
 /// The sample sd with plain sums (for the range's replicates, where speed matters more than the
 /// last bit).
 fn quick_sd(values: &[f64]) -> f64 {
@@ -208,9 +191,9 @@ pub fn size(
         let rates: Vec<f64> = b.iter().map(|t| t.rate).collect();
         base = sum::mean(&rates).unwrap_or(opts.base);
         k = u32::try_from(b.iter().map(|t| t.n).min().unwrap_or(1)).unwrap_or(u32::MAX);
-        base_spread = sample_sd(&rates);
+        base_spread = sum::sample_sd(&rates);
         let pq = base * (1.0 - base);
-        if let Some(var) = population_var(&rates).filter(|_| rates.len() >= 2) {
+        if let Some(var) = sum::population_var(&rates).filter(|_| rates.len() >= 2) {
             if pq > 0.0 && pq - var > 1e-12 {
                 ratio = Some(pq / (pq - var));
             }
@@ -236,7 +219,7 @@ pub fn size(
             .unwrap_or(u32::MAX);
         n_paired = Some(pairs.len());
         sd_source = "rows";
-        sample_sd(&diffs).unwrap_or(0.0)
+        sum::sample_sd(&diffs).unwrap_or(0.0)
     } else if let Some(s) = opts.task_std {
         sd_source = "given";
         s

@@ -153,18 +153,6 @@ pub async fn run_labels(ctx: &SessionContext, table: &str, key: &str) -> Result<
     Ok(labels)
 }
 
-/// The sample standard deviation (n − 1), with correctly rounded sums.
-fn sample_sd(values: &[f64]) -> Option<f64> {
-    if values.len() < 2 {
-        return None;
-    }
-    #[allow(clippy::cast_precision_loss, reason = "a run count")]
-    let n = values.len() as f64;
-    let mean = sum::fsum(values.iter().copied()) / n;
-    let ss = sum::fsum(values.iter().map(|v| (v - mean) * (v - mean)));
-    Some((ss / (n - 1.0)).sqrt())
-}
-
 /// The report for `metric` from the task means of every (metric, run), with `labels` the runs
 /// in order and `unkeyed` the rows left out for want of a run key.
 pub fn report(
@@ -184,7 +172,7 @@ pub fn report(
         by_run.insert(run.clone(), serde_json::json!(m.map(round4)));
         values.extend(m);
     }
-    let run_std = sample_sd(&values);
+    let run_std = sum::sample_sd(&values);
     let mut run_std_by_metric = BTreeMap::new();
     let mut listed: Vec<String> = vec!["pass_at_1".into()];
     let markers: BTreeSet<&str> = means
@@ -203,7 +191,7 @@ pub fn report(
     }
     for m in &listed {
         let vals: Vec<f64> = labels.iter().filter_map(|r| run_mean(m, r)).collect();
-        run_std_by_metric.insert(m.clone(), sample_sd(&vals).map(round4));
+        run_std_by_metric.insert(m.clone(), sum::sample_sd(&vals).map(round4));
     }
     let n = values.len();
     let df = n.checked_sub(1).filter(|d| *d >= 1);

@@ -33,7 +33,7 @@ pub(crate) fn rng_at(seed: u64, family: u32, replicate: u32) -> ChaCha8Rng {
 }
 
 /// Distinct values with their counts, in ascending order.
-fn categories(values: &[f64]) -> Vec<(f64, u64)> {
+pub(crate) fn categories(values: &[f64]) -> Vec<(f64, u64)> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let mut out: Vec<(f64, u64)> = Vec::new();

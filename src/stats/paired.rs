@@ -136,20 +136,6 @@ fn join<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> (Vec<(f64, f64)>, usize, usiz
     (shared, a.len() - n, b.len() - n)
 }
 
-/// Distinct values with their counts.
-fn categories(values: &[f64]) -> Vec<(f64, u64)> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mut out: Vec<(f64, u64)> = Vec::new();
-    for v in sorted {
-        match out.last_mut() {
-            Some((last, n)) if last.to_bits() == v.to_bits() => *n += 1,
-            _ => out.push((v, 1)),
-        }
-    }
-    out
-}
-
 /// The sign-flip permutation p-value of the mean of `diffs` (`delta`): each of `draws` flips keeps
 /// or negates every difference with even odds; the p-value is `(extreme + 1) / (draws + 1)`, where
 /// a flip is extreme when its mean is at least `|delta|` from zero (less 1e-12 for rounding).
@@ -157,9 +143,14 @@ pub fn sign_flip_p(diffs: &[f64], delta: f64, draws: u32, seed: u64) -> f64 {
     let n = diffs.len();
     #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let nf = n as f64;
-    let cats = categories(diffs);
+    let cats = bootstrap::categories(diffs);
     let by_category = cats.len() * 24 < n;
     let bar = delta.abs() - 1e-12;
+    // One binomial(count, 1/2) per distinct value, built once for every draw.
+    let kept: Vec<(f64, u64, Option<Binomial>)> = cats
+        .iter()
+        .map(|&(v, count)| (v, count, Binomial::new(count, 0.5).ok()))
+        .collect();
     let extreme = (0..draws)
         .into_par_iter()
         .with_min_len(16)
@@ -167,9 +158,10 @@ pub fn sign_flip_p(diffs: &[f64], delta: f64, draws: u32, seed: u64) -> f64 {
             let mut rng = bootstrap::rng_at(seed, 1, r);
             let total = if by_category {
                 // The number kept of each distinct value is binomial(count, 1/2).
-                cats.iter()
-                    .map(|&(v, count)| {
-                        let kept = Binomial::new(count, 0.5).map_or(0, |b| b.sample(&mut rng));
+                kept.iter()
+                    .map(|(v, count, binomial)| {
+                        let (v, count) = (*v, *count);
+                        let kept = binomial.as_ref().map_or(0, |b| b.sample(&mut rng));
                         #[allow(clippy::cast_precision_loss, reason = "task counts")]
                         let signed = (2 * kept) as f64 - count as f64;
                         v * signed

@@ -60,6 +60,25 @@ pub fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| fsum(values.iter().copied()) / values.len() as f64)
 }
 
+/// The sample standard deviation (n − 1) with correctly rounded sums, or `None` under two values.
+pub fn sample_sd(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let mean = mean(values)?;
+    #[allow(clippy::cast_precision_loss, reason = "a count")]
+    let n = values.len() as f64;
+    Some((fsum(values.iter().map(|v| (v - mean) * (v - mean))) / (n - 1.0)).sqrt())
+}
+
+/// The population variance (n) with correctly rounded sums, or `None` for no values.
+pub fn population_var(values: &[f64]) -> Option<f64> {
+    let mean = mean(values)?;
+    #[allow(clippy::cast_precision_loss, reason = "a count")]
+    let n = values.len() as f64;
+    Some(fsum(values.iter().map(|v| (v - mean) * (v - mean))) / n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +89,19 @@ mod tests {
         assert_ne!([0.1; 10].iter().sum::<f64>(), 1.0);
         assert_eq!(fsum([1e100, 1.0, -1e100, 1e-100]), 1.0);
         assert_eq!(fsum([]), 0.0);
+    }
+
+    #[test]
+    fn spreads_match_the_textbook() {
+        assert_eq!(sample_sd(&[1.0]), None);
+        assert_eq!(
+            sample_sd(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]),
+            Some((32.0f64 / 7.0).sqrt())
+        );
+        assert_eq!(
+            population_var(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]),
+            Some(4.0)
+        );
     }
 
     #[test]

@@ -614,16 +614,6 @@ fn gain_tag(gain: Direction) -> &'static str {
     }
 }
 
-fn sample_sd(values: &[f64]) -> Option<f64> {
-    if values.len() < 2 {
-        return None;
-    }
-    let mean = sum::mean(values)?;
-    #[allow(clippy::cast_precision_loss, reason = "a run count")]
-    let n = values.len() as f64;
-    Some((sum::fsum(values.iter().map(|v| (v - mean) * (v - mean))) / (n - 1.0)).sqrt())
-}
-
 /// Per-run means of `metric` (the mean over tasks of each run's task means), in run order.
 fn run_means(arm: &Arm, metric: u32, ranks: &[u32]) -> Vec<f64> {
     (0..u32::try_from(arm.runs.len()).unwrap_or(0))
@@ -783,7 +773,7 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
                 let floor = id(m).and_then(|mid| {
                     let side = |a: &Arm| {
                         let v = run_means(a, mid, &ranks);
-                        sample_sd(&v).map(|s| (round_places(s, 4), v.len()))
+                        sum::sample_sd(&v).map(|s| (round_places(s, 4), v.len()))
                     };
                     let (sb, nb) = side(before)?;
                     let (sa, na) = side(after)?;
@@ -910,7 +900,7 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
             if n == 0 {
                 continue;
             }
-            match sample_sd(m) {
+            match sum::sample_sd(m) {
                 Some(s) => {
                     #[allow(clippy::cast_precision_loss, reason = "seed counts")]
                     {
