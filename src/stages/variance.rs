@@ -55,14 +55,16 @@ fn round4(x: f64) -> f64 {
     round_places(x, 4)
 }
 
-/// The SQL expression of a run key: a column of the row schema, else a lineage key.
+/// The SQL expression of a run key: a column of the row schema, else a lineage key (written
+/// `KEY` or `lineage.KEY`). Also the training-seed key of `wai compare --train-runs`.
 pub fn run_key(by: Option<&str>) -> String {
-    match by {
+    let lineage_only = by.is_some_and(|k| k.starts_with("lineage."));
+    match by.map(|k| k.strip_prefix("lineage.").unwrap_or(k)) {
         // `lineage.eval_run` as the run gave it (the `eval_run` column defaults to 0 without it).
         None => "coalesce(CAST(json_get_int(lineage, 'eval_run') AS VARCHAR), \
                  json_get_str(lineage, 'eval_run'), json_get_str(lineage, 'scoring_run_id'))"
             .into(),
-        Some(c) if crate::schema::row_schema().index_of(c).is_ok() => {
+        Some(c) if !lineage_only && crate::schema::row_schema().index_of(c).is_ok() => {
             format!("CAST(\"{}\" AS VARCHAR)", c.replace('"', "\"\""))
         }
         Some(k) => format!(

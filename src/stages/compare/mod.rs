@@ -389,19 +389,6 @@ pub struct Arms {
     pub balanced: Option<Balanced>,
 }
 
-/// The SQL expression of a training-seed key: a column, else a `lineage` key.
-fn key_expr(key: &str) -> String {
-    let key = key.strip_prefix("lineage.").unwrap_or(key);
-    if crate::schema::row_schema().index_of(key).is_ok() {
-        format!("CAST(\"{}\" AS VARCHAR)", key.replace('"', "\"\""))
-    } else {
-        let k = key.replace('\'', "''");
-        format!(
-            "coalesce(json_get_str(lineage, '{k}'), CAST(json_get_int(lineage, '{k}') AS VARCHAR))"
-        )
-    }
-}
-
 /// The SQL expression of a slice.
 fn slice_expr(slice: &Slice) -> String {
     match slice {
@@ -498,7 +485,7 @@ pub async fn read(ctx: &SessionContext, opts: &Options) -> Result<Arms> {
     let after = arm::read(ctx, ta, &mut dict).await?;
     let mut seeds = Sides::default();
     if let Some(key) = &opts.train_runs {
-        let expr = key_expr(key);
+        let expr = crate::stages::variance::run_key(Some(key));
         for (table, into) in [(tb, &mut seeds.before), (ta, &mut seeds.after)] {
             let cells = arm::read_groups(ctx, table, &expr, None, &mut dict).await?;
             let mut by_seed: BTreeMap<String, Vec<arm::Cell>> = BTreeMap::new();
