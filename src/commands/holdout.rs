@@ -4,14 +4,13 @@ use serde_json::{Value, json};
 
 use super::{Context, Outcome};
 use crate::cli::HoldoutArgs;
-use crate::error::{Error, ExitStatus, Result};
+use crate::error::{ExitStatus, Result};
 use crate::pipeline::session;
 use crate::stages::{compare, holdout};
-use crate::stats::sizing;
 
 /// Runs `wai holdout-size`.
 pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
-    let mut opts = holdout::Options {
+    let opts = holdout::Options {
         effect: args.effect.unwrap_or(0.05),
         base: args.base,
         k: args.k,
@@ -55,31 +54,10 @@ pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
     let mut doc = json!({"version": 1, "command": "holdout-size"});
     let mut text = String::new();
     if let Some(n) = args.tasks {
-        // The base and k a detectable effect is read at: from the rows when given.
-        if let Some(b) = before.as_ref().filter(|b| !b.is_empty()) {
-            let rates: Vec<f64> = b.iter().map(|t| t.rate).collect();
-            opts.base = crate::stats::sum::mean(&rates).unwrap_or(opts.base);
-            opts.k = u32::try_from(b.iter().map(|t| t.n).min().unwrap_or(1)).unwrap_or(u32::MAX);
-        }
-        if !(opts.power > 0.0 && opts.power < 1.0) || !(opts.alpha > 0.0 && opts.alpha < 1.0) {
-            return Err(Error::Usage("--power and --alpha are in (0, 1)".into()));
-        }
-        let effect = sizing::detectable_effect(n, opts.base, opts.k, opts.power, opts.alpha);
-        text.push_str(&match effect {
-            Some(e) => format!(
-                "{n} tasks at k={} and base {:.3} can detect a gain of about {e:+.4} at {:.0}% power, alpha {} (binomial model)\n",
-                opts.k,
-                opts.base,
-                opts.power * 100.0,
-                opts.alpha
-            ),
-            None => format!("{n} task(s): a comparison needs 2 or more tasks\n"),
-        });
-        if let Some(obj) = doc.as_object_mut() {
-            obj.insert(
-                "detectable_effect".into(),
-                json!({"n_tasks": n, "base": opts.base, "k": opts.k, "power": opts.power, "alpha": opts.alpha, "effect": effect}),
-            );
+        let d = holdout::detectable(n, &opts, before.as_deref())?;
+        text.push_str(&d.to_string());
+        if let (Some(obj), Ok(v)) = (doc.as_object_mut(), serde_json::to_value(&d)) {
+            obj.insert("detectable_effect".into(), v);
         }
     }
     if args.effect.is_some() {

@@ -131,22 +131,73 @@ fn quick_sd(values: &[f64]) -> f64 {
     (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
 }
 
-/// The tasks on both sides, as (before, after) pairs in task order.
-fn shared(before: &[TaskRate], after: &[TaskRate]) -> Vec<(TaskRate, TaskRate)> {
-    let (mut i, mut j) = (0, 0);
-    let mut out = Vec::new();
-    while i < before.len() && j < after.len() {
-        match before[i].task.cmp(&after[j].task) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push((before[i], after[j]));
-                i += 1;
-                j += 1;
-            }
+/// The base pass rate (mean of the per-task rates) and k (the smallest group) of `rates`, or
+/// `None` for no tasks.
+pub fn base_and_k(rates: &[TaskRate]) -> Option<(f64, u32)> {
+    let base = sum::mean(&rates.iter().map(|t| t.rate).collect::<Vec<_>>())?;
+    let k = rates.iter().map(|t| t.n).min()?;
+    Some((base, u32::try_from(k).unwrap_or(u32::MAX)))
+}
+
+/// The gain a task count can detect (binomial model).
+#[derive(Debug, Clone, Serialize)]
+pub struct Detectable {
+    /// Tasks.
+    pub n_tasks: usize,
+    /// The base pass rate.
+    pub base: f64,
+    /// Rollouts per task.
+    pub k: u32,
+    /// Power.
+    pub power: f64,
+    /// Two-sided false-positive rate.
+    pub alpha: f64,
+    /// The smallest detectable gain (4 places), or `None` under two tasks.
+    pub effect: Option<f64>,
+}
+
+/// The gain `n_tasks` tasks can detect at `opts`' base and k, or at those of `before` rows.
+///
+/// # Errors
+/// `power` or `alpha` out of (0, 1).
+pub fn detectable(
+    n_tasks: usize,
+    opts: &Options,
+    before: Option<&[TaskRate]>,
+) -> Result<Detectable> {
+    if !(opts.power > 0.0 && opts.power < 1.0) || !(opts.alpha > 0.0 && opts.alpha < 1.0) {
+        return Err(Error::Usage("--power and --alpha are in (0, 1)".into()));
+    }
+    let (base, k) = before.and_then(base_and_k).unwrap_or((opts.base, opts.k));
+    Ok(Detectable {
+        n_tasks,
+        base,
+        k,
+        power: opts.power,
+        alpha: opts.alpha,
+        effect: sizing::detectable_effect(n_tasks, base, k, opts.power, opts.alpha),
+    })
+}
+
+impl std::fmt::Display for Detectable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.effect {
+            Some(e) => writeln!(
+                f,
+                "{} tasks at k={} and base {:.3} can detect a gain of about {e:+.4} at {:.0}% power, alpha {} (binomial model)",
+                self.n_tasks,
+                self.k,
+                self.base,
+                self.power * 100.0,
+                self.alpha
+            ),
+            None => writeln!(
+                f,
+                "{} task(s): a comparison needs 2 or more tasks",
+                self.n_tasks
+            ),
         }
     }
-    out
 }
 
 /// Sizes the holdout. `before` and `after` are per-task rates sorted by task.
@@ -189,8 +240,7 @@ pub fn size(
             });
         }
         let rates: Vec<f64> = b.iter().map(|t| t.rate).collect();
-        base = sum::mean(&rates).unwrap_or(opts.base);
-        k = u32::try_from(b.iter().map(|t| t.n).min().unwrap_or(1)).unwrap_or(u32::MAX);
+        (base, k) = base_and_k(b).unwrap_or((opts.base, opts.k));
         base_spread = sum::sample_sd(&rates);
         let pq = base * (1.0 - base);
         if let Some(var) = sum::population_var(&rates).filter(|_| rates.len() >= 2) {
@@ -203,7 +253,7 @@ pub fn size(
     let mut n_paired = None;
     let mut diffs = Vec::new();
     let sd = if let (Some(b), Some(a)) = (before, after) {
-        let pairs = shared(b, a);
+        let pairs = crate::stats::paired::join_by(b, a, |t| t.task).0;
         if pairs.len() < 3 {
             return Err(Error::Input {
                 stage: "holdout-size".into(),

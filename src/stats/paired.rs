@@ -116,17 +116,21 @@ pub struct Comparison {
     pub note: String,
 }
 
-/// The tasks on both sides, as (before, after) value pairs in task order, and the counts of tasks
-/// on one side only.
-fn join<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> (Vec<(f64, f64)>, usize, usize) {
+/// The items on both sides, as (before, after) pairs in key order, and the counts of items on
+/// one side only. Both inputs are sorted by `key`.
+pub fn join_by<T: Copy, K: Ord>(
+    a: &[T],
+    b: &[T],
+    key: impl Fn(&T) -> K,
+) -> (Vec<(T, T)>, usize, usize) {
     let (mut i, mut j) = (0, 0);
     let mut shared = Vec::with_capacity(a.len().min(b.len()));
     while i < a.len() && j < b.len() {
-        match a[i].0.cmp(&b[j].0) {
+        match key(&a[i]).cmp(&key(&b[j])) {
             std::cmp::Ordering::Less => i += 1,
             std::cmp::Ordering::Greater => j += 1,
             std::cmp::Ordering::Equal => {
-                shared.push((a[i].1, b[j].1));
+                shared.push((a[i], b[j]));
                 i += 1;
                 j += 1;
             }
@@ -134,6 +138,16 @@ fn join<K: Ord>(a: &[(K, f64)], b: &[(K, f64)]) -> (Vec<(f64, f64)>, usize, usiz
     }
     let n = shared.len();
     (shared, a.len() - n, b.len() - n)
+}
+
+/// [`join_by`] on (task, value) pairs: the shared tasks' (before, after) values.
+pub fn join<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)]) -> (Vec<(f64, f64)>, usize, usize) {
+    let (shared, only_a, only_b) = join_by(a, b, |t| t.0);
+    (
+        shared.into_iter().map(|(x, y)| (x.1, y.1)).collect(),
+        only_a,
+        only_b,
+    )
 }
 
 /// The sign-flip permutation p-value of the mean of `diffs` (`delta`): each of `draws` flips keeps
@@ -219,7 +233,7 @@ fn verdict(delta: Option<f64>, ci: Option<[f64; 2]>) -> Direction {
 ///
 /// # Panics
 /// If `opts.level` is not in (0, 1) or `opts.draws` is 0 (callers validate options first).
-pub fn compare<K: Ord>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) -> Comparison {
+pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) -> Comparison {
     let (shared, only_a, only_b) = join(a, b);
     let union = shared.len() + only_a + only_b;
     #[allow(clippy::cast_precision_loss, reason = "task counts")]

@@ -112,8 +112,6 @@ pub struct Arm {
     pub cells: Vec<Cell>,
     /// Run labels (distinct `lineage.eval_run` values), numbers in numeric order.
     pub runs: Vec<String>,
-    /// Rows read.
-    pub rows: u64,
     /// How the rows were made.
     pub config: RunConfig,
     /// The facts behind the config.
@@ -242,7 +240,7 @@ fn fill(
     Ok(())
 }
 
-/// Reads table `table`: its cells (by eval run, all metrics), run labels, rows and run config.
+/// Reads table `table`: its cells (by eval run, all metrics), run labels and run config.
 pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionary) -> Result<Arm> {
     let markers = marker_names(ctx, table).await?;
     // The cells and the run-config facts are two scans of one table: run them together.
@@ -276,7 +274,6 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionar
     }
     arm.runs = labels;
     let facts = facts.into_iter().next().unwrap_or_default().facts;
-    arm.rows = facts.rows;
     let pass = dict.metrics.get(PASS_AT_1);
     let mut sizes: HashMap<u32, u64> = HashMap::new();
     for c in arm.cells.iter().filter(|c| Some(c.metric) == pass) {

@@ -668,11 +668,24 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
     names.sort();
     names.insert(0, PASS_AT_1.to_owned());
     let id = |name: &str| dict.metrics.get(name);
-    let means = |a: &Arm, name: &str, run: Option<u32>| -> Vec<(u32, f64, u64)> {
-        id(name).map_or_else(Vec::new, |m| {
-            arm::task_means(&a.cells, m, run, None, &ranks)
+    // Each metric's per-task means, all runs pooled: computed once, read by every part below.
+    let pooled: BTreeMap<&str, Sides<Vec<(u32, f64, u64)>>> = names
+        .iter()
+        .map(|m| {
+            let side = |a: &Arm| {
+                id(m).map_or_else(Vec::new, |mid| {
+                    arm::task_means(&a.cells, mid, None, None, &ranks)
+                })
+            };
+            (
+                m.as_str(),
+                Sides {
+                    before: side(before),
+                    after: side(after),
+                },
+            )
         })
-    };
+        .collect();
     let mut lower: BTreeMap<String, bool> = names
         .iter()
         .map(|m| {
@@ -703,8 +716,8 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
     let mut comparisons: BTreeMap<String, Comparison> = BTreeMap::new();
     for (i, m) in names.iter().enumerate() {
         let c = paired::compare(
-            &pairs(&means(before, m, None)),
-            &pairs(&means(after, m, None)),
+            &pairs(&pooled[m.as_str()].before),
+            &pairs(&pooled[m.as_str()].after),
             &compare_opts(opts.seed + i as u64),
         );
         comparisons.insert(m.clone(), c);
@@ -899,15 +912,18 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
                 None => unresolved = true,
             }
         }
-        let arm_mean = |s: &[f64], a: &Arm| {
+        let arm_mean = |s: &[f64], t: &[(u32, f64, u64)]| {
             if s.is_empty() {
-                let t = means(a, &headline_metric, None);
                 sum::mean(&t.iter().map(|x| x.1).collect::<Vec<_>>())
             } else {
                 sum::mean(s)
             }
         };
-        let delta = match (arm_mean(&mb, before), arm_mean(&ma, after)) {
+        let head_means = &pooled[headline_metric.as_str()];
+        let delta = match (
+            arm_mean(&mb, &head_means.before),
+            arm_mean(&ma, &head_means.after),
+        ) {
             (Some(x), Some(y)) => Some(y - x),
             _ => None,
         };
@@ -1194,11 +1210,9 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
             pass.mean_a.unwrap_or(0.0)
         ));
     } else {
-        let pb = means(before, PASS_AT_1, None);
-        let pa = means(after, PASS_AT_1, None);
-        let pa_tasks: std::collections::HashSet<u32> = pa.iter().map(|t| t.0).collect();
-        let shared: Vec<&(u32, f64, u64)> = pb.iter().filter(|t| pa_tasks.contains(&t.0)).collect();
-        let with_room = shared.iter().filter(|t| t.1 < 1.0).count();
+        let p = &pooled[PASS_AT_1];
+        let shared = paired::join(&pairs(&p.before), &pairs(&p.after)).0;
+        let with_room = shared.iter().filter(|(b, _)| *b < 1.0).count();
         #[allow(clippy::cast_precision_loss, reason = "task counts")]
         if !shared.is_empty()
             && with_room < CEILING_MIN_TASKS_WITH_ROOM
@@ -1243,13 +1257,15 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
             range: false,
             ..holdout::Options::default()
         };
-        let rates = |a: &Arm| -> Vec<holdout::TaskRate> {
-            means(a, PASS_AT_1, None)
-                .into_iter()
-                .map(|(task, rate, n)| holdout::TaskRate { task, rate, n })
+        let rates = |t: &[(u32, f64, u64)]| -> Vec<holdout::TaskRate> {
+            t.iter()
+                .map(|&(task, rate, n)| holdout::TaskRate { task, rate, n })
                 .collect()
         };
-        let (rb, ra) = (rates(before), rates(after));
+        let (rb, ra) = (
+            rates(&pooled[PASS_AT_1].before),
+            rates(&pooled[PASS_AT_1].after),
+        );
         let sized = holdout::size(&hopts, Some(&rb), Some(&ra))
             .or_else(|_| holdout::size(&hopts, None, None));
         if let Ok(r) = sized {
@@ -1496,7 +1512,10 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
     // Repeats: the headline per eval run.
     let repeats = {
         let hid = id(&headline_metric);
-        let split = |a: &Arm, s: &[(String, Vec<arm::Cell>)]| -> Vec<Vec<(u32, f64, u64)>> {
+        let split = |a: &Arm,
+                     s: &[(String, Vec<arm::Cell>)],
+                     all: &Vec<(u32, f64, u64)>|
+         -> Vec<Vec<(u32, f64, u64)>> {
             let Some(mid) = hid else { return Vec::new() };
             if a.runs.len() >= 2 {
                 (0..u32::try_from(a.runs.len()).unwrap_or(0))
@@ -1507,12 +1526,13 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
                     .map(|(_, cells)| arm::task_means(cells, mid, None, None, &ranks))
                     .collect()
             } else {
-                vec![arm::task_means(&a.cells, mid, None, None, &ranks)]
+                vec![all.clone()]
             }
         };
+        let head_means = &pooled[headline_metric.as_str()];
         let (rb, ra) = (
-            split(before, &arms.seeds.before),
-            split(after, &arms.seeds.after),
+            split(before, &arms.seeds.before, &head_means.before),
+            split(after, &arms.seeds.after, &head_means.after),
         );
         let mean_of =
             |t: &Vec<(u32, f64, u64)>| sum::mean(&t.iter().map(|x| x.1).collect::<Vec<_>>());
@@ -1548,11 +1568,11 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
                     .collect()
             } else if rb.len() > ra.len() {
                 pairing = Some("each before run vs all after rows");
-                let all = pairs(&means(after, &headline_metric, None));
+                let all = pairs(&head_means.after);
                 rb.iter().map(|x| (pairs(x), all.clone())).collect()
             } else {
                 pairing = Some("all before rows vs each after run");
-                let all = pairs(&means(before, &headline_metric, None));
+                let all = pairs(&head_means.before);
                 ra.iter().map(|y| (all.clone(), pairs(y))).collect()
             };
             for (i, (x, y)) in jobs.iter().enumerate() {
