@@ -389,6 +389,25 @@ pub struct Arms {
     pub balanced: Option<Balanced>,
 }
 
+/// Whether table `table` has a column `column`.
+async fn has_column(ctx: &SessionContext, table: &str, column: &str) -> Result<bool> {
+    Ok(ctx
+        .table(table)
+        .await?
+        .schema()
+        .field_with_unqualified_name(column)
+        .is_ok())
+}
+
+/// The count `n` a one-row `SELECT count(*) AS n ...` returns.
+async fn count(ctx: &SessionContext, sql: &str) -> Result<u64> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    Ok(match batches.first() {
+        Some(b) => crate::stages::cells::Cells(b).count("n", 0)?,
+        None => 0,
+    })
+}
+
 /// The SQL expression of a slice.
 fn slice_expr(slice: &Slice) -> String {
     match slice {
@@ -408,7 +427,6 @@ async fn balance(ctx: &SessionContext, seed: u64) -> Result<Balanced> {
              coalesce(array_to_string(map_values(markers), ','), '')))"
         )
     };
-    let mut out = Balanced::default();
     for (side, other) in [("before", "after"), ("after", "before")] {
         let sql = format!(
             "WITH want AS (SELECT a.task_id, least(a.n, b.n) AS w FROM \
@@ -431,37 +449,29 @@ async fn balance(ctx: &SessionContext, seed: u64) -> Result<Balanced> {
             .collect();
         let df = df.select_columns(&cols.iter().map(String::as_str).collect::<Vec<_>>())?;
         ctx.register_table(format!("{side}_balanced"), df.into_view())?;
-        let count = |t: String| async move {
-            let b = ctx
-                .sql(&format!("SELECT count(*) AS n FROM {t}"))
-                .await?
-                .collect()
-                .await?;
-            Ok::<u64, Error>(match b.first() {
-                Some(b) => crate::stages::cells::Cells(b).count("n", 0)?,
-                None => 0,
-            })
-        };
-        let dropped = count(side.to_owned()).await? - count(format!("{side}_balanced")).await?;
-        if side == "before" {
-            out.rows_dropped.before = dropped;
-        } else {
-            out.rows_dropped.after = dropped;
-        }
     }
-    let trimmed = ctx
-        .sql(
-            "SELECT count(*) AS n FROM (SELECT task_id, count(*) AS n FROM before GROUP BY task_id) a \
-             JOIN (SELECT task_id, count(*) AS n FROM after GROUP BY task_id) b \
-             ON a.task_id = b.task_id WHERE a.n <> b.n",
-        )
+    // What the trim drops follows from the per-task counts alone (no need to run the window).
+    let mut out = Balanced::default();
+    let trim = "(SELECT a.n AS na, b.n AS nb FROM \
+                 (SELECT task_id, count(*) AS n FROM before GROUP BY task_id) a JOIN \
+                 (SELECT task_id, count(*) AS n FROM after GROUP BY task_id) b ON a.task_id = b.task_id)";
+    let batches = ctx
+        .sql(&format!(
+            "SELECT CAST(coalesce(sum(na - least(na, nb)), 0) AS BIGINT) AS before, \
+               CAST(coalesce(sum(nb - least(na, nb)), 0) AS BIGINT) AS after, \
+               count(CASE WHEN na <> nb THEN 1 END) AS trimmed FROM {trim}"
+        ))
         .await?
         .collect()
         .await?;
-    out.tasks_trimmed = match trimmed.first() {
-        Some(b) => crate::stages::cells::Cells(b).count("n", 0)?,
-        None => 0,
-    };
+    if let Some(b) = batches.first() {
+        let c = crate::stages::cells::Cells(b);
+        out.rows_dropped = Sides {
+            before: c.count("before", 0)?,
+            after: c.count("after", 0)?,
+        };
+        out.tasks_trimmed = c.count("trimmed", 0)?;
+    }
     Ok(out)
 }
 
@@ -501,57 +511,37 @@ pub async fn read(ctx: &SessionContext, opts: &Options) -> Result<Arms> {
     let slicing = match &opts.by {
         By::Off => None,
         By::Slice(s) => {
-            let name = match s {
-                Slice::Column(c) | Slice::Dim(c) => c,
-            };
             let column = match s {
                 Slice::Column(c) => c.as_str(),
                 Slice::Dim(_) => crate::schema::col::DIMS,
             };
             for t in [tb, ta] {
-                if ctx
-                    .table(t)
-                    .await?
-                    .schema()
-                    .field_with_unqualified_name(column)
-                    .is_err()
-                {
+                if !has_column(ctx, t, column).await? {
                     return Err(Error::Usage(format!(
-                        "--by {name}: the rows have no column `{column}`"
+                        "--by {}: the rows have no column `{column}`",
+                        s.name()
                     )));
                 }
             }
             Some((s.name(), "given", slice_expr(s)))
         }
         By::Auto => {
-            let mut common = 0;
-            let has = |t: &str| {
-                let ctx = ctx.clone();
-                let t = t.to_owned();
-                async move {
-                    Ok::<bool, Error>(
-                        ctx.table(&t)
-                            .await?
-                            .schema()
-                            .field_with_unqualified_name(crate::schema::col::CATEGORY)
-                            .is_ok(),
-                    )
-                }
-            };
-            if has(tb).await? && has(ta).await? {
-                let b = ctx
-                    .sql(&format!(
+            let category = crate::schema::col::CATEGORY;
+            let common = if has_column(ctx, tb, category).await?
+                && has_column(ctx, ta, category).await?
+            {
+                count(
+                    ctx,
+                    &format!(
                         "SELECT count(*) AS n FROM (SELECT DISTINCT category FROM {tb} WHERE category IS NOT NULL \
                          INTERSECT SELECT DISTINCT category FROM {ta} WHERE category IS NOT NULL)"
-                    ))
-                    .await?
-                    .collect()
-                    .await?;
-                if let Some(b) = b.first() {
-                    common = crate::stages::cells::Cells(b).count("n", 0)?;
-                }
-            }
-            (common >= 2).then(|| ("category".to_owned(), "auto", "category".to_owned()))
+                    ),
+                )
+                .await?
+            } else {
+                0
+            };
+            (common >= 2).then(|| (category.to_owned(), "auto", category.to_owned()))
         }
     };
     let groups = match slicing {
