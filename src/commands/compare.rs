@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
-
 use super::{Context, Outcome};
 use crate::cli::CompareArgs;
 use crate::error::{Error, ExitStatus, Result};
@@ -74,11 +72,7 @@ pub fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
     )?;
     let arms = ctx.runtime.block_on(compare::read(&context, &opts))?;
     let report = compare::report(&arms, &opts)?;
-    let mut doc = json!({"version": 1, "command": "compare"});
-    if let (Some(obj), Ok(Value::Object(r))) = (doc.as_object_mut(), serde_json::to_value(&report))
-    {
-        obj.extend(r);
-    }
+    let doc = super::document("compare", &report);
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json: doc,

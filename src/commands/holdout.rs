@@ -1,7 +1,5 @@
 //! `wai holdout-size`: tasks needed to detect a gain, and the gain a task count detects.
 
-use serde_json::{Value, json};
-
 use super::{Context, Outcome};
 use crate::cli::HoldoutArgs;
 use crate::error::{ExitStatus, Result};
@@ -51,23 +49,22 @@ pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
     } else {
         None
     };
-    let mut doc = json!({"version": 1, "command": "holdout-size"});
+    let detectable = args
+        .tasks
+        .map(|n| holdout::detectable(n, &opts, before.as_deref()))
+        .transpose()?;
+    let report = args
+        .effect
+        .map(|_| holdout::size(&opts, before.as_deref(), after.as_deref()))
+        .transpose()?;
+    let mut doc = super::document("holdout-size", &report);
     let mut text = String::new();
-    if let Some(n) = args.tasks {
-        let d = holdout::detectable(n, &opts, before.as_deref())?;
+    if let Some(d) = &detectable {
         text.push_str(&d.to_string());
-        if let (Some(obj), Ok(v)) = (doc.as_object_mut(), serde_json::to_value(&d)) {
-            obj.insert("detectable_effect".into(), v);
-        }
+        doc["detectable_effect"] = serde_json::to_value(d).unwrap_or_default();
     }
-    if args.effect.is_some() {
-        let report = holdout::size(&opts, before.as_deref(), after.as_deref())?;
-        text.push_str(&report.to_string());
-        if let (Some(obj), Ok(Value::Object(r))) =
-            (doc.as_object_mut(), serde_json::to_value(&report))
-        {
-            obj.extend(r);
-        }
+    if let Some(r) = &report {
+        text.push_str(&r.to_string());
     }
     Ok(Outcome {
         text: text.trim_end().to_owned(),

@@ -39,6 +39,17 @@ pub struct Outcome {
     pub status: ExitStatus,
 }
 
+/// The `--json` document of `command`: `version`, `command`, then every key of `report`.
+pub fn document(command: &str, report: &impl serde::Serialize) -> serde_json::Value {
+    let mut doc = serde_json::json!({"version": 1, "command": command});
+    if let (Some(obj), Ok(serde_json::Value::Object(r))) =
+        (doc.as_object_mut(), serde_json::to_value(report))
+    {
+        obj.extend(r);
+    }
+    doc
+}
+
 /// Shared state of one invocation.
 pub struct Context {
     /// The async runtime (object stores, DataFusion).

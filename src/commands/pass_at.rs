@@ -1,7 +1,5 @@
 //! `wai pass-at`: pass@1, pass^k and pass@k with task-bootstrap intervals, overall and by slice.
 
-use serde_json::json;
-
 use super::{Context, Outcome};
 use crate::cli::PassAtArgs;
 use crate::error::{ExitStatus, Result};
@@ -24,12 +22,7 @@ pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     })?;
     // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
     let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);
-    let mut json = json!({"version": 1, "command": "pass-at"});
-    if let (Some(obj), Ok(serde_json::Value::Object(r))) =
-        (json.as_object_mut(), serde_json::to_value(&report))
-    {
-        obj.extend(r);
-    }
+    let json = super::document("pass-at", &report);
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,

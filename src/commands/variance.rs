@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
-
 use super::{Context, Outcome};
 use crate::cli::VarianceArgs;
 use crate::error::{Error, ExitStatus, Result};
@@ -47,11 +45,7 @@ pub fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
         }
     }
     let report = variance::report(&args.metric, &labels, &means, unkeyed)?;
-    let mut json = json!({"version": 1, "command": "variance"});
-    if let (Some(obj), Ok(Value::Object(r))) = (json.as_object_mut(), serde_json::to_value(&report))
-    {
-        obj.extend(r);
-    }
+    let json = super::document("variance", &report);
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,
