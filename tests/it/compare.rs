@@ -5,17 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::support::{fixture, wai};
-
-fn vectors() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture("vectors_measure.json")).unwrap())
-        .unwrap()
-}
-
-fn write_rows(path: &Path, rows: &[Value]) {
-    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
-    std::fs::write(path, text).unwrap();
-}
+use crate::support::{vectors, wai, write_rows};
 
 /// Runs `wai --json compare BEFORE AFTER ARGS`: the report and the exit code.
 fn compare(before: &Path, after: &Path, args: &[String]) -> (Value, i32) {

@@ -5,17 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{fixture, gen_rows, json_of, read_jsonl, sql_jsonl, wai};
-
-fn vectors() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture("vectors_measure.json")).unwrap())
-        .unwrap()
-}
-
-fn write_rows(path: &Path, rows: &[Value]) {
-    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
-    std::fs::write(path, text).unwrap();
-}
+use crate::support::{fixture, gen_rows, json_of, read_jsonl, sql_jsonl, vectors, wai, write_rows};
 
 fn pass_at_json(rows: &Path, args: &[&str]) -> (Value, i32) {
     let out = wai()

@@ -19,6 +19,18 @@ pub(crate) fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The reference's measure-side test vectors (`tests/fixtures/vectors_measure.json`).
+pub(crate) fn vectors() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("vectors_measure.json")).unwrap())
+        .unwrap()
+}
+
+/// Writes `rows` as JSONL to `path`.
+pub(crate) fn write_rows(path: &Path, rows: &[Value]) {
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
 /// Reads a JSONL file into values.
 pub(crate) fn read_jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
