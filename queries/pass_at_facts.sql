@@ -4,7 +4,8 @@
 -- Lineage keys are looked up only in rows whose text mentions them (a substring test is far
 --   cheaper than a JSON parse, and most rows have neither key).
 -- Output: one row per slice: row counts, the reward range, judge failures, truncation, spoken
---   replies (non-blank final_text only), and for each config field its distinct count and value.
+--   replies (non-blank final_text only; think_state's bit 4 marks a blank text), and for each
+--   config field its distinct count and value.
 WITH r AS (
   SELECT
     slice, reward, judge_status, reason, finish_reason, final_text,
@@ -18,7 +19,7 @@ WITH r AS (
     ) AS prompt_hash,
     nullif(user_model, '') AS user_model,
     CASE WHEN writer_model <> '' AND writer_model <> 'pinned' THEN writer_model END AS writer_model,
-    CASE WHEN trim(final_text) <> '' THEN think_state(final_text) END AS spoken
+    think_state(final_text) AS spoken
   FROM __pass_at_rows
 )
 SELECT
@@ -33,10 +34,10 @@ SELECT
   min(CASE WHEN judge_status <> '' AND judge_status <> 'ok' AND reason <> '' THEN reason END) AS failed_reason,
   count(finish_reason) AS finish_rows,
   count(CASE WHEN finish_reason = 'length' THEN 1 END) AS truncated_rows,
-  count(spoken) AS spoken_known,
+  count(CASE WHEN spoken & 4 = 0 THEN 1 END) AS spoken_known,
   count(CASE WHEN spoken & 1 = 1 THEN 1 END) AS spoken_answered,
   count(CASE WHEN spoken & 2 = 2 THEN 1 END) AS spoken_unclosed,
-  count(CASE WHEN final_text IS NULL OR trim(final_text) = '' THEN 1 END) AS blank_final,
+  count(CASE WHEN spoken IS NULL OR spoken & 4 = 4 THEN 1 END) AS blank_final,
   count(DISTINCT temperature) AS temperature_n, min(temperature) AS temperature,
   count(DISTINCT max_tokens) AS max_tokens_n, min(max_tokens) AS max_tokens,
   count(DISTINCT policy_version) AS policy_version_n, min(policy_version) AS policy_version,

@@ -167,35 +167,37 @@ fn find_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
 
 /// Splits `text` into spoken reply and reasoning, as the reference's `split_reasoning` does.
 pub fn spoken(text: &str) -> Spoken {
-    let mut out = String::with_capacity(text.len());
+    // Reads the pieces outside reasoning in place: the reply is answered when any of them holds
+    // a non-blank character (no copy of the text is made).
+    let blank = |piece: &str| piece.trim().is_empty();
     let mut pos = 0;
+    let mut answered = false;
     let mut unclosed = false;
     while let Some(open) = find_ci(text, "<think>", pos) {
-        out.push_str(&text[pos..open]);
+        answered = answered || !blank(&text[pos..open]);
         if let Some(close) = find_ci(text, "</think>", open + 7) {
-            let after = close + 8;
-            pos = after + (text[after..].len() - text[after..].trim_start().len());
+            pos = close + 8;
         } else {
             unclosed = true;
             pos = text.len();
             break;
         }
     }
-    out.push_str(&text[pos.min(text.len())..]);
-    Spoken {
-        answered: !out.trim().is_empty(),
-        unclosed,
-    }
+    answered = answered || !blank(&text[pos.min(text.len())..]);
+    Spoken { answered, unclosed }
 }
 
 /// `think_state(text)`: null for a null text, else a bit set: 1 = answered (a spoken reply is
-/// left), 2 = an unclosed `<think>`.
+/// left), 2 = an unclosed `<think>`, 4 = the whole text is blank.
 fn think_state(arrays: &[ArrayRef]) -> ArrayRef {
     let out: Int32Array = arrays[0]
         .as_string::<i32>()
         .iter()
         .map(|t| {
             t.map(|t| {
+                if t.trim().is_empty() {
+                    return 4;
+                }
                 let s = spoken(t);
                 i32::from(s.answered) | (i32::from(s.unclosed) << 1)
             })
