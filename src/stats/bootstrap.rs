@@ -36,8 +36,13 @@ pub(crate) fn rng_at(seed: u64, family: u32, replicate: u32) -> ChaCha8Rng {
 pub(crate) fn categories(values: &[f64]) -> Vec<(f64, u64)> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
+    categories_of_sorted(&sorted)
+}
+
+/// [`categories`] of values already sorted by `f64::total_cmp`.
+pub(crate) fn categories_of_sorted(sorted: &[f64]) -> Vec<(f64, u64)> {
     let mut out: Vec<(f64, u64)> = Vec::new();
-    for v in sorted {
+    for &v in sorted {
         match out.last_mut() {
             Some((last, n)) if last.to_bits() == v.to_bits() => *n += 1,
             _ => out.push((v, 1)),
@@ -55,8 +60,18 @@ pub fn replicate_means(values: &[f64], draws: u32, seed: u64) -> Vec<f64> {
 
 /// The replicate means in replicate order, replicate `r` drawn from stream `r` of `family`.
 pub(crate) fn replicates(values: &[f64], draws: u32, seed: u64, family: u32) -> Vec<f64> {
+    replicates_of(values, &categories(values), draws, seed, family)
+}
+
+/// [`replicates`] with the [`categories`] of `values` known.
+pub(crate) fn replicates_of(
+    values: &[f64],
+    cats: &[(f64, u64)],
+    draws: u32,
+    seed: u64,
+    family: u32,
+) -> Vec<f64> {
     let n = values.len();
-    let cats = categories(values);
     #[allow(clippy::cast_precision_loss)]
     let nf = n as f64;
     let multinomial = cats.len() * 24 < n;
@@ -69,7 +84,10 @@ pub(crate) fn replicates(values: &[f64], draws: u32, seed: u64, family: u32) -> 
                 let (mut left_n, mut left_count) = (n as u64, n as u64);
                 let mut sum = 0.0;
                 for (i, (v, count)) in cats.iter().enumerate() {
-                    let k = if i + 1 == cats.len() || left_n == 0 {
+                    if left_n == 0 {
+                        break;
+                    }
+                    let k = if i + 1 == cats.len() {
                         left_n
                     } else {
                         #[allow(clippy::cast_precision_loss)]

@@ -154,16 +154,27 @@ pub fn join<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)]) -> (Vec<(f64, f64)>, 
 /// or negates every difference with even odds; the p-value is `(extreme + 1) / (draws + 1)`, where
 /// a flip is extreme when its mean is at least `|delta|` from zero (less 1e-12 for rounding).
 pub fn sign_flip_p(diffs: &[f64], delta: f64, draws: u32, seed: u64) -> f64 {
+    sign_flip_p_of(diffs, &bootstrap::categories(diffs), delta, draws, seed)
+}
+
+/// [`sign_flip_p`] with the categories of `diffs` known.
+fn sign_flip_p_of(diffs: &[f64], cats: &[(f64, u64)], delta: f64, draws: u32, seed: u64) -> f64 {
     let n = diffs.len();
     #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let nf = n as f64;
-    let cats = bootstrap::categories(diffs);
     let by_category = cats.len() * 24 < n;
     let bar = delta.abs() - 1e-12;
-    // One binomial(count, 1/2) per distinct value, built once for every draw.
+    // One binomial(count, 1/2) per distinct value, built once for every draw; counts up to
+    // `POPCOUNT_MAX` are drawn as the number of set bits in `count` random bits instead (the same
+    // distribution, a few instructions per 64 values).
     let kept: Vec<(f64, u64, Option<Binomial>)> = cats
         .iter()
-        .map(|&(v, count)| (v, count, Binomial::new(count, 0.5).ok()))
+        .map(|&(v, count)| {
+            let binomial = (count > POPCOUNT_MAX)
+                .then(|| Binomial::new(count, 0.5).ok())
+                .flatten();
+            (v, count, binomial)
+        })
         .collect();
     let extreme = (0..draws)
         .into_par_iter()
@@ -175,7 +186,10 @@ pub fn sign_flip_p(diffs: &[f64], delta: f64, draws: u32, seed: u64) -> f64 {
                 kept.iter()
                     .map(|(v, count, binomial)| {
                         let (v, count) = (*v, *count);
-                        let kept = binomial.as_ref().map_or(0, |b| b.sample(&mut rng));
+                        let kept = match binomial {
+                            Some(b) => b.sample(&mut rng),
+                            None => set_bits(&mut rng, count),
+                        };
                         #[allow(clippy::cast_precision_loss, reason = "task counts")]
                         let signed = (2 * kept) as f64 - count as f64;
                         v * signed
@@ -199,19 +213,40 @@ pub fn sign_flip_p(diffs: &[f64], delta: f64, draws: u32, seed: u64) -> f64 {
     p
 }
 
-/// Whether `b` sorted sorts before `a` sorted (`total_cmp`, element by element).
+/// Largest count whose binomial(count, 1/2) is drawn bit by bit ([`set_bits`]).
+const POPCOUNT_MAX: u64 = 1024;
+
+/// The number of set bits among `count` random bits: a binomial(count, 1/2) draw.
+fn set_bits(rng: &mut impl RngCore, count: u64) -> u64 {
+    let mut left = count;
+    let mut kept = 0;
+    while left > 0 {
+        let word = rng.next_u64();
+        let word = if left < 64 {
+            word & ((1u64 << left) - 1)
+        } else {
+            word
+        };
+        kept += u64::from(word.count_ones());
+        left = left.saturating_sub(64);
+    }
+    kept
+}
+
+/// Whether `b` sorts before `a` (both sorted; `total_cmp`, element by element).
 fn sorts_before(a: &[f64], b: &[f64]) -> bool {
-    let sorted = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let (a, b) = (sorted(a), sorted(b));
     b.iter()
-        .zip(&a)
+        .zip(a)
         .map(|(x, y)| x.total_cmp(y))
         .find(|o| o.is_ne())
         .map_or(b.len() < a.len(), std::cmp::Ordering::is_lt)
+}
+
+/// `values` sorted by `total_cmp`.
+fn sorted(values: &[f64]) -> Vec<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
 }
 
 fn verdict(delta: Option<f64>, ci: Option<[f64; 2]>) -> Direction {
@@ -263,13 +298,23 @@ pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) ->
         out.mean_b = sum::mean(&shared.iter().map(|p| p.1).collect::<Vec<_>>());
         out.delta = Some(delta);
         // Draws run on one orientation of the differences (of `d` and `−d`, the one that sorts
-        // first), so swapping the arms mirrors the interval and keeps the p-value exactly.
-        let negated: Vec<f64> = diffs.iter().map(|d| -d).collect();
-        let flip = sorts_before(&diffs, &negated);
-        let oriented = if flip { &negated } else { &diffs };
-        out.ci95 = bootstrap::interval(oriented, opts.draws, opts.seed, opts.level)
-            .map(|(l, h)| if flip { [-h, -l] } else { [l, h] });
-        out.p_value = Some(sign_flip_p(oriented, delta, opts.draws, opts.seed));
+        // first), so swapping the arms mirrors the interval and keeps the p-value exactly. The
+        // draws read the oriented differences in sorted order: one sort serves the orientation,
+        // the categories of both resamplings, and a task order that a swap cannot change.
+        let ascending = sorted(&diffs);
+        let negated: Vec<f64> = ascending.iter().rev().map(|d| -d).collect();
+        let flip = sorts_before(&ascending, &negated);
+        let oriented = if flip { &negated } else { &ascending };
+        let cats = bootstrap::categories_of_sorted(oriented);
+        if oriented.len() >= MIN_CI_TASKS {
+            let mut means = bootstrap::replicates_of(oriented, &cats, opts.draws, opts.seed, 0);
+            means.sort_by(f64::total_cmp);
+            let (l, h) = bootstrap::percentiles(&means, opts.level);
+            out.ci95 = Some(if flip { [-h, -l] } else { [l, h] });
+        }
+        out.p_value = Some(sign_flip_p_of(
+            oriented, &cats, delta, opts.draws, opts.seed,
+        ));
         if only_a + only_b > 0 {
             let prefix = if paired_share.is_some_and(|s| s < UNPAIRED_MAJORITY_SHARE) {
                 "most tasks unpaired: "
@@ -293,7 +338,7 @@ pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) ->
         };
         if va.len() >= MIN_CI_TASKS && vb.len() >= MIN_CI_TASKS {
             // Each arm's stream family follows its values, not its side, so a swap mirrors.
-            let (fa, fb) = if sorts_before(&va, &vb) {
+            let (fa, fb) = if sorts_before(&sorted(&va), &sorted(&vb)) {
                 (3, 2)
             } else {
                 (2, 3)
@@ -344,6 +389,34 @@ mod tests {
     }
 
     #[test]
+    fn set_bits_draws_a_fair_binomial() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        assert_eq!(super::set_bits(&mut rng, 0), 0);
+        for count in [1_u64, 37, 64, 100, 1000] {
+            let draws: Vec<f64> = (0..20_000)
+                .map(|_| {
+                    let k = super::set_bits(&mut rng, count);
+                    assert!(k <= count, "{k} of {count}");
+                    k as f64
+                })
+                .collect();
+            let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+            let var = draws.iter().map(|k| (k - mean).powi(2)).sum::<f64>() / draws.len() as f64;
+            let (m, v) = (count as f64 / 2.0, count as f64 / 4.0);
+            // Five standard errors of the mean and of the variance.
+            assert!(
+                (mean - m).abs() < 5.0 * (v / 20_000.0).sqrt(),
+                "{count}: mean {mean}"
+            );
+            assert!(
+                (var - v).abs() < 5.0 * v * (2.0 / 20_000.0_f64).sqrt() + 1e-9,
+                "{count}: var {var}"
+            );
+        }
+    }
+
+    #[test]
     fn under_five_shared_tasks_the_arms_are_compared_unpaired() {
         let a: Vec<(&str, f64)> = vec![("t0", 0.0), ("t1", 0.25), ("t2", 0.5)];
         let b: Vec<(&str, f64)> = vec![("t2", 0.5), ("t3", 0.75), ("t4", 0.5)];
@@ -372,9 +445,10 @@ mod tests {
 
     #[test]
     fn orientation_is_chosen_by_sorted_values() {
-        assert!(sorts_before(&[0.5, 0.25], &[-0.5, -0.25]));
-        assert!(!sorts_before(&[-0.5, -0.25], &[0.5, 0.25]));
+        assert!(sorts_before(&[0.25, 0.5], &[-0.5, -0.25]));
+        assert!(!sorts_before(&[-0.5, -0.25], &[0.25, 0.5]));
         assert!(!sorts_before(&[0.0, 0.0], &[0.0, 0.0]));
+        assert_eq!(sorted(&[0.5, -1.0, 0.25]), vec![-1.0, 0.25, 0.5]);
     }
 
     proptest! {
@@ -396,6 +470,7 @@ mod tests {
             // multiset equal to its negation is drawn as itself, so only the verdict flips there).
             let diffs: Vec<f64> = a.iter().zip(&b).map(|(x, y)| y.1 - x.1).collect();
             let negated: Vec<f64> = diffs.iter().map(|d| -d).collect();
+            let (diffs, negated) = (sorted(&diffs), sorted(&negated));
             if sorts_before(&diffs, &negated) || sorts_before(&negated, &diffs) {
                 prop_assert!((l1 + h2).abs() < 1e-12 && (h1 + l2).abs() < 1e-12);
                 prop_assert_eq!(ab.p_value, ba.p_value);
