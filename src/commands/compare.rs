@@ -70,8 +70,18 @@ pub fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
         std::slice::from_ref(&args.after),
         scratch.path(),
     )?;
+    let started = std::time::Instant::now();
     let arms = ctx.runtime.block_on(compare::read(&context, &opts))?;
+    tracing::debug!(
+        seconds = started.elapsed().as_secs_f64(),
+        "compare: arms read"
+    );
+    let started = std::time::Instant::now();
     let report = compare::report(&arms, &opts)?;
+    tracing::debug!(
+        seconds = started.elapsed().as_secs_f64(),
+        "compare: report drawn"
+    );
     let doc = super::document("compare", &report);
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),

@@ -5,10 +5,10 @@
 //! is derived from these cells, so each arm's rows are scanned twice at most (the cells, and the
 //! run-config facts), whatever the number of metrics.
 
-use std::collections::HashMap;
-
-use datafusion::arrow::array::{Array, AsArray};
+// hashbrown with foldhash: task ids are interned once per cell, a third of a million per arm.
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use datafusion::common::HashMap;
 use datafusion::prelude::{DataFrame, SessionContext};
 
 use crate::error::Result;
@@ -141,7 +141,7 @@ async fn marker_names(ctx: &SessionContext, table: &str) -> Result<Vec<String>> 
     Ok(names)
 }
 
-/// The cells of table `table`, one output row per (run, group, task) with the count, sum,
+/// The query of the cells of table `table`, one output row per (run, group, task) with the count, sum,
 /// smallest and largest value of the pass rate and of each marker in `markers` as columns
 /// (`n_i`, `s_i`, `lo_i`, `hi_i`; 0 is the pass rate). `run` and `group` are SQL expressions
 /// (`''` for none).
@@ -151,7 +151,7 @@ async fn cells(
     run: &str,
     group: &str,
     markers: &[String],
-) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
+) -> Result<DataFrame> {
     let mut values = vec!["CASE WHEN reward = 0 OR reward = 1 THEN reward END".to_owned()];
     values.extend(
         markers
@@ -172,11 +172,11 @@ async fn cells(
            coalesce(task_id, '') AS task_id, {} FROM {table} GROUP BY 1, 2, 3",
         aggregates.join(", ")
     );
-    Ok(ctx.sql(&sql).await?.collect().await?)
+    Ok(ctx.sql(&sql).await?)
 }
 
 fn fill(
-    batches: &[datafusion::arrow::array::RecordBatch],
+    batches: &[RecordBatch],
     markers: &[String],
     dict: &mut Dictionary,
     runs: &mut Names,
@@ -240,19 +240,92 @@ fn fill(
     Ok(())
 }
 
-/// Reads table `table`: its cells (by eval run, all metrics), run labels and run config.
-pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionary) -> Result<Arm> {
-    let markers = marker_names(ctx, table).await?;
-    // The cells and the run-config facts are two scans of one table: run them together.
+/// One arm's queries, planned (cheap) and not yet run.
+pub(super) struct Planned {
+    markers: Vec<String>,
+    cells: DataFrame,
+    facts: DataFrame,
+}
+
+/// One arm's query results, before its names are numbered.
+#[derive(Debug)]
+pub(super) struct Scan {
+    markers: Vec<String>,
+    batches: Vec<RecordBatch>,
+    facts: pass_at::Facts,
+}
+
+/// Plans the queries of table `table`: its cells (by eval run and task, all metrics) and the run-config
+/// facts. Plans bind their tables when made, so arms are planned one after the other and then run
+/// at once ([`Planned::run`]).
+pub(super) async fn plan(ctx: &SessionContext, table: &str) -> Result<Planned> {
+    plan_with(ctx, table, "''", marker_names(ctx, table).await?).await
+}
+
+/// Plans both arms, reading their marker names at once; their cells are split by `group` (a SQL
+/// expression, `''` for none), so slices need no scan of their own.
+pub(super) async fn plan_both(
+    ctx: &SessionContext,
+    before: &str,
+    after: &str,
+    group: &str,
+) -> Result<(Planned, Planned)> {
+    let (mb, ma) = tokio::try_join!(marker_names(ctx, before), marker_names(ctx, after))?;
+    Ok((
+        plan_with(ctx, before, group, mb).await?,
+        plan_with(ctx, after, group, ma).await?,
+    ))
+}
+
+/// [`plan`] with the grouping and the marker names known.
+async fn plan_with(
+    ctx: &SessionContext,
+    table: &str,
+    group: &str,
+    markers: Vec<String>,
+) -> Result<Planned> {
+    let cells = cells(ctx, table, EVAL_RUN, group, &markers).await?;
     let input: DataFrame = ctx.table(table).await?;
     let (_, facts) = pass_at::plan(ctx, input, None).await?;
-    let (batches, facts) = tokio::try_join!(
-        cells(ctx, table, EVAL_RUN, "''", &markers),
-        pass_at::collect_facts(ctx, facts)
-    )?;
+    Ok(Planned {
+        markers,
+        cells,
+        facts,
+    })
+}
+
+impl Planned {
+    /// Runs the queries (the cells and the facts are two scans of one table: run together).
+    pub(super) async fn run(self, ctx: &SessionContext) -> Result<Scan> {
+        let started = std::time::Instant::now();
+        let (batches, facts) = tokio::try_join!(
+            async { Ok::<_, crate::error::Error>(self.cells.collect().await?) },
+            pass_at::collect_facts(ctx, self.facts)
+        )?;
+        tracing::debug!(
+            seconds = started.elapsed().as_secs_f64(),
+            "compare: cells and facts"
+        );
+        let facts = facts.into_iter().next().unwrap_or_default().facts;
+        Ok(Scan {
+            markers: self.markers,
+            batches,
+            facts,
+        })
+    }
+}
+
+/// Numbers the names of `scan` in `dict`: its cells, run labels and run config.
+pub(super) fn build(scan: Scan, dict: &mut Dictionary) -> Result<Arm> {
     let mut runs = Names::default();
     let mut arm = Arm::default();
-    fill(&batches, &markers, dict, &mut runs, &mut arm.cells)?;
+    fill(
+        &scan.batches,
+        &scan.markers,
+        dict,
+        &mut runs,
+        &mut arm.cells,
+    )?;
     // Runs numbered in numeric order (then text order), as `wai variance` lists them.
     let mut labels: Vec<String> = (0..u32::try_from(runs.len()).unwrap_or(0))
         .map(|i| runs.name(i).to_owned())
@@ -273,35 +346,48 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionar
         }
     }
     arm.runs = labels;
-    let facts = facts.into_iter().next().unwrap_or_default().facts;
     let pass = dict.metrics.get(PASS_AT_1);
     let mut sizes: HashMap<u32, u64> = HashMap::new();
     for c in arm.cells.iter().filter(|c| Some(c.metric) == pass) {
         *sizes.entry(c.task).or_default() += c.n;
     }
     let k = pass_at::default_k(sizes.values().copied());
-    arm.config = pass_at::run_config(&facts, sizes.len() as u64, k);
-    arm.facts = facts;
+    arm.config = pass_at::run_config(&scan.facts, sizes.len() as u64, k);
+    arm.facts = scan.facts;
     Ok(arm)
 }
 
-/// The cells of table `table` by group (`group` a SQL expression), for the pass rate and (when
-/// given) one marker, all runs pooled.
-pub(super) async fn read_groups(
+/// Reads table `table`: [`plan`], [`Planned::run`], then [`build`].
+pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionary) -> Result<Arm> {
+    build(plan(ctx, table).await?.run(ctx).await?, dict)
+}
+
+/// One grouped query's results, before its names are numbered.
+#[derive(Debug)]
+pub(super) struct GroupScan {
+    markers: Vec<String>,
+    batches: Vec<RecordBatch>,
+}
+
+/// Queries the pass-rate cells of table `table` by group (`group` a SQL expression), all runs
+/// pooled.
+pub(super) async fn scan_groups(
     ctx: &SessionContext,
     table: &str,
     group: &str,
-    marker: Option<&str>,
-    dict: &mut Dictionary,
-) -> Result<Vec<Cell>> {
-    let markers = match marker {
-        Some(m) => vec![m.to_owned()],
-        None => Vec::new(),
-    };
-    let batches = cells(ctx, table, "''", group, &markers).await?;
+) -> Result<GroupScan> {
+    let batches = cells(ctx, table, "''", group, &[]).await?.collect().await?;
+    Ok(GroupScan {
+        markers: Vec::new(),
+        batches,
+    })
+}
+
+/// Numbers the names of `scan` in `dict`: its cells.
+pub(super) fn build_groups(scan: &GroupScan, dict: &mut Dictionary) -> Result<Vec<Cell>> {
     let mut runs = Names::default();
     let mut out = Vec::new();
-    fill(&batches, &markers, dict, &mut runs, &mut out)?;
+    fill(&scan.batches, &scan.markers, dict, &mut runs, &mut out)?;
     Ok(out)
 }
 
@@ -314,7 +400,8 @@ pub(super) fn task_means(
     group: Option<u32>,
     ranks: &[u32],
 ) -> Vec<(u32, f64, u64)> {
-    let mut acc: HashMap<u32, (f64, u64)> = HashMap::new();
+    // Dense by task number (every task has a rank): no hashing per cell.
+    let mut acc: Vec<(f64, u64)> = vec![(0.0, 0); ranks.len()];
     for c in cells {
         if c.metric != metric
             || run.is_some_and(|r| r != c.run)
@@ -322,14 +409,16 @@ pub(super) fn task_means(
         {
             continue;
         }
-        let e = acc.entry(c.task).or_default();
+        let e = &mut acc[c.task as usize];
         e.0 += c.sum;
         e.1 += c.n;
     }
     #[allow(clippy::cast_precision_loss, reason = "row counts")]
     let mut out: Vec<(u32, f64, u64)> = acc
         .into_iter()
-        .map(|(t, (s, n))| (ranks[t as usize], s / n as f64, n))
+        .enumerate()
+        .filter(|(_, (_, n))| *n > 0)
+        .map(|(t, (s, n))| (ranks[t], s / n as f64, n))
         .collect();
     out.sort_unstable_by_key(|t| t.0);
     out

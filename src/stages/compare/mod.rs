@@ -18,7 +18,7 @@
 mod arm;
 mod text;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use datafusion::prelude::SessionContext;
 use serde::Serialize;
@@ -383,8 +383,8 @@ pub struct Arms {
     pub dict: Dictionary,
     /// Per-seed cells of each arm (`--train-runs`).
     pub seeds: Sides<Vec<(String, Vec<arm::Cell>)>>,
-    /// Slice cells of each arm, and the slicing.
-    pub groups: Option<(String, &'static str, Sides<Vec<arm::Cell>>)>,
+    /// The slicing (its name and source), when on: each arm's cells carry their slice.
+    pub groups: Option<(String, &'static str)>,
     /// Balancing.
     pub balanced: Option<Balanced>,
 }
@@ -397,15 +397,6 @@ async fn has_column(ctx: &SessionContext, table: &str, column: &str) -> Result<b
         .schema()
         .field_with_unqualified_name(column)
         .is_ok())
-}
-
-/// The count `n` a one-row `SELECT count(*) AS n ...` returns.
-async fn count(ctx: &SessionContext, sql: &str) -> Result<u64> {
-    let batches = ctx.sql(sql).await?.collect().await?;
-    Ok(match batches.first() {
-        Some(b) => crate::stages::cells::Cells(b).count("n", 0)?,
-        None => 0,
-    })
 }
 
 /// The SQL expression of a slice.
@@ -490,24 +481,10 @@ pub async fn read(ctx: &SessionContext, opts: &Options) -> Result<Arms> {
     } else {
         ("before", "after")
     };
-    let mut dict = Dictionary::default();
-    let before = arm::read(ctx, tb, &mut dict).await?;
-    let after = arm::read(ctx, ta, &mut dict).await?;
-    let mut seeds = Sides::default();
-    if let Some(key) = &opts.train_runs {
-        let expr = crate::stages::variance::run_key(Some(key));
-        for (table, into) in [(tb, &mut seeds.before), (ta, &mut seeds.after)] {
-            let cells = arm::read_groups(ctx, table, &expr, None, &mut dict).await?;
-            let mut by_seed: BTreeMap<String, Vec<arm::Cell>> = BTreeMap::new();
-            for c in cells {
-                let name = dict.groups.name(c.group);
-                if name != "(unset)" {
-                    by_seed.entry(name.to_owned()).or_default().push(c);
-                }
-            }
-            *into = by_seed.into_iter().collect();
-        }
-    }
+    let seed_expr = opts
+        .train_runs
+        .as_ref()
+        .map(|key| crate::stages::variance::run_key(Some(key)));
     let slicing = match &opts.by {
         By::Off => None,
         By::Slice(s) => {
@@ -525,42 +502,63 @@ pub async fn read(ctx: &SessionContext, opts: &Options) -> Result<Arms> {
             }
             Some((s.name(), "given", slice_expr(s)))
         }
+        // Slices by `category` when both arms share two or more of its values (read off the
+        // cells below, so no query of its own).
         By::Auto => {
             let category = crate::schema::col::CATEGORY;
-            let common = if has_column(ctx, tb, category).await?
-                && has_column(ctx, ta, category).await?
-            {
-                count(
-                    ctx,
-                    &format!(
-                        "SELECT count(*) AS n FROM (SELECT DISTINCT category FROM {tb} WHERE category IS NOT NULL \
-                         INTERSECT SELECT DISTINCT category FROM {ta} WHERE category IS NOT NULL)"
-                    ),
-                )
-                .await?
-            } else {
-                0
-            };
-            (common >= 2).then(|| (category.to_owned(), "auto", category.to_owned()))
+            (has_column(ctx, tb, category).await? && has_column(ctx, ta, category).await?)
+                .then(|| (category.to_owned(), "auto", category.to_owned()))
         }
     };
-    let groups = match slicing {
-        None => None,
-        Some((name, source, expr)) => {
-            let target = opts.target.as_deref().map(metric_key);
-            let marker = target.as_deref().and_then(|t| t.strip_prefix("marker:"));
-            let b = arm::read_groups(ctx, tb, &expr, marker, &mut dict).await?;
-            let a = arm::read_groups(ctx, ta, &expr, marker, &mut dict).await?;
-            Some((
-                name,
-                source,
-                Sides {
-                    before: b,
-                    after: a,
-                },
-            ))
+    // Plan everything first (plans bind their tables), then run every query at once: the two
+    // arms (their cells split by slice) and their training seeds are independent scans.
+    let started = std::time::Instant::now();
+    let group = slicing.as_ref().map_or("''", |(_, _, expr)| expr.as_str());
+    let planned = arm::plan_both(ctx, tb, ta, group).await?;
+    let seed_scans = async {
+        match &seed_expr {
+            Some(expr) => Ok::<_, Error>(Some(tokio::try_join!(
+                arm::scan_groups(ctx, tb, expr),
+                arm::scan_groups(ctx, ta, expr)
+            )?)),
+            None => Ok(None),
         }
     };
+    let (scan_b, scan_a, seed_scans) =
+        tokio::try_join!(planned.0.run(ctx), planned.1.run(ctx), seed_scans)?;
+    tracing::debug!(
+        seconds = started.elapsed().as_secs_f64(),
+        "compare: queries run"
+    );
+    let mut dict = Dictionary::default();
+    let before = arm::build(scan_b, &mut dict)?;
+    let after = arm::build(scan_a, &mut dict)?;
+    let mut seeds = Sides::default();
+    if let Some((sb, sa)) = &seed_scans {
+        for (scan, into) in [(sb, &mut seeds.before), (sa, &mut seeds.after)] {
+            let mut by_seed: BTreeMap<String, Vec<arm::Cell>> = BTreeMap::new();
+            for c in arm::build_groups(scan, &mut dict)? {
+                let name = dict.groups.name(c.group);
+                if name != "(unset)" {
+                    by_seed.entry(name.to_owned()).or_default().push(c);
+                }
+            }
+            *into = by_seed.into_iter().collect();
+        }
+    }
+    let groups = slicing.and_then(|(name, source, _)| {
+        let values = |cells: &[arm::Cell]| -> BTreeSet<u32> {
+            cells
+                .iter()
+                .map(|c| c.group)
+                .filter(|g| dict.groups.name(*g) != "(unset)")
+                .collect()
+        };
+        let common = values(&before.cells)
+            .intersection(&values(&after.cells))
+            .count();
+        (source != "auto" || common >= 2).then_some((name, source))
+    });
     Ok(Arms {
         before,
         after,
@@ -1421,14 +1419,15 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
     };
     let (mut groups, mut groups_down, mut groups_weak, mut by, mut by_source) =
         (None, Vec::new(), Vec::new(), None, None);
-    if let Some((name, src, cells)) = &arms.groups {
+    if let Some((name, src)) = &arms.groups {
         let mut table = BTreeMap::new();
         let gid = id(&headline_metric);
-        let gnames: std::collections::BTreeSet<u32> = cells
-            .before
+        let in_after: BTreeSet<u32> = after.cells.iter().map(|c| c.group).collect();
+        let gnames: BTreeSet<u32> = before
+            .cells
             .iter()
             .map(|c| c.group)
-            .filter(|g| cells.after.iter().any(|c| c.group == *g))
+            .filter(|g| in_after.contains(g))
             .collect();
         let mut sorted: Vec<(String, u32)> = gnames
             .into_iter()
@@ -1437,8 +1436,8 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
         sorted.sort();
         for (i, (gname, g)) in sorted.iter().enumerate() {
             let Some(mid) = gid else { break };
-            let tb = arm::task_means(&cells.before, mid, None, Some(*g), &ranks);
-            let ta = arm::task_means(&cells.after, mid, None, Some(*g), &ranks);
+            let tb = arm::task_means(&before.cells, mid, None, Some(*g), &ranks);
+            let ta = arm::task_means(&after.cells, mid, None, Some(*g), &ranks);
             if tb.is_empty() || ta.is_empty() {
                 continue;
             }
