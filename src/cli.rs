@@ -92,6 +92,37 @@ pub enum Command {
     /// rows of a previous eval (`--before`, `--after`), which measure the sd pairing buys.
     #[command(name = "holdout-size")]
     HoldoutSize(HoldoutArgs),
+    /// Can the judge be trusted? Its agreement with hand labels, and whether that number holds.
+    ///
+    /// Reads rows that carry `gold_reward` (0/1, from `wai labels attach`) beside the judge's
+    /// `reward`: agreement with its Wilson interval, Cohen's kappa, agreement on two held-out
+    /// halves of the tasks, length bias, and the disagreements to review. Prints PASS, FAIL,
+    /// NOT MEASURED (with how many labels to collect) or INCONCLUSIVE first; exits 1 unless PASS.
+    #[command(name = "judge-trust")]
+    JudgeTrust(JudgeTrustArgs),
+}
+
+/// `wai judge-trust`.
+#[derive(Debug, Args)]
+pub struct JudgeTrustArgs {
+    /// Scored rows with gold labels (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(required = true, value_name = "SCORED")]
+    pub inputs: Vec<String>,
+    /// The floor on agreement's 95% lower bound.
+    #[arg(long, default_value_t = 0.8)]
+    pub min_agreement: f64,
+    /// The floor on Cohen's kappa.
+    #[arg(long, default_value_t = 0.6)]
+    pub min_kappa: f64,
+    /// Count labels from a model (or of unknown origin) as gold.
+    #[arg(long)]
+    pub allow_model_gold: bool,
+    /// The pass-rate gap between short and long replies that flags length bias.
+    #[arg(long, default_value_t = 0.15)]
+    pub length_gap_flag: f64,
+    /// The share of labeled rows the judge may leave fractional before the check is void.
+    #[arg(long, default_value_t = 0.10)]
+    pub max_skipped_share: f64,
 }
 
 /// `wai compare`.

@@ -10,6 +10,7 @@ pub mod generate;
 pub mod grade;
 pub mod holdout;
 pub mod ingest;
+pub mod judge_trust;
 pub mod markers;
 pub mod pass_at;
 pub mod sql;
@@ -102,6 +103,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Variance(args) => variance::run(&ctx, &args),
         Command::Compare(args) => compare::run(&ctx, &args),
         Command::HoldoutSize(args) => holdout::run(&ctx, &args),
+        Command::JudgeTrust(args) => judge_trust::run(&ctx, &args),
     }
 }
 

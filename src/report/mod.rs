@@ -11,6 +11,11 @@ pub fn score_text(v: f64) -> String {
     }
 }
 
+/// Python's `{:.0%}`: x·100 to no decimals (ties to even on the exact value, as Python), then `%`.
+pub fn percent(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
 /// `1 row`, `2 rows`.
 pub fn plural(n: u64, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })

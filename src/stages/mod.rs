@@ -5,6 +5,7 @@ mod cells;
 pub mod compare;
 pub mod grade;
 pub mod holdout;
+pub mod judge_trust;
 pub mod markers;
 pub mod pass_at;
 pub mod udf;

@@ -1,6 +1,7 @@
 //! The printed line, exactly as the reference prints it (measure spec §2.6).
 
 use super::PassAt;
+use crate::report::percent;
 
 fn number(x: Option<f64>) -> String {
     x.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.2}"))
@@ -8,11 +9,6 @@ fn number(x: Option<f64>) -> String {
 
 fn interval(ci: Option<[f64; 2]>) -> String {
     ci.map_or_else(String::new, |[lo, hi]| format!(" [{lo:.2}..{hi:.2}]"))
-}
-
-/// Python's `{:.0%}`: x·100 to no decimals, then `%`.
-fn percent(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
 }
 
 impl std::fmt::Display for PassAt {

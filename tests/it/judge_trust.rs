@@ -1,0 +1,241 @@
+//! `wai judge-trust` against the reference's `judge_trust` vectors: every number equal, except
+//! where the reference passes a judge it has not measured (each such case says why).
+
+use serde_json::{Value, json};
+
+use crate::support::{vectors, wai, write_rows};
+
+/// Runs `wai --json judge-trust ROWS ARGS`: the report and the exit code.
+fn judge_trust(rows: &[Value], args: &[&str]) -> (Value, i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, rows);
+    let out = wai()
+        .args(["--json", "judge-trust"])
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (doc, out.status.code().unwrap_or(-1))
+}
+
+fn close(a: &Value, b: &Value, what: &str) {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => assert!(
+            (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+            "{what}: {x} vs the reference's {y}"
+        ),
+        _ => assert_eq!(a, b, "{what}"),
+    }
+}
+
+/// The agreement fields both sides report.
+fn same_agreement(ours: &Value, theirs: &Value, what: &str, degenerate: bool) {
+    for key in [
+        "n",
+        "n_skipped",
+        "agreement",
+        "confusion",
+        "pass_when_gold_fail",
+        "fail_when_gold_pass",
+        "judge_pass_rate",
+        "gold_pass_rate",
+        "gold_kind",
+    ] {
+        close(&ours[key], &theirs[key], &format!("{what}.{key}"));
+    }
+    match (ours["ci95"].as_array(), theirs["ci95"].as_array()) {
+        (Some(a), Some(b)) => {
+            close(&a[0], &b[0], &format!("{what}.ci95[0]"));
+            close(&a[1], &b[1], &format!("{what}.ci95[1]"));
+        }
+        (a, b) => assert_eq!(a, b, "{what}.ci95"),
+    }
+    if degenerate {
+        // One gold value and a judge that gives it too: kappa is 0/0, not the reference's 1.0.
+        assert_eq!(ours["kappa"], Value::Null, "{what}.kappa");
+    } else {
+        close(&ours["kappa"], &theirs["kappa"], &format!("{what}.kappa"));
+    }
+}
+
+#[test]
+fn every_judge_trust_vector_agrees_with_the_reference() {
+    let v = vectors();
+    let mut seen = 0;
+    for case in v["judge_trust"]["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        if name == "string_rewards_allow_model_gold" {
+            continue; // a string reward is refused on read; tested below
+        }
+        let mut args = Vec::new();
+        if case["kwargs"]["allow_model_gold"] == json!(true) {
+            args.push("--allow-model-gold");
+        }
+        let rows = case["rows"].as_array().unwrap();
+        let (ours, code) = judge_trust(rows, &args);
+        let theirs = &case["out"];
+        let degenerate = theirs["gold_degenerate"] == json!(true);
+        for key in [
+            "n_rows",
+            "n_labeled",
+            "gold_kind",
+            "gold_degenerate",
+            "skipped",
+        ] {
+            close(&ours[key], &theirs[key], &format!("{name}: {key}"));
+        }
+        same_agreement(
+            &ours["agreement"],
+            &theirs["agreement"],
+            &format!("{name}: agreement"),
+            degenerate,
+        );
+        for half in ["a", "b"] {
+            let h = &theirs["held_out_halves"][half];
+            let c = &h["confusion"];
+            let one_valued = c["tp"].as_u64().unwrap() + c["fn"].as_u64().unwrap()
+                == h["n"].as_u64().unwrap()
+                || c["fp"].as_u64().unwrap() + c["tn"].as_u64().unwrap()
+                    == h["n"].as_u64().unwrap();
+            let undefined =
+                one_valued && c["fp"] == json!(0) && c["fn"] == json!(0) && h["n"] != json!(0);
+            same_agreement(
+                &ours["held_out_halves"][half],
+                h,
+                &format!("{name}: half {half}"),
+                undefined,
+            );
+        }
+        let (ls, theirs_ls) = (&ours["length_sensitivity"], &theirs["length_sensitivity"]);
+        close(
+            &ls["max_gap"],
+            &theirs_ls["max_gap"],
+            &format!("{name}: max_gap"),
+        );
+        assert_eq!(
+            ls["flagged"], theirs_ls["flagged"],
+            "{name}: length flagged"
+        );
+        for side in ["gold_1", "gold_0"] {
+            let t = theirs_ls[side].as_object().unwrap();
+            for (key, value) in t {
+                close(&ls[side][key], value, &format!("{name}: {side}.{key}"));
+            }
+        }
+        assert_eq!(
+            ours["disagreements"].as_array().unwrap().len(),
+            theirs["disagreements"].as_array().unwrap().len(),
+            "{name}: disagreements"
+        );
+        // The gate: the reference's passes on a one-valued gold set and on a halves gap are
+        // bugs (measure spec §9, items 4 and 5); every other verdict is the reference's.
+        let want_ok = match name {
+            "all_gold_one_degenerate" | "halves_gap_only_ok_true" => false,
+            _ => theirs["ok"].as_bool().unwrap(),
+        };
+        assert_eq!(ours["ok"], json!(want_ok), "{name}: ok\n{ours:#}");
+        assert_eq!(code, if want_ok { 0 } else { 1 }, "{name}: exit code");
+        // The label count the reference asks for is ours too.
+        for w in theirs["warnings"].as_array().unwrap() {
+            let w = w.as_str().unwrap();
+            if let Some(at) = w.find("Label about ") {
+                let need: String = w[at..]
+                    .chars()
+                    .filter(char::is_ascii_digit)
+                    .take(3)
+                    .collect();
+                let ours_text = ours["warnings"].to_string();
+                assert!(
+                    ours_text.contains(&format!("Label about {need} rows")),
+                    "{name}: {ours_text}"
+                );
+            }
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 16);
+}
+
+#[test]
+fn headlines_say_measured_or_not() {
+    let v = vectors();
+    let cases = v["judge_trust"]["cases"].as_array().unwrap();
+    let case = |n: &str| {
+        cases.iter().find(|c| c["name"] == n).unwrap()["rows"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let text = |rows: &[Value]| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.jsonl");
+        write_rows(&path, rows);
+        let out = wai().arg("judge-trust").arg(&path).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        text(&case("perfect_16_pass"))
+            .starts_with("PASS\nagreement 100% (95% 81%..100%, n=16), kappa 1.00\n")
+    );
+    let short = text(&case("perfect_14_label_more"));
+    assert!(short.starts_with("FAIL\n"), "{short}");
+    assert!(short.contains("Label about 16 rows (2 more"), "{short}");
+    let none = text(&case("no_gold"));
+    assert!(none.starts_with("NOT MEASURED\n"), "{none}");
+    assert!(none.contains("no row has a gold label"), "{none}");
+    assert!(text(&case("model_gold")).starts_with("NOT MEASURED\n"));
+    let one = text(&case("all_gold_one_degenerate"));
+    assert!(
+        one.starts_with("NOT MEASURED\n") && one.contains("kappa undefined"),
+        "{one}"
+    );
+    assert!(text(&case("halves_gap_only_ok_true")).starts_with("FAIL\n"));
+    assert!(
+        text(&case("fractional_over_floor"))
+            .starts_with("INCONCLUSIVE: 3 of 20 labeled rows skipped (15%")
+    );
+}
+
+#[test]
+fn a_string_reward_is_refused_with_its_place() {
+    let v = vectors();
+    let rows = v["judge_trust"]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "string_rewards_allow_model_gold")
+        .unwrap()["rows"]
+        .clone();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, rows.as_array().unwrap());
+    let out = wai()
+        .arg("judge-trust")
+        .arg(&path)
+        .arg("--allow-model-gold")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 1") && err.contains("`reward`"), "{err}");
+}
+
+#[test]
+fn task_halves_follow_the_sha256_of_the_task() {
+    // The halves vector through the command: one labeled row per task lands in the named half.
+    let v = vectors();
+    for t in v["judge_trust"]["task_halves"].as_array().unwrap() {
+        let task = t["task"].as_str().unwrap();
+        if task.is_empty() {
+            continue; // a row without a task id is refused on read (it names no task)
+        }
+        let rows =
+            vec![json!({"task_id": task, "reward": 1, "gold_reward": 1, "gold_kind": "human"})];
+        let (ours, _) = judge_trust(&rows, &[]);
+        let half = if t["half"] == json!(0) { "a" } else { "b" };
+        assert_eq!(ours["held_out_halves"][half]["n"], json!(1), "{task}");
+    }
+}
