@@ -100,6 +100,46 @@ pub enum Command {
     /// NOT MEASURED (with how many labels to collect) or INCONCLUSIVE first; exits 1 unless PASS.
     #[command(name = "judge-trust")]
     JudgeTrust(JudgeTrustArgs),
+    /// Hand labels: attach them to rows as gold (`wai labels attach`).
+    #[command(subcommand)]
+    Labels(LabelsCommand),
+}
+
+/// `wai labels ...`.
+#[derive(Debug, Subcommand)]
+pub enum LabelsCommand {
+    /// Attach labels to rows: each row's `gold_reward` becomes the majority of its labels, with
+    /// `gold_kind` saying who wrote them and every label kept in `extra.gold_labels`.
+    ///
+    /// LABELS is JSON Lines (`{"key": ..., "label": 0/1, "annotator": ...}`), a JSON array of such
+    /// objects, or a `{"KEY": 0/1}` map. A key is a row's `rollout_id`, `task_id#rollout_index`,
+    /// or a bare `task_id` naming its only rollout; a label may instead carry `rollout_id`,
+    /// `task_id` with `rollout_index`, or `prompt` with `final_text`. Nothing is written when a key
+    /// names more than one row, or when no label names a row.
+    Attach(LabelsAttachArgs),
+}
+
+/// `wai labels attach`.
+#[derive(Debug, Args)]
+pub struct LabelsAttachArgs {
+    /// Rows (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(value_name = "ROWS")]
+    pub rows: String,
+    /// The labels file.
+    #[arg(value_name = "LABELS")]
+    pub labels: PathBuf,
+    /// Who wrote the labels (a label's own `kind` wins): human, program or model.
+    #[arg(long, default_value = "human")]
+    pub kind: String,
+    /// The annotator of labels that name none.
+    #[arg(long, value_name = "NAME")]
+    pub annotator: Option<String>,
+    /// Drop the labels a row already carries before attaching these.
+    #[arg(long)]
+    pub replace: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: RowsOut,
 }
 
 /// `wai judge-trust`.

@@ -11,6 +11,7 @@ pub mod grade;
 pub mod holdout;
 pub mod ingest;
 pub mod judge_trust;
+pub mod labels;
 pub mod markers;
 pub mod pass_at;
 pub mod sql;
@@ -104,6 +105,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Compare(args) => compare::run(&ctx, &args),
         Command::HoldoutSize(args) => holdout::run(&ctx, &args),
         Command::JudgeTrust(args) => judge_trust::run(&ctx, &args),
+        Command::Labels(command) => labels::run(&ctx, &command),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod grade;
 pub mod holdout;
 pub mod judge_trust;
+pub mod labels;
 pub mod markers;
 pub mod pass_at;
 pub mod udf;

@@ -9,6 +9,7 @@ mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod grade; // judges, warnings and the gate
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel
 mod judge_trust; // the judge against hand labels: reference vectors, the fixed false passes
+mod labels; // hand labels onto rows: reference vectors, refusals that change nothing
 mod pass_at; // pass@k and markers: reference vectors, τ-bench, SQL, determinism
 mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, http.server)
 mod sql; // SQL over rows: canned queries, pushdown, output formats

@@ -1,0 +1,72 @@
+//! `wai labels attach`: hand labels onto rows as gold.
+
+use super::{Context, Outcome};
+use crate::cli::{LabelsAttachArgs, LabelsCommand};
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::io::OnBadRow;
+use crate::pipeline::read::Reader;
+use crate::pipeline::source;
+use crate::stages::labels::{self, Index};
+
+/// Runs `wai labels ...`.
+pub fn run(ctx: &Context, command: &LabelsCommand) -> Result<Outcome> {
+    match command {
+        LabelsCommand::Attach(args) => attach(ctx, args),
+    }
+}
+
+fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
+    let kind = labels::kind(&args.kind)?;
+    let format = super::convert::output_format(&args.output.out, args.output.to)?;
+    let origin = args.labels.display().to_string();
+    let text = std::fs::read_to_string(&args.labels).map_err(|e| Error::io(&args.labels, e))?;
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let parsed = labels::parse(&text, &origin, &kind, args.annotator.as_deref(), &now)?;
+    let inputs = ctx
+        .runtime
+        .block_on(source::resolve(std::slice::from_ref(&args.rows)))?;
+
+    // First pass: which rows the labels' keys name. Rows are read as the second pass reads them,
+    // so derived rollout ids agree.
+    let mut index = Index::new(&parsed);
+    {
+        let mut rejects = Vec::new();
+        let on_bad = if args.output.rejects.is_some() {
+            OnBadRow::Reject(&mut rejects)
+        } else {
+            OnBadRow::Fail
+        };
+        let mut reader = Reader::new(ctx.runtime.handle().clone(), on_bad, Box::new(|_| {}));
+        for input in &inputs {
+            reader.read(input, &mut |batch| index.add(&batch))?;
+        }
+    }
+    let (plan, mut report) = labels::resolve(parsed, &index)?;
+
+    // Second pass: the rows, written whole or not at all, with the labels attached.
+    let counts = super::convert::stream_rows(
+        ctx,
+        &inputs,
+        &args.output,
+        format,
+        "labeling",
+        &mut |batch| labels::apply(&batch, &plan, args.replace, &mut report),
+    )?;
+    if report.ties > 0 {
+        report.warnings.push(format!(
+            "{} row(s) split evenly between annotators; gold_reward left unset there: read extra.gold_labels and decide",
+            report.ties
+        ));
+    }
+    let mut text = report.to_string().trim_end().to_owned();
+    text.push_str(&format!(
+        "\nwrote {} rows to `{}`",
+        counts.rows,
+        args.output.out.display()
+    ));
+    Ok(Outcome {
+        text,
+        json: super::document("labels-attach", &report),
+        status: ExitStatus::Success,
+    })
+}

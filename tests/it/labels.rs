@@ -1,0 +1,180 @@
+//! `wai labels attach`: the reference's `attach_labels` vectors, the refusals that change nothing,
+//! and labels feeding `wai judge-trust`.
+
+use serde_json::{Value, json};
+
+use crate::support::{read_jsonl, vectors, wai, write_rows};
+
+#[test]
+fn the_attach_labels_vector_agrees_with_the_reference() {
+    let v = vectors();
+    let case = &v["judge_trust"]["attach_labels"];
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, labels, out) = (
+        dir.path().join("rows.jsonl"),
+        dir.path().join("labels.jsonl"),
+        dir.path().join("out.jsonl"),
+    );
+    write_rows(&rows, case["rows"].as_array().unwrap());
+    write_rows(&labels, case["labels"].as_array().unwrap());
+    let run = wai()
+        .args(["--json", "labels", "attach"])
+        .arg(&rows)
+        .arg(&labels)
+        .args(["--annotator", "default-ann", "--kind", "human", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let theirs = &case["report"];
+    for key in [
+        "labels",
+        "matched",
+        "unmatched",
+        "unmatched_keys",
+        "invalid",
+        "rows_labeled",
+        "ties",
+        "annotators",
+    ] {
+        assert_eq!(report[key], theirs[key], "{key}");
+    }
+    assert_eq!(report["warnings"].as_array().unwrap().len(), 2);
+    let got = read_jsonl(&out);
+    let want = case["out_rows"].as_array().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g["gold_reward"].as_f64(), w["gold_reward"].as_f64(), "{w}");
+        assert_eq!(
+            g["gold_kind"],
+            w.get("gold_kind").cloned().unwrap_or(Value::Null),
+            "{w}"
+        );
+        // The label records, less the time they were written.
+        let strip = |labels: &Value| -> Vec<Value> {
+            labels
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    let mut l = l.clone();
+                    l.as_object_mut().unwrap().remove("ts");
+                    l
+                })
+                .collect()
+        };
+        assert_eq!(strip(&g["gold_labels"]), strip(&w["gold_labels"]), "{w}");
+    }
+}
+
+/// Runs `wai labels attach ROWS LABELS -o OUT`: the exit code, stderr, and whether OUT exists.
+fn attach(rows: &[Value], labels: &str) -> (i32, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, l, out) = (
+        dir.path().join("rows.jsonl"),
+        dir.path().join("labels.json"),
+        dir.path().join("out.parquet"),
+    );
+    write_rows(&r, rows);
+    std::fs::write(&l, labels).unwrap();
+    let run = wai()
+        .args(["labels", "attach"])
+        .arg(&r)
+        .arg(&l)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    (
+        run.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&run.stderr).into_owned(),
+        out.exists(),
+    )
+}
+
+#[test]
+fn a_key_naming_several_rows_changes_nothing() {
+    let v = vectors();
+    let case = &v["judge_trust"]["attach_labels_ambiguous_bare_scenario"];
+    let (code, err, written) = attach(
+        case["rows"].as_array().unwrap(),
+        &case["labels"].to_string(),
+    );
+    assert_eq!(code, 64, "{err}");
+    assert!(!written);
+    assert!(
+        err.contains("'s1' names 2 rows") && err.contains("'<task_id>#<rollout_index>'"),
+        "{err}"
+    );
+    assert!(err.contains("no row was changed"), "{err}");
+}
+
+#[test]
+fn pooled_rows_sharing_a_key_are_refused_until_each_has_its_own_rollout_id() {
+    // Two eval runs of one task: `t#0` names both rows.
+    let rows = vec![
+        json!({"task_id": "t", "rollout_index": 0, "eval_run": 0, "reward": 1}),
+        json!({"task_id": "t", "rollout_index": 0, "eval_run": 1, "reward": 0}),
+    ];
+    let (code, err, written) = attach(&rows, r#"{"t#0": 1}"#);
+    assert_eq!(code, 64, "{err}");
+    assert!(!written);
+    assert!(
+        err.contains("'t#0' names 2 rows") && err.contains("rollout_id"),
+        "{err}"
+    );
+}
+
+#[test]
+fn labels_that_name_no_row_are_an_error_that_spells_the_key_forms() {
+    let rows = vec![json!({"task_id": "t", "rollout_index": 0, "reward": 1})];
+    let (code, err, written) = attach(&rows, r#"{"nope": 1, "other": 0}"#);
+    assert_eq!(code, 64, "{err}");
+    assert!(!written);
+    assert!(err.contains("no label names a row"), "{err}");
+    assert!(
+        err.contains("'<task_id>#<rollout_index>'") && err.contains("'t#0'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sixteen_human_labels_make_a_judge_pass_and_fifteen_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Value> = (0..16)
+        .map(|i| json!({"task_id": format!("t{i}"), "rollout_index": 0, "reward": i % 2, "final_text": "x".repeat(10 + i)}))
+        .collect();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &rows);
+    for (n, want) in [(15, 1), (16, 0)] {
+        let labels: serde_json::Map<String, Value> =
+            (0..n).map(|i| (format!("t{i}#0"), json!(i % 2))).collect();
+        let labels_path = dir.path().join(format!("labels-{n}.json"));
+        std::fs::write(&labels_path, Value::Object(labels).to_string()).unwrap();
+        let out = dir.path().join(format!("labeled-{n}.parquet"));
+        let run = wai()
+            .args(["labels", "attach"])
+            .arg(&path)
+            .arg(&labels_path)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let trust = wai().arg("judge-trust").arg(&out).output().unwrap();
+        let text = String::from_utf8_lossy(&trust.stdout);
+        assert_eq!(trust.status.code(), Some(want), "{n} labels:\n{text}");
+        if n == 15 {
+            assert!(text.contains("Label about 16 rows (1 more"), "{text}");
+        }
+    }
+}
