@@ -44,6 +44,7 @@ struct Data {
     parquet_1m: PathBuf,
     parquet_100k_b: PathBuf,
     parquet_1m_b: PathBuf,
+    parquet_1m_gold: PathBuf,
 }
 
 fn run(args: &[&str]) {
@@ -115,6 +116,20 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         "-o",
         path(&parquet_1m_b),
     ]);
+    // Scored rows with about 5k gold labels, for judge trust.
+    let parquet_1m_gold = dir.path().join("rows-1m-gold.parquet");
+    run(&[
+        "-q",
+        "gen",
+        "--rows",
+        "1000000",
+        "--gold",
+        "0.005",
+        "--seed",
+        "3",
+        "-o",
+        path(&parquet_1m_gold),
+    ]);
     let chat_100k = dir.path().join("chat-100k.jsonl");
     write_chat(&jsonl_200k, &chat_100k, 100_000);
     Data {
@@ -125,6 +140,7 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         parquet_1m,
         parquet_100k_b,
         parquet_1m_b,
+        parquet_1m_gold,
     }
 });
 
@@ -254,6 +270,16 @@ mod compare {
                 path(&data.parquet_100k_b),
             ]);
         });
+    }
+}
+
+mod judge_trust {
+    use super::{Bencher, DATA, path, run};
+
+    #[divan::bench(name = "judge_trust/rows=1M_labels=5k", sample_count = 5)]
+    fn rows_1m(b: Bencher) {
+        let data = &*DATA;
+        b.bench(|| run(&["-q", "judge-trust", path(&data.parquet_1m_gold)]));
     }
 }
 

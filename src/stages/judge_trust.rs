@@ -815,6 +815,12 @@ pub async fn read(ctx: &SessionContext, table: &str) -> Result<(Vec<Labeled>, u6
         n_rows = c.count("n", 0)?;
         n_reward = c.count("scored", 0)?;
     }
+    // Labeled rows are few: filter on the (small) gold column before decoding the conversations
+    // (Parquet late materialization), so the text of unlabeled rows is never read.
+    ctx.sql("SET datafusion.execution.parquet.pushdown_filters = true")
+        .await?
+        .collect()
+        .await?;
     let batches = ctx
         .sql(&format!(
             "SELECT task_id, reward, gold_reward, gold_kind, reason, final_text, messages, steps \
