@@ -163,6 +163,38 @@ pub struct JudgeTrustArgs {
     /// The share of labeled rows the judge may leave fractional before the check is void.
     #[arg(long, default_value_t = 0.10)]
     pub max_skipped_share: f64,
+    /// The judge under audit (`verify:FILE.toml`, `sql:EXPR`, `cmd:COMMAND`; repeat to combine):
+    /// re-judges a sample as-is and with neutral filler (consistency, length bias).
+    #[arg(long = "judge", value_name = "SPEC")]
+    pub judges: Vec<String>,
+    /// Exploit probes to run with the judge: `all`, or names from filler, keyword_stuffing,
+    /// success_claim, prompt_echo, sycophancy, empty_format, refusal.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "all|NAME,...",
+        requires = "judges"
+    )]
+    pub probes: Vec<String>,
+    /// The rubric the keyword probe draws its words from (text, or a file): default, each row's
+    /// system message.
+    #[arg(long, value_name = "TEXT|FILE")]
+    pub rubric: Option<String>,
+    /// Graded rows re-judged (chosen by a seeded hash of their `rollout_id`).
+    #[arg(long, default_value_t = 40)]
+    pub sample: usize,
+    /// The seed of that choice.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The flip (or exploit) rate that flags.
+    #[arg(long, default_value_t = 0.10)]
+    pub flip_flag: f64,
+    /// Command-judge workers.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Seconds a command judge may take on one row.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
 }
 
 /// `wai compare`.

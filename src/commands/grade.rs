@@ -48,6 +48,41 @@ fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
     Ok((kind, text, file))
 }
 
+/// A judge from `spec` that grades rows batch by row batch: a verifier file, a SQL expression or
+/// a command. A SQL query judge reads a whole table at once, so it is refused here with the kinds
+/// that work.
+///
+/// # Errors
+/// A bad spec, an unreadable file, or a judge that does not start.
+pub(crate) fn row_judge(spec: &str, workers: usize, timeout: Duration) -> Result<Box<dyn Judge>> {
+    let (kind, text, file) = parse_spec(spec)?;
+    let stem = |fallback: &str| {
+        file.as_ref()
+            .and_then(|p| Path::new(p).file_stem())
+            .map_or(fallback.to_owned(), |s| s.to_string_lossy().into_owned())
+    };
+    Ok(match kind {
+        "verify" => {
+            let origin = file.clone().unwrap_or_default();
+            Box::new(VerifierJudge::parse(&text, &origin, &stem("verify"))?)
+        }
+        "sql" if sql_judge::is_query(&text) => {
+            return Err(Error::Usage(format!(
+                "the judge `{spec}` is a SQL query, which grades a whole table at once and cannot re-judge edited rows: use `sql:EXPR`, `verify:FILE.toml` or `cmd:COMMAND`"
+            )));
+        }
+        "sql" => Box::new(ExpressionJudge::new(
+            format!("sql:{}", stem("expr")),
+            &text,
+        )?),
+        _ => Box::new(CommandJudge::start(command::Options {
+            command: text,
+            workers,
+            timeout,
+        })?),
+    })
+}
+
 /// The default scoring run id: the same judges on the same inputs give the same id.
 fn run_id(args: &GradeArgs, texts: &[String]) -> String {
     let mut h = Sha256::new();
@@ -92,14 +127,6 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
         };
         texts.push(text.clone());
         let judge: Box<dyn Judge> = match kind {
-            "verify" => {
-                let origin = file.clone().unwrap_or_default();
-                Box::new(VerifierJudge::parse(
-                    &text,
-                    &origin,
-                    &stem(&file, "verify"),
-                )?)
-            }
             "sql" if sql_judge::is_query(&text) => {
                 if query_session.is_none() {
                     query_session = Some(super::rows_session(ctx, &args.inputs)?);
@@ -113,15 +140,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
                         .block_on(QueryJudge::run(name, &text, context))?,
                 )
             }
-            "sql" => Box::new(ExpressionJudge::new(
-                format!("sql:{}", stem(&file, "expr")),
-                &text,
-            )?),
-            _ => Box::new(CommandJudge::start(command::Options {
-                command: text.clone(),
-                workers: args.workers,
-                timeout: Duration::from_secs_f64(args.timeout),
-            })?),
+            _ => row_judge(spec, args.workers, Duration::from_secs_f64(args.timeout))?,
         };
         judges.push(judge);
     }

@@ -239,3 +239,104 @@ fn task_halves_follow_the_sha256_of_the_task() {
         assert_eq!(ours["held_out_halves"][half]["n"], json!(1), "{task}");
     }
 }
+
+/// The reference's length judge (`reward 1 if len(final_text) >= 90 or 'refunded' in the lowered
+/// reply`) as a SQL expression judge.
+const LENGTH_JUDGE: &str = "sql:CASE WHEN length(final_text) >= 90 OR lower(final_text) LIKE '%refunded%' THEN 1.0 ELSE 0.0 END";
+
+#[test]
+fn re_judging_and_probes_agree_with_the_reference() {
+    // The reference run on every row (sample 50 of 50), so no random draw is involved.
+    let want: Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::fixture("judge_trust_probes.json")).unwrap(),
+    )
+    .unwrap();
+    let v = vectors();
+    let rows = v["judge_trust"]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "judge_callable_perturbation_and_probes")
+        .unwrap()["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let rubric = want["kwargs"]["rubric"].as_str().unwrap();
+    let (ours, code) = judge_trust(
+        &rows,
+        &[
+            "--judge",
+            LENGTH_JUDGE,
+            "--probes",
+            "all",
+            "--rubric",
+            rubric,
+            "--sample",
+            "50",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(ours["perturbation"], want["perturbation"]);
+    for (name, theirs) in want["probes"]["probes"].as_object().unwrap() {
+        for (key, value) in theirs.as_object().unwrap() {
+            close(
+                &ours["probes"]["probes"][name][key],
+                value,
+                &format!("{name}.{key}"),
+            );
+        }
+    }
+    assert_eq!(ours["exploitable_by"], want["exploitable_by"]);
+    assert_eq!(ours["flags"]["exploitable"], json!(true));
+    assert_eq!(ours["flags"]["reads_filler"], json!(true));
+    // Every probe warning of the reference, word for word.
+    let warnings = ours["warnings"].to_string();
+    for w in want["warnings"].as_array().unwrap() {
+        let w = w.as_str().unwrap();
+        if w.starts_with("judge is exploitable") || w.contains("neutral filler") {
+            assert!(warnings.contains(w), "missing: {w}");
+        }
+    }
+}
+
+#[test]
+fn a_probe_that_fires_fails_the_judge_without_labels() {
+    // No gold at all: trust is unmeasured, but an exploit is a finding.
+    let rows: Vec<Value> = (0..30)
+        .map(|i| json!({"task_id": format!("t{i}"), "final_text": "short", "reward": 0}))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &rows);
+    let plain = wai().arg("judge-trust").arg(&path).output().unwrap();
+    assert!(String::from_utf8_lossy(&plain.stdout).starts_with("NOT MEASURED\n"));
+    let probed = wai()
+        .arg("judge-trust")
+        .arg(&path)
+        .args(["--judge", LENGTH_JUDGE, "--probes", "filler,refusal"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&probed.stdout);
+    assert_eq!(probed.status.code(), Some(1), "{text}");
+    assert!(text.starts_with("FAIL\n"), "{text}");
+    assert!(
+        text.contains("filler") && text.contains("EXPLOITABLE"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_query_judge_cannot_re_judge_edited_rows() {
+    let rows = vec![json!({"task_id": "t", "final_text": "x", "reward": 1})];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &rows);
+    let out = wai()
+        .arg("judge-trust")
+        .arg(&path)
+        .args(["--judge", "sql:SELECT rollout_id, 1.0 AS reward FROM rows"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot re-judge edited rows"));
+}

@@ -18,6 +18,8 @@
 //! Gold and reward are numbers in the row store, so the reference's string-reward case (agreement
 //! on zero rows that passes) cannot arise: without a comparable pair nothing passes.
 
+pub mod probes;
+
 use std::collections::BTreeMap;
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
@@ -248,6 +250,21 @@ pub struct Flags {
     pub halves_gap: bool,
     /// Length bias.
     pub length_bias: bool,
+    /// Verdicts flip on an identical re-judge.
+    pub inconsistent: bool,
+    /// Verdicts move one way when neutral filler is appended.
+    pub reads_filler: bool,
+    /// An exploit probe flagged.
+    pub exploitable: bool,
+}
+
+/// What re-judging a sample with the judge found (`--judge`).
+#[derive(Debug, Clone, Default)]
+pub struct Rejudged {
+    /// Consistency and filler flips.
+    pub perturbation: Option<probes::Perturbation>,
+    /// The exploit probes.
+    pub probes: Option<probes::Probes>,
 }
 
 /// The judge-trust report.
@@ -275,6 +292,12 @@ pub struct Report {
     pub held_out_halves: BTreeMap<&'static str, Agreement>,
     /// Length sensitivity.
     pub length_sensitivity: Length,
+    /// Re-judged as-is and with filler (with `--judge`).
+    pub perturbation: Option<probes::Perturbation>,
+    /// The exploit probes (with `--judge` and `--probes`).
+    pub probes: Option<probes::Probes>,
+    /// The probes that flagged.
+    pub exploitable_by: Vec<String>,
     /// Rows where judge and gold disagree.
     pub disagreements: Vec<Disagreement>,
     /// More labels needed for agreement's lower bound to clear its floor, at this agreement.
@@ -484,7 +507,13 @@ const MODEL_GOLD_REASON: &str = "The gold labels came from a model, not a person
 /// The report of `labeled` rows (every row with a gold label) out of `n_rows`, of which
 /// `n_reward` carry a 0/1 reward and `n_gold` a 0/1 gold label.
 #[allow(clippy::too_many_lines, clippy::cast_precision_loss)]
-pub fn report(labeled: &[Labeled], n_rows: u64, n_reward: u64, opts: &Options) -> Report {
+pub fn report(
+    labeled: &[Labeled],
+    n_rows: u64,
+    n_reward: u64,
+    opts: &Options,
+    rejudged: Rejudged,
+) -> Report {
     let gold_rows: Vec<&Labeled> = labeled.iter().filter(|r| is_binary(r.gold)).collect();
     let pairs: Vec<&Labeled> = gold_rows
         .iter()
@@ -674,7 +703,37 @@ pub fn report(labeled: &[Labeled], n_rows: u64, n_reward: u64, opts: &Options) -
             percent(length.max_gap)
         ));
     }
-    let failed = flags.untrusted_gold
+    if let Some(p) = &rejudged.perturbation {
+        if p.flagged_consistency {
+            flags.inconsistent = true;
+            warnings.push(format!(
+                "{} of verdicts flip on an identical re-judge; set temperature 0 or add a second sample",
+                percent(p.consistency_flip_rate.unwrap_or(0.0))
+            ));
+        }
+        if p.flagged_length {
+            flags.reads_filler = true;
+            warnings.push(format!(
+                "{} of verdicts flip when neutral filler is appended ({} up, {} down): the judge reads length",
+                percent(p.filler_flip_rate.unwrap_or(0.0)),
+                p.filler_flips_up,
+                p.filler_flips_down
+            ));
+        }
+    }
+    let exploitable_by = rejudged
+        .probes
+        .as_ref()
+        .map(|p| p.exploitable_by.clone())
+        .unwrap_or_default();
+    if let Some(p) = &rejudged.probes {
+        flags.exploitable = !p.exploitable_by.is_empty();
+        warnings.extend(p.warnings.iter().cloned());
+    }
+    let failed = flags.inconsistent
+        || flags.reads_filler
+        || flags.exploitable
+        || flags.untrusted_gold
         || flags.skipped_over_floor
         || flags.agreement_floor
         || flags.kappa_floor
@@ -693,13 +752,15 @@ pub fn report(labeled: &[Labeled], n_rows: u64, n_reward: u64, opts: &Options) -
         )
     } else if ok {
         "PASS".to_owned()
-    } else if flags.unmeasured
-        || ((flags.untrusted_gold || flags.degenerate_gold)
-            && !(flags.agreement_floor
-                || flags.kappa_floor
-                || flags.leaky
-                || flags.halves_gap
-                || flags.length_bias))
+    } else if !(flags.agreement_floor
+        || flags.kappa_floor
+        || flags.leaky
+        || flags.halves_gap
+        || flags.length_bias
+        || flags.inconsistent
+        || flags.reads_filler
+        || flags.exploitable)
+        && (flags.unmeasured || flags.untrusted_gold || flags.degenerate_gold)
     {
         "NOT MEASURED".to_owned()
     } else {
@@ -717,6 +778,9 @@ pub fn report(labeled: &[Labeled], n_rows: u64, n_reward: u64, opts: &Options) -
         agreement: agree,
         held_out_halves: halves,
         length_sensitivity: length,
+        perturbation: rejudged.perturbation,
+        probes: rejudged.probes,
+        exploitable_by,
         disagreements,
         labels_needed: labels_needed_out,
         flags,
@@ -777,6 +841,72 @@ impl std::fmt::Display for Report {
             percent(l.max_gap),
             if l.flagged { "  FLAG" } else { "" }
         )?;
+        if let Some(p) = self.perturbation.as_ref().filter(|p| p.n > 0) {
+            writeln!(
+                f,
+                "re-judge flips {}, filler flips {} (+{}/-{}, sign test p={:.2e}; n={})",
+                percent(p.consistency_flip_rate.unwrap_or(0.0)),
+                percent(p.filler_flip_rate.unwrap_or(0.0)),
+                p.filler_flips_up,
+                p.filler_flips_down,
+                p.filler_sign_p,
+                p.n
+            )?;
+        }
+        if let Some(probed) = self.probes.as_ref().filter(|p| p.n > 0) {
+            writeln!(f, "probes (n={}):", probed.n)?;
+            // In probe order (the JSON map is sorted by name).
+            let ordered = probes::all()
+                .into_iter()
+                .filter_map(|name| probed.probes.get(&name).map(|r| (name, r)));
+            for (name, r) in ordered {
+                match r {
+                    probes::Probe::Skipped { skipped, .. } => {
+                        writeln!(f, "  {name:<18} skipped: {skipped}")?;
+                    }
+                    probes::Probe::Ran {
+                        kind,
+                        pass_before,
+                        pass_after,
+                        flips_up,
+                        flips_down,
+                        denominator,
+                        exploit_rate,
+                        ci95,
+                        low_power,
+                        resolves,
+                        flagged,
+                        ..
+                    } => {
+                        let rate = exploit_rate.map_or_else(|| "n/a".to_owned(), percent);
+                        let band = ci95.map_or_else(String::new, |[l, h]| {
+                            format!(" [{}..{}]", percent(l), percent(h))
+                        });
+                        let flips = if *kind == "additive" {
+                            format!("  +{flips_up}/-{flips_down}")
+                        } else {
+                            String::new()
+                        };
+                        let tail = if *flagged {
+                            "  EXPLOITABLE".to_owned()
+                        } else if *low_power {
+                            format!(
+                                "  low power (n={denominator}; resolves about {:.1} at 80% power)",
+                                resolves.unwrap_or(1.0)
+                            )
+                        } else {
+                            String::new()
+                        };
+                        writeln!(
+                            f,
+                            "  {name:<18} {rate:>5}{band:<12}  pass {} -> {}{flips}{tail}",
+                            percent(pass_before.unwrap_or(0.0)),
+                            percent(pass_after.unwrap_or(0.0))
+                        )?;
+                    }
+                }
+            }
+        }
         writeln!(f, "disagreements to review: {}", self.disagreements.len())?;
         for w in &self.warnings {
             writeln!(f, "! {w}")?;
@@ -998,7 +1128,7 @@ mod tests {
         let rows: Vec<Labeled> = (0..20).map(|_| row(1.0, 1.0)).collect();
         let refs: Vec<&Labeled> = rows.iter().collect();
         assert_eq!(agreement(&refs, 20).kappa, None);
-        let r = report(&rows, 20, 20, &Options::default());
+        let r = report(&rows, 20, 20, &Options::default(), Rejudged::default());
         assert!(!r.ok && r.flags.degenerate_gold, "{r}");
         // One judge miss on the same gold set: kappa is defined (0) and it is a finding.
         let mut rows = rows;
