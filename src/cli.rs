@@ -100,9 +100,44 @@ pub enum Command {
     /// NOT MEASURED (with how many labels to collect) or INCONCLUSIVE first; exits 1 unless PASS.
     #[command(name = "judge-trust")]
     JudgeTrust(JudgeTrustArgs),
+    /// Several judges on the same hand-labeled rows, one table ranked by kappa.
+    ///
+    /// Each judge (`--judge NAME=SPEC`, repeated) grades its own copy of the rows that carry
+    /// `gold_reward`; the table gives agreement with its 95% interval, kappa, the leak rate (gold
+    /// failures passed), unsure and unjudged rows, and seconds per row, and names the best judge.
+    /// Exits 1 when no judge clears the floors.
+    #[command(name = "compare-judges")]
+    CompareJudges(CompareJudgesArgs),
     /// Hand labels: attach them to rows as gold (`wai labels attach`).
     #[command(subcommand)]
     Labels(LabelsCommand),
+}
+
+/// `wai compare-judges`.
+#[derive(Debug, Args)]
+pub struct CompareJudgesArgs {
+    /// Rows with gold labels (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(required = true, value_name = "SCORED")]
+    pub inputs: Vec<String>,
+    /// A judge: `NAME=SPEC` with SPEC `verify:FILE.toml`, `sql:EXPR` or `cmd:COMMAND`
+    /// (repeat for each judge).
+    #[arg(long = "judge", required = true, value_name = "NAME=SPEC")]
+    pub judges: Vec<String>,
+    /// The floor on agreement's 95% lower bound.
+    #[arg(long, default_value_t = 0.8)]
+    pub min_agreement: f64,
+    /// The floor on Cohen's kappa.
+    #[arg(long, default_value_t = 0.6)]
+    pub min_kappa: f64,
+    /// Count labels from a model (or of unknown origin) as gold.
+    #[arg(long)]
+    pub allow_model_gold: bool,
+    /// Command-judge workers.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Seconds a command judge may take on one row.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
 }
 
 /// `wai labels ...`.

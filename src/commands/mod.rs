@@ -4,6 +4,7 @@
 //! people, a versioned JSON document for programs) and an exit status. `main.rs` prints it.
 
 pub mod compare;
+pub mod compare_judges;
 pub mod convert;
 pub mod gate;
 pub mod generate;
@@ -105,6 +106,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Compare(args) => compare::run(&ctx, &args),
         Command::HoldoutSize(args) => holdout::run(&ctx, &args),
         Command::JudgeTrust(args) => judge_trust::run(&ctx, &args),
+        Command::CompareJudges(args) => compare_judges::run(&ctx, &args),
         Command::Labels(command) => labels::run(&ctx, &command),
     }
 }

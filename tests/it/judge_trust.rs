@@ -340,3 +340,79 @@ fn a_query_judge_cannot_re_judge_edited_rows() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot re-judge edited rows"));
 }
+
+#[test]
+fn compare_judges_ranks_by_kappa_and_names_the_best() {
+    let v = vectors();
+    let rows = v["judge_trust"]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "judge_callable_perturbation_and_probes")
+        .unwrap()["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &rows);
+    let run = |judges: &[String]| {
+        let mut cmd = wai();
+        cmd.args(["--json", "compare-judges"]).arg(&path);
+        for j in judges {
+            cmd.args(["--judge", j]);
+        }
+        let out = cmd.output().unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (doc, out.status.code())
+    };
+    let (doc, code) = run(&[
+        format!("len={LENGTH_JUDGE}"),
+        "never=sql:0.0".to_owned(),
+        "gold=sql:gold_reward".to_owned(),
+    ]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let names: Vec<&str> = doc["judges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["gold", "len", "never"]);
+    assert_eq!(doc["best"], json!("gold"));
+    // The length judge scores as judge-trust scores it on the same rows.
+    let len = &doc["judges"][1];
+    assert_eq!(len["agreement"], json!(0.7));
+    assert_eq!(len["kappa"], json!(0.3655));
+    assert_eq!(len["leak"], json!(0.3571));
+    assert_eq!(len["ok"], json!(false));
+    // Without a judge that clears the floors: the top of the ranking, and exit 1.
+    let (doc, code) = run(&[format!("len={LENGTH_JUDGE}"), "never=sql:0.0".to_owned()]);
+    assert_eq!(code, Some(1));
+    assert_eq!(doc["best"], json!("len"));
+    assert_eq!(doc["ok"], json!(false));
+}
+
+#[test]
+fn compare_judges_needs_labels_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &[json!({"task_id": "t", "reward": 1})]);
+    let out = wai()
+        .arg("compare-judges")
+        .arg(&path)
+        .args(["--judge", "a=sql:1.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wai labels attach"));
+    let out = wai()
+        .arg("compare-judges")
+        .arg(&path)
+        .args(["--judge", "sql:1.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=SPEC"));
+}

@@ -18,6 +18,7 @@
 //! Gold and reward are numbers in the row store, so the reference's string-reward case (agreement
 //! on zero rows that passes) cannot arise: without a comparable pair nothing passes.
 
+pub mod compare;
 pub mod probes;
 
 use std::collections::BTreeMap;
@@ -343,7 +344,8 @@ pub fn gold_kind_of<'a>(kinds: impl Iterator<Item = Option<&'a str>>) -> Option<
     }
 }
 
-fn trusted_kind(kind: &str) -> bool {
+/// Whether labels of `kind` measure a judge: a person's or a program's.
+pub fn trusted_kind(kind: &str) -> bool {
     matches!(kind, "human" | "program" | "human+program")
 }
 
@@ -997,7 +999,11 @@ fn list_texts<'a>(
         .collect()
 }
 
-fn labeled_rows(b: &RecordBatch, out: &mut Vec<Labeled>) -> Result<()> {
+/// Appends the rows of `b` that carry a gold label to `out`.
+///
+/// # Errors
+/// A batch without the row columns.
+pub fn labeled_rows(b: &RecordBatch, out: &mut Vec<Labeled>) -> Result<()> {
     let c = super::cells::Cells(b);
     let text = |name: &str| c.column(name, &DataType::Utf8);
     let (task, kind, reason, final_text) = (
