@@ -302,7 +302,9 @@ pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) ->
         // draws read the oriented differences in sorted order: one sort serves the orientation,
         // the categories of both resamplings, and a task order that a swap cannot change.
         let ascending = sorted(&diffs);
-        let negated: Vec<f64> = ascending.iter().rev().map(|d| -d).collect();
+        // `+ 0.0` keeps a zero difference +0.0 when negated: −0.0 sorts before +0.0, and a
+        // multiset equal to its negation must compare equal to it (then no side is flipped).
+        let negated: Vec<f64> = ascending.iter().rev().map(|d| -d + 0.0).collect();
         let flip = sorts_before(&ascending, &negated);
         let oriented = if flip { &negated } else { &ascending };
         let cats = bootstrap::categories_of_sorted(oriented);
@@ -444,6 +446,26 @@ mod tests {
     }
 
     #[test]
+    fn a_difference_set_equal_to_its_negation_is_not_flipped() {
+        // Found by the swap property on CI: a zero difference negates to −0.0, which sorted
+        // before +0.0 and flipped both orders of the arms alike.
+        let a: Vec<(usize, f64)> = [1.0, 1.0, 0.5, 0.0, 0.75].into_iter().enumerate().collect();
+        let b: Vec<(usize, f64)> = [0.75, 0.0, 0.75, 1.0, 0.75]
+            .into_iter()
+            .enumerate()
+            .collect();
+        let opts = Options {
+            seed: 22,
+            draws: 400,
+            ..Options::default()
+        };
+        let (ab, ba) = (compare(&a, &b, &opts), compare(&b, &a, &opts));
+        assert_eq!(ab.ci95, ba.ci95, "one draw of one multiset");
+        assert_eq!(ab.p_value, ba.p_value);
+        assert_eq!(ab.verdict, ba.verdict.mirrored());
+    }
+
+    #[test]
     fn orientation_is_chosen_by_sorted_values() {
         assert!(sorts_before(&[0.25, 0.5], &[-0.5, -0.25]));
         assert!(!sorts_before(&[-0.5, -0.25], &[0.25, 0.5]));
@@ -469,7 +491,7 @@ mod tests {
             // The same resamples of negated differences: the interval mirrors exactly (a
             // multiset equal to its negation is drawn as itself, so only the verdict flips there).
             let diffs: Vec<f64> = a.iter().zip(&b).map(|(x, y)| y.1 - x.1).collect();
-            let negated: Vec<f64> = diffs.iter().map(|d| -d).collect();
+            let negated: Vec<f64> = diffs.iter().map(|d| -d + 0.0).collect();
             let (diffs, negated) = (sorted(&diffs), sorted(&negated));
             if sorts_before(&diffs, &negated) || sorts_before(&negated, &diffs) {
                 prop_assert!((l1 + h2).abs() < 1e-12 && (h1 + l2).abs() < 1e-12);
