@@ -74,6 +74,13 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
         let mut judge = super::grade::row_judge(spec, args.workers, timeout)?;
         let started = Instant::now();
         let v = judge.judge(&batch)?;
+        if v.len() != rows.len() {
+            return Err(Error::Internal(format!(
+                "a judge gave {} verdicts for {} rows",
+                v.len(),
+                rows.len()
+            )));
+        }
         verdicts.push((v, started.elapsed().as_secs_f64()));
     }
     let graded: Vec<Graded<'_>> = named

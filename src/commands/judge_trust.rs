@@ -92,6 +92,7 @@ fn rejudge(
         .map(|spec| super::grade::row_judge(spec, args.workers, timeout))
         .collect::<Result<Vec<Box<dyn Judge>>>>()?;
     let mut panel = Panel::new(judges);
+    let judge_name = Some(panel.name().to_owned());
     // The sample: graded rows in the order of a seeded hash of their id, so the choice is the
     // same at any partitioning.
     let picked = ctx.runtime.block_on(async {
@@ -110,7 +111,10 @@ fn rejudge(
         )?)
     })?;
     if picked.num_rows() == 0 {
-        return Ok(Rejudged::default());
+        return Ok(Rejudged {
+            judge_name,
+            ..Rejudged::default()
+        });
     }
     let perturbation = probes::perturbation(&picked, &mut panel, args.flip_flag)?;
     let probed = if names.is_empty() {
@@ -127,5 +131,6 @@ fn rejudge(
     Ok(Rejudged {
         perturbation: Some(perturbation),
         probes: probed,
+        judge_name,
     })
 }

@@ -22,6 +22,11 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     let text = std::fs::read_to_string(&args.labels).map_err(|e| Error::io(&args.labels, e))?;
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let parsed = labels::parse(&text, &origin, &kind, args.annotator.as_deref(), &now)?;
+    if parsed.is_empty() {
+        return Err(Error::Usage(format!(
+            "`{origin}` holds no labels: write JSON Lines of {{\"key\": ..., \"label\": 0/1}}, an array of them, or a {{\"KEY\": 0/1}} map"
+        )));
+    }
     let inputs = ctx
         .runtime
         .block_on(source::resolve(std::slice::from_ref(&args.rows)))?;
@@ -41,7 +46,10 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
             reader.read(input, &mut |batch| index.add(&batch))?;
         }
     }
-    let (plan, mut report) = labels::resolve(parsed, &index)?;
+    let (plan, mut report) = labels::resolve(parsed, &index).map_err(|e| match e {
+        Error::Usage(m) => Error::Usage(format!("{m} (labels from `{origin}`)")),
+        other => other,
+    })?;
 
     // Second pass: the rows, written whole or not at all, with the labels attached.
     let counts = super::convert::stream_rows(

@@ -63,6 +63,22 @@ pub struct Label {
     pub note: Option<String>,
 }
 
+/// Fields of a label object: an object with any of them is a label, not a `{key: 0/1}` map.
+const LABEL_FIELDS: [&str; 12] = [
+    "key",
+    "label",
+    "reward",
+    "gold_reward",
+    "rollout_id",
+    "task_id",
+    "scenario_id",
+    "rollout_index",
+    "prompt",
+    "final_text",
+    "annotator",
+    "kind",
+];
+
 /// The key of a label object: `key`, else `rollout_id`, else `task_id#rollout_index`, else the
 /// prompt and reply.
 fn label_key(obj: &Map<String, Value>) -> Option<String> {
@@ -77,10 +93,11 @@ fn label_key(obj: &Map<String, Value>) -> Option<String> {
     if let Some(k) = obj.get("rollout_id").and_then(text) {
         return Some(k);
     }
+    // Rows take `scenario_id` as their task id when they have one.
     let task = obj
-        .get("task_id")
+        .get("scenario_id")
         .and_then(text)
-        .or_else(|| obj.get("scenario_id").and_then(text));
+        .or_else(|| obj.get("task_id").and_then(text));
     if let (Some(t), Some(i)) = (task, obj.get("rollout_index").and_then(Value::as_i64)) {
         return Some(format!("{t}#{i}"));
     }
@@ -125,9 +142,8 @@ pub fn parse(
     let items: Vec<(usize, Value)> = match serde_json::from_str::<Value>(text) {
         Ok(Value::Array(items)) => items.into_iter().map(|v| (0, v)).collect(),
         Ok(Value::Object(obj))
-            if !obj.contains_key("label")
-                && !obj.contains_key("key")
-                && obj.values().all(|v| !v.is_object()) =>
+            if !LABEL_FIELDS.iter().any(|f| obj.contains_key(*f))
+                && obj.values().all(|v| v.is_number() || v.is_null()) =>
         {
             obj.into_iter()
                 .map(|(k, v)| {

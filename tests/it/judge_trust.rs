@@ -416,3 +416,44 @@ fn compare_judges_needs_labels_and_names() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=SPEC"));
 }
+
+#[test]
+fn rows_graded_by_another_judge_do_not_measure_the_one_under_audit() {
+    let rows: Vec<Value> = (0..20)
+        .map(|i| {
+            json!({"task_id": format!("t{i}"), "final_text": "x".repeat(100), "reward": 1,
+                   "gold_reward": 1 - i % 2, "gold_kind": "human", "judge_name": "rules"})
+        })
+        .collect();
+    let (ours, code) = judge_trust(&rows, &["--judge", "sql:1.0"]);
+    assert_eq!(code, 1);
+    assert_eq!(ours["flags"]["foreign_judge"], json!(true));
+    assert!(
+        ours["warnings"]
+            .to_string()
+            .contains("20 of 20 labeled rows were graded by `rules`"),
+        "{:#}",
+        ours["warnings"]
+    );
+}
+
+#[test]
+fn compare_judges_reads_who_wrote_the_gold_off_the_rows() {
+    let rows: Vec<Value> = (0..40)
+        .map(|i| json!({"task_id": format!("t{i}"), "reward": i % 2, "gold_reward": i % 2, "gold_kind": "model"}))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &rows);
+    let out = wai()
+        .args(["--json", "compare-judges"])
+        .arg(&path)
+        .args(["--judge", "same=sql:reward"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{doc:#}");
+    assert_eq!(doc["gold_kind"], json!("model"));
+    assert_eq!(doc["judges"][0]["ok"], json!(false));
+    assert!(doc["warnings"].to_string().contains("--allow-model-gold"));
+}

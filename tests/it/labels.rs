@@ -178,3 +178,58 @@ fn sixteen_human_labels_make_a_judge_pass_and_fifteen_do_not() {
         }
     }
 }
+
+#[test]
+fn a_one_line_label_file_is_a_label_and_replace_starts_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    write_rows(
+        &rows,
+        &[
+            json!({"task_id": "t", "rollout_id": "r1", "reward": 1}),
+            json!({"task_id": "u", "rollout_id": "r2", "reward": 0}),
+        ],
+    );
+    let attach = |input: &std::path::Path, labels: &str, out: &str, extra: &[&str]| {
+        let path = dir.path().join(format!("{out}.labels"));
+        std::fs::write(&path, labels).unwrap();
+        let out = dir.path().join(out);
+        let run = wai()
+            .args(["labels", "attach"])
+            .arg(input)
+            .arg(&path)
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        out
+    };
+    // One JSON Lines label that names its row by rollout_id (not a {key: 0/1} map).
+    let one = attach(
+        &rows,
+        r#"{"rollout_id": "r1", "reward": 1, "annotator": "ana"}"#,
+        "one.jsonl",
+        &[],
+    );
+    let got = read_jsonl(&one);
+    assert_eq!(got[0]["gold_reward"].as_f64(), Some(1.0));
+    assert_eq!(got[1]["gold_reward"], Value::Null);
+    // A second annotator disagrees: a tie, gold unset.
+    let tie = attach(&one, r#"{"r1": 0}"#, "tie.jsonl", &["--annotator", "bo"]);
+    let got = read_jsonl(&tie);
+    assert_eq!(got[0]["gold_reward"], Value::Null);
+    assert_eq!(got[0]["gold_labels"].as_array().unwrap().len(), 2);
+    // A third breaks it; --replace instead keeps only the new label.
+    let third = attach(&tie, r#"{"r1": 0}"#, "third.jsonl", &["--annotator", "cy"]);
+    assert_eq!(read_jsonl(&third)[0]["gold_reward"].as_f64(), Some(0.0));
+    let replaced = attach(&tie, r#"{"r1": 1}"#, "replaced.jsonl", &["--replace"]);
+    let got = read_jsonl(&replaced);
+    assert_eq!(got[0]["gold_reward"].as_f64(), Some(1.0));
+    assert_eq!(got[0]["gold_labels"].as_array().unwrap().len(), 1);
+}

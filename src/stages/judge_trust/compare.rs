@@ -79,8 +79,14 @@ pub struct Graded<'a> {
 /// Scores each judge in `graded` against the gold of `rows`.
 #[allow(clippy::cast_precision_loss)]
 pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Comparison {
+    // Who wrote the gold is a fact of the rows, not of what each judge managed to grade.
+    let gold_kind = super::gold_kind_of(
+        rows.iter()
+            .filter(|r| r.gold == 0.0 || r.gold == 1.0)
+            .map(|r| r.kind.as_deref()),
+    );
+    let trusted = opts.allow_model_gold || gold_kind.as_deref().is_some_and(trusted_kind);
     let mut judges = Vec::new();
-    let mut kinds = Vec::new();
     for g in graded {
         let copy: Vec<Labeled> = rows
             .iter()
@@ -92,10 +98,6 @@ pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Compa
             .collect();
         let refs: Vec<&Labeled> = copy.iter().collect();
         let a = agreement(&refs, copy.len() as u64);
-        let trusted = opts.allow_model_gold || a.gold_kind.as_deref().is_some_and(trusted_kind);
-        if let Some(k) = &a.gold_kind {
-            kinds.push(k.clone());
-        }
         let ok = trusted
             && a.n > 0
             && a.ci95.is_some_and(|[lo, _]| lo >= opts.min_agreement)
@@ -112,11 +114,7 @@ pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Compa
             unsure: g
                 .verdicts
                 .iter()
-                .filter(|v| {
-                    v.meta
-                        .get("unsure")
-                        .is_some_and(|u| u.as_bool().unwrap_or(!u.is_null()))
-                })
+                .filter(|v| v.meta.get("unsure").is_some_and(truthy))
                 .count() as u64,
             unjudged: g.verdicts.iter().filter(|v| v.reward.is_none()).count() as u64,
             seconds: g.seconds,
@@ -130,24 +128,23 @@ pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Compa
             .total_cmp(&key(a.kappa))
             .then(key(b.agreement).total_cmp(&key(a.agreement)))
     });
-    kinds.sort();
-    kinds.dedup();
     let mut warnings = Vec::new();
-    let gold_kind = match kinds.len() {
-        0 => None,
-        1 => kinds.pop(),
-        _ => {
-            warnings.push(format!("gold labels of mixed kinds: {}", kinds.join(", ")));
-            Some("mixed".to_owned())
-        }
-    };
-    if gold_kind
-        .as_deref()
-        .is_some_and(|k| !trusted_kind(k) && !opts.allow_model_gold)
-    {
+    if !trusted {
         warnings.push(
             "the gold labels are not a person's or a program's, so no judge can clear the floors: attach human labels (wai labels attach --kind human) or pass --allow-model-gold".to_owned(),
         );
+    }
+    let golds: Vec<f64> = rows
+        .iter()
+        .map(|r| r.gold)
+        .filter(|g| *g == 0.0 || *g == 1.0)
+        .collect();
+    if !golds.is_empty() && golds.iter().all(|g| *g == golds[0]) {
+        warnings.push(format!(
+            "gold labels are all {}: kappa is undefined for every judge; label some {} and compare again",
+            golds[0],
+            if golds[0] == 1.0 { "failures" } else { "passes" }
+        ));
     }
     let best = judges.iter().find(|s| s.ok).or(judges.first());
     Comparison {
@@ -159,6 +156,18 @@ pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Compa
         ok: best.is_some_and(|s| s.ok),
         judges,
         warnings,
+    }
+}
+
+/// JSON truthiness: true, a non-zero number, a non-empty text, list or object.
+fn truthy(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => false,
+        serde_json::Value::Bool(b) => *b,
+        serde_json::Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        serde_json::Value::String(s) => !s.is_empty(),
+        serde_json::Value::Array(a) => !a.is_empty(),
+        serde_json::Value::Object(o) => !o.is_empty(),
     }
 }
 

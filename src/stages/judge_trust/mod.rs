@@ -98,6 +98,8 @@ pub struct Labeled {
     pub final_text: String,
     /// Characters the agent wrote in the conversation (the measure spec's `reply_length`).
     pub reply_chars: usize,
+    /// The judge that graded the row (`judge_name`).
+    pub judge_name: Option<String>,
 }
 
 /// Judge × gold counts, pass = 1.
@@ -257,6 +259,8 @@ pub struct Flags {
     pub reads_filler: bool,
     /// An exploit probe flagged.
     pub exploitable: bool,
+    /// Labeled rows were graded by another judge than the one under audit.
+    pub foreign_judge: bool,
 }
 
 /// What re-judging a sample with the judge found (`--judge`).
@@ -266,6 +270,8 @@ pub struct Rejudged {
     pub perturbation: Option<probes::Perturbation>,
     /// The exploit probes.
     pub probes: Option<probes::Probes>,
+    /// The name of the judge under audit.
+    pub judge_name: Option<String>,
 }
 
 /// The judge-trust report.
@@ -588,12 +594,6 @@ pub fn report(
     };
     let mut warnings = Vec::new();
     let c = agree.confusion;
-    if agree.n == 0 {
-        warnings.push(format!(
-            "judge trust is unmeasured: `ok` is false for want of evidence, not for a failed check. {}",
-            missing_side_note(n_reward, n_gold)
-        ));
-    }
     if agree.n > 0 && agree.n < MIN_GOLD {
         warnings.push(format!(
             "{} gold rows; the accuracy estimate is coarse below {MIN_GOLD} (Lambert 2025, chapter Reward Modeling, suggests 50-200)",
@@ -664,7 +664,10 @@ pub fn report(
                     agree.n,
                     opts.min_agreement,
                     need - agree.n,
-                    gold_kind.as_deref().unwrap_or("human")
+                    gold_kind
+                        .as_deref()
+                        .filter(|k| matches!(*k, "human" | "program"))
+                        .unwrap_or("human")
                 ));
             } else {
                 warnings.push(format!(
@@ -673,7 +676,10 @@ pub fn report(
                 ));
             }
         }
-        if let Some(k) = agree.kappa.filter(|k| *k < opts.min_kappa) {
+        if let Some(k) = agree
+            .kappa
+            .filter(|k| !degenerate_gold && *k < opts.min_kappa)
+        {
             flags.kappa_floor = true;
             let guessing = if k < GUESSING_KAPPA {
                 format!(
@@ -705,6 +711,25 @@ pub fn report(
             percent(length.max_gap)
         ));
     }
+    if let Some(audited) = &rejudged.judge_name {
+        let foreign: Vec<&str> = pairs
+            .iter()
+            .filter_map(|r| r.judge_name.as_deref())
+            .filter(|j| !j.is_empty() && j != audited)
+            .collect();
+        if !foreign.is_empty() {
+            flags.foreign_judge = true;
+            let mut names: Vec<&str> = foreign.clone();
+            names.sort_unstable();
+            names.dedup();
+            warnings.push(format!(
+                "Judge under audit is `{audited}`, but {} of {} labeled rows were graded by {}: their agreement measures that judge, not this one. Grade the rows with it first (wai grade ROWS --judge SPEC), then run judge-trust again.",
+                foreign.len(),
+                pairs.len(),
+                names.iter().take(3).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
     if let Some(p) = &rejudged.perturbation {
         if p.flagged_consistency {
             flags.inconsistent = true;
@@ -732,7 +757,21 @@ pub fn report(
         flags.exploitable = !p.exploitable_by.is_empty();
         warnings.extend(p.warnings.iter().cloned());
     }
-    let failed = flags.inconsistent
+    let finding = flags.inconsistent || flags.reads_filler || flags.exploitable;
+    if agree.n == 0 && !finding {
+        let mut line = format!(
+            "judge trust is unmeasured: `ok` is false for want of evidence, not for a failed check. {}",
+            missing_side_note(n_reward, n_gold)
+        );
+        if n_reward > 0 && n_gold == 0 && rejudged.probes.is_none() {
+            line.push_str(
+                " --judge SPEC --probes all tries the shortcuts a policy would find, labels or not.",
+            );
+        }
+        warnings.insert(0, line);
+    }
+    let failed = flags.foreign_judge
+        || flags.inconsistent
         || flags.reads_filler
         || flags.exploitable
         || flags.untrusted_gold
@@ -761,7 +800,8 @@ pub fn report(
         || flags.length_bias
         || flags.inconsistent
         || flags.reads_filler
-        || flags.exploitable)
+        || flags.exploitable
+        || flags.foreign_judge)
         && (flags.unmeasured || flags.untrusted_gold || flags.degenerate_gold)
     {
         "NOT MEASURED".to_owned()
@@ -955,8 +995,8 @@ pub async fn read(ctx: &SessionContext, table: &str) -> Result<(Vec<Labeled>, u6
         .await?;
     let batches = ctx
         .sql(&format!(
-            "SELECT task_id, reward, gold_reward, gold_kind, reason, final_text, messages, steps \
-             FROM {table} WHERE gold_reward IS NOT NULL"
+            "SELECT task_id, reward, gold_reward, gold_kind, judge_name, reason, final_text, \
+             messages, steps FROM {table} WHERE gold_reward IS NOT NULL"
         ))
         .await?
         .collect()
@@ -1006,12 +1046,14 @@ fn list_texts<'a>(
 pub fn labeled_rows(b: &RecordBatch, out: &mut Vec<Labeled>) -> Result<()> {
     let c = super::cells::Cells(b);
     let text = |name: &str| c.column(name, &DataType::Utf8);
-    let (task, kind, reason, final_text) = (
+    let (task, kind, reason, final_text, judge) = (
         text("task_id")?,
         text("gold_kind")?,
         text("reason")?,
         text("final_text")?,
+        text("judge_name")?,
     );
+    let judge = judge.as_string::<i32>();
     let (task, kind, reason, final_text) = (
         task.as_string::<i32>(),
         kind.as_string::<i32>(),
@@ -1064,6 +1106,7 @@ pub fn labeled_rows(b: &RecordBatch, out: &mut Vec<Labeled>) -> Result<()> {
             reason: opt(reason, i).unwrap_or_default(),
             final_text: reply.to_owned(),
             reply_chars: reply_chars(&assistant, reply),
+            judge_name: opt(judge, i),
         });
     }
     Ok(())
@@ -1130,17 +1173,24 @@ mod tests {
             reason: String::new(),
             final_text: String::new(),
             reply_chars: 0,
+            judge_name: None,
         };
         let rows: Vec<Labeled> = (0..20).map(|_| row(1.0, 1.0)).collect();
         let refs: Vec<&Labeled> = rows.iter().collect();
         assert_eq!(agreement(&refs, 20).kappa, None);
         let r = report(&rows, 20, 20, &Options::default(), Rejudged::default());
         assert!(!r.ok && r.flags.degenerate_gold, "{r}");
-        // One judge miss on the same gold set: kappa is defined (0) and it is a finding.
+        // One judge miss on the same gold set: kappa is defined (0), but a one-valued gold set
+        // cannot say whether the judge guesses: no kappa floor, still not measured.
         let mut rows = rows;
         rows[0].reward = Some(0.0);
         let refs: Vec<&Labeled> = rows.iter().collect();
         assert_eq!(agreement(&refs, 20).kappa, Some(0.0));
+        let r = report(&rows, 20, 20, &Options::default(), Rejudged::default());
+        assert!(!r.flags.kappa_floor && r.flags.degenerate_gold, "{r}");
+        // 19 of 20 has a lower bound under 0.8: that floor still speaks.
+        assert!(r.flags.agreement_floor && !r.ok, "{r}");
+        assert!(!r.warnings.iter().any(|w| w.contains("kappa) is")), "{r}");
     }
 
     #[test]
@@ -1162,6 +1212,7 @@ mod tests {
                 reason: String::new(),
                 final_text: String::new(),
                 reply_chars: 0,
+                judge_name: None,
             }).collect();
             let refs: Vec<&Labeled> = rows.iter().collect();
             let a = agreement(&refs, rows.len() as u64);

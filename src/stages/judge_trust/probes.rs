@@ -173,7 +173,13 @@ fn edited(row: &Map<String, Value>, edit: &Edit) -> Map<String, Value> {
         }
     }
     if let Edit::Replace(_, steps) = edit {
+        // The trajectory is replaced: so are the tools it used.
+        let tools: Vec<Value> = steps
+            .iter()
+            .filter_map(|s| s.get("tool").cloned())
+            .collect();
         out.insert("steps".into(), Value::Array(steps.clone()));
+        out.insert("tools_used".into(), Value::Array(tools));
     }
     out
 }
@@ -265,6 +271,13 @@ fn judged(judge: &mut dyn Judge, rows: &[Map<String, Value>]) -> Result<(Vec<Opt
     }
     let batch = builder.finish()?;
     let verdicts = judge.judge(&batch)?;
+    if verdicts.len() != rows.len() {
+        return Err(Error::Internal(format!(
+            "a judge gave {} verdicts for {} rows",
+            verdicts.len(),
+            rows.len()
+        )));
+    }
     let errors = verdicts.iter().filter(|v| v.status != Status::Ok).count() as u64;
     Ok((
         verdicts.iter().map(|v| v.reward.and_then(binary)).collect(),
@@ -316,12 +329,22 @@ pub fn sign_p(up: u64, down: u64) -> f64 {
     if d == 0 {
         return 1.0;
     }
-    // Σ_{i ≤ min} C(d, i) / 2^d, term by term.
-    let mut term = 0.5_f64.powi(i32::try_from(d).unwrap_or(i32::MAX));
-    let mut total = term;
-    for i in 0..up.min(down) {
-        term *= (d - i) as f64 / (i + 1) as f64;
-        total += term;
+    // Σ_{i ≤ min} C(d, i) / 2^d, term by term (in logs past 1000 flips, where 2^-d underflows).
+    let k = up.min(down);
+    if d <= 1000 {
+        let mut term = 0.5_f64.powi(i32::try_from(d).unwrap_or(i32::MAX));
+        let mut total = term;
+        for i in 0..k {
+            term *= (d - i) as f64 / (i + 1) as f64;
+            total += term;
+        }
+        return (2.0 * total).min(1.0);
+    }
+    let mut ln_term = -(d as f64) * std::f64::consts::LN_2;
+    let mut total = ln_term.exp();
+    for i in 0..k {
+        ln_term += ((d - i) as f64).ln() - ((i + 1) as f64).ln();
+        total += ln_term.exp();
     }
     (2.0 * total).min(1.0)
 }
