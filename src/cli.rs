@@ -111,6 +111,47 @@ pub enum Command {
     /// Hand labels: attach them to rows as gold (`wai labels attach`).
     #[command(subcommand)]
     Labels(LabelsCommand),
+    /// Drop training rows that overlap an eval set: same task, exact text, near copy (word
+    /// n-gram coverage), and with `--embedder` close embeddings of another task.
+    ///
+    /// Streams the training rows past an index of the eval side and writes the rows kept. The
+    /// report counts both directions (training rows dropped per rule, eval items touched) and
+    /// names every rule that could not run.
+    Decontaminate(DecontaminateArgs),
+}
+
+/// `wai decontaminate`.
+#[derive(Debug, Args)]
+pub struct DecontaminateArgs {
+    /// Training rows (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(required = true, value_name = "TRAIN")]
+    pub inputs: Vec<String>,
+    /// The eval set: rows, or plain JSONL with a `prompt` field (repeat for several).
+    #[arg(long, required = true, value_name = "EVAL")]
+    pub against: Vec<String>,
+    /// Training-row fields compared with the eval texts, in order (`prompt`, `final_text`,
+    /// `reason`).
+    #[arg(long, value_delimiter = ',', default_value = "prompt")]
+    pub fields: Vec<String>,
+    /// Words per n-gram.
+    #[arg(long, default_value_t = 8)]
+    pub n: usize,
+    /// The share of a row's words one eval text must cover (0: any shared n-gram).
+    #[arg(long, default_value_t = 0.8)]
+    pub overlap: f64,
+    /// The semantic rule's embedder: `column:NAME` (vectors in each row's `extra.NAME`) or
+    /// `cmd:COMMAND` (texts in, vectors out over JSON Lines).
+    #[arg(long, value_name = "SPEC")]
+    pub embedder: Option<String>,
+    /// The cosine similarity that flags (with `--embedder`).
+    #[arg(long, default_value_t = 0.85)]
+    pub similarity: f64,
+    /// Seconds a command embedder may take on one batch.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: RowsOut,
 }
 
 /// `wai compare-judges`.

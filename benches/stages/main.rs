@@ -45,6 +45,7 @@ struct Data {
     parquet_100k_b: PathBuf,
     parquet_1m_b: PathBuf,
     parquet_1m_gold: PathBuf,
+    eval_5k: PathBuf,
 }
 
 fn run(args: &[&str]) {
@@ -130,6 +131,30 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         "-o",
         path(&parquet_1m_gold),
     ]);
+    // An eval set of 5k prompts under their own task ids (plain JSONL, as a benchmark ships).
+    let eval_5k_rows = dir.path().join("eval-5k.parquet");
+    run(&[
+        "-q",
+        "gen",
+        "--rows",
+        "5000",
+        "--seed",
+        "7",
+        "-o",
+        path(&eval_5k_rows),
+    ]);
+    let eval_5k = dir.path().join("eval-5k.jsonl");
+    run(&[
+        "-q",
+        "sql",
+        "-t",
+        path(&eval_5k_rows),
+        "SELECT concat('ev-', task_id) AS task_id, prompt FROM rows",
+        "--format",
+        "jsonl",
+        "--out",
+        path(&eval_5k),
+    ]);
     let chat_100k = dir.path().join("chat-100k.jsonl");
     write_chat(&jsonl_200k, &chat_100k, 100_000);
     Data {
@@ -141,6 +166,7 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         parquet_100k_b,
         parquet_1m_b,
         parquet_1m_gold,
+        eval_5k,
     }
 });
 
@@ -268,6 +294,27 @@ mod compare {
                 "compare",
                 path(&data.parquet_100k),
                 path(&data.parquet_100k_b),
+            ]);
+        });
+    }
+}
+
+mod decontaminate {
+    use super::{Bencher, DATA, path, run};
+
+    #[divan::bench(name = "decontaminate/rows=1M_eval=5k", sample_count = 3)]
+    fn rows_1m(b: Bencher) {
+        let data = &*DATA;
+        let out = data.dir.path().join("clean-1m.parquet");
+        b.bench(|| {
+            run(&[
+                "-q",
+                "decontaminate",
+                path(&data.parquet_1m),
+                "--against",
+                path(&data.eval_5k),
+                "-o",
+                path(&out),
             ]);
         });
     }

@@ -6,6 +6,7 @@
 pub mod compare;
 pub mod compare_judges;
 pub mod convert;
+pub mod decontaminate;
 pub mod gate;
 pub mod generate;
 pub mod grade;
@@ -108,6 +109,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::JudgeTrust(args) => judge_trust::run(&ctx, &args),
         Command::CompareJudges(args) => compare_judges::run(&ctx, &args),
         Command::Labels(command) => labels::run(&ctx, &command),
+        Command::Decontaminate(args) => decontaminate::run(&ctx, &args),
     }
 }
 

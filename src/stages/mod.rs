@@ -3,6 +3,8 @@
 
 mod cells;
 pub mod compare;
+pub mod decontaminate;
+pub mod embed;
 pub mod grade;
 pub mod holdout;
 pub mod judge_trust;

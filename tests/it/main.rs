@@ -6,6 +6,7 @@
 mod cli; // exit codes and messages of the binary, as snapshots
 mod compare; // before/after comparisons and holdout sizing: reference vectors, properties
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
+mod decontaminate; // train against eval: reference examples, planted copies, embedders
 mod grade; // judges, warnings and the gate
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel
 mod judge_trust; // the judge against hand labels: reference vectors, the fixed false passes

@@ -1,0 +1,304 @@
+//! `wai decontaminate`: training rows that overlap the eval set are dropped; the rest are written.
+
+use std::time::Duration;
+
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch, StringArray};
+use serde_json::Value;
+
+use super::{Context, Outcome};
+use crate::cli::DecontaminateArgs;
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::io::OnBadRow;
+use crate::pipeline::read::Reader;
+use crate::pipeline::row::prompt_task_id;
+use crate::pipeline::source;
+use crate::schema::col;
+use crate::stages::decontaminate::{
+    self, EvalIndex, Hit, Options, Row, Rule, Tally, best_other, unit,
+};
+use crate::stages::embed::{self, CommandEmbedder, Spec};
+
+/// Text columns a row can be compared on.
+const TEXT_FIELDS: [&str; 3] = [col::PROMPT, col::FINAL_TEXT, col::REASON];
+
+fn text_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    Ok(batch
+        .column_by_name(name)
+        .ok_or_else(|| Error::missing_column("decontaminate", name, &batch.schema()))?
+        .as_string::<i32>())
+}
+
+fn cell(a: &StringArray, i: usize) -> Option<&str> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+/// The task id a row recorded: its `task_id`, unless that was derived from the prompt.
+fn recorded<'a>(task: Option<&'a str>, prompt: Option<&str>) -> Option<&'a str> {
+    let t = task.filter(|t| !t.is_empty())?;
+    let derived =
+        t.len() == 17 && t.starts_with("task_") && prompt.is_some_and(|p| prompt_task_id(p) == t);
+    (!derived).then_some(t)
+}
+
+/// The top-level `answer` and `reference` of an eval row (kept in `extra`), when they are text or
+/// numbers.
+fn eval_extras(extra: Option<&str>) -> Vec<String> {
+    let Some(Ok(Value::Object(obj))) = extra.map(serde_json::from_str::<Value>) else {
+        return Vec::new();
+    };
+    ["answer", "reference"]
+        .iter()
+        .filter_map(|k| match obj.get(*k)? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+enum Embedder {
+    Column(String),
+    Command(CommandEmbedder),
+}
+
+/// Runs `wai decontaminate`.
+#[allow(clippy::too_many_lines)]
+pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
+    if args.n == 0 {
+        return Err(Error::Usage("--n must be at least 1".into()));
+    }
+    if !(0.0..=1.0).contains(&args.similarity) {
+        return Err(Error::Usage(format!(
+            "--similarity must be in [0, 1], not {}",
+            args.similarity
+        )));
+    }
+    for f in &args.fields {
+        if !TEXT_FIELDS.contains(&f.as_str()) {
+            return Err(Error::Usage(format!(
+                "--fields: `{f}` is not a text field a row is compared on ({})",
+                TEXT_FIELDS.join(", ")
+            )));
+        }
+    }
+    let format = super::convert::output_format(&args.output.out, args.output.to)?;
+    let spec = args.embedder.as_deref().map(Spec::parse).transpose()?;
+    let opts = Options {
+        fields: args.fields.clone(),
+        n: args.n,
+        overlap: args.overlap,
+        similarity: spec.as_ref().map(|_| args.similarity),
+    };
+    let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
+    let mut embedder = match &spec {
+        None => None,
+        Some(Spec::Column(name)) => Some(Embedder::Column(name.clone())),
+        Some(Spec::Command(command)) => {
+            Some(Embedder::Command(CommandEmbedder::start(command, timeout)?))
+        }
+    };
+
+    // The eval side, indexed once.
+    let eval_inputs = ctx.runtime.block_on(source::resolve(&args.against))?;
+    let mut index = EvalIndex::new(args.n);
+    let mut eval_vectors: Vec<Option<Vec<f32>>> = Vec::new();
+    {
+        let mut reader = Reader::new(
+            ctx.runtime.handle().clone(),
+            OnBadRow::Fail,
+            Box::new(|_| {}),
+        );
+        for input in &eval_inputs {
+            reader.read(input, &mut |batch| {
+                let (task, prompt, extra) = (
+                    text_column(&batch, col::TASK_ID)?,
+                    text_column(&batch, col::PROMPT)?,
+                    text_column(&batch, col::EXTRA)?,
+                );
+                for i in 0..batch.num_rows() {
+                    let p = cell(prompt, i);
+                    let new = index.add(
+                        recorded(cell(task, i), p),
+                        p.unwrap_or(""),
+                        &eval_extras(cell(extra, i)),
+                    );
+                    if new {
+                        eval_vectors.push(match &embedder {
+                            Some(Embedder::Column(name)) => {
+                                embed::vector_of(cell(extra, i), name).map(unit)
+                            }
+                            _ => None,
+                        });
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+    // Eval prompt vectors for the semantic rule, and the calibration.
+    let eval_matrix: Vec<Vec<f32>> = match &mut embedder {
+        None => Vec::new(),
+        Some(Embedder::Column(name)) => {
+            let missing = eval_vectors.iter().filter(|v| v.is_none()).count();
+            if missing > 0 {
+                return Err(Error::Usage(format!(
+                    "--embedder column:{name}: {missing} of {} eval prompts have no vector in extra.{name}",
+                    eval_vectors.len()
+                )));
+            }
+            eval_vectors.into_iter().flatten().collect()
+        }
+        Some(Embedder::Command(e)) => {
+            let texts: Vec<String> = index.prompts.iter().map(|p| p.0.clone()).collect();
+            let mut out = Vec::with_capacity(texts.len());
+            for chunk in texts.chunks(256) {
+                out.extend(e.embed(chunk)?);
+            }
+            out
+        }
+    };
+    let calibration = if embedder.is_some() {
+        decontaminate::calibrate(&eval_matrix, &index.prompts)
+    } else {
+        None
+    };
+
+    // The training side, streamed.
+    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    let mut tally = Tally::default();
+    let counts = super::convert::stream_rows(
+        ctx,
+        &inputs,
+        &args.output,
+        format,
+        "decontaminating",
+        &mut |batch| {
+            let task = text_column(&batch, col::TASK_ID)?;
+            let prompt = text_column(&batch, col::PROMPT)?;
+            let fields: Vec<&StringArray> = opts
+                .fields
+                .iter()
+                .map(|f| text_column(&batch, f))
+                .collect::<Result<_>>()?;
+            let rows: Vec<Row<'_>> = (0..batch.num_rows())
+                .map(|i| Row {
+                    task: recorded(cell(task, i), cell(prompt, i)),
+                    texts: fields.iter().map(|a| cell(a, i).unwrap_or("")).collect(),
+                })
+                .collect();
+            let start = tally.n;
+            let mut hits = decontaminate::check_batch(&index, &opts, &rows, start);
+            tally.n += batch.num_rows() as u64;
+            tally.with_task += rows.iter().filter(|r| r.task.is_some()).count() as u64;
+            if let (Some(e), false) = (&mut embedder, eval_matrix.is_empty()) {
+                semantic(
+                    e,
+                    &batch,
+                    &rows,
+                    &opts,
+                    &index,
+                    &eval_matrix,
+                    &mut hits,
+                    start,
+                )?;
+            }
+            let keep: BooleanArray = hits.iter().map(|h| Some(h.is_none())).collect();
+            for h in hits.into_iter().flatten() {
+                if h.rule == Rule::Semantic {
+                    if let Some(p) = h.eval_text {
+                        tally.prompts_hit.insert(p as usize);
+                    }
+                    let mut h = h;
+                    h.eval_text = None;
+                    tally.add(h);
+                } else {
+                    tally.add(h);
+                }
+            }
+            Ok(datafusion::arrow::compute::filter_record_batch(
+                &batch, &keep,
+            )?)
+        },
+    )?;
+    let report = decontaminate::report(&index, &opts, tally, embedder.is_some(), calibration);
+    let mut text = report.to_string().trim_end().to_owned();
+    text.push_str(&format!(
+        "\nwrote {} rows to `{}`",
+        counts.rows - report.n_contaminated,
+        args.output.out.display()
+    ));
+    Ok(Outcome {
+        text,
+        json: super::document("decontaminate", &report),
+        status: ExitStatus::Success,
+    })
+}
+
+/// Flags the rows of `batch` no lexical rule flagged whose embedding (of a field, in order; or
+/// the row's own vector) is at least `similarity` from an eval prompt of another task.
+#[allow(clippy::too_many_arguments)]
+fn semantic(
+    embedder: &mut Embedder,
+    batch: &RecordBatch,
+    rows: &[Row<'_>],
+    opts: &Options,
+    index: &EvalIndex,
+    eval: &[Vec<f32>],
+    hits: &mut [Option<Hit>],
+    start: u64,
+) -> Result<()> {
+    let threshold = opts.similarity.unwrap_or(decontaminate::SIMILARITY);
+    let open: Vec<usize> = (0..rows.len()).filter(|i| hits[*i].is_none()).collect();
+    // (row, field name, vector) candidates, in row then field order.
+    let mut candidates: Vec<(usize, String, Vec<f32>)> = Vec::new();
+    match embedder {
+        Embedder::Column(name) => {
+            let extra = text_column(batch, col::EXTRA)?;
+            for &i in &open {
+                if let Some(v) = embed::vector_of(cell(extra, i), name) {
+                    candidates.push((i, format!("extra.{name}"), unit(v)));
+                }
+            }
+        }
+        Embedder::Command(e) => {
+            for (f, field) in opts.fields.iter().enumerate() {
+                let (which, texts): (Vec<usize>, Vec<String>) = open
+                    .iter()
+                    .filter(|&&i| !rows[i].texts[f].trim().is_empty())
+                    .map(|&i| (i, rows[i].texts[f].to_owned()))
+                    .unzip();
+                for (i, v) in which.into_iter().zip(e.embed(&texts)?) {
+                    candidates.push((i, field.clone(), v));
+                }
+            }
+            candidates.sort_by_key(|c| c.0);
+        }
+    }
+    for (i, field, v) in candidates {
+        if hits[i].is_some() {
+            continue;
+        }
+        if let Some((s, p)) = best_other(&v, rows[i].task, eval, &index.prompts) {
+            if s >= threshold {
+                hits[i] = Some(Hit {
+                    index: start + i as u64,
+                    field,
+                    matched: "semantic".into(),
+                    coverage: None,
+                    similarity: Some(crate::stats::round_places(s.min(1.0), 4)),
+                    task: None,
+                    eval_prompt: Some(
+                        index.prompts[p]
+                            .0
+                            .chars()
+                            .take(decontaminate::MATCH_CHARS)
+                            .collect(),
+                    ),
+                    eval_text: u32::try_from(p).ok(),
+                    rule: Rule::Semantic,
+                });
+            }
+        }
+    }
+    Ok(())
+}

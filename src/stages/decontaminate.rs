@@ -1,0 +1,703 @@
+//! Decontamination: training rows that overlap the eval set, found by task, by text, by n-gram
+//! coverage and by embedding (the data spec's §5).
+//!
+//! The eval side is small and indexed once ([`EvalIndex`]): its recorded task ids, the normalised
+//! text of each eval text (the prompt, plus a top-level `answer` and `reference` when present),
+//! and a hash set of every word n-gram of those texts pointing at the texts that hold it. The
+//! training side streams past the index batch by batch, each batch's rows checked in parallel
+//! ([`check_batch`]), so the cost is linear in the training rows. Rules run in order and a row is
+//! counted under the first that fires:
+//!
+//! 1. `same_task`: the row's task id is an eval task id (ids derived from a prompt hash are not
+//!    recorded ids, on either side);
+//! 2. per field, in order: `exact` (the normalised texts are equal), then near copy (one eval text
+//!    covers at least `overlap` of the row's words with shared n-grams; under `n` words a row can
+//!    only match exactly);
+//! 3. `semantic` (with an embedder): the best cosine against eval prompts of another task is at
+//!    least `similarity`.
+//!
+//! Text is read as the reference reads it: `norm` lowercases and collapses white space; words are
+//! the runs of `[a-z0-9]` in the lowercased text. N-grams are compared by a 64-bit hash of their
+//! words (a false match needs a 64-bit collision).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasher;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Default n-gram length.
+pub const NGRAM: usize = 8;
+/// Default share of a row's words an eval text must cover.
+pub const OVERLAP: f64 = 0.8;
+/// Default cosine similarity that flags.
+pub const SIMILARITY: f64 = 0.85;
+/// Flagged rows kept as examples.
+pub const EXAMPLES: usize = 20;
+/// Characters of a matched n-gram or eval prompt kept in an example.
+pub const MATCH_CHARS: usize = 120;
+
+/// What to check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Options {
+    /// Training-row fields compared with the eval texts, in order.
+    pub fields: Vec<String>,
+    /// Words per n-gram.
+    pub n: usize,
+    /// Coverage that flags a near copy (0 flags any shared n-gram).
+    pub overlap: f64,
+    /// Cosine similarity that flags (with an embedder).
+    pub similarity: Option<f64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            fields: vec!["prompt".to_owned()],
+            n: NGRAM,
+            overlap: OVERLAP,
+            similarity: None,
+        }
+    }
+}
+
+/// Lowercased, white space collapsed to single spaces, trimmed.
+pub fn norm(text: &str) -> String {
+    text.to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The runs of `[a-z0-9]` in the lowercased text.
+pub fn words(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    lower
+        .split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit()))
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Hashes of words and of word windows, the same on both sides and in every run.
+#[derive(Clone)]
+struct Hasher(foldhash::fast::FixedState);
+
+impl Hasher {
+    fn new() -> Self {
+        Self(foldhash::fast::FixedState::with_seed(0x5eed_0f_de_c0))
+    }
+
+    /// The hash of each window of `n` words (none under `n` words).
+    fn windows(&self, words: &[String], n: usize) -> Vec<u64> {
+        if n == 0 || words.len() < n {
+            return Vec::new();
+        }
+        let each: Vec<u64> = words.iter().map(|w| self.0.hash_one(w.as_str())).collect();
+        each.windows(n)
+            .map(|w| {
+                w.iter().fold(0x9e37_79b9_7f4a_7c15_u64, |h, x| {
+                    (h.rotate_left(23) ^ x).wrapping_mul(0x2545_f491_4f6c_dd1d)
+                })
+            })
+            .collect()
+    }
+}
+
+/// The eval side, indexed.
+pub struct EvalIndex {
+    n: usize,
+    hasher: Hasher,
+    /// Eval rows read.
+    pub n_rows: u64,
+    /// Eval rows with a recorded task id.
+    pub n_with_task: u64,
+    /// Recorded eval task ids.
+    pub tasks: HashSet<String>,
+    /// Normalised eval texts, by text id.
+    norms: HashMap<String, u32>,
+    /// The texts, by id (normalised).
+    pub texts: Vec<String>,
+    /// N-gram hash → the text ids holding it (ascending, no repeats).
+    ngrams: HashMap<u64, Vec<u32>>,
+    /// Eval prompts for the semantic rule: (prompt, its task id), one per normalised prompt.
+    pub prompts: Vec<(String, Option<String>)>,
+    prompt_norms: HashSet<String>,
+}
+
+impl EvalIndex {
+    /// An empty index of `n`-grams.
+    pub fn new(n: usize) -> Self {
+        Self {
+            n,
+            hasher: Hasher::new(),
+            n_rows: 0,
+            n_with_task: 0,
+            tasks: HashSet::new(),
+            norms: HashMap::new(),
+            texts: Vec::new(),
+            ngrams: HashMap::new(),
+            prompts: Vec::new(),
+            prompt_norms: HashSet::new(),
+        }
+    }
+
+    /// Adds one eval row: its recorded task id, its prompt and any further texts (answer,
+    /// reference). Returns whether its prompt is new to the semantic rule's prompts.
+    pub fn add(&mut self, task: Option<&str>, prompt: &str, more: &[String]) -> bool {
+        let mut new_prompt = false;
+        self.n_rows += 1;
+        if let Some(t) = task {
+            self.n_with_task += 1;
+            self.tasks.insert(t.to_owned());
+        }
+        if !prompt.trim().is_empty() {
+            let key = norm(prompt);
+            if self.prompt_norms.insert(key) {
+                self.prompts
+                    .push((prompt.to_owned(), task.map(str::to_owned)));
+                new_prompt = true;
+            }
+        }
+        for text in std::iter::once(prompt).chain(more.iter().map(String::as_str)) {
+            let w = words(text);
+            if w.is_empty() {
+                continue;
+            }
+            let key = norm(text);
+            if self.norms.contains_key(&key) {
+                continue;
+            }
+            let id = u32::try_from(self.texts.len()).unwrap_or(u32::MAX);
+            self.norms.insert(key.clone(), id);
+            self.texts.push(key);
+            for h in self.hasher.windows(&w, self.n) {
+                let ids = self.ngrams.entry(h).or_default();
+                if ids.last() != Some(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        new_prompt
+    }
+}
+
+/// Why a row was dropped.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    /// The row's position in the training input.
+    pub index: u64,
+    /// `task`, or the field that matched.
+    pub field: String,
+    /// `same_task`, `exact`, `semantic`, or the first shared n-gram of a near copy.
+    #[serde(rename = "match")]
+    pub matched: String,
+    /// Share of the row's words covered (1 for same task and exact).
+    pub coverage: Option<f64>,
+    /// Cosine similarity (semantic).
+    pub similarity: Option<f64>,
+    /// The task id (same task).
+    pub task: Option<String>,
+    /// The eval prompt (semantic), first 120 characters.
+    pub eval_prompt: Option<String>,
+    /// The eval text hit (exact and near), for the eval-side count.
+    #[serde(skip)]
+    pub eval_text: Option<u32>,
+    /// The rule.
+    #[serde(skip)]
+    pub rule: Rule,
+}
+
+/// The rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The task id is an eval task.
+    #[default]
+    SameTask,
+    /// The normalised text is an eval text.
+    Exact,
+    /// An eval text covers enough of the row's words.
+    Near,
+    /// An embedding is close to an eval prompt of another task.
+    Semantic,
+}
+
+/// One training row, as the lexical rules read it.
+pub struct Row<'a> {
+    /// The recorded task id (not one derived from the prompt).
+    pub task: Option<&'a str>,
+    /// The texts of the compared fields, in field order.
+    pub texts: Vec<&'a str>,
+}
+
+/// The lexical verdict on one row (`index` is its position in the input).
+pub fn check(index: &EvalIndex, opts: &Options, row: &Row<'_>, at: u64) -> Option<Hit> {
+    if let Some(t) = row.task.filter(|t| index.tasks.contains(*t)) {
+        return Some(Hit {
+            index: at,
+            field: "task".into(),
+            matched: "same_task".into(),
+            coverage: Some(1.0),
+            similarity: None,
+            task: Some(t.to_owned()),
+            eval_prompt: None,
+            eval_text: None,
+            rule: Rule::SameTask,
+        });
+    }
+    for (field, text) in opts.fields.iter().zip(&row.texts) {
+        let w = words(text);
+        if w.is_empty() {
+            continue;
+        }
+        if let Some(id) = index.norms.get(&norm(text)) {
+            return Some(Hit {
+                index: at,
+                field: field.clone(),
+                matched: "exact".into(),
+                coverage: Some(1.0),
+                similarity: None,
+                task: None,
+                eval_prompt: None,
+                eval_text: Some(*id),
+                rule: Rule::Exact,
+            });
+        }
+        if w.len() < index.n {
+            continue;
+        }
+        let hashes = index.hasher.windows(&w, index.n);
+        // Per eval text hit: the row positions its shared n-grams cover, and its first window.
+        let mut covered: BTreeMap<u32, (Vec<bool>, usize)> = BTreeMap::new();
+        for (i, h) in hashes.iter().enumerate() {
+            if let Some(ids) = index.ngrams.get(h) {
+                for id in ids {
+                    let e = covered
+                        .entry(*id)
+                        .or_insert_with(|| (vec![false; w.len()], i));
+                    for p in &mut e.0[i..i + index.n] {
+                        *p = true;
+                    }
+                }
+            }
+        }
+        // The text covering most positions, ties to the lowest id (the map is in id order).
+        let best = covered
+            .iter()
+            .map(|(id, (cov, first))| (*id, cov.iter().filter(|c| **c).count(), *first))
+            .fold(None, |best: Option<(u32, usize, usize)>, x| match best {
+                Some(b) if b.1 >= x.1 => Some(b),
+                _ => Some(x),
+            });
+        if let Some((id, count, first)) = best {
+            #[allow(clippy::cast_precision_loss, reason = "word counts")]
+            let coverage = count as f64 / w.len() as f64;
+            if opts.overlap <= 0.0 || coverage >= opts.overlap {
+                let gram: String = w[first..first + index.n].join(" ");
+                return Some(Hit {
+                    index: at,
+                    field: field.clone(),
+                    matched: gram.chars().take(MATCH_CHARS).collect(),
+                    coverage: Some(crate::stats::round_places(coverage, 3)),
+                    similarity: None,
+                    task: None,
+                    eval_prompt: None,
+                    eval_text: Some(id),
+                    rule: Rule::Near,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// The lexical verdicts on `rows` (the first at input position `start`), checked in parallel;
+/// the same at any thread count.
+pub fn check_batch(
+    index: &EvalIndex,
+    opts: &Options,
+    rows: &[Row<'_>],
+    start: u64,
+) -> Vec<Option<Hit>> {
+    rows.par_iter()
+        .enumerate()
+        .map(|(i, r)| check(index, opts, r, start + i as u64))
+        .collect()
+}
+
+/// L2-normalised `v` (zero stays zero).
+pub fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v
+        .iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
+    if n > 0.0 {
+        #[allow(clippy::cast_possible_truncation)]
+        let inv = (1.0 / n) as f32;
+        for x in &mut v {
+            *x *= inv;
+        }
+    }
+    v
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum()
+}
+
+/// The best cosine of `v` (unit) over the eval prompt vectors whose task differs from `task`,
+/// with that prompt's index.
+pub fn best_other(
+    v: &[f32],
+    task: Option<&str>,
+    eval: &[Vec<f32>],
+    prompts: &[(String, Option<String>)],
+) -> Option<(f64, usize)> {
+    eval.iter()
+        .enumerate()
+        .filter(|(i, _)| match (task, prompts[*i].1.as_deref()) {
+            (Some(a), Some(b)) => a != b,
+            _ => true,
+        })
+        .map(|(i, e)| (dot(v, e), i))
+        .fold(None, |best: Option<(f64, usize)>, x| match best {
+            Some(b) if b.0 >= x.0 => Some(b),
+            _ => Some(x),
+        })
+}
+
+/// The 99th percentile of cosine between eval prompts of different recorded tasks, and how many
+/// prompts took part; `None` under two such pairs.
+#[allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+pub fn calibrate(eval: &[Vec<f32>], prompts: &[(String, Option<String>)]) -> Option<(f64, usize)> {
+    let with_task: Vec<usize> = (0..eval.len())
+        .filter(|i| prompts[*i].1.is_some())
+        .collect();
+    let mut sims: Vec<f64> = with_task
+        .par_iter()
+        .enumerate()
+        .flat_map_iter(|(k, &i)| {
+            with_task[k + 1..]
+                .iter()
+                .filter(move |&&j| prompts[i].1 != prompts[j].1)
+                .map(move |&j| dot(&eval[i], &eval[j]))
+        })
+        .collect();
+    if sims.len() < 2 {
+        return None;
+    }
+    sims.sort_by(f64::total_cmp);
+    // Linear interpolation between order statistics (numpy's default percentile).
+    let pos = 0.99 * (sims.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    let p = sims[lo] + (sims[hi] - sims[lo]) * (pos - lo as f64);
+    Some((p, with_task.len()))
+}
+
+/// The decontamination report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Training rows read.
+    pub n: u64,
+    /// Kept.
+    pub n_kept: u64,
+    /// Dropped.
+    pub n_contaminated: u64,
+    /// Dropped share (4 places).
+    pub contamination_rate: f64,
+    /// Dropped by rule.
+    pub n_same_task: u64,
+    #[allow(missing_docs)]
+    pub n_exact: u64,
+    #[allow(missing_docs)]
+    pub n_near: u64,
+    #[allow(missing_docs)]
+    pub n_semantic: u64,
+    /// Eval rows read.
+    pub n_eval_rows: u64,
+    /// Distinct eval texts indexed.
+    pub n_eval_texts: u64,
+    /// Eval texts (and prompts, for the semantic rule) that some training row hit.
+    pub eval_items_touched: u64,
+    /// Words per n-gram.
+    pub ngram: usize,
+    /// The coverage that flags.
+    pub overlap: f64,
+    /// The similarity that flags (with an embedder).
+    pub similarity: Option<f64>,
+    /// The compared fields.
+    pub fields: Vec<String>,
+    /// Dropped by field (`task` for same task).
+    pub by_field: BTreeMap<String, u64>,
+    /// The first flagged rows.
+    pub examples: Vec<Hit>,
+    /// Rules that could not run, and why.
+    pub rules_skipped: BTreeMap<String, String>,
+    /// The 99th percentile of similarity between distinct eval tasks (with an embedder).
+    pub calibration_p99: Option<f64>,
+    /// What to read.
+    pub notes: Vec<String>,
+}
+
+/// Counts of training rows as they stream past.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Rows read.
+    pub n: u64,
+    /// Rows with a recorded task id.
+    pub with_task: u64,
+    /// Hits, by rule.
+    pub by_rule: BTreeMap<Rule, u64>,
+    /// Hits, by field.
+    pub by_field: BTreeMap<String, u64>,
+    /// The first hits.
+    pub examples: Vec<Hit>,
+    /// Eval texts hit.
+    pub texts_hit: BTreeSet<u32>,
+    /// Eval prompts hit (semantic).
+    pub prompts_hit: BTreeSet<usize>,
+}
+
+impl Tally {
+    /// Counts `hit`.
+    pub fn add(&mut self, hit: Hit) {
+        *self.by_rule.entry(hit.rule).or_default() += 1;
+        *self.by_field.entry(hit.field.clone()).or_default() += 1;
+        if let Some(t) = hit.eval_text {
+            self.texts_hit.insert(t);
+        }
+        if self.examples.len() < EXAMPLES {
+            self.examples.push(hit);
+        }
+    }
+}
+
+/// The report of `tally` against `index`.
+#[allow(clippy::cast_precision_loss)]
+pub fn report(
+    index: &EvalIndex,
+    opts: &Options,
+    tally: Tally,
+    embedder: bool,
+    calibration: Option<(f64, usize)>,
+) -> Report {
+    let count = |r: Rule| tally.by_rule.get(&r).copied().unwrap_or(0);
+    let dropped: u64 = tally.by_rule.values().sum();
+    let mut rules_skipped = BTreeMap::new();
+    let mut notes = Vec::new();
+    if index.n_with_task == 0 {
+        let why = format!(
+            "0 of {} evaluation rows carried a scenario_id or task_id",
+            index.n_rows
+        );
+        notes.push(format!("same_task did not run: {why}, so a zero there is not a clearance; give eval rows their task ids to compare by task."));
+        rules_skipped.insert("same_task".to_owned(), why);
+    } else if tally.with_task == 0 {
+        let why = format!(
+            "0 of {} training rows carried a scenario_id or task_id",
+            tally.n
+        );
+        notes.push(format!(
+            "same_task did not run: {why}, so a zero there is not a clearance."
+        ));
+        rules_skipped.insert("same_task".to_owned(), why);
+    }
+    if index.texts.is_empty() {
+        let why = format!(
+            "none of the {} evaluation rows carried text to compare",
+            index.n_rows
+        );
+        notes.push(format!("exact and near-copy did not run: {why}."));
+        rules_skipped.insert("exact".to_owned(), why.clone());
+        rules_skipped.insert("near".to_owned(), why);
+    }
+    if embedder {
+        if index.prompts.is_empty() {
+            let why = format!(
+                "none of the {} evaluation rows carried a prompt to embed",
+                index.n_rows
+            );
+            notes.push(format!("semantic did not run: {why}."));
+            rules_skipped.insert("semantic".to_owned(), why);
+        }
+    } else {
+        rules_skipped.insert(
+            "semantic".to_owned(),
+            "no embedder (--embedder column:NAME or cmd:COMMAND)".to_owned(),
+        );
+        notes.push("the text rules catch exact and lightly edited copies of eval questions, not reworded ones; pass --embedder to also catch paraphrases.".to_owned());
+    }
+    if let Some((p99, m)) = calibration {
+        let mut line = format!(
+            "with this embedder, distinct tasks read up to {p99:.2} alike (99th percentile over {m} eval prompts with different task ids); a threshold below that flags tasks that merely share a domain"
+        );
+        if opts.similarity.is_some_and(|s| s <= p99) {
+            line.push_str(&format!(
+                ". --similarity {:.2} is at or below it: raise it above {p99:.2}",
+                opts.similarity.unwrap_or(0.0)
+            ));
+        }
+        notes.push(line);
+    }
+    if embedder && count(Rule::Semantic) > 0 {
+        notes.push("semantic flags are a question, not a verdict: read the examples before trusting the drop.".to_owned());
+    }
+    let mut examples = tally.examples;
+    examples.sort_by_key(|h| h.index);
+    Report {
+        n: tally.n,
+        n_kept: tally.n - dropped,
+        n_contaminated: dropped,
+        contamination_rate: if tally.n > 0 {
+            crate::stats::round_places(dropped as f64 / tally.n as f64, 4)
+        } else {
+            0.0
+        },
+        n_same_task: count(Rule::SameTask),
+        n_exact: count(Rule::Exact),
+        n_near: count(Rule::Near),
+        n_semantic: count(Rule::Semantic),
+        n_eval_rows: index.n_rows,
+        n_eval_texts: index.texts.len() as u64,
+        eval_items_touched: (tally.texts_hit.len() + tally.prompts_hit.len()) as u64,
+        ngram: opts.n,
+        overlap: opts.overlap.clamp(0.0, 1.0),
+        similarity: opts.similarity,
+        fields: opts.fields.clone(),
+        by_field: tally.by_field,
+        examples,
+        rules_skipped,
+        calibration_p99: calibration.map(|c| c.0),
+        notes,
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "decontaminate: kept {} of {} training rows, dropped {} ({:.2}%): same_task {}, exact {}, near {}, semantic {}",
+            self.n_kept,
+            self.n,
+            self.n_contaminated,
+            self.contamination_rate * 100.0,
+            self.n_same_task,
+            self.n_exact,
+            self.n_near,
+            self.n_semantic
+        )?;
+        writeln!(
+            f,
+            "eval: {} rows, {} texts; {} eval items touched by a training row; n={} overlap={}{}",
+            self.n_eval_rows,
+            self.n_eval_texts,
+            self.eval_items_touched,
+            self.ngram,
+            self.overlap,
+            self.similarity
+                .map(|s| format!(" similarity={s}"))
+                .unwrap_or_default()
+        )?;
+        for h in self.examples.iter().take(5) {
+            let what = match h.rule {
+                Rule::SameTask => format!("same task `{}`", h.task.as_deref().unwrap_or("")),
+                Rule::Exact => format!("{}: exact copy", h.field),
+                Rule::Near => format!(
+                    "{}: near copy, coverage {:.3} (\"{}\")",
+                    h.field,
+                    h.coverage.unwrap_or(0.0),
+                    h.matched
+                ),
+                Rule::Semantic => format!(
+                    "{}: similar to \"{}\" ({:.4})",
+                    h.field,
+                    h.eval_prompt.as_deref().unwrap_or(""),
+                    h.similarity.unwrap_or(0.0)
+                ),
+            };
+            writeln!(f, "  row {}: {what}", h.index)?;
+        }
+        for (rule, why) in &self.rules_skipped {
+            writeln!(f, "skipped {rule}: {why}")?;
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index() -> EvalIndex {
+        let mut ix = EvalIndex::new(8);
+        let _ = ix.add(Some("e1"), "Cancel order 9911.", &[]);
+        let _ = ix.add(
+            None,
+            "cancel my order 9911 today because the shoes did not fit me",
+            &["done".to_owned()],
+        );
+        ix
+    }
+
+    fn verdict(ix: &EvalIndex, prompt: &str, task: Option<&str>, overlap: f64) -> Option<Hit> {
+        let opts = Options {
+            overlap,
+            ..Options::default()
+        };
+        check(
+            ix,
+            &opts,
+            &Row {
+                task,
+                texts: vec![prompt],
+            },
+            0,
+        )
+    }
+
+    #[test]
+    fn the_reference_examples() {
+        let ix = index();
+        assert_eq!(ix.texts.len(), 3);
+        assert!(verdict(&ix, "Where is order 4473?", None, 0.8).is_none());
+        assert_eq!(
+            verdict(&ix, "Cancel order 9911.", None, 0.8).unwrap().rule,
+            Rule::Exact
+        );
+        assert_eq!(
+            verdict(&ix, "  CANCEL   order 9911.  ", None, 0.8)
+                .unwrap()
+                .rule,
+            Rule::Exact
+        );
+        let long = "Please cancel my order 9911 today because the shoes did not fit me well at all";
+        assert!(verdict(&ix, long, Some("s2"), 0.8).is_none());
+        let hit = verdict(&ix, long, Some("s2"), 0.0).unwrap();
+        assert_eq!((hit.rule, hit.coverage), (Rule::Near, Some(0.75)));
+        let near = "I would like to cancel my order 9911 today because the shoes did not fit me";
+        assert!(verdict(&ix, near, None, 0.8).is_none());
+        assert_eq!(
+            verdict(&ix, "anything", Some("e1"), 0.8).unwrap().rule,
+            Rule::SameTask
+        );
+    }
+
+    #[test]
+    fn words_and_norms_read_as_the_reference_reads() {
+        assert_eq!(words("Héllo, WORLD_42!"), vec!["h", "llo", "world", "42"]);
+        assert_eq!(norm("  A\tb\n\nC  "), "a b c");
+    }
+}

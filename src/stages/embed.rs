@@ -1,0 +1,241 @@
+//! Text embedders for the semantic decontamination rule: vectors precomputed in the rows
+//! (`column:NAME`, read from `extra.NAME`), or any program over a JSON Lines pipe (`cmd:COMMAND`).
+//!
+//! Command protocol: one request per line on stdin, `{"id": N, "texts": ["...", ...]}`; one reply
+//! per line on stdout, `{"id": N, "vectors": [[0.1, ...], ...]}` with one vector per text, in
+//! order. A reply that is late past the timeout, malformed, or has the wrong number of vectors
+//! stops the run with an error naming the command and the tail of its stderr.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command as Process, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// How an embedder is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spec {
+    /// Vectors in `extra.NAME` of each row.
+    Column(String),
+    /// A program over the pipe.
+    Command(String),
+}
+
+impl Spec {
+    /// Parses `column:NAME` or `cmd:COMMAND`.
+    ///
+    /// # Errors
+    /// Another form.
+    pub fn parse(text: &str) -> Result<Self> {
+        match text.split_once(':') {
+            Some(("column", name)) if !name.trim().is_empty() => {
+                Ok(Self::Column(name.trim().to_owned()))
+            }
+            Some(("cmd", command)) if !command.trim().is_empty() => {
+                Ok(Self::Command(command.trim().to_owned()))
+            }
+            _ => Err(Error::Usage(format!(
+                "--embedder `{text}`: write `column:NAME` (vectors in each row's extra.NAME) or `cmd:COMMAND` (texts in, vectors out over JSON Lines)"
+            ))),
+        }
+    }
+}
+
+/// The vector in `extra` JSON text under `name`, if it is a list of numbers.
+pub fn vector_of(extra: Option<&str>, name: &str) -> Option<Vec<f32>> {
+    let v: Value = serde_json::from_str(extra?).ok()?;
+    #[allow(clippy::cast_possible_truncation)]
+    v.get(name)?
+        .as_array()?
+        .iter()
+        .map(|x| x.as_f64().map(|x| x as f32))
+        .collect()
+}
+
+/// A running command embedder.
+pub struct CommandEmbedder {
+    command: String,
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<std::io::Result<String>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    timeout: Duration,
+    next_id: u64,
+}
+
+impl CommandEmbedder {
+    /// Starts `command` under `sh -c`.
+    ///
+    /// # Errors
+    /// The program does not start.
+    pub fn start(command: &str, timeout: Duration) -> Result<Self> {
+        let mut child = Process::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::Usage(format!("embedder `{command}` does not start: {e}")))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| Error::Internal("no stdin".into()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| Error::Internal("no stdout".into()))?;
+        let mut err = child
+            .stderr
+            .take()
+            .ok_or_else(|| Error::Internal("no stderr".into()))?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut s) = sink.lock() {
+                    s.extend_from_slice(&buf[..n]);
+                    let excess = s.len().saturating_sub(4096);
+                    s.drain(..excess);
+                }
+            }
+        });
+        Ok(Self {
+            command: command.to_owned(),
+            child,
+            stdin,
+            lines,
+            stderr,
+            timeout,
+            next_id: 0,
+        })
+    }
+
+    fn fail(&self, what: &str) -> Error {
+        let tail = self
+            .stderr
+            .lock()
+            .map(|s| String::from_utf8_lossy(&s).trim().to_owned())
+            .unwrap_or_default();
+        Error::Usage(format!(
+            "embedder `{}`: {what}{}",
+            self.command,
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!(" (stderr: {tail})")
+            }
+        ))
+    }
+
+    /// The unit vectors of `texts`, in order.
+    ///
+    /// # Errors
+    /// The program died, was late, or answered out of protocol.
+    pub fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({"id": id, "texts": texts});
+        writeln!(self.stdin, "{request}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| self.fail(&format!("cannot take a request: {e}")))?;
+        let line = match self.lines.recv_timeout(self.timeout) {
+            Ok(Ok(line)) => line,
+            Ok(Err(e)) => return Err(self.fail(&format!("unreadable reply: {e}"))),
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(self.fail(&format!(
+                    "no reply within {:.0} s for {} texts",
+                    self.timeout.as_secs_f64(),
+                    texts.len()
+                )));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(self.fail("exited before replying"));
+            }
+        };
+        let reply: Value = serde_json::from_str(&line)
+            .map_err(|e| self.fail(&format!("reply is not JSON ({e}): {line:.200}")))?;
+        if reply.get("id").and_then(Value::as_u64) != Some(id) {
+            return Err(self.fail(&format!("reply has no `id` {id}: {line:.200}")));
+        }
+        let vectors = reply
+            .get("vectors")
+            .and_then(Value::as_array)
+            .ok_or_else(|| self.fail("reply has no `vectors` list"))?;
+        if vectors.len() != texts.len() {
+            return Err(self.fail(&format!(
+                "{} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            )));
+        }
+        vectors
+            .iter()
+            .map(|v| {
+                #[allow(clippy::cast_possible_truncation)]
+                v.as_array()
+                    .and_then(|xs| {
+                        xs.iter()
+                            .map(|x| x.as_f64().map(|x| x as f32))
+                            .collect::<Option<Vec<f32>>>()
+                    })
+                    .map(crate::stages::decontaminate::unit)
+                    .ok_or_else(|| self.fail("a vector is not a list of numbers"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for CommandEmbedder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse() {
+        assert_eq!(
+            Spec::parse("column:emb").unwrap(),
+            Spec::Column("emb".into())
+        );
+        assert_eq!(
+            Spec::parse("cmd:python e.py").unwrap(),
+            Spec::Command("python e.py".into())
+        );
+        assert!(Spec::parse("e.py").is_err());
+    }
+
+    #[test]
+    fn vectors_read_from_extra() {
+        assert_eq!(
+            vector_of(Some(r#"{"emb": [1, 0.5]}"#), "emb"),
+            Some(vec![1.0, 0.5])
+        );
+        assert_eq!(vector_of(Some(r#"{"emb": "x"}"#), "emb"), None);
+        assert_eq!(vector_of(None, "emb"), None);
+    }
+}

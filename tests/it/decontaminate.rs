@@ -1,0 +1,240 @@
+//! `wai decontaminate`: the reference's worked examples, planted copies found and nothing else,
+//! and the semantic rule with a column and a command embedder.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::{read_jsonl, wai, write_rows};
+
+/// Runs `wai --json decontaminate TRAIN --against EVAL -o OUT ARGS`: the report and the kept rows.
+fn decontaminate(
+    dir: &Path,
+    train: &[Value],
+    eval: &[Value],
+    args: &[&str],
+) -> (Value, Vec<Value>) {
+    let (t, e, out) = (
+        dir.join("train.jsonl"),
+        dir.join("eval.jsonl"),
+        dir.join("clean.jsonl"),
+    );
+    write_rows(&t, train);
+    write_rows(&e, eval);
+    let run = wai()
+        .args(["--json", "decontaminate"])
+        .arg(&t)
+        .arg("--against")
+        .arg(&e)
+        .arg("-o")
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    (
+        serde_json::from_slice(&run.stdout).unwrap(),
+        read_jsonl(&out),
+    )
+}
+
+fn reference_eval() -> Vec<Value> {
+    vec![
+        json!({"prompt": "Cancel order 9911.", "scenario_id": "e1"}),
+        json!({"prompt": "cancel my order 9911 today because the shoes did not fit me", "answer": "done"}),
+    ]
+}
+
+#[test]
+fn the_reference_examples_are_kept_and_dropped_as_it_does() {
+    // The data spec's §5 table; the counts and examples are ref_oracle.py's on these rows.
+    let dir = tempfile::tempdir().unwrap();
+    let train: Vec<Value> = [
+        json!({"prompt": "Where is order 4473?"}),
+        json!({"prompt": "Cancel order 9911."}),
+        json!({"prompt": "  CANCEL   order 9911.  "}),
+        json!({"prompt": "Please cancel my order 9911 today because the shoes did not fit me well at all", "scenario_id": "s2"}),
+        json!({"prompt": "I would like to cancel my order 9911 today because the shoes did not fit me"}),
+        json!({"prompt": "My order 9911: cancel my order 9911 today because the shoes did not fit me"}),
+        json!({"prompt": "x", "scenario_id": "e1"}),
+    ]
+    .to_vec();
+    let (report, kept) = decontaminate(dir.path(), &train, &reference_eval(), &[]);
+    for (key, want) in [
+        ("n", 7),
+        ("n_kept", 3),
+        ("n_contaminated", 4),
+        ("n_same_task", 1),
+        ("n_exact", 2),
+        ("n_near", 1),
+        ("n_eval_rows", 2),
+        ("n_eval_texts", 3),
+        ("eval_items_touched", 2),
+    ] {
+        assert_eq!(report[key], json!(want), "{key}");
+    }
+    assert_eq!(report["by_field"], json!({"prompt": 3, "task": 1}));
+    let examples = report["examples"].as_array().unwrap();
+    assert_eq!(
+        examples[2],
+        json!({"index": 5, "field": "prompt", "match": "cancel my order 9911 today because the shoes", "coverage": 0.8, "similarity": null, "task": null, "eval_prompt": null})
+    );
+    let prompts: Vec<&str> = kept.iter().map(|r| r["prompt"].as_str().unwrap()).collect();
+    assert_eq!(
+        prompts,
+        [
+            "Where is order 4473?",
+            "Please cancel my order 9911 today because the shoes did not fit me well at all",
+            "I would like to cancel my order 9911 today because the shoes did not fit me"
+        ]
+    );
+    // At --overlap 0 any shared n-gram flags.
+    let (report, _) = decontaminate(dir.path(), &train, &reference_eval(), &["--overlap", "0"]);
+    assert_eq!(report["n_near"], json!(3));
+    // Without an embedder the semantic rule says it did not run.
+    assert!(
+        report["rules_skipped"]["semantic"]
+            .as_str()
+            .unwrap()
+            .contains("no embedder")
+    );
+}
+
+/// A sentence of words from a vocabulary no generated prompt uses, unique to `i`.
+fn benchmark_item(i: usize) -> String {
+    const WORDS: [&str; 12] = [
+        "quartz", "lantern", "meadow", "cobalt", "harbor", "violet", "ember", "glacier", "saffron",
+        "tundra", "willow", "zephyr",
+    ];
+    let w = |k: usize| WORDS[(i * 7 + k * 5) % WORDS.len()];
+    format!(
+        "Benchmark item {i}: estimate the {} yield of the {} {} basin using the {} method and report it",
+        w(1),
+        w(2),
+        w(3),
+        w(4)
+    )
+}
+
+#[test]
+fn planted_copies_are_found_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("gen.jsonl");
+    let run = wai()
+        .args(["-q", "gen", "--rows", "2000", "--seed", "5", "-o"])
+        .arg(&rows)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let mut train = read_jsonl(&rows);
+    let eval: Vec<Value> = (0..60)
+        .map(|i| json!({"task_id": format!("bench-{i}"), "prompt": benchmark_item(i)}))
+        .collect();
+    // Planted: 20 light edits of eval items (case, spacing, a greeting, punctuation) under
+    // training task ids; 20 rows that share only a short phrase with one must stay.
+    let mut planted = Vec::new();
+    for i in 0..20 {
+        let text = benchmark_item(i * 3);
+        let edited = match i % 4 {
+            0 => text.to_uppercase(),
+            1 => format!("Hi there! {text}"),
+            2 => format!("{text}, thanks."),
+            _ => text.replace(' ', "  "),
+        };
+        planted.push(train.len());
+        train.push(json!({"task_id": format!("train-plant-{i}"), "prompt": edited}));
+    }
+    for i in 0..20 {
+        train.push(json!({"task_id": format!("train-near-miss-{i}"),
+            "prompt": format!("Can you estimate the yield for me? I read about item {i} in a blog and I am curious about basins")}));
+    }
+    let (report, kept) = decontaminate(dir.path(), &train, &eval, &[]);
+    assert_eq!(report["n_contaminated"], json!(20), "{report:#}");
+    assert_eq!(report["n_same_task"], json!(0));
+    assert_eq!(report["eval_items_touched"], json!(20));
+    let flagged: Vec<u64> = report["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        flagged,
+        planted.iter().map(|&i| i as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(kept.len(), train.len() - 20);
+}
+
+/// A deterministic embedder: each word hashed into one of 64 dimensions (a bag of words), so a
+/// reordering of a text is the same vector.
+const EMBEDDER: &str = r#"
+import hashlib, json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    out = []
+    for t in req["texts"]:
+        v = [0.0] * 64
+        for w in "".join(c if c.isalnum() else " " for c in t.lower()).split():
+            v[int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
+        out.append(v)
+    print(json.dumps({"id": req["id"], "vectors": out}), flush=True)
+"#;
+
+#[test]
+fn a_command_embedder_catches_a_reordered_copy_the_text_rules_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("embed.py");
+    std::fs::write(&script, EMBEDDER).unwrap();
+    let spec = format!("cmd:python3 {}", script.display());
+    let mut eval = reference_eval();
+    eval.push(json!({"prompt": "What is the capital of France?", "scenario_id": "e3"}));
+    eval.push(json!({"prompt": "How tall is Mount Everest?", "scenario_id": "e4"}));
+    let train = vec![
+        json!({"prompt": "because the shoes did not fit me, cancel my order 9911 today", "scenario_id": "t1"}),
+        json!({"prompt": "Tell me a joke about penguins.", "scenario_id": "t2"}),
+    ];
+    let (plain, _) = decontaminate(dir.path(), &train, &eval, &[]);
+    assert_eq!(plain["n_contaminated"], json!(0));
+    let (report, kept) = decontaminate(dir.path(), &train, &eval, &["--embedder", &spec]);
+    assert_eq!(report["n_semantic"], json!(1), "{report:#}");
+    assert_eq!(kept.len(), 1);
+    let hit = &report["examples"][0];
+    assert_eq!(hit["match"], json!("semantic"));
+    assert!(hit["similarity"].as_f64().unwrap() > 0.99);
+    assert!(report["rules_skipped"].get("semantic").is_none());
+    // Three eval prompts with task ids: three pairs of distinct tasks to calibrate on.
+    assert!(report["calibration_p99"].is_number(), "{report:#}");
+    assert!(
+        report["notes"]
+            .to_string()
+            .contains("distinct tasks read up to")
+    );
+}
+
+#[test]
+fn a_column_embedder_reads_vectors_from_the_rows_and_skips_the_same_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let eval = vec![
+        json!({"prompt": "alpha", "task_id": "e1", "emb": [1.0, 0.0]}),
+        json!({"prompt": "beta", "task_id": "e2", "emb": [0.0, 1.0]}),
+    ];
+    let train = vec![
+        // Close to e1's vector, another task: flagged.
+        json!({"prompt": "gamma", "task_id": "t1", "emb": [0.99, 0.05]}),
+        // Close to nothing: kept.
+        json!({"prompt": "delta", "task_id": "t2", "emb": [0.7, -0.7]}),
+    ];
+    let (report, kept) = decontaminate(
+        dir.path(),
+        &train,
+        &eval,
+        &["--embedder", "column:emb", "--similarity", "0.9"],
+    );
+    assert_eq!(report["n_semantic"], json!(1), "{report:#}");
+    assert_eq!(kept[0]["prompt"], json!("delta"));
+    assert_eq!(report["examples"][0]["eval_prompt"], json!("alpha"));
+}
