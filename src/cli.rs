@@ -139,14 +139,15 @@ pub struct DecontaminateArgs {
     /// The share of a row's words one eval text must cover (0: any shared n-gram).
     #[arg(long, default_value_t = 0.8)]
     pub overlap: f64,
-    /// The semantic rule's embedder: `column:NAME` (vectors in each row's `extra.NAME`) or
-    /// `cmd:COMMAND` (texts in, vectors out over JSON Lines).
+    /// The semantic rule's embedder: `column:NAME` (vectors in each row's `extra.NAME`),
+    /// `cmd:COMMAND` (texts in, vectors out over JSON Lines) or `openai:MODEL@URL` (an
+    /// OpenAI-compatible embeddings endpoint; key from `OPENAI_API_KEY`).
     #[arg(long, value_name = "SPEC")]
     pub embedder: Option<String>,
     /// The cosine similarity that flags (with `--embedder`).
     #[arg(long, default_value_t = 0.85)]
     pub similarity: f64,
-    /// Seconds a command embedder may take on one batch.
+    /// Seconds an embedder may take on one batch.
     #[arg(long, default_value_t = 120.0)]
     pub timeout: f64,
     #[command(flatten)]

@@ -16,7 +16,7 @@ use crate::schema::col;
 use crate::stages::decontaminate::{
     self, EvalIndex, Hit, Options, Row, Rule, Tally, best_other, unit,
 };
-use crate::stages::embed::{self, CommandEmbedder, Spec};
+use crate::stages::embed::{self, CommandEmbedder, EndpointEmbedder, Spec};
 
 /// Text columns a row can be compared on.
 const TEXT_FIELDS: [&str; 3] = [col::PROMPT, col::FINAL_TEXT, col::REASON];
@@ -59,6 +59,18 @@ fn eval_extras(extra: Option<&str>) -> Vec<String> {
 enum Embedder {
     Column(String),
     Command(CommandEmbedder),
+    Endpoint(EndpointEmbedder),
+}
+
+impl Embedder {
+    /// Unit vectors of `texts` (not for `column:`, which reads rows).
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        match self {
+            Self::Column(_) => Err(Error::Internal("a column embedder embeds no text".into())),
+            Self::Command(e) => e.embed(texts),
+            Self::Endpoint(e) => e.embed(texts),
+        }
+    }
 }
 
 /// Runs `wai decontaminate`.
@@ -96,6 +108,12 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
         Some(Spec::Command(command)) => {
             Some(Embedder::Command(CommandEmbedder::start(command, timeout)?))
         }
+        Some(Spec::OpenAi { model, url }) => Some(Embedder::Endpoint(EndpointEmbedder::new(
+            model,
+            url,
+            timeout,
+            ctx.runtime.handle().clone(),
+        )?)),
     };
 
     // The eval side, indexed once.
@@ -148,7 +166,7 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
             }
             eval_vectors.into_iter().flatten().collect()
         }
-        Some(Embedder::Command(e)) => {
+        Some(e) => {
             let texts: Vec<String> = index.prompts.iter().map(|p| p.0.clone()).collect();
             let mut out = Vec::with_capacity(texts.len());
             for chunk in texts.chunks(256) {
@@ -260,14 +278,18 @@ fn semantic(
                 }
             }
         }
-        Embedder::Command(e) => {
+        Embedder::Command(_) | Embedder::Endpoint(_) => {
             for (f, field) in opts.fields.iter().enumerate() {
                 let (which, texts): (Vec<usize>, Vec<String>) = open
                     .iter()
                     .filter(|&&i| !rows[i].texts[f].trim().is_empty())
                     .map(|&i| (i, rows[i].texts[f].to_owned()))
                     .unzip();
-                for (i, v) in which.into_iter().zip(e.embed(&texts)?) {
+                let mut vectors = Vec::with_capacity(texts.len());
+                for chunk in texts.chunks(256) {
+                    vectors.extend(embedder.embed(chunk)?);
+                }
+                for (i, v) in which.into_iter().zip(vectors) {
                     candidates.push((i, field.clone(), v));
                 }
             }

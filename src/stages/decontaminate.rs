@@ -533,7 +533,7 @@ pub fn report(
     } else {
         rules_skipped.insert(
             "semantic".to_owned(),
-            "no embedder (--embedder column:NAME or cmd:COMMAND)".to_owned(),
+            "no embedder (--embedder column:NAME, cmd:COMMAND or openai:MODEL@URL)".to_owned(),
         );
         notes.push("the text rules catch exact and lightly edited copies of eval questions, not reworded ones; pass --embedder to also catch paraphrases.".to_owned());
     }

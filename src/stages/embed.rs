@@ -1,5 +1,7 @@
 //! Text embedders for the semantic decontamination rule: vectors precomputed in the rows
-//! (`column:NAME`, read from `extra.NAME`), or any program over a JSON Lines pipe (`cmd:COMMAND`).
+//! (`column:NAME`, read from `extra.NAME`), any program over a JSON Lines pipe (`cmd:COMMAND`),
+//! or an OpenAI-compatible `/embeddings` endpoint (`openai:MODEL@URL`, the key from
+//! `OPENAI_API_KEY` when set; it never lands in a row or a log line).
 //!
 //! Command protocol: one request per line on stdin, `{"id": N, "texts": ["...", ...]}`; one reply
 //! per line on stdout, `{"id": N, "vectors": [[0.1, ...], ...]}` with one vector per text, in
@@ -23,6 +25,13 @@ pub enum Spec {
     Column(String),
     /// A program over the pipe.
     Command(String),
+    /// An OpenAI-compatible endpoint: the model and the base URL.
+    OpenAi {
+        /// The model name.
+        model: String,
+        /// The base URL (`.../v1`) or the full `/embeddings` URL.
+        url: String,
+    },
 }
 
 impl Spec {
@@ -38,8 +47,19 @@ impl Spec {
             Some(("cmd", command)) if !command.trim().is_empty() => {
                 Ok(Self::Command(command.trim().to_owned()))
             }
+            Some(("openai", rest)) => match rest.split_once('@') {
+                Some((model, url)) if !model.is_empty() && url.starts_with("http") => {
+                    Ok(Self::OpenAi {
+                        model: model.to_owned(),
+                        url: url.to_owned(),
+                    })
+                }
+                _ => Err(Error::Usage(format!(
+                    "--embedder `{text}`: write `openai:MODEL@URL`, e.g. `openai:text-embedding-3-small@https://api.openai.com/v1`"
+                ))),
+            },
             _ => Err(Error::Usage(format!(
-                "--embedder `{text}`: write `column:NAME` (vectors in each row's extra.NAME) or `cmd:COMMAND` (texts in, vectors out over JSON Lines)"
+                "--embedder `{text}`: write `column:NAME` (vectors in each row's extra.NAME), `cmd:COMMAND` (texts in, vectors out over JSON Lines) or `openai:MODEL@URL`"
             ))),
         }
     }
@@ -205,6 +225,113 @@ impl CommandEmbedder {
     }
 }
 
+/// An OpenAI-compatible embeddings endpoint.
+pub struct EndpointEmbedder {
+    model: String,
+    url: String,
+    key: Option<String>,
+    client: reqwest::Client,
+    handle: tokio::runtime::Handle,
+}
+
+impl EndpointEmbedder {
+    /// A client for `model` at `url` (`.../v1`, or the full `.../embeddings`).
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built.
+    pub fn new(
+        model: &str,
+        url: &str,
+        timeout: Duration,
+        handle: tokio::runtime::Handle,
+    ) -> Result<Self> {
+        let url = if url.trim_end_matches('/').ends_with("/embeddings") {
+            url.trim_end_matches('/').to_owned()
+        } else {
+            format!("{}/embeddings", url.trim_end_matches('/'))
+        };
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| Error::Internal(format!("an HTTP client: {e}")))?;
+        Ok(Self {
+            model: model.to_owned(),
+            url,
+            key: std::env::var("OPENAI_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty()),
+            client,
+            handle,
+        })
+    }
+
+    /// The unit vectors of `texts`, in order.
+    ///
+    /// # Errors
+    /// The endpoint is unreachable, refuses, or answers out of shape.
+    pub fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fail = |what: String| {
+            Error::Usage(format!("embedder `{}` ({}): {what}", self.model, self.url))
+        };
+        let mut request = self
+            .client
+            .post(&self.url)
+            .json(&json!({"model": self.model, "input": texts}));
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let reply: Value = self.handle.block_on(async {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| fail(format!("unreachable: {e}")))?;
+            let status = response.status();
+            let body = response
+                .text()
+                .await
+                .map_err(|e| fail(format!("unreadable reply: {e}")))?;
+            if !status.is_success() {
+                return Err(fail(format!("HTTP {status}: {body:.300}")));
+            }
+            serde_json::from_str(&body).map_err(|e| fail(format!("reply is not JSON ({e})")))
+        })?;
+        let data = reply
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| fail("reply has no `data` list".into()))?;
+        if data.len() != texts.len() {
+            return Err(fail(format!(
+                "{} vectors for {} texts",
+                data.len(),
+                texts.len()
+            )));
+        }
+        let mut out: Vec<(u64, Vec<f32>)> = data
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                #[allow(clippy::cast_possible_truncation)]
+                let v = d
+                    .get("embedding")
+                    .and_then(Value::as_array)
+                    .and_then(|xs| {
+                        xs.iter()
+                            .map(|x| x.as_f64().map(|x| x as f32))
+                            .collect::<Option<Vec<f32>>>()
+                    })
+                    .ok_or_else(|| fail(format!("item {i} has no numeric `embedding`")))?;
+                let index = d.get("index").and_then(Value::as_u64).unwrap_or(i as u64);
+                Ok((index, crate::stages::decontaminate::unit(v)))
+            })
+            .collect::<Result<_>>()?;
+        out.sort_by_key(|x| x.0);
+        Ok(out.into_iter().map(|x| x.1).collect())
+    }
+}
+
 impl Drop for CommandEmbedder {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -227,6 +354,14 @@ mod tests {
             Spec::Command("python e.py".into())
         );
         assert!(Spec::parse("e.py").is_err());
+        assert_eq!(
+            Spec::parse("openai:m@http://127.0.0.1:9/v1").unwrap(),
+            Spec::OpenAi {
+                model: "m".into(),
+                url: "http://127.0.0.1:9/v1".into()
+            }
+        );
+        assert!(Spec::parse("openai:m").is_err());
     }
 
     #[test]

@@ -238,3 +238,89 @@ fn a_column_embedder_reads_vectors_from_the_rows_and_skips_the_same_task() {
     assert_eq!(kept[0]["prompt"], json!("delta"));
     assert_eq!(report["examples"][0]["eval_prompt"], json!("alpha"));
 }
+
+/// A local OpenAI-compatible `/v1/embeddings` endpoint with the bag-of-words vectors above; it
+/// wants `Authorization: Bearer sk-test`. Prints its port, then serves.
+const SERVER: &str = r#"
+import hashlib, http.server, json, sys
+def vec(t):
+    v = [0.0] * 64
+    for w in "".join(c if c.isalnum() else " " for c in t.lower()).split():
+        v[int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
+    return v
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/v1/embeddings" or self.headers.get("Authorization") != "Bearer sk-test":
+            self.send_response(401); self.end_headers(); self.wfile.write(b'{"error": "bad key"}'); return
+        data = [{"index": i, "embedding": vec(t)} for i, t in reversed(list(enumerate(body["input"])))]
+        out = json.dumps({"object": "list", "model": body["model"], "data": data}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+#[test]
+fn an_openai_compatible_endpoint_embeds_and_a_refusal_stops_the_run() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("server.py");
+    std::fs::write(&script, SERVER).unwrap();
+    let mut server = std::process::Command::new("python3")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let spec = format!("openai:bow-64@http://127.0.0.1:{}/v1", port.trim());
+    let mut eval = reference_eval();
+    eval.push(json!({"prompt": "What is the capital of France?", "scenario_id": "e3"}));
+    let train = vec![
+        json!({"prompt": "because the shoes did not fit me, cancel my order 9911 today", "scenario_id": "t1"}),
+        json!({"prompt": "Tell me a joke about penguins.", "scenario_id": "t2"}),
+    ];
+    let (t, e, out) = (
+        dir.path().join("train.jsonl"),
+        dir.path().join("eval.jsonl"),
+        dir.path().join("clean.jsonl"),
+    );
+    write_rows(&t, &train);
+    write_rows(&e, &eval);
+    let run = |key: &str| {
+        wai()
+            .env("OPENAI_API_KEY", key)
+            .args(["--json", "decontaminate"])
+            .arg(&t)
+            .arg("--against")
+            .arg(&e)
+            .args(["--embedder", &spec, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let refused = run("sk-wrong");
+    let err = String::from_utf8_lossy(&refused.stderr).into_owned();
+    let ok = run("sk-test");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(!refused.status.success());
+    assert!(
+        err.contains("HTTP 401") && !err.contains("sk-wrong"),
+        "{err}"
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let report: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(report["n_semantic"], json!(1), "{report:#}");
+    assert_eq!(read_jsonl(&out).len(), 1);
+}
