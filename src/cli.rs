@@ -150,6 +150,10 @@ pub struct DecontaminateArgs {
     /// Seconds an embedder may take on one batch.
     #[arg(long, default_value_t = 120.0)]
     pub timeout: f64,
+    /// Also list every dropped row in this JSONL file: its position, `rollout_id`, `task_id`,
+    /// the rule, the field and what matched (for review; written whole or not at all).
+    #[arg(long, value_name = "FILE")]
+    pub dropped: Option<std::path::PathBuf>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: RowsOut,

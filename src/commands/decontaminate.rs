@@ -184,6 +184,7 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     // The training side, streamed.
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     let mut tally = Tally::default();
+    let mut dropped: Vec<Value> = Vec::new();
     let counts = super::convert::stream_rows(
         ctx,
         &inputs,
@@ -221,6 +222,31 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
                 )?;
             }
             let keep: BooleanArray = hits.iter().map(|h| Some(h.is_none())).collect();
+            if args.dropped.is_some() {
+                let rollout = text_column(&batch, col::ROLLOUT_ID)?;
+                for (i, h) in hits.iter().enumerate() {
+                    if let Some(h) = h {
+                        let mut line = serde_json::to_value(h)
+                            .map_err(|e| Error::Internal(format!("a hit as JSON: {e}")))?;
+                        if let Value::Object(o) = &mut line {
+                            o.insert(
+                                "rule".into(),
+                                serde_json::to_value(h.rule).unwrap_or(Value::Null),
+                            );
+                            o.insert(
+                                "rollout_id".into(),
+                                cell(rollout, i)
+                                    .map_or(Value::Null, |r| Value::String(r.to_owned())),
+                            );
+                            o.insert(
+                                "task_id".into(),
+                                cell(task, i).map_or(Value::Null, |t| Value::String(t.to_owned())),
+                            );
+                        }
+                        dropped.push(line);
+                    }
+                }
+            }
             for h in hits.into_iter().flatten() {
                 if h.rule == Rule::Semantic {
                     if let Some(p) = h.eval_text {
@@ -238,6 +264,9 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
             )?)
         },
     )?;
+    if let Some(path) = &args.dropped {
+        write_jsonl(path, &dropped)?;
+    }
     let report = decontaminate::report(&index, &opts, tally, embedder.is_some(), calibration);
     let mut text = report.to_string().trim_end().to_owned();
     text.push_str(&format!(
@@ -250,6 +279,19 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
         json: super::document("decontaminate", &report),
         status: ExitStatus::Success,
     })
+}
+
+/// Writes `lines` to `path` as JSON Lines, whole or not at all.
+fn write_jsonl(path: &std::path::Path, lines: &[Value]) -> Result<()> {
+    use std::io::Write;
+    let out = crate::pipeline::io::AtomicFile::create(path)?;
+    let mut w = std::io::BufWriter::new(out.handle()?);
+    for line in lines {
+        writeln!(w, "{line}").map_err(|e| Error::io(path, e))?;
+    }
+    w.into_inner()
+        .map_err(|e| Error::io(path, e.into_error()))?;
+    out.commit()
 }
 
 /// Flags the rows of `batch` no lexical rule flagged whose embedding (of a field, in order; or

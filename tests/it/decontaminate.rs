@@ -324,3 +324,34 @@ fn an_openai_compatible_endpoint_embeds_and_a_refusal_stops_the_run() {
     assert_eq!(report["n_semantic"], json!(1), "{report:#}");
     assert_eq!(read_jsonl(&out).len(), 1);
 }
+
+#[test]
+fn every_dropped_row_can_be_listed_for_review() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("dropped.jsonl");
+    let train = vec![
+        json!({"prompt": "Cancel order 9911.", "rollout_id": "r-exact"}),
+        json!({"prompt": "Where is order 4473?", "rollout_id": "r-kept"}),
+        json!({"prompt": "x", "scenario_id": "e1", "rollout_id": "r-task"}),
+    ];
+    let (report, kept) = decontaminate(
+        dir.path(),
+        &train,
+        &reference_eval(),
+        &["--dropped", list.to_str().unwrap()],
+    );
+    assert_eq!(report["n_contaminated"], json!(2));
+    assert_eq!(kept.len(), 1);
+    let lines = read_jsonl(&list);
+    let got: Vec<(&str, &str, u64)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["rollout_id"].as_str().unwrap(),
+                l["rule"].as_str().unwrap(),
+                l["index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("r-exact", "exact", 0), ("r-task", "same_task", 2)]);
+}
