@@ -21,6 +21,26 @@ fn judge_trust(rows: &[Value], args: &[&str]) -> (Value, i32) {
     (doc, out.status.code().unwrap_or(-1))
 }
 
+/// The rows of the `judge_trust` vector case `name`.
+fn case_rows(name: &str) -> Vec<Value> {
+    vectors()["judge_trust"]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name}"))["rows"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// `rows` written as `rows.jsonl` in `dir`.
+fn rows_file(dir: &std::path::Path, rows: &[Value]) -> std::path::PathBuf {
+    let path = dir.join("rows.jsonl");
+    write_rows(&path, rows);
+    path
+}
+
 fn close(a: &Value, b: &Value, what: &str) {
     match (a.as_f64(), b.as_f64()) {
         (Some(x), Some(y)) => assert!(
@@ -161,14 +181,7 @@ fn every_judge_trust_vector_agrees_with_the_reference() {
 
 #[test]
 fn headlines_say_measured_or_not() {
-    let v = vectors();
-    let cases = v["judge_trust"]["cases"].as_array().unwrap();
-    let case = |n: &str| {
-        cases.iter().find(|c| c["name"] == n).unwrap()["rows"]
-            .as_array()
-            .unwrap()
-            .clone()
-    };
+    let case = case_rows;
     let text = |rows: &[Value]| {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.jsonl");
@@ -201,17 +214,8 @@ fn headlines_say_measured_or_not() {
 
 #[test]
 fn a_string_reward_is_refused_with_its_place() {
-    let v = vectors();
-    let rows = v["judge_trust"]["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "string_rewards_allow_model_gold")
-        .unwrap()["rows"]
-        .clone();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rows.jsonl");
-    write_rows(&path, rows.as_array().unwrap());
+    let path = rows_file(dir.path(), &case_rows("string_rewards_allow_model_gold"));
     let out = wai()
         .arg("judge-trust")
         .arg(&path)
@@ -251,16 +255,7 @@ fn re_judging_and_probes_agree_with_the_reference() {
         &std::fs::read_to_string(crate::support::fixture("judge_trust_probes.json")).unwrap(),
     )
     .unwrap();
-    let v = vectors();
-    let rows = v["judge_trust"]["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "judge_callable_perturbation_and_probes")
-        .unwrap()["rows"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let rows = case_rows("judge_callable_perturbation_and_probes");
     let rubric = want["kwargs"]["rubric"].as_str().unwrap();
     let (ours, code) = judge_trust(
         &rows,
@@ -306,8 +301,7 @@ fn a_probe_that_fires_fails_the_judge_without_labels() {
         .map(|i| json!({"task_id": format!("t{i}"), "final_text": "short", "reward": 0}))
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rows.jsonl");
-    write_rows(&path, &rows);
+    let path = rows_file(dir.path(), &rows);
     let plain = wai().arg("judge-trust").arg(&path).output().unwrap();
     assert!(String::from_utf8_lossy(&plain.stdout).starts_with("NOT MEASURED\n"));
     let probed = wai()
@@ -329,8 +323,7 @@ fn a_probe_that_fires_fails_the_judge_without_labels() {
 fn a_query_judge_cannot_re_judge_edited_rows() {
     let rows = vec![json!({"task_id": "t", "final_text": "x", "reward": 1})];
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rows.jsonl");
-    write_rows(&path, &rows);
+    let path = rows_file(dir.path(), &rows);
     let out = wai()
         .arg("judge-trust")
         .arg(&path)
@@ -343,19 +336,11 @@ fn a_query_judge_cannot_re_judge_edited_rows() {
 
 #[test]
 fn compare_judges_ranks_by_kappa_and_names_the_best() {
-    let v = vectors();
-    let rows = v["judge_trust"]["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "judge_callable_perturbation_and_probes")
-        .unwrap()["rows"]
-        .as_array()
-        .unwrap()
-        .clone();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rows.jsonl");
-    write_rows(&path, &rows);
+    let path = rows_file(
+        dir.path(),
+        &case_rows("judge_callable_perturbation_and_probes"),
+    );
     let run = |judges: &[String]| {
         let mut cmd = wai();
         cmd.args(["--json", "compare-judges"]).arg(&path);
@@ -443,8 +428,7 @@ fn compare_judges_reads_who_wrote_the_gold_off_the_rows() {
         .map(|i| json!({"task_id": format!("t{i}"), "reward": i % 2, "gold_reward": i % 2, "gold_kind": "model"}))
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rows.jsonl");
-    write_rows(&path, &rows);
+    let path = rows_file(dir.path(), &rows);
     let out = wai()
         .args(["--json", "compare-judges"])
         .arg(&path)
