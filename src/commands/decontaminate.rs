@@ -50,7 +50,8 @@ fn eval_extras(extra: Option<&str>) -> Vec<String> {
         .iter()
         .filter_map(|k| match obj.get(*k)? {
             Value::String(s) if !s.is_empty() => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
+            // A zero is falsy to the reference, so it is no text.
+            Value::Number(n) if n.as_f64() != Some(0.0) => Some(n.to_string()),
             _ => None,
         })
         .collect()
@@ -79,6 +80,9 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     if args.n == 0 {
         return Err(Error::Usage("--n must be at least 1".into()));
     }
+    if args.overlap.is_nan() {
+        return Err(Error::Usage("--overlap must be a number".into()));
+    }
     if !(0.0..=1.0).contains(&args.similarity) {
         return Err(Error::Usage(format!(
             "--similarity must be in [0, 1], not {}",
@@ -98,7 +102,8 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     let opts = Options {
         fields: args.fields.clone(),
         n: args.n,
-        overlap: args.overlap,
+        // As the reference: a threshold over 1 reads as 1 (fully covered), under 0 as 0.
+        overlap: args.overlap.clamp(0.0, 1.0),
         similarity: spec.as_ref().map(|_| args.similarity),
     };
     let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
@@ -184,7 +189,16 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     // The training side, streamed.
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     let mut tally = Tally::default();
-    let mut dropped: Vec<Value> = Vec::new();
+    let mut no_vector = 0_u64;
+    // The dropped list streams to a temporary file beside its path, renamed when complete.
+    let mut dropped = match &args.dropped {
+        Some(path) => {
+            let file = crate::pipeline::io::AtomicFile::create(path)?;
+            let writer = std::io::BufWriter::new(file.handle()?);
+            Some((path.clone(), file, writer))
+        }
+        None => None,
+    };
     let counts = super::convert::stream_rows(
         ctx,
         &inputs,
@@ -210,7 +224,7 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
             tally.n += batch.num_rows() as u64;
             tally.with_task += rows.iter().filter(|r| r.task.is_some()).count() as u64;
             if let (Some(e), false) = (&mut embedder, eval_matrix.is_empty()) {
-                semantic(
+                no_vector += semantic(
                     e,
                     &batch,
                     &rows,
@@ -222,7 +236,8 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
                 )?;
             }
             let keep: BooleanArray = hits.iter().map(|h| Some(h.is_none())).collect();
-            if args.dropped.is_some() {
+            if let Some((path, _, writer)) = &mut dropped {
+                use std::io::Write;
                 let rollout = text_column(&batch, col::ROLLOUT_ID)?;
                 for (i, h) in hits.iter().enumerate() {
                     if let Some(h) = h {
@@ -243,7 +258,7 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
                                 cell(task, i).map_or(Value::Null, |t| Value::String(t.to_owned())),
                             );
                         }
-                        dropped.push(line);
+                        writeln!(writer, "{line}").map_err(|e| Error::io(path.as_path(), e))?;
                     }
                 }
             }
@@ -264,10 +279,31 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
             )?)
         },
     )?;
-    if let Some(path) = &args.dropped {
-        write_jsonl(path, &dropped)?;
+    if let Some((path, file, writer)) = dropped {
+        writer
+            .into_inner()
+            .map_err(|e| Error::io(path.as_path(), e.into_error()))?;
+        file.commit()?;
     }
-    let report = decontaminate::report(&index, &opts, tally, embedder.is_some(), calibration);
+    let n_train = tally.n;
+    let mut report = decontaminate::report(&index, &opts, tally, embedder.is_some(), calibration);
+    if no_vector > 0 {
+        let name = match &spec {
+            Some(Spec::Column(name)) => name.as_str(),
+            _ => "",
+        };
+        let why = format!(
+            "{no_vector} of {n_train} training rows have no vector in extra.{name}, so the semantic rule did not see them"
+        );
+        if no_vector == n_train {
+            report
+                .rules_skipped
+                .insert("semantic".to_owned(), why.clone());
+        }
+        report.notes.push(format!(
+            "{why}: a zero there is not a clearance for those rows."
+        ));
+    }
     let mut text = report.to_string().trim_end().to_owned();
     text.push_str(&format!(
         "\nwrote {} rows to `{}`",
@@ -281,21 +317,9 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     })
 }
 
-/// Writes `lines` to `path` as JSON Lines, whole or not at all.
-fn write_jsonl(path: &std::path::Path, lines: &[Value]) -> Result<()> {
-    use std::io::Write;
-    let out = crate::pipeline::io::AtomicFile::create(path)?;
-    let mut w = std::io::BufWriter::new(out.handle()?);
-    for line in lines {
-        writeln!(w, "{line}").map_err(|e| Error::io(path, e))?;
-    }
-    w.into_inner()
-        .map_err(|e| Error::io(path, e.into_error()))?;
-    out.commit()
-}
-
 /// Flags the rows of `batch` no lexical rule flagged whose embedding (of a field, in order; or
-/// the row's own vector) is at least `similarity` from an eval prompt of another task.
+/// the row's own vector) is at least `similarity` from an eval prompt of another task. Returns
+/// how many open rows had no vector (`column:` only).
 #[allow(clippy::too_many_arguments)]
 fn semantic(
     embedder: &mut Embedder,
@@ -306,8 +330,9 @@ fn semantic(
     eval: &[Vec<f32>],
     hits: &mut [Option<Hit>],
     start: u64,
-) -> Result<()> {
+) -> Result<u64> {
     let threshold = opts.similarity.unwrap_or(decontaminate::SIMILARITY);
+    let mut missing = 0;
     let open: Vec<usize> = (0..rows.len()).filter(|i| hits[*i].is_none()).collect();
     // (row, field name, vector) candidates, in row then field order.
     let mut candidates: Vec<(usize, String, Vec<f32>)> = Vec::new();
@@ -315,8 +340,9 @@ fn semantic(
         Embedder::Column(name) => {
             let extra = text_column(batch, col::EXTRA)?;
             for &i in &open {
-                if let Some(v) = embed::vector_of(cell(extra, i), name) {
-                    candidates.push((i, format!("extra.{name}"), unit(v)));
+                match embed::vector_of(cell(extra, i), name) {
+                    Some(v) => candidates.push((i, format!("extra.{name}"), unit(v))),
+                    None => missing += 1,
                 }
             }
         }
@@ -364,5 +390,5 @@ fn semantic(
             }
         }
     }
-    Ok(())
+    Ok(missing)
 }

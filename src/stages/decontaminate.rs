@@ -371,37 +371,73 @@ pub fn best_other(
         })
 }
 
-/// The 99th percentile of cosine between eval prompts of different recorded tasks, and how many
-/// prompts took part; `None` under two such pairs.
+/// The 99th percentile of cosine between eval prompts of different recorded tasks (the
+/// reference's rank: the sorted value at `round(0.99·(k−1))` of k pairs, capped at 1), and how
+/// many eval prompts there are; `None` under two such pairs. Only the top 1% of the pairs is
+/// held in memory.
 #[allow(
     clippy::cast_precision_loss,
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss
 )]
 pub fn calibrate(eval: &[Vec<f32>], prompts: &[(String, Option<String>)]) -> Option<(f64, usize)> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let with_task: Vec<usize> = (0..eval.len())
         .filter(|i| prompts[*i].1.is_some())
         .collect();
-    let mut sims: Vec<f64> = with_task
-        .par_iter()
-        .enumerate()
-        .flat_map_iter(|(k, &i)| {
-            with_task[k + 1..]
-                .iter()
-                .filter(move |&&j| prompts[i].1 != prompts[j].1)
-                .map(move |&j| dot(&eval[i], &eval[j]))
-        })
-        .collect();
-    if sims.len() < 2 {
+    // Pairs of different recorded tasks: all pairs less those within one task.
+    let mut per_task: HashMap<&str, u64> = HashMap::new();
+    for &i in &with_task {
+        *per_task
+            .entry(prompts[i].1.as_deref().unwrap_or(""))
+            .or_default() += 1;
+    }
+    let m = with_task.len() as u64;
+    let k = m * m.saturating_sub(1) / 2 - per_task.values().map(|c| c * (c - 1) / 2).sum::<u64>();
+    if k < 2 {
         return None;
     }
-    sims.sort_by(f64::total_cmp);
-    // Linear interpolation between order statistics (numpy's default percentile).
-    let pos = 0.99 * (sims.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    let p = sims[lo] + (sims[hi] - sims[lo]) * (pos - lo as f64);
-    Some((p, with_task.len()))
+    // Python's round: half to even.
+    let rank = (0.99 * (k - 1) as f64).round_ties_even() as u64;
+    let keep = usize::try_from(k - rank).unwrap_or(usize::MAX);
+    #[derive(PartialEq)]
+    struct Sim(f64);
+    impl Eq for Sim {}
+    impl PartialOrd for Sim {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Sim {
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            self.0.total_cmp(&other.0)
+        }
+    }
+    let push = |mut heap: BinaryHeap<Reverse<Sim>>, s: f64| {
+        if heap.len() < keep {
+            heap.push(Reverse(Sim(s)));
+        } else if heap.peek().is_some_and(|Reverse(Sim(low))| s > *low) {
+            heap.pop();
+            heap.push(Reverse(Sim(s)));
+        }
+        heap
+    };
+    let top = with_task
+        .par_iter()
+        .enumerate()
+        .fold(BinaryHeap::new, |heap, (a, &i)| {
+            with_task[a + 1..]
+                .iter()
+                .filter(|&&j| prompts[i].1 != prompts[j].1)
+                .fold(heap, |h, &j| push(h, dot(&eval[i], &eval[j])))
+        })
+        .reduce(BinaryHeap::new, |a, b| {
+            b.into_iter().fold(a, |h, Reverse(Sim(s))| push(h, s))
+        });
+    // The smallest of the `k − rank` largest is the value at `rank` in ascending order.
+    let p = top.peek().map(|Reverse(Sim(s))| *s)?;
+    Some((p.min(1.0), prompts.len()))
 }
 
 /// The decontamination report.
@@ -539,7 +575,7 @@ pub fn report(
     }
     if let Some((p99, m)) = calibration {
         let mut line = format!(
-            "with this embedder, distinct tasks read up to {p99:.2} alike (99th percentile over {m} eval prompts with different task ids); a threshold below that flags tasks that merely share a domain"
+            "with this embedder, distinct tasks read up to {p99:.2} alike (99th percentile over {m} eval prompts, pairs with different task ids); a threshold below that flags tasks that merely share a domain"
         );
         if opts.similarity.is_some_and(|s| s <= p99) {
             line.push_str(&format!(
@@ -693,6 +729,26 @@ mod tests {
             verdict(&ix, "anything", Some("e1"), 0.8).unwrap().rule,
             Rule::SameTask
         );
+    }
+
+    #[test]
+    fn the_calibration_is_the_references_rank_over_distinct_task_pairs() {
+        // Four prompts, three tasks: pairs (a,b) (a,c) (a,d) (b,c) (b,d) (c,d) less the
+        // same-task pair (c,d): five similarities; rank round(0.99·4) = 4, the largest.
+        let v = |x: f32, y: f32| unit(vec![x, y]);
+        let eval = vec![v(1.0, 0.0), v(0.0, 1.0), v(1.0, 1.0), v(1.0, 0.9)];
+        let task = |t: &str| (String::new(), Some(t.to_owned()));
+        let prompts = vec![task("a"), task("b"), task("c"), task("c")];
+        let (p99, m) = calibrate(&eval, &prompts).unwrap();
+        let mut sims: Vec<f64> = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
+            .iter()
+            .map(|&(i, j)| dot(&eval[i], &eval[j]))
+            .collect();
+        sims.sort_by(f64::total_cmp);
+        assert_eq!(p99, sims[4].min(1.0));
+        assert_eq!(m, 4);
+        // One pair is not a distribution.
+        assert!(calibrate(&eval[..2], &prompts[..2]).is_none());
     }
 
     #[test]

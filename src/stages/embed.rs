@@ -80,7 +80,9 @@ pub fn vector_of(extra: Option<&str>, name: &str) -> Option<Vec<f32>> {
 pub struct CommandEmbedder {
     command: String,
     child: Child,
-    stdin: ChildStdin,
+    /// Requests go to a writer thread, so a program that stops reading cannot block the run
+    /// past the timeout.
+    requests: Option<mpsc::Sender<String>>,
     lines: Receiver<std::io::Result<String>>,
     stderr: Arc<Mutex<Vec<u8>>>,
     timeout: Duration,
@@ -101,10 +103,21 @@ impl CommandEmbedder {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| Error::Usage(format!("embedder `{command}` does not start: {e}")))?;
-        let stdin = child
+        let mut stdin: ChildStdin = child
             .stdin
             .take()
             .ok_or_else(|| Error::Internal("no stdin".into()))?;
+        let (requests, pending) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for request in pending {
+                if writeln!(stdin, "{request}")
+                    .and_then(|()| stdin.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
         let stdout = child
             .stdout
             .take()
@@ -139,7 +152,7 @@ impl CommandEmbedder {
         Ok(Self {
             command: command.to_owned(),
             child,
-            stdin,
+            requests: Some(requests),
             lines,
             stderr,
             timeout,
@@ -174,10 +187,14 @@ impl CommandEmbedder {
         }
         let id = self.next_id;
         self.next_id += 1;
-        let request = json!({"id": id, "texts": texts});
-        writeln!(self.stdin, "{request}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| self.fail(&format!("cannot take a request: {e}")))?;
+        let request = json!({"id": id, "texts": texts}).to_string();
+        let sent = self
+            .requests
+            .as_ref()
+            .is_some_and(|r| r.send(request).is_ok());
+        if !sent {
+            return Err(self.fail("no longer takes requests"));
+        }
         let line = match self.lines.recv_timeout(self.timeout) {
             Ok(Ok(line)) => line,
             Ok(Err(e)) => return Err(self.fail(&format!("unreadable reply: {e}"))),
@@ -328,12 +345,19 @@ impl EndpointEmbedder {
             })
             .collect::<Result<_>>()?;
         out.sort_by_key(|x| x.0);
+        if out.iter().enumerate().any(|(i, x)| x.0 != i as u64) {
+            return Err(fail(format!(
+                "the `index` fields are not 0..{} once each",
+                texts.len()
+            )));
+        }
         Ok(out.into_iter().map(|x| x.1).collect())
     }
 }
 
 impl Drop for CommandEmbedder {
     fn drop(&mut self) {
+        self.requests = None;
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -92,6 +92,19 @@ fn the_reference_examples_are_kept_and_dropped_as_it_does() {
             "I would like to cancel my order 9911 today because the shoes did not fit me"
         ]
     );
+    // Over 1 reads as 1, as the reference clamps it: only fully covered rows.
+    let (report, _) = decontaminate(dir.path(), &train, &reference_eval(), &["--overlap", "1.5"]);
+    assert_eq!(
+        (report["n_near"].clone(), report["overlap"].clone()),
+        (json!(0), json!(1.0))
+    );
+    let full =
+        vec![json!({"prompt": "Oh: cancel my order 9911 today because the shoes did not fit me"})];
+    let (report, _) = decontaminate(dir.path(), &full, &reference_eval(), &["--overlap", "1.5"]);
+    assert_eq!(report["n_near"], json!(0), "one word of 13 is not covered");
+    let full = vec![json!({"prompt": "my order 9911 today because the shoes did not fit me"})];
+    let (report, _) = decontaminate(dir.path(), &full, &reference_eval(), &["--overlap", "1.5"]);
+    assert_eq!(report["n_near"], json!(1), "every word covered");
     // At --overlap 0 any shared n-gram flags.
     let (report, _) = decontaminate(dir.path(), &train, &reference_eval(), &["--overlap", "0"]);
     assert_eq!(report["n_near"], json!(3));
@@ -216,7 +229,7 @@ fn a_command_embedder_catches_a_reordered_copy_the_text_rules_miss() {
 }
 
 #[test]
-fn a_column_embedder_reads_vectors_from_the_rows_and_skips_the_same_task() {
+fn a_column_embedder_reads_vectors_from_the_rows_and_says_which_rows_had_none() {
     let dir = tempfile::tempdir().unwrap();
     let eval = vec![
         json!({"prompt": "alpha", "task_id": "e1", "emb": [1.0, 0.0]}),
@@ -227,6 +240,8 @@ fn a_column_embedder_reads_vectors_from_the_rows_and_skips_the_same_task() {
         json!({"prompt": "gamma", "task_id": "t1", "emb": [0.99, 0.05]}),
         // Close to nothing: kept.
         json!({"prompt": "delta", "task_id": "t2", "emb": [0.7, -0.7]}),
+        // No vector: kept, and counted.
+        json!({"prompt": "epsilon", "task_id": "t3"}),
     ];
     let (report, kept) = decontaminate(
         dir.path(),
@@ -237,6 +252,13 @@ fn a_column_embedder_reads_vectors_from_the_rows_and_skips_the_same_task() {
     assert_eq!(report["n_semantic"], json!(1), "{report:#}");
     assert_eq!(kept[0]["prompt"], json!("delta"));
     assert_eq!(report["examples"][0]["eval_prompt"], json!("alpha"));
+    assert!(
+        report["notes"]
+            .to_string()
+            .contains("1 of 3 training rows have no vector in extra.emb"),
+        "{:#}",
+        report["notes"]
+    );
 }
 
 /// A local OpenAI-compatible `/v1/embeddings` endpoint with the bag-of-words vectors above; it
