@@ -208,10 +208,10 @@ fn a_one_line_label_file_is_a_label_and_replace_starts_over() {
             "{}",
             String::from_utf8_lossy(&run.stderr)
         );
-        out
+        (out, String::from_utf8_lossy(&run.stdout).into_owned())
     };
     // One JSON Lines label that names its row by rollout_id (not a {key: 0/1} map).
-    let one = attach(
+    let (one, _) = attach(
         &rows,
         r#"{"rollout_id": "r1", "reward": 1, "annotator": "ana"}"#,
         "one.jsonl",
@@ -220,15 +220,16 @@ fn a_one_line_label_file_is_a_label_and_replace_starts_over() {
     let got = read_jsonl(&one);
     assert_eq!(got[0]["gold_reward"].as_f64(), Some(1.0));
     assert_eq!(got[1]["gold_reward"], Value::Null);
-    // A second annotator disagrees: a tie, gold unset.
-    let tie = attach(&one, r#"{"r1": 0}"#, "tie.jsonl", &["--annotator", "bo"]);
+    // A second annotator disagrees: a tie, gold unset; the report names both annotators.
+    let (tie, said) = attach(&one, r#"{"r1": 0}"#, "tie.jsonl", &["--annotator", "bo"]);
+    assert!(said.contains("annotators: ana, bo"), "{said}");
     let got = read_jsonl(&tie);
     assert_eq!(got[0]["gold_reward"], Value::Null);
     assert_eq!(got[0]["gold_labels"].as_array().unwrap().len(), 2);
     // A third breaks it; --replace instead keeps only the new label.
-    let third = attach(&tie, r#"{"r1": 0}"#, "third.jsonl", &["--annotator", "cy"]);
+    let (third, _) = attach(&tie, r#"{"r1": 0}"#, "third.jsonl", &["--annotator", "cy"]);
     assert_eq!(read_jsonl(&third)[0]["gold_reward"].as_f64(), Some(0.0));
-    let replaced = attach(&tie, r#"{"r1": 1}"#, "replaced.jsonl", &["--replace"]);
+    let (replaced, _) = attach(&tie, r#"{"r1": 1}"#, "replaced.jsonl", &["--replace"]);
     let got = read_jsonl(&replaced);
     assert_eq!(got[0]["gold_reward"].as_f64(), Some(1.0));
     assert_eq!(got[0]["gold_labels"].as_array().unwrap().len(), 1);
