@@ -268,28 +268,28 @@ pub fn check(index: &EvalIndex, opts: &Options, row: &Row<'_>, at: u64) -> Optio
             continue;
         }
         let hashes = index.hasher.windows(&w, index.n);
-        // Per eval text hit: the row positions its shared n-grams cover, and its first window.
-        let mut covered: BTreeMap<u32, (Vec<bool>, usize)> = BTreeMap::new();
+        // Per eval text hit: (the last shared window's start, positions covered so far, the
+        // first shared window). Windows come in ascending order, so each adds the positions past
+        // the previous one's end: min(n, i − last). No position vector per text.
+        let mut covered: HashMap<u32, (usize, usize, usize)> = HashMap::new();
         for (i, h) in hashes.iter().enumerate() {
             if let Some(ids) = index.ngrams.get(h) {
                 for id in ids {
-                    let e = covered
+                    covered
                         .entry(*id)
-                        .or_insert_with(|| (vec![false; w.len()], i));
-                    for p in &mut e.0[i..i + index.n] {
-                        *p = true;
-                    }
+                        .and_modify(|(last, count, _)| {
+                            *count += index.n.min(i - *last);
+                            *last = i;
+                        })
+                        .or_insert((i, index.n, i));
                 }
             }
         }
-        // The text covering most positions, ties to the lowest id (the map is in id order).
+        // The text covering most positions, ties to the lowest id.
         let best = covered
             .iter()
-            .map(|(id, (cov, first))| (*id, cov.iter().filter(|c| **c).count(), *first))
-            .fold(None, |best: Option<(u32, usize, usize)>, x| match best {
-                Some(b) if b.1 >= x.1 => Some(b),
-                _ => Some(x),
-            });
+            .map(|(id, (_, count, first))| (*id, *count, *first))
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
         if let Some((id, count, first)) = best {
             #[allow(clippy::cast_precision_loss, reason = "word counts")]
             let coverage = count as f64 / w.len() as f64;
