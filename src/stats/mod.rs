@@ -8,6 +8,7 @@ pub mod quantile;
 pub mod sizing;
 pub mod sum;
 pub mod wilson;
+pub mod within;
 
 /// Python's `round(x, places)`: correctly rounded on the exact binary value, ties to even
 /// (Rust's float formatting rounds the same way).
