@@ -11,5 +11,6 @@ pub mod judge_trust;
 pub mod labels;
 pub mod markers;
 pub mod pass_at;
+pub mod terms;
 pub mod udf;
 pub mod variance;
