@@ -159,6 +159,31 @@ pub struct DecontaminateArgs {
     pub output: RowsOut,
 }
 
+/// The floors a judge must clear against hand labels (`judge-trust`, `compare-judges`).
+#[derive(Debug, Args)]
+pub struct TrustFloors {
+    /// The floor on agreement's 95% lower bound.
+    #[arg(long, default_value_t = 0.8)]
+    pub min_agreement: f64,
+    /// The floor on Cohen's kappa.
+    #[arg(long, default_value_t = 0.6)]
+    pub min_kappa: f64,
+    /// Count labels from a model (or of unknown origin) as gold.
+    #[arg(long)]
+    pub allow_model_gold: bool,
+}
+
+/// How command judges run (`grade`, `judge-trust`, `compare-judges`).
+#[derive(Debug, Args)]
+pub struct JudgePool {
+    /// Command judges: worker processes.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Command judges: seconds a worker may take over one row.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub timeout: f64,
+}
+
 /// `wai compare-judges`.
 #[derive(Debug, Args)]
 pub struct CompareJudgesArgs {
@@ -169,21 +194,12 @@ pub struct CompareJudgesArgs {
     /// (repeat for each judge).
     #[arg(long = "judge", required = true, value_name = "NAME=SPEC")]
     pub judges: Vec<String>,
-    /// The floor on agreement's 95% lower bound.
-    #[arg(long, default_value_t = 0.8)]
-    pub min_agreement: f64,
-    /// The floor on Cohen's kappa.
-    #[arg(long, default_value_t = 0.6)]
-    pub min_kappa: f64,
-    /// Count labels from a model (or of unknown origin) as gold.
-    #[arg(long)]
-    pub allow_model_gold: bool,
-    /// Command-judge workers.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
-    /// Seconds a command judge may take on one row.
-    #[arg(long, default_value_t = 60.0)]
-    pub timeout: f64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub floors: TrustFloors,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub pool: JudgePool,
 }
 
 /// `wai labels ...`.
@@ -229,15 +245,9 @@ pub struct JudgeTrustArgs {
     /// Scored rows with gold labels (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "SCORED")]
     pub inputs: Vec<String>,
-    /// The floor on agreement's 95% lower bound.
-    #[arg(long, default_value_t = 0.8)]
-    pub min_agreement: f64,
-    /// The floor on Cohen's kappa.
-    #[arg(long, default_value_t = 0.6)]
-    pub min_kappa: f64,
-    /// Count labels from a model (or of unknown origin) as gold.
-    #[arg(long)]
-    pub allow_model_gold: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub floors: TrustFloors,
     /// The pass-rate gap between short and long replies that flags length bias.
     #[arg(long, default_value_t = 0.15)]
     pub length_gap_flag: f64,
@@ -270,12 +280,9 @@ pub struct JudgeTrustArgs {
     /// The flip (or exploit) rate that flags.
     #[arg(long, default_value_t = 0.10)]
     pub flip_flag: f64,
-    /// Command-judge workers.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
-    /// Seconds a command judge may take on one row.
-    #[arg(long, default_value_t = 60.0)]
-    pub timeout: f64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub pool: JudgePool,
 }
 
 /// `wai compare`.
@@ -423,12 +430,9 @@ pub struct GradeArgs {
     /// Where the scored rows go.
     #[command(flatten)]
     pub output: RowsOut,
-    /// Command judges: worker processes.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
-    /// Command judges: seconds a worker may take over one row.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
-    pub timeout: f64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub pool: JudgePool,
     /// The judge version stamped into `lineage.judge_version` (a verifier file's `version` wins).
     #[arg(long, value_name = "VERSION")]
     pub judge_version: Option<String>,

@@ -1,30 +1,19 @@
 //! `wai compare-judges`: several judges on the same labeled rows; exits 1 when none clears the
 //! floors.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{Context, Outcome};
 use crate::cli::CompareJudgesArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
+use crate::stages::judge_trust;
 use crate::stages::judge_trust::compare::{self, Graded};
-use crate::stages::judge_trust::{self, Options};
 
 /// Runs `wai compare-judges`.
 pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
-    for (name, x) in [
-        ("--min-agreement", args.min_agreement),
-        ("--min-kappa", args.min_kappa),
-    ] {
-        if !(0.0..=1.0).contains(&x) {
-            return Err(Error::Usage(format!("{name} must be in [0, 1], not {x}")));
-        }
-    }
-    if !(args.timeout.is_finite() && args.timeout > 0.0) || args.workers == 0 {
-        return Err(Error::Usage(
-            "--timeout must be above 0 seconds and --workers at least 1".into(),
-        ));
-    }
+    let opts = super::judge_trust::options(&args.floors)?;
+    let (workers, timeout) = super::grade::pool(&args.pool)?;
     let mut named = Vec::new();
     for j in &args.judges {
         let (name, spec) = j
@@ -46,19 +35,12 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     let scratch = super::scratch()?;
     super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
     let batch = ctx.runtime.block_on(async {
-        context
-            .sql("SET datafusion.execution.parquet.pushdown_filters = true")
-            .await?
-            .collect()
-            .await?;
-        let df = context
-            .sql("SELECT * FROM rows WHERE gold_reward = 0 OR gold_reward = 1")
-            .await?;
-        let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
-        Ok::<_, Error>(datafusion::arrow::compute::concat_batches(
-            &schema, &batches,
-        )?)
+        session::late_materialization(&context).await?;
+        session::one_batch(
+            &context,
+            "SELECT * FROM rows WHERE gold_reward = 0 OR gold_reward = 1",
+        )
+        .await
     })?;
     if batch.num_rows() == 0 {
         return Err(Error::Usage(format!(
@@ -68,10 +50,9 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     }
     let mut rows = Vec::new();
     judge_trust::labeled_rows(&batch, &mut rows)?;
-    let timeout = Duration::from_secs_f64(args.timeout);
     let mut verdicts = Vec::new();
     for (_, spec) in &named {
-        let mut judge = super::grade::row_judge(spec, args.workers, timeout)?;
+        let mut judge = super::grade::row_judge(spec, workers, timeout)?;
         let started = Instant::now();
         let v = judge.judge(&batch)?;
         if v.len() != rows.len() {
@@ -93,12 +74,6 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
             seconds: *seconds,
         })
         .collect();
-    let opts = Options {
-        min_agreement: args.min_agreement,
-        min_kappa: args.min_kappa,
-        allow_model_gold: args.allow_model_gold,
-        ..Options::default()
-    };
     let table = compare::compare(&rows, &graded, &opts);
     Ok(Outcome {
         text: table.to_string().trim_end().to_owned(),

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{Context, Outcome};
-use crate::cli::GradeArgs;
+use crate::cli::{GradeArgs, JudgePool};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::source;
 use crate::report::plural;
@@ -46,6 +46,23 @@ fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
         None => body.to_owned(),
     };
     Ok((kind, text, file))
+}
+
+/// The worker count and per-row timeout of `pool`, checked.
+///
+/// # Errors
+/// No workers, or a timeout that is not a number of seconds above 0.
+pub(crate) fn pool(pool: &JudgePool) -> Result<(usize, Duration)> {
+    if !(pool.timeout.is_finite() && pool.timeout > 0.0) {
+        return Err(Error::Usage(format!(
+            "--timeout must be a number of seconds above 0, not {}",
+            pool.timeout
+        )));
+    }
+    if pool.workers == 0 {
+        return Err(Error::Usage("--workers must be at least 1".into()));
+    }
+    Ok((pool.workers, Duration::from_secs_f64(pool.timeout)))
 }
 
 /// A judge from `spec` that grades rows batch by row batch: a verifier file, a SQL expression or
@@ -103,15 +120,7 @@ fn run_id(args: &GradeArgs, texts: &[String]) -> String {
 pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format = super::convert::output_format(&args.output.out, args.output.to)?;
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(Error::Usage(format!(
-            "--timeout must be a number of seconds above 0, not {}",
-            args.timeout
-        )));
-    }
-    if args.workers == 0 {
-        return Err(Error::Usage("--workers must be at least 1".into()));
-    }
+    let (workers, timeout) = pool(&args.pool)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
 
     // The judges; a query judge runs first, over every row.
@@ -140,7 +149,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
                         .block_on(QueryJudge::run(name, &text, context))?,
                 )
             }
-            _ => row_judge(spec, args.workers, Duration::from_secs_f64(args.timeout))?,
+            _ => row_judge(spec, workers, timeout)?,
         };
         judges.push(judge);
     }

@@ -1,7 +1,7 @@
 //! `wai judge-trust`: the judge against hand labels; exits 1 unless it passes.
 
 use super::{Context, Outcome};
-use crate::cli::JudgeTrustArgs;
+use crate::cli::{JudgeTrustArgs, TrustFloors};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
 use crate::stages::grade::{Judge, Panel};
@@ -9,22 +9,10 @@ use crate::stages::judge_trust::{self, Options, Rejudged, probes};
 
 /// Runs `wai judge-trust`.
 pub fn run(ctx: &Context, args: &JudgeTrustArgs) -> Result<Outcome> {
-    for (name, x) in [
-        ("--min-agreement", args.min_agreement),
-        ("--min-kappa", args.min_kappa),
-        ("--length-gap-flag", args.length_gap_flag),
-        ("--max-skipped-share", args.max_skipped_share),
-    ] {
-        if !(0.0..=1.0).contains(&x) {
-            return Err(Error::Usage(format!("{name} must be in [0, 1], not {x}")));
-        }
-    }
     let opts = Options {
-        min_agreement: args.min_agreement,
-        min_kappa: args.min_kappa,
-        allow_model_gold: args.allow_model_gold,
-        length_gap_flag: args.length_gap_flag,
-        max_skipped_share: args.max_skipped_share,
+        length_gap_flag: share("--length-gap-flag", args.length_gap_flag)?,
+        max_skipped_share: share("--max-skipped-share", args.max_skipped_share)?,
+        ..options(&args.floors)?
     };
     let context = session::new_context(None)?;
     let scratch = super::scratch()?;
@@ -47,6 +35,25 @@ pub fn run(ctx: &Context, args: &JudgeTrustArgs) -> Result<Outcome> {
     })
 }
 
+/// `x` when it is a share in [0, 1].
+pub(super) fn share(flag: &str, x: f64) -> Result<f64> {
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(Error::Usage(format!("{flag} must be in [0, 1], not {x}")))
+    }
+}
+
+/// The judge-trust options of `floors` (the other checks at their defaults), checked.
+pub(super) fn options(floors: &TrustFloors) -> Result<Options> {
+    Ok(Options {
+        min_agreement: share("--min-agreement", floors.min_agreement)?,
+        min_kappa: share("--min-kappa", floors.min_kappa)?,
+        allow_model_gold: floors.allow_model_gold,
+        ..Options::default()
+    })
+}
+
 /// Re-judges a seeded sample of graded rows with `--judge`: as-is and with filler, then the
 /// probes asked for.
 fn rejudge(
@@ -54,17 +61,8 @@ fn rejudge(
     context: &datafusion::prelude::SessionContext,
     args: &JudgeTrustArgs,
 ) -> Result<Rejudged> {
-    if !(0.0..=1.0).contains(&args.flip_flag) {
-        return Err(Error::Usage(format!(
-            "--flip-flag must be in [0, 1], not {}",
-            args.flip_flag
-        )));
-    }
-    if !(args.timeout.is_finite() && args.timeout > 0.0) || args.workers == 0 {
-        return Err(Error::Usage(
-            "--timeout must be above 0 seconds and --workers at least 1".into(),
-        ));
-    }
+    let flip_flag = share("--flip-flag", args.flip_flag)?;
+    let (workers, timeout) = super::grade::pool(&args.pool)?;
     let names = if args.probes.iter().any(|p| p == "all") {
         probes::all()
     } else {
@@ -85,38 +83,30 @@ fn rejudge(
         }
         other => other.clone(),
     };
-    let timeout = std::time::Duration::from_secs_f64(args.timeout);
     let judges = args
         .judges
         .iter()
-        .map(|spec| super::grade::row_judge(spec, args.workers, timeout))
+        .map(|spec| super::grade::row_judge(spec, workers, timeout))
         .collect::<Result<Vec<Box<dyn Judge>>>>()?;
     let mut panel = Panel::new(judges);
     let judge_name = Some(panel.name().to_owned());
     // The sample: graded rows in the order of a seeded hash of their id, so the choice is the
     // same at any partitioning.
-    let picked = ctx.runtime.block_on(async {
-        let df = context
-            .sql(&format!(
-                "SELECT * FROM rows WHERE reward = 0 OR reward = 1 \
-                 ORDER BY stable_hash(concat('{}:', rollout_id)) LIMIT {}",
-                args.seed, args.sample
-            ))
-            .await?;
-        let schema = df.schema().as_arrow().clone();
-        let batches = df.collect().await?;
-        Ok::<_, Error>(datafusion::arrow::compute::concat_batches(
-            &std::sync::Arc::new(schema),
-            &batches,
-        )?)
-    })?;
+    let picked = ctx.runtime.block_on(session::one_batch(
+        context,
+        &format!(
+            "SELECT * FROM rows WHERE reward = 0 OR reward = 1 \
+             ORDER BY stable_hash(concat('{}:', rollout_id)) LIMIT {}",
+            args.seed, args.sample
+        ),
+    ))?;
     if picked.num_rows() == 0 {
         return Ok(Rejudged {
             judge_name,
             ..Rejudged::default()
         });
     }
-    let perturbation = probes::perturbation(&picked, &mut panel, args.flip_flag)?;
+    let perturbation = probes::perturbation(&picked, &mut panel, flip_flag)?;
     let probed = if names.is_empty() {
         None
     } else {
@@ -125,7 +115,7 @@ fn rejudge(
             &mut panel,
             &names,
             rubric.as_deref(),
-            args.flip_flag,
+            flip_flag,
         )?)
     };
     Ok(Rejudged {

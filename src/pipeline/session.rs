@@ -34,6 +34,36 @@ pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
     Ok(ctx)
 }
 
+/// Turns on Parquet late materialization for `ctx`: a filter is applied to its own columns before
+/// the other columns of a row group are decoded. Worth it for selective filters (a few labeled
+/// rows among millions), so stages ask for it rather than every session having it.
+///
+/// # Errors
+/// The setting is refused.
+pub async fn late_materialization(ctx: &SessionContext) -> Result<()> {
+    ctx.sql("SET datafusion.execution.parquet.pushdown_filters = true")
+        .await?
+        .collect()
+        .await?;
+    Ok(())
+}
+
+/// The result of `sql` on `ctx` as one batch (a small result: a sample, the labeled rows).
+///
+/// # Errors
+/// A query failure.
+pub async fn one_batch(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<datafusion::arrow::array::RecordBatch> {
+    let df = ctx.sql(sql).await?;
+    let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await?;
+    Ok(datafusion::arrow::compute::concat_batches(
+        &schema, &batches,
+    )?)
+}
+
 /// SQL options for user queries: no DDL, no DML, no `SET`/`COPY` statements, so a query can
 /// neither create tables over other files nor write anything.
 pub fn read_only() -> SQLOptions {

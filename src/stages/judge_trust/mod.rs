@@ -987,12 +987,9 @@ pub async fn read(ctx: &SessionContext, table: &str) -> Result<(Vec<Labeled>, u6
         n_rows = c.count("n", 0)?;
         n_reward = c.count("scored", 0)?;
     }
-    // Labeled rows are few: filter on the (small) gold column before decoding the conversations
-    // (Parquet late materialization), so the text of unlabeled rows is never read.
-    ctx.sql("SET datafusion.execution.parquet.pushdown_filters = true")
-        .await?
-        .collect()
-        .await?;
+    // Labeled rows are few: filter on the (small) gold column before decoding the conversations,
+    // so the text of unlabeled rows is never read.
+    crate::pipeline::session::late_materialization(ctx).await?;
     let batches = ctx
         .sql(&format!(
             "SELECT task_id, reward, gold_reward, gold_kind, judge_name, reason, final_text, \
