@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::{Labeled, Options, agreement, trusted_kind};
+use super::{Labeled, Options, agreement, is_binary, trusted_kind};
 use crate::stages::grade::Verdict;
 
 /// One judge's row of the table.
@@ -82,7 +82,7 @@ pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Compa
     // Who wrote the gold is a fact of the rows, not of what each judge managed to grade.
     let gold_kind = super::gold_kind_of(
         rows.iter()
-            .filter(|r| r.gold == 0.0 || r.gold == 1.0)
+            .filter(|r| is_binary(r.gold))
             .map(|r| r.kind.as_deref()),
     );
     let trusted = opts.allow_model_gold || gold_kind.as_deref().is_some_and(trusted_kind);
@@ -137,7 +137,7 @@ pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Compa
     let golds: Vec<f64> = rows
         .iter()
         .map(|r| r.gold)
-        .filter(|g| *g == 0.0 || *g == 1.0)
+        .filter(|g| is_binary(*g))
         .collect();
     if !golds.is_empty() && golds.iter().all(|g| *g == golds[0]) {
         warnings.push(format!(

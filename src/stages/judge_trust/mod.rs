@@ -120,6 +120,12 @@ impl Confusion {
     fn n(self) -> u64 {
         self.tp + self.fp + self.fn_ + self.tn
     }
+
+    /// Whether the gold labels of some pairs are all one value.
+    pub fn one_valued_gold(self) -> bool {
+        let n = self.n();
+        n > 0 && (self.tp + self.fn_ == n || self.fp + self.tn == n)
+    }
 }
 
 /// Agreement of one set of pairs.
@@ -320,8 +326,19 @@ pub fn half(task: &str) -> u8 {
     Sha256::digest(task.as_bytes())[3] & 1
 }
 
-fn is_binary(x: f64) -> bool {
-    x == 0.0 || x == 1.0
+/// A 0/1 label or reward as 0 or 1; anything else is not one.
+pub(crate) fn binary(x: f64) -> Option<u8> {
+    if x == 0.0 {
+        Some(0)
+    } else if x == 1.0 {
+        Some(1)
+    } else {
+        None
+    }
+}
+
+pub(crate) fn is_binary(x: f64) -> bool {
+    binary(x).is_some()
 }
 
 /// One word for the kinds of a set of labels: the kind when all share it (`verifier` reads as
@@ -381,8 +398,7 @@ pub fn agreement(rows: &[&Labeled], considered: u64) -> Agreement {
         kinds.push(r.kind.as_deref());
     }
     let n = c.n();
-    let degenerate = n > 0 && (c.tp + c.fn_ == n || c.fp + c.tn == n);
-    let kappa = if degenerate && (c.fp + c.fn_ == 0) {
+    let kappa = if c.one_valued_gold() && (c.fp + c.fn_ == 0) {
         // Both raters gave one value throughout: chance explains all agreement, kappa is 0/0.
         None
     } else {
@@ -581,9 +597,7 @@ pub fn report(
             final_text: r.final_text.chars().take(REVIEW_CHARS).collect(),
         })
         .collect();
-    let degenerate_gold = agree.n > 0
-        && (agree.confusion.tp + agree.confusion.fn_ == agree.n
-            || agree.confusion.fp + agree.confusion.tn == agree.n);
+    let degenerate_gold = agree.confusion.one_valued_gold();
 
     let mut flags = Flags {
         unmeasured: agree.n == 0,

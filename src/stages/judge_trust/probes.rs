@@ -16,6 +16,7 @@ use datafusion::arrow::datatypes::Float64Type;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::binary;
 use crate::error::{Error, Result};
 use crate::pipeline::row::{BatchView, Builder, decode, encode};
 use crate::report::percent;
@@ -283,16 +284,6 @@ fn judged(judge: &mut dyn Judge, rows: &[Map<String, Value>]) -> Result<(Vec<Opt
         verdicts.iter().map(|v| v.reward.and_then(binary)).collect(),
         errors,
     ))
-}
-
-fn binary(x: f64) -> Option<u8> {
-    if x == 0.0 {
-        Some(0)
-    } else if x == 1.0 {
-        Some(1)
-    } else {
-        None
-    }
 }
 
 /// The original 0/1 rewards of `batch`.
