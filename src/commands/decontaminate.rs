@@ -263,16 +263,7 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
                 }
             }
             for h in hits.into_iter().flatten() {
-                if h.rule == Rule::Semantic {
-                    if let Some(p) = h.eval_text {
-                        tally.prompts_hit.insert(p as usize);
-                    }
-                    let mut h = h;
-                    h.eval_text = None;
-                    tally.add(h);
-                } else {
-                    tally.add(h);
-                }
+                tally.add(h);
             }
             Ok(datafusion::arrow::compute::filter_record_batch(
                 &batch, &keep,

@@ -63,19 +63,27 @@ impl Default for Options {
 
 /// Lowercased, white space collapsed to single spaces, trimmed.
 pub fn norm(text: &str) -> String {
-    text.to_lowercase()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    norm_of(&text.to_lowercase())
 }
 
 /// The runs of `[a-z0-9]` in the lowercased text.
 pub fn words(text: &str) -> Vec<String> {
-    let lower = text.to_lowercase();
+    words_of(&text.to_lowercase())
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// [`norm`] of an already lowercased text.
+fn norm_of(lower: &str) -> String {
+    lower.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// [`words`] of an already lowercased text, borrowed from it.
+fn words_of(lower: &str) -> Vec<&str> {
     lower
         .split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit()))
         .filter(|w| !w.is_empty())
-        .map(str::to_owned)
         .collect()
 }
 
@@ -89,11 +97,11 @@ impl Hasher {
     }
 
     /// The hash of each window of `n` words (none under `n` words).
-    fn windows(&self, words: &[String], n: usize) -> Vec<u64> {
+    fn windows(&self, words: &[&str], n: usize) -> Vec<u64> {
         if n == 0 || words.len() < n {
             return Vec::new();
         }
-        let each: Vec<u64> = words.iter().map(|w| self.0.hash_one(w.as_str())).collect();
+        let each: Vec<u64> = words.iter().map(|w| self.0.hash_one(*w)).collect();
         each.windows(n)
             .map(|w| {
                 w.iter().fold(0x9e37_79b9_7f4a_7c15_u64, |h, x| {
@@ -160,11 +168,12 @@ impl EvalIndex {
             }
         }
         for text in std::iter::once(prompt).chain(more.iter().map(String::as_str)) {
-            let w = words(text);
+            let lower = text.to_lowercase();
+            let w = words_of(&lower);
             if w.is_empty() {
                 continue;
             }
-            let key = norm(text);
+            let key = norm_of(&lower);
             if self.norms.contains_key(&key) {
                 continue;
             }
@@ -200,7 +209,8 @@ pub struct Hit {
     pub task: Option<String>,
     /// The eval prompt (semantic), first 120 characters.
     pub eval_prompt: Option<String>,
-    /// The eval text hit (exact and near), for the eval-side count.
+    /// The eval text hit (exact and near) or the eval prompt (semantic), for the eval-side
+    /// count.
     #[serde(skip)]
     pub eval_text: Option<u32>,
     /// The rule.
@@ -247,11 +257,13 @@ pub fn check(index: &EvalIndex, opts: &Options, row: &Row<'_>, at: u64) -> Optio
         });
     }
     for (field, text) in opts.fields.iter().zip(&row.texts) {
-        let w = words(text);
+        // One lowercasing serves both rules.
+        let lower = text.to_lowercase();
+        let w = words_of(&lower);
         if w.is_empty() {
             continue;
         }
-        if let Some(id) = index.norms.get(&norm(text)) {
+        if let Some(id) = index.norms.get(&norm_of(&lower)) {
             return Some(Hit {
                 index: at,
                 field: field.clone(),
@@ -509,8 +521,14 @@ impl Tally {
     pub fn add(&mut self, hit: Hit) {
         *self.by_rule.entry(hit.rule).or_default() += 1;
         *self.by_field.entry(hit.field.clone()).or_default() += 1;
-        if let Some(t) = hit.eval_text {
-            self.texts_hit.insert(t);
+        match (hit.rule, hit.eval_text) {
+            (Rule::Semantic, Some(p)) => {
+                self.prompts_hit.insert(p as usize);
+            }
+            (_, Some(t)) => {
+                self.texts_hit.insert(t);
+            }
+            (_, None) => {}
         }
         if self.examples.len() < EXAMPLES {
             self.examples.push(hit);
