@@ -8,15 +8,15 @@
 //! order. A reply that is late past the timeout, malformed, or has the wrong number of vectors
 //! stops the run with an error naming the command and the tail of its stderr.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command as Process, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::stages::grade::command::{Tail, keep_tail, tail_text};
 
 /// How an embedder is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub struct CommandEmbedder {
     /// past the timeout.
     requests: Option<mpsc::Sender<String>>,
     lines: Receiver<std::io::Result<String>>,
-    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr: Tail,
     timeout: Duration,
     next_id: u64,
 }
@@ -122,7 +122,7 @@ impl CommandEmbedder {
             .stdout
             .take()
             .ok_or_else(|| Error::Internal("no stdout".into()))?;
-        let mut err = child
+        let err = child
             .stderr
             .take()
             .ok_or_else(|| Error::Internal("no stderr".into()))?;
@@ -134,21 +134,7 @@ impl CommandEmbedder {
                 }
             }
         });
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut s) = sink.lock() {
-                    s.extend_from_slice(&buf[..n]);
-                    let excess = s.len().saturating_sub(4096);
-                    s.drain(..excess);
-                }
-            }
-        });
+        let (stderr, _) = keep_tail(err);
         Ok(Self {
             command: command.to_owned(),
             child,
@@ -161,11 +147,7 @@ impl CommandEmbedder {
     }
 
     fn fail(&self, what: &str) -> Error {
-        let tail = self
-            .stderr
-            .lock()
-            .map(|s| String::from_utf8_lossy(&s).trim().to_owned())
-            .unwrap_or_default();
+        let tail = tail_text(&self.stderr);
         Error::Usage(format!(
             "embedder `{}`: {what}{}",
             self.command,

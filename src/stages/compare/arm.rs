@@ -364,10 +364,7 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, dict: &mut Dictionar
 
 /// One grouped query's results, before its names are numbered.
 #[derive(Debug)]
-pub(super) struct GroupScan {
-    markers: Vec<String>,
-    batches: Vec<RecordBatch>,
-}
+pub(super) struct GroupScan(Vec<RecordBatch>);
 
 /// Queries the pass-rate cells of table `table` by group (`group` a SQL expression), all runs
 /// pooled.
@@ -376,18 +373,16 @@ pub(super) async fn scan_groups(
     table: &str,
     group: &str,
 ) -> Result<GroupScan> {
-    let batches = cells(ctx, table, "''", group, &[]).await?.collect().await?;
-    Ok(GroupScan {
-        markers: Vec::new(),
-        batches,
-    })
+    Ok(GroupScan(
+        cells(ctx, table, "''", group, &[]).await?.collect().await?,
+    ))
 }
 
-/// Numbers the names of `scan` in `dict`: its cells.
+/// Numbers the names of `scan` in `dict`: its (pass-rate) cells.
 pub(super) fn build_groups(scan: &GroupScan, dict: &mut Dictionary) -> Result<Vec<Cell>> {
     let mut runs = Names::default();
     let mut out = Vec::new();
-    fill(&scan.batches, &scan.markers, dict, &mut runs, &mut out)?;
+    fill(&scan.0, &[], dict, &mut runs, &mut out)?;
     Ok(out)
 }
 

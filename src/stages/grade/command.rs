@@ -53,7 +53,7 @@ enum Event {
 struct Worker {
     child: Child,
     input: Sender<Request>,
-    stderr: Arc<Mutex<VecDeque<u8>>>,
+    stderr: Tail,
     /// Hangs up when the worker's stderr is closed (read to its end).
     stderr_done: Receiver<()>,
     generation: u64,
@@ -65,16 +65,46 @@ struct Worker {
     progress: Instant,
 }
 
+/// The last bytes a program wrote to its stderr, kept by a reader thread.
+pub(crate) type Tail = Arc<Mutex<VecDeque<u8>>>;
+
+/// Reads `stderr` on a thread of its own, keeping its last [`STDERR_TAIL`] bytes; the receiver
+/// hangs up when the stream is read to its end.
+pub(crate) fn keep_tail(mut stderr: impl Read + Send + 'static) -> (Tail, Receiver<()>) {
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+    let sink = Arc::clone(&tail);
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut t) = sink.lock() {
+                t.extend(&buf[..n]);
+                let excess = t.len().saturating_sub(STDERR_TAIL);
+                t.drain(..excess);
+            }
+        }
+        let _ = done.send(());
+    });
+    (tail, finished)
+}
+
+/// The last eight lines of `tail`.
+pub(crate) fn tail_text(tail: &Tail) -> String {
+    let bytes: Vec<u8> = tail
+        .lock()
+        .map(|b| b.iter().copied().collect())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
 impl Worker {
     fn stderr_tail(&self) -> String {
-        let bytes: Vec<u8> = self
-            .stderr
-            .lock()
-            .map(|b| b.iter().copied().collect())
-            .unwrap_or_default();
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.trim_end().lines().collect();
-        lines[lines.len().saturating_sub(8)..].join("\n")
+        tail_text(&self.stderr)
     }
 
     /// Kills the worker and what it started (it leads its own process group).
@@ -157,7 +187,7 @@ impl CommandJudge {
                     self.opts.command
                 ))
             })?;
-        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+        let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(Error::Internal("a judge worker has no pipes".into()));
@@ -198,23 +228,7 @@ impl CommandJudge {
             }
             let _ = events.send(Event::Closed(w, generation));
         });
-        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
-        let sink = Arc::clone(&tail);
-        let (done, stderr_done) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut t) = sink.lock() {
-                    t.extend(&buf[..n]);
-                    let excess = t.len().saturating_sub(STDERR_TAIL);
-                    t.drain(..excess);
-                }
-            }
-            let _ = done.send(());
-        });
+        let (tail, stderr_done) = keep_tail(stderr);
         self.workers[w] = Some(Worker {
             child,
             input,
