@@ -59,90 +59,36 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
 
+/// `wai gen --rows ROWS --seed SEED [EXTRA...] -o dir/NAME`, returning the path.
+fn generate(dir: &Path, name: &str, rows: usize, seed: u64, extra: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let (rows, seed) = (rows.to_string(), seed.to_string());
+    let mut args = vec!["-q", "gen", "--rows", &rows, "--seed", &seed];
+    args.extend_from_slice(extra);
+    args.extend(["-o", path(&out)]);
+    run(&args);
+    out
+}
+
 static DATA: LazyLock<Data> = LazyLock::new(|| {
     let dir = tempfile::tempdir().expect("temp dir");
-    let jsonl_200k = dir.path().join("rows-200k.jsonl");
-    let parquet_1m = dir.path().join("rows-1m.parquet");
-    let parquet_100k = dir.path().join("rows-100k.parquet");
-    run(&[
-        "-q",
-        "gen",
-        "--rows",
-        "200000",
-        "--seed",
-        "1",
-        "-o",
-        path(&jsonl_200k),
-    ]);
-    run(&[
-        "-q",
-        "gen",
-        "--rows",
-        "100000",
-        "--seed",
-        "1",
-        "-o",
-        path(&parquet_100k),
-    ]);
-    run(&[
-        "-q",
-        "gen",
-        "--rows",
-        "1000000",
-        "--seed",
-        "1",
-        "-o",
-        path(&parquet_1m),
-    ]);
+    let d = dir.path();
+    let jsonl_200k = generate(d, "rows-200k.jsonl", 200_000, 1, &[]);
+    let parquet_100k = generate(d, "rows-100k.parquet", 100_000, 1, &[]);
+    let parquet_1m = generate(d, "rows-1m.parquet", 1_000_000, 1, &[]);
     // Second arms for compare: the same task ids, other draws.
-    let parquet_100k_b = dir.path().join("rows-100k-b.parquet");
-    let parquet_1m_b = dir.path().join("rows-1m-b.parquet");
-    run(&[
-        "-q",
-        "gen",
-        "--rows",
-        "100000",
-        "--seed",
-        "2",
-        "-o",
-        path(&parquet_100k_b),
-    ]);
-    run(&[
-        "-q",
-        "gen",
-        "--rows",
-        "1000000",
-        "--seed",
-        "2",
-        "-o",
-        path(&parquet_1m_b),
-    ]);
+    let parquet_100k_b = generate(d, "rows-100k-b.parquet", 100_000, 2, &[]);
+    let parquet_1m_b = generate(d, "rows-1m-b.parquet", 1_000_000, 2, &[]);
     // Scored rows with about 5k gold labels, for judge trust.
-    let parquet_1m_gold = dir.path().join("rows-1m-gold.parquet");
-    run(&[
-        "-q",
-        "gen",
-        "--rows",
-        "1000000",
-        "--gold",
-        "0.005",
-        "--seed",
-        "3",
-        "-o",
-        path(&parquet_1m_gold),
-    ]);
+    let parquet_1m_gold = generate(
+        d,
+        "rows-1m-gold.parquet",
+        1_000_000,
+        3,
+        &["--gold", "0.005"],
+    );
     // An eval set of 5k prompts under their own task ids (plain JSONL, as a benchmark ships).
-    let eval_5k_rows = dir.path().join("eval-5k.parquet");
-    run(&[
-        "-q",
-        "gen",
-        "--rows",
-        "5000",
-        "--seed",
-        "7",
-        "-o",
-        path(&eval_5k_rows),
-    ]);
+    let eval_5k_rows = generate(d, "eval-5k.parquet", 5_000, 7, &[]);
     let eval_5k = dir.path().join("eval-5k.jsonl");
     run(&[
         "-q",

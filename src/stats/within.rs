@@ -285,62 +285,69 @@ mod tests {
             .collect()
     }
 
+    /// The planted rows' groups, rewards and centred rewards, and a feature of each reply.
+    struct Planted {
+        rows: Vec<(String, String, f64)>,
+        groups: Groups,
+        rewards: Vec<f64>,
+        c: Centred,
+    }
+
+    impl Planted {
+        fn new() -> Self {
+            let rows = planted();
+            let groups = Groups::new(&rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>());
+            let rewards: Vec<f64> = rows.iter().map(|r| r.2).collect();
+            let c = centre(&rewards, &groups);
+            Self {
+                rows,
+                groups,
+                rewards,
+                c,
+            }
+        }
+
+        /// `of` of each reply as a feature, with its within-ask sd.
+        fn feature(&self, of: impl Fn(&str) -> usize) -> (Feature, f64) {
+            let f = Feature::from_dense(
+                &self
+                    .rows
+                    .iter()
+                    .map(|r| of(&r.1) as f64)
+                    .collect::<Vec<_>>(),
+            );
+            let sd = sd_within(&f, &self.groups, self.rows.len());
+            (f, sd)
+        }
+    }
+
     #[test]
     fn within_and_pooled_correlations_match_the_reference() {
-        let rows = planted();
-        let groups = Groups::new(&rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>());
-        let rewards: Vec<f64> = rows.iter().map(|r| r.2).collect();
-        let c = centre(&rewards, &groups);
-        let words = Feature::from_dense(
-            &rows
-                .iter()
-                .map(|r| r.1.split_whitespace().count() as f64)
-                .collect::<Vec<_>>(),
-        );
-        let sd = sd_within(&words, &groups, rows.len());
+        let p = Planted::new();
+        let (rewards, c) = (&p.rewards, &p.c);
+        let (words, sd) = p.feature(|t| t.split_whitespace().count());
         let round4 = |x: f64| crate::stats::round_places(x, 4);
         assert_eq!(round4(rho_within(&words, sd, &c.rc, c.sr)), 0.4467);
-        assert_eq!(round4(pooled(&words, &rewards).0), 0.4189);
+        assert_eq!(round4(pooled(&words, rewards).0), 0.4189);
         // reply_length: the reply's characters (these rows have no conversation).
-        let chars = Feature::from_dense(
-            &rows
-                .iter()
-                .map(|r| r.1.chars().count() as f64)
-                .collect::<Vec<_>>(),
-        );
-        let sd = sd_within(&chars, &groups, rows.len());
+        let (chars, sd) = p.feature(|t| t.chars().count());
         assert_eq!(round4(rho_within(&chars, sd, &c.rc, c.sr)), 0.3135);
-        assert_eq!(round4(pooled(&chars, &rewards).0), 0.2922);
+        assert_eq!(round4(pooled(&chars, rewards).0), 0.2922);
         // The reference's support line.
-        let s = support(&rewards, &groups);
+        let s = support(rewards, &p.groups);
         assert_eq!((s.sat, s.dead, s.mixed), (0.0, 0.0, 1.0));
         assert!((s.capacity - 0.888_888_888_888_889_1).abs() < 1e-12);
         // The delimiter itself: a perfect within-ask correlation.
-        let hashes = Feature::from_dense(
-            &rows
-                .iter()
-                .map(|r| r.1.matches('#').count() as f64)
-                .collect::<Vec<_>>(),
-        );
-        let sd = sd_within(&hashes, &groups, rows.len());
+        let (hashes, sd) = p.feature(|t| t.matches('#').count());
         assert_eq!(round4(rho_within(&hashes, sd, &c.rc, c.sr)), 1.0);
     }
 
     #[test]
     fn the_floor_is_seeded_and_shuffles_within_asks_only() {
-        let rows = planted();
-        let groups = Groups::new(&rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>());
-        let rewards: Vec<f64> = rows.iter().map(|r| r.2).collect();
-        let c = centre(&rewards, &groups);
-        let words = Feature::from_dense(
-            &rows
-                .iter()
-                .map(|r| r.1.split_whitespace().count() as f64)
-                .collect::<Vec<_>>(),
-        );
-        let sd = sd_within(&words, &groups, rows.len());
-        let (tau, nulls) = floor(&[(&words, sd)], &rewards, &groups, &c, 100, 0.05, 0);
-        let (again, _) = floor(&[(&words, sd)], &rewards, &groups, &c, 100, 0.05, 0);
+        let p = Planted::new();
+        let (words, sd) = p.feature(|t| t.split_whitespace().count());
+        let (tau, nulls) = floor(&[(&words, sd)], &p.rewards, &p.groups, &p.c, 100, 0.05, 0);
+        let (again, _) = floor(&[(&words, sd)], &p.rewards, &p.groups, &p.c, 100, 0.05, 0);
         assert_eq!(tau, again);
         assert_eq!(nulls.len(), 100);
         assert_eq!(tau, nulls[94]);

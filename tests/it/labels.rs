@@ -1,6 +1,8 @@
 //! `wai labels attach`: the reference's `attach_labels` vectors, the refusals that change nothing,
 //! and labels feeding `wai judge-trust`.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
 use crate::support::{read_jsonl, vectors, wai, write_rows};
@@ -97,6 +99,35 @@ fn attach(rows: &[Value], labels: &str) -> (i32, String, bool) {
     )
 }
 
+/// Runs `wai labels attach INPUT LABELS ARGS -o dir/OUT` with `labels` written beside it, which
+/// must succeed: the output path and what it printed.
+fn attach_ok(
+    dir: &Path,
+    input: &Path,
+    labels: &str,
+    out: &str,
+    args: &[&str],
+) -> (PathBuf, String) {
+    let path = dir.join(format!("{out}.labels"));
+    std::fs::write(&path, labels).unwrap();
+    let out = dir.join(out);
+    let run = wai()
+        .args(["labels", "attach"])
+        .arg(input)
+        .arg(&path)
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    (out, String::from_utf8_lossy(&run.stdout).into_owned())
+}
+
 #[test]
 fn a_key_naming_several_rows_changes_nothing() {
     let v = vectors();
@@ -154,21 +185,12 @@ fn sixteen_human_labels_make_a_judge_pass_and_fifteen_do_not() {
     for (n, want) in [(15, 1), (16, 0)] {
         let labels: serde_json::Map<String, Value> =
             (0..n).map(|i| (format!("t{i}#0"), json!(i % 2))).collect();
-        let labels_path = dir.path().join(format!("labels-{n}.json"));
-        std::fs::write(&labels_path, Value::Object(labels).to_string()).unwrap();
-        let out = dir.path().join(format!("labeled-{n}.parquet"));
-        let run = wai()
-            .args(["labels", "attach"])
-            .arg(&path)
-            .arg(&labels_path)
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
+        let (out, _) = attach_ok(
+            dir.path(),
+            &path,
+            &Value::Object(labels).to_string(),
+            &format!("labeled-{n}.parquet"),
+            &[],
         );
         let trust = wai().arg("judge-trust").arg(&out).output().unwrap();
         let text = String::from_utf8_lossy(&trust.stdout);
@@ -190,25 +212,8 @@ fn a_one_line_label_file_is_a_label_and_replace_starts_over() {
             json!({"task_id": "u", "rollout_id": "r2", "reward": 0}),
         ],
     );
-    let attach = |input: &std::path::Path, labels: &str, out: &str, extra: &[&str]| {
-        let path = dir.path().join(format!("{out}.labels"));
-        std::fs::write(&path, labels).unwrap();
-        let out = dir.path().join(out);
-        let run = wai()
-            .args(["labels", "attach"])
-            .arg(input)
-            .arg(&path)
-            .args(extra)
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        (out, String::from_utf8_lossy(&run.stdout).into_owned())
+    let attach = |input: &Path, labels: &str, out: &str, args: &[&str]| {
+        attach_ok(dir.path(), input, labels, out, args)
     };
     // One JSON Lines label that names its row by rollout_id (not a {key: 0/1} map).
     let (one, _) = attach(
