@@ -247,39 +247,51 @@ impl Index {
         let index = batch
             .column_by_name(col::ROLLOUT_INDEX)
             .map(|a| a.as_primitive::<Int32Type>().clone());
+        // Only the key forms some label uses are built: most rows match nothing, so a row costs
+        // a few set lookups of borrowed text, not a handful of new strings.
         let want_prompts = self.wanted.iter().any(|k| k.starts_with("prompt:"));
+        let want_composite = self.wanted.iter().any(|k| k.contains('#'));
         for i in 0..batch.num_rows() {
             let id = rollout.value(i);
             let t = task.value(i);
-            let composite = index
-                .as_ref()
-                .filter(|a| a.is_valid(i))
-                .map(|a| format!("{t}#{}", a.value(i)));
+            let composite = || {
+                index
+                    .as_ref()
+                    .filter(|a| a.is_valid(i))
+                    .map(|a| format!("{t}#{}", a.value(i)))
+            };
             if self.sample_keys.len() < 3 {
                 self.sample_keys
-                    .insert(composite.clone().unwrap_or_else(|| id.to_owned()));
+                    .insert(composite().unwrap_or_else(|| id.to_owned()));
             }
-            let mut keys: Vec<String> = vec![id.to_owned(), t.to_owned()];
-            keys.extend(composite.clone());
+            let mut keys: Vec<String> = Vec::new();
+            for k in [id, t] {
+                if self.wanted.contains(k) && !keys.iter().any(|x| x == k) {
+                    keys.push(k.to_owned());
+                }
+            }
+            if want_composite {
+                keys.extend(composite().filter(|c| self.wanted.contains(c)));
+            }
             if want_prompts && prompt.is_valid(i) {
                 let r = if reply.is_valid(i) {
                     reply.value(i)
                 } else {
                     ""
                 };
-                keys.push(prompt_key(prompt.value(i), r));
-            }
-            keys.dedup();
-            for k in keys {
+                let k = prompt_key(prompt.value(i), r);
                 if self.wanted.contains(&k) {
-                    let rows = self.rows.entry(k).or_default();
-                    if !rows.iter().any(|r| r == id) {
-                        rows.push(id.to_owned());
-                    }
-                    self.names
-                        .entry(id.to_owned())
-                        .or_insert_with(|| composite.clone().unwrap_or_else(|| id.to_owned()));
+                    keys.push(k);
                 }
+            }
+            for k in keys {
+                let rows = self.rows.entry(k).or_default();
+                if !rows.iter().any(|r| r == id) {
+                    rows.push(id.to_owned());
+                }
+                self.names
+                    .entry(id.to_owned())
+                    .or_insert_with(|| composite().unwrap_or_else(|| id.to_owned()));
             }
         }
         Ok(())
