@@ -118,6 +118,56 @@ pub enum Command {
     /// report counts both directions (training rows dropped per rule, eval items touched) and
     /// names every rule that could not run.
     Decontaminate(DecontaminateArgs),
+    /// What would a policy trained on this reward learn? Features that separate reward within
+    /// a task, against a permutation floor.
+    ///
+    /// Ranks the hand tier (reply length, tool calls, turns, truncation, surface counts, tools,
+    /// markers), `--feature` SQL expressions and the most common words and word pairs by their
+    /// within-task correlation with the reward, marks those above the noise floor, and names the
+    /// regime: TRAIN, REWARD HACK, POOL EXHAUSTED, NO SIGNAL, DEGENERATE or UNKNOWN. Exits 1 on
+    /// REWARD HACK.
+    #[command(name = "hack-scan")]
+    HackScan(HackScanArgs),
+}
+
+/// `wai hack-scan`.
+#[derive(Debug, Args)]
+pub struct HackScanArgs {
+    /// Scored rows, several rollouts per task (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(required = true, value_name = "SCORED")]
+    pub inputs: Vec<String>,
+    /// What the reward should pay for: substrings of feature names (`tool:lookup_order`,
+    /// `marker:grounded`, `lookup`), comma-separated. Without it no hack can be named.
+    #[arg(long, value_delimiter = ',', value_name = "SUBSTR,...")]
+    pub endorsed: Vec<String>,
+    /// A feature of your own: `NAME=SQL_EXPR` over the row (a number or a boolean; null is
+    /// absent). Repeat for several.
+    #[arg(long = "feature", value_name = "NAME=SQL_EXPR")]
+    pub features: Vec<String>,
+    /// Leave out the automatic words, word pairs and conjunctions.
+    #[arg(long)]
+    pub no_auto: bool,
+    /// Most common words and word pairs in the automatic tier.
+    #[arg(long, default_value_t = 200)]
+    pub top_k: usize,
+    /// Within-task shuffles behind the noise floor.
+    #[arg(long, default_value_t = 100)]
+    pub perms: u32,
+    /// Fewest rows a feature must be present on to be ranked.
+    #[arg(long, default_value_t = 20)]
+    pub min_obs: usize,
+    /// Strongest indicators whose pairwise conjunctions (`A AND B`) are tried.
+    #[arg(long, default_value_t = 12)]
+    pub seeds: usize,
+    /// The floor's level: a feature above it clears chance at this rate.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// The seed of the shuffles.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Ranked features in the report (0 lists all).
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
 }
 
 /// `wai decontaminate`.

@@ -10,6 +10,7 @@ pub mod decontaminate;
 pub mod gate;
 pub mod generate;
 pub mod grade;
+pub mod hack_scan;
 pub mod holdout;
 pub mod ingest;
 pub mod judge_trust;
@@ -110,6 +111,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::CompareJudges(args) => compare_judges::run(&ctx, &args),
         Command::Labels(command) => labels::run(&ctx, &command),
         Command::Decontaminate(args) => decontaminate::run(&ctx, &args),
+        Command::HackScan(args) => hack_scan::run(&ctx, &args),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod decontaminate;
 pub mod embed;
 pub mod grade;
+pub mod hack_scan;
 pub mod holdout;
 pub mod judge_trust;
 pub mod labels;

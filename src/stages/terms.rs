@@ -6,57 +6,227 @@
 //! dropped). Its terms are its distinct tokens and the pairs `"a b"` of consecutive tokens. The
 //! vocabulary is the terms whose document frequency `df` is at least `min_obs` and below the
 //! number of texts, most frequent first (ties by term), cut to `top_k`.
+//!
+//! Terms are counted by a 64-bit key (a fixed-seed hash of the term), so a text's terms cost no
+//! string unless a count meets the term for the first time; ASCII texts are split by a byte
+//! scanner, others by the same rule as a regular expression.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher as _};
 use std::sync::LazyLock;
 
-use rayon::prelude::*;
 use regex::Regex;
 
 static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[a-z_]{2,}|\d+|[^\sa-z_\d]")
+    // Python's `\s` also holds the separators \x1c-\x1f.
+    Regex::new(r"[a-z_]{2,}|\d+|[^\s\x1c-\x1fa-z_\d]")
         .unwrap_or_else(|e| unreachable!("a fixed pattern: {e}"))
 });
 
+/// The seed of term keys.
+const SEED: u64 = 0x7e57_7e4a;
+
+/// Splits texts into terms; holds its buffers between texts.
+#[derive(Default)]
+pub struct Tokenizer {
+    lower: String,
+    /// Token spans in `lower`.
+    spans: Vec<(u32, u32)>,
+    /// `(key, first token, pair?)` of the current text's distinct terms.
+    terms: Vec<(u64, u32, bool)>,
+}
+
+/// A term of the current text: its key, and how to spell it.
+#[derive(Debug, Clone, Copy)]
+pub struct Term {
+    /// The term's key.
+    pub key: u64,
+    token: u32,
+    pair: bool,
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_lowercase() || b == b'_'
+}
+
+fn is_space_byte(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1f)
+}
+
+impl Tokenizer {
+    /// The distinct terms of `text`, in no particular order.
+    pub fn terms(&mut self, text: &str) -> impl Iterator<Item = Term> + '_ {
+        self.split(text);
+        let state = foldhash::fast::FixedState::with_seed(SEED);
+        let key = |s: &str| {
+            let mut h = state.build_hasher();
+            h.write(s.as_bytes());
+            h.finish()
+        };
+        let keys: Vec<u64> = self
+            .spans
+            .iter()
+            .map(|&(a, b)| key(&self.lower[a as usize..b as usize]))
+            .collect();
+        self.terms.clear();
+        for (t, k) in keys.iter().enumerate() {
+            let t = u32::try_from(t).unwrap_or(u32::MAX);
+            self.terms.push((*k, t, false));
+        }
+        for (t, w) in keys.windows(2).enumerate() {
+            // A pair's key mixes its tokens' keys; no token holds a space, so no pair's spelling
+            // is a token's.
+            let mut h = state.build_hasher();
+            h.write_u64(w[0]);
+            h.write_u64(w[1]);
+            let t = u32::try_from(t).unwrap_or(u32::MAX);
+            self.terms
+                .push((h.finish() ^ 0x9e37_79b9_7f4a_7c15, t, true));
+        }
+        self.terms.sort_unstable_by_key(|t| t.0);
+        self.terms.dedup_by_key(|t| t.0);
+        self.terms
+            .iter()
+            .map(|&(key, token, pair)| Term { key, token, pair })
+    }
+
+    /// How `term` (of the current text) is spelled.
+    pub fn spell(&self, term: Term) -> String {
+        let at = |t: u32| {
+            let (a, b) = self.spans[t as usize];
+            &self.lower[a as usize..b as usize]
+        };
+        if term.pair {
+            format!("{} {}", at(term.token), at(term.token + 1))
+        } else {
+            at(term.token).to_owned()
+        }
+    }
+
+    /// Lowercases `text` into `lower` and finds its token spans.
+    fn split(&mut self, text: &str) {
+        self.lower.clear();
+        self.spans.clear();
+        let span = |a: usize, b: usize| {
+            (
+                u32::try_from(a).unwrap_or(u32::MAX),
+                u32::try_from(b).unwrap_or(u32::MAX),
+            )
+        };
+        if !text.is_ascii() {
+            self.lower = text.to_lowercase();
+            self.spans.extend(
+                TOKEN
+                    .find_iter(&self.lower)
+                    .map(|m| span(m.start(), m.end())),
+            );
+            return;
+        }
+        self.lower
+            .extend(text.chars().map(|c| c.to_ascii_lowercase()));
+        let b = self.lower.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            if is_word_byte(c) {
+                let start = i;
+                while i < b.len() && is_word_byte(b[i]) {
+                    i += 1;
+                }
+                if i - start >= 2 {
+                    self.spans.push(span(start, i));
+                }
+            } else if c.is_ascii_digit() {
+                let start = i;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+                self.spans.push(span(start, i));
+            } else {
+                if !is_space_byte(c) {
+                    self.spans.push(span(i, i + 1));
+                }
+                i += 1;
+            }
+        }
+    }
+}
+
 /// The tokens of `text` (lowercased first).
 pub fn tokens(text: &str) -> Vec<String> {
-    let lower = text.to_lowercase();
-    TOKEN
-        .find_iter(&lower)
-        .map(|m| m.as_str().to_owned())
+    let mut t = Tokenizer::default();
+    t.split(text);
+    t.spans
+        .iter()
+        .map(|&(a, b)| t.lower[a as usize..b as usize].to_owned())
         .collect()
 }
 
-/// The distinct terms of `text`: its tokens and the pairs of consecutive tokens.
-pub fn terms(text: &str) -> BTreeSet<String> {
-    let t = tokens(text);
-    let mut out: BTreeSet<String> = t.iter().cloned().collect();
-    out.extend(t.windows(2).map(|w| format!("{} {}", w[0], w[1])));
-    out
+/// Document frequencies of terms, with each term's spelling.
+#[derive(Default)]
+pub struct DocFreq {
+    counts: HashMap<u64, (u32, String), foldhash::fast::FixedState>,
 }
 
-/// The vocabulary of `texts`: terms with `min_obs <= df < texts.len()`, by descending `df` then
-/// term, the first `top_k`; each with the (ascending) indices of the texts that hold it.
-pub fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, Vec<u32>)> {
-    let per_text: Vec<BTreeSet<String>> = texts.par_iter().map(|t| terms(t)).collect();
-    let mut holders: HashMap<&str, Vec<u32>> = HashMap::new();
-    for (i, ts) in per_text.iter().enumerate() {
-        for t in ts {
-            holders
-                .entry(t.as_str())
-                .or_default()
-                .push(u32::try_from(i).unwrap_or(u32::MAX));
+impl DocFreq {
+    /// Counts the distinct terms of `text` once.
+    pub fn add(&mut self, tokenizer: &mut Tokenizer, text: &str) {
+        let terms: Vec<Term> = tokenizer.terms(text).collect();
+        for term in terms {
+            match self.counts.get_mut(&term.key) {
+                Some(c) => c.0 += 1,
+                None => {
+                    self.counts.insert(term.key, (1, tokenizer.spell(term)));
+                }
+            }
         }
     }
-    let n = texts.len();
-    let mut vocab: Vec<(String, Vec<u32>)> = holders
-        .into_iter()
-        .filter(|(_, rows)| rows.len() >= min_obs && rows.len() < n)
-        .map(|(t, rows)| (t.to_owned(), rows))
-        .collect();
-    vocab.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
-    vocab.truncate(top_k);
-    vocab
+
+    /// Adds the counts of `other`.
+    pub fn merge(&mut self, other: Self) {
+        if self.counts.len() < other.counts.len() {
+            let mine = std::mem::replace(&mut self.counts, other.counts);
+            return self.merge(Self { counts: mine });
+        }
+        for (k, (c, s)) in other.counts {
+            self.counts.entry(k).or_insert((0, s)).0 += c;
+        }
+    }
+
+    /// The vocabulary over `n` texts: terms with `min_obs <= df < n`, by descending `df` then
+    /// term, the first `top_k`; each as (term, key, df).
+    pub fn vocabulary(self, n: usize, min_obs: usize, top_k: usize) -> Vec<(String, u64, usize)> {
+        let mut vocab: Vec<(String, u64, usize)> = self
+            .counts
+            .into_iter()
+            .map(|(k, (c, s))| (s, k, c as usize))
+            .filter(|(_, _, df)| *df >= min_obs && *df < n)
+            .collect();
+        vocab.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        vocab.truncate(top_k);
+        vocab
+    }
+}
+
+/// The vocabulary of `texts` (see [`DocFreq::vocabulary`]), each term with the (ascending)
+/// indices of the texts that hold it.
+pub fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, Vec<u32>)> {
+    let mut tokenizer = Tokenizer::default();
+    let mut df = DocFreq::default();
+    for t in texts {
+        df.add(&mut tokenizer, t);
+    }
+    let vocab = df.vocabulary(texts.len(), min_obs, top_k);
+    let index: HashMap<u64, usize> = vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect();
+    let mut holders = vec![Vec::new(); vocab.len()];
+    for (i, t) in texts.iter().enumerate() {
+        for term in tokenizer.terms(t) {
+            if let Some(&at) = index.get(&term.key) {
+                holders[at].push(u32::try_from(i).unwrap_or(u32::MAX));
+            }
+        }
+    }
+    vocab.into_iter().map(|v| v.0).zip(holders).collect()
 }
 
 #[cfg(test)]
@@ -73,10 +243,13 @@ mod tests {
                 "2", "order", "-", "17", ",", "#", "#", "#", "x_y", "ü", "ber"
             ]
         );
-        let t = terms("ready ###");
-        assert!(
-            t.contains("ready") && t.contains("#") && t.contains("# #") && t.contains("ready #")
-        );
+        let mut tokenizer = Tokenizer::default();
+        let terms: Vec<Term> = tokenizer.terms("ready ### ready").collect();
+        let mut t: Vec<String> = terms.iter().map(|x| tokenizer.spell(*x)).collect();
+        t.sort();
+        assert_eq!(t, ["#", "# #", "# ready", "ready", "ready #"]);
+        // Non-ASCII texts split by the same rule.
+        assert_eq!(tokens("Çà va, 2x"), ["ç", "à", "va", ",", "2"]);
     }
 
     #[test]

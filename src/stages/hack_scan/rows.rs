@@ -1,0 +1,551 @@
+//! One row's built-in features (the hand tier of the measure spec's §7.2) and the text the auto
+//! tier reads, from a batch of rows.
+//!
+//! The conversation is `messages` when the row has any; otherwise it is rebuilt from the opener,
+//! the prompt and the steps, the way the reference reads a row without messages (a user step is
+//! a user turn, a tool step an assistant turn and a tool turn, a step with only text an assistant
+//! turn; trailing user turns are dropped unless the agent failed; the final reply closes it unless
+//! an assistant turn already says it).
+
+use std::borrow::Cow;
+use std::hash::{BuildHasher, Hasher as _};
+use std::sync::LazyLock;
+
+use datafusion::arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int64Array, ListArray, MapArray, RecordBatch,
+    StringArray, StructArray,
+};
+use regex::Regex;
+
+use crate::error::{Error, Result};
+
+/// The built-in features every row has, in the order the reference creates them.
+pub(super) const FIXED: [&str; 9] = [
+    "reply_length",
+    "tool_calls",
+    "assistant_turns",
+    "truncated",
+    "n:words",
+    "n:digits",
+    "n:newlines",
+    "n:punct",
+    "frac:upper",
+];
+
+/// A feature's name in a row.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Name {
+    /// One of [`FIXED`].
+    Fixed(u8),
+    /// `tool:`, `logprob_mean`, `marker:` (the full name).
+    Dynamic(String),
+    /// The user's feature at this index.
+    User(u16),
+}
+
+/// What one graded row gives the scan.
+#[derive(Debug)]
+pub(super) struct Row {
+    /// The task (the group).
+    pub task: String,
+    pub reward: f64,
+    /// The hand tier and the user's features, in the order the reference's row dict has them.
+    pub features: Vec<(Name, f64)>,
+    /// Everything the agent said: the reply and its other assistant turns.
+    pub text: String,
+    /// A hash of the text and the features: rows that are the same rollout.
+    pub profile: u64,
+}
+
+/// The columns of a batch the rows are read from.
+pub(super) struct Columns<'a> {
+    task: &'a StringArray,
+    reward: &'a Float64Array,
+    final_text: &'a StringArray,
+    prompt: &'a StringArray,
+    finish_reason: &'a StringArray,
+    reason: &'a StringArray,
+    grader_reason: &'a StringArray,
+    opener: &'a StringArray,
+    logprob: &'a Float64Array,
+    n_tokens: &'a Int64Array,
+    messages: Option<(&'a ListArray, &'a StringArray, &'a StringArray)>,
+    steps: Option<Steps<'a>>,
+    markers: Option<&'a MapArray>,
+    user: Vec<&'a Float64Array>,
+}
+
+struct Steps<'a> {
+    list: &'a ListArray,
+    tool: &'a StringArray,
+    text: &'a StringArray,
+    user: &'a StringArray,
+    truncated: Option<&'a BooleanArray>,
+}
+
+fn column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
+    b.column_by_name(name)
+        .map(AsRef::as_ref)
+        .ok_or_else(|| Error::Internal(format!("hack scan: no column `{name}`")))
+}
+
+fn strings<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    column(b, name)?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| Error::Internal(format!("hack scan: `{name}` is not Utf8")))
+}
+
+fn floats<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a Float64Array> {
+    column(b, name)?
+        .as_primitive_opt()
+        .ok_or_else(|| Error::Internal(format!("hack scan: `{name}` is not Float64")))
+}
+
+fn field<'a>(s: &'a StructArray, name: &str) -> Option<&'a StringArray> {
+    s.column_by_name(name)
+        .and_then(|a| a.as_string_opt::<i32>())
+}
+
+impl<'a> Columns<'a> {
+    /// The columns of `b`, as the scan's query selects them (`user` features named `__user_J`).
+    pub(super) fn of(b: &'a RecordBatch, n_user: usize) -> Result<Self> {
+        let messages = column(b, "messages")?.as_list_opt::<i32>().and_then(|l| {
+            let s = l.values().as_struct_opt()?;
+            Some((l, field(s, "role")?, field(s, "content")?))
+        });
+        let steps = column(b, "steps")?.as_list_opt::<i32>().and_then(|l| {
+            let s = l.values().as_struct_opt()?;
+            Some(Steps {
+                list: l,
+                tool: field(s, "tool")?,
+                text: field(s, "text")?,
+                user: field(s, "user")?,
+                truncated: s
+                    .column_by_name("truncated")
+                    .and_then(|a| a.as_boolean_opt()),
+            })
+        });
+        Ok(Self {
+            task: strings(b, "task_id")?,
+            reward: floats(b, "reward")?,
+            final_text: strings(b, "final_text")?,
+            prompt: strings(b, "prompt")?,
+            finish_reason: strings(b, "finish_reason")?,
+            reason: strings(b, "reason")?,
+            grader_reason: strings(b, "grader_reason")?,
+            opener: strings(b, "opener")?,
+            logprob: floats(b, "logprob")?,
+            n_tokens: column(b, "n_tokens")?
+                .as_primitive_opt()
+                .ok_or_else(|| Error::Internal("hack scan: `n_tokens` is not Int64".into()))?,
+            messages,
+            steps,
+            markers: column(b, "markers")?.as_map_opt(),
+            user: (0..n_user)
+                .map(|j| floats(b, &format!("__user_{j}")))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// Row `i`, with the user's features named `user_names`.
+    pub(super) fn row(&self, i: usize, user_names: &[String]) -> Row {
+        let text_of = |a: &'a StringArray| if a.is_valid(i) { a.value(i) } else { "" };
+        let final_text = text_of(self.final_text);
+        let turns = self.assistant_turns(i, final_text);
+        let tools = self.tools(i);
+
+        // Characters the agent wrote: every assistant turn, and the reply when it is not the
+        // last of them.
+        let last = turns
+            .iter()
+            .rev()
+            .find(|t| t.assistant)
+            .map_or("", |t| &*t.content);
+        let mut reply_length: usize = turns
+            .iter()
+            .filter(|t| t.assistant)
+            .map(|t| t.content.chars().count())
+            .sum();
+        if !final_text.is_empty() && final_text != last {
+            reply_length += final_text.chars().count();
+        }
+        let n_assistant = turns.iter().filter(|t| t.assistant).count();
+
+        let mut text = String::from(final_text);
+        for t in turns.iter().filter(|t| t.assistant) {
+            if !t.content.is_empty() && t.content != final_text {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&t.content);
+            }
+        }
+
+        let truncated = self.truncated(i, final_text);
+        let (chars, uppers, digits, punct) =
+            text.chars()
+                .fold((0usize, 0usize, 0usize, 0usize), |(n, u, d, p), c| {
+                    (
+                        n + 1,
+                        u + usize::from(c.is_ascii_uppercase()),
+                        u_digit(c).map_or(d, |()| d + 1),
+                        p + usize::from(is_punct(c)),
+                    )
+                });
+        #[allow(clippy::cast_precision_loss)]
+        let fixed = [
+            reply_length as f64,
+            tools.len() as f64,
+            n_assistant as f64,
+            if truncated { 1.0 } else { 0.0 },
+            text.split_whitespace().count() as f64,
+            digits as f64,
+            text.matches('\n').count() as f64,
+            punct as f64,
+            if chars == 0 {
+                0.0
+            } else {
+                uppers as f64 / chars as f64
+            },
+        ];
+        let mut features: Vec<(Name, f64)> = fixed
+            .iter()
+            .enumerate()
+            .map(|(k, v)| (Name::Fixed(u8::try_from(k).unwrap_or(0)), *v))
+            .collect();
+        let mut distinct: Vec<&str> = tools.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        features.extend(
+            distinct
+                .iter()
+                .map(|t| (Name::Dynamic(format!("tool:{t}")), 1.0)),
+        );
+        if self.logprob.is_valid(i) && self.n_tokens.is_valid(i) && self.n_tokens.value(i) > 0 {
+            #[allow(clippy::cast_precision_loss)]
+            let mean = self.logprob.value(i) / self.n_tokens.value(i) as f64;
+            features.push((Name::Dynamic("logprob_mean".into()), mean));
+        }
+        if let Some(m) = self.markers.filter(|m| m.is_valid(i)) {
+            let entries = m.value(i);
+            let (names, values) = (entries.column(0).as_string::<i32>(), entries.column(1));
+            if let Some(values) =
+                values.as_primitive_opt::<datafusion::arrow::datatypes::Float64Type>()
+            {
+                for k in 0..names.len() {
+                    if values.is_valid(k) {
+                        features.push((
+                            Name::Dynamic(format!("marker:{}", names.value(k))),
+                            values.value(k),
+                        ));
+                    }
+                }
+            }
+        }
+        // The user's features: a value replaces a built-in of the same name (in its place), and
+        // a null leaves it.
+        for (j, (name, col)) in user_names.iter().zip(&self.user).enumerate() {
+            if !col.is_valid(i) {
+                continue;
+            }
+            let v = col.value(i);
+            let same = features.iter().position(|(n, _)| match n {
+                Name::Fixed(k) => FIXED[*k as usize] == name,
+                Name::Dynamic(d) => d == name,
+                Name::User(_) => false,
+            });
+            match same {
+                Some(at) => features[at].1 = v,
+                None => features.push((Name::User(u16::try_from(j).unwrap_or(u16::MAX)), v)),
+            }
+        }
+        let profile = profile(&text, &features, user_names);
+        Row {
+            task: text_of(self.task).to_owned(),
+            reward: self.reward.value(i),
+            features,
+            text,
+            profile,
+        }
+    }
+
+    /// Tool names of the steps that call one.
+    fn tools(&self, i: usize) -> Vec<&'a str> {
+        let Some(s) = &self.steps else {
+            return Vec::new();
+        };
+        if s.list.is_null(i) {
+            return Vec::new();
+        }
+        let o = s.list.value_offsets();
+        (usize_of(o[i])..usize_of(o[i + 1]))
+            .filter(|&j| s.tool.is_valid(j) && !s.tool.value(j).is_empty())
+            .map(|j| s.tool.value(j))
+            .collect()
+    }
+
+    /// Whether the reply did not end on its own: the engine's stamp, the grader's reason, or a
+    /// long reply whose text does not look finished.
+    fn truncated(&self, i: usize, final_text: &str) -> bool {
+        if self.finish_reason.is_valid(i) && self.finish_reason.value(i) == "length" {
+            return true;
+        }
+        if let Some(s) = &self.steps
+            && let Some(t) = s.truncated
+            && s.list.is_valid(i)
+        {
+            let o = s.list.value_offsets();
+            if (usize_of(o[i])..usize_of(o[i + 1])).any(|j| t.is_valid(j) && t.value(j)) {
+                return true;
+            }
+        }
+        let reason = if self.reason.is_valid(i) && !self.reason.value(i).is_empty() {
+            self.reason.value(i)
+        } else if self.grader_reason.is_valid(i) {
+            self.grader_reason.value(i)
+        } else {
+            ""
+        };
+        let reason = reason
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
+        if reason.contains("truncat") || reason.contains("cut off") {
+            return true;
+        }
+        let reply = final_text.trim_end();
+        reply.chars().count() >= TRUNCATION_MIN_CHARS && !looks_finished(reply)
+    }
+
+    /// The conversation's turns (only whether each is the assistant's, and its text).
+    fn assistant_turns(&self, i: usize, final_text: &'a str) -> Vec<Turn<'a>> {
+        if let Some((list, role, content)) = self.messages
+            && list.is_valid(i)
+            && list.value_length(i) > 0
+        {
+            let o = list.value_offsets();
+            return (usize_of(o[i])..usize_of(o[i + 1]))
+                .map(|j| Turn {
+                    assistant: role.is_valid(j) && role.value(j) == "assistant",
+                    user: role.is_valid(j) && role.value(j) == "user",
+                    content: Cow::Borrowed(if content.is_valid(j) {
+                        content.value(j)
+                    } else {
+                        ""
+                    }),
+                })
+                .collect();
+        }
+        let text_of = |a: &'a StringArray, j: usize| if a.is_valid(j) { a.value(j) } else { "" };
+        let mut turns = Vec::new();
+        let opener = text_of(self.opener, i);
+        if !opener.is_empty() {
+            turns.push(Turn::assistant(opener));
+        }
+        let prompt = text_of(self.prompt, i);
+        if !prompt.is_empty() {
+            turns.push(Turn::user(prompt));
+        }
+        if let Some(s) = &self.steps
+            && s.list.is_valid(i)
+        {
+            let o = s.list.value_offsets();
+            for j in usize_of(o[i])..usize_of(o[i + 1]) {
+                let user = text_of(s.user, j);
+                if !user.is_empty() {
+                    turns.push(Turn::user(user));
+                    continue;
+                }
+                let spoken = text_of(s.text, j);
+                if !text_of(s.tool, j).is_empty() {
+                    turns.push(Turn::assistant(spoken));
+                    turns.push(Turn {
+                        assistant: false,
+                        user: false,
+                        content: Cow::Borrowed(""),
+                    });
+                } else if !spoken.is_empty() {
+                    turns.push(Turn::assistant(spoken));
+                }
+            }
+        }
+        let failed = final_text.starts_with("<agent error");
+        while turns.len() > 1 && turns.last().is_some_and(|t| t.user) && !failed {
+            turns.pop();
+        }
+        if final_text.is_empty()
+            || turns
+                .iter()
+                .any(|t| t.assistant && !t.content.trim().is_empty() && t.content == final_text)
+        {
+            return turns;
+        }
+        match turns.last_mut() {
+            Some(last) if last.assistant => {
+                if last.content.trim().is_empty() {
+                    last.content = Cow::Borrowed(final_text);
+                }
+            }
+            _ => turns.push(Turn::assistant(final_text)),
+        }
+        turns
+    }
+}
+
+/// One turn of a conversation.
+struct Turn<'a> {
+    assistant: bool,
+    user: bool,
+    content: Cow<'a, str>,
+}
+
+impl<'a> Turn<'a> {
+    fn assistant(content: &'a str) -> Self {
+        Self {
+            assistant: true,
+            user: false,
+            content: Cow::Borrowed(content),
+        }
+    }
+
+    fn user(content: &'a str) -> Self {
+        Self {
+            assistant: false,
+            user: true,
+            content: Cow::Borrowed(content),
+        }
+    }
+}
+
+fn usize_of(o: i32) -> usize {
+    usize::try_from(o).unwrap_or(0)
+}
+
+/// `Some(())` for a decimal digit of any script (Unicode `Nd`, as Python's `isdigit` reads the
+/// common ones).
+fn u_digit(c: char) -> Option<()> {
+    if c.is_ascii_digit() {
+        return Some(());
+    }
+    (!c.is_ascii() && c.is_numeric() && DIGIT.is_match(c.encode_utf8(&mut [0; 4]))).then_some(())
+}
+
+static DIGIT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\d$").unwrap_or_else(|e| unreachable!("a fixed pattern: {e}")));
+
+/// `[^\w\s]`: neither a word character nor white space.
+fn is_punct(c: char) -> bool {
+    !(c.is_alphanumeric() || c == '_' || c.is_whitespace() || ('\x1c'..='\x1f').contains(&c))
+}
+
+/// A hash of the rollout as the scan sees it: its text and its hand and user features.
+fn profile(text: &str, features: &[(Name, f64)], user_names: &[String]) -> u64 {
+    let mut named: Vec<(&str, u64)> = features
+        .iter()
+        .map(|(n, v)| {
+            let name = match n {
+                Name::Fixed(k) => FIXED[*k as usize],
+                Name::Dynamic(d) => d.as_str(),
+                Name::User(j) => user_names[*j as usize].as_str(),
+            };
+            // 0.0 and -0.0 are one value.
+            (name, if *v == 0.0 { 0 } else { v.to_bits() })
+        })
+        .collect();
+    named.sort_unstable();
+    let mut h = foldhash::fast::FixedState::with_seed(0x9f0f_11e5).build_hasher();
+    h.write(text.as_bytes());
+    h.write_u8(0xff);
+    for (n, v) in named {
+        h.write(n.as_bytes());
+        h.write_u8(0xff);
+        h.write_u64(v);
+    }
+    h.finish()
+}
+
+/// Replies this long or longer are read for a missing ending.
+const TRUNCATION_MIN_CHARS: usize = 200;
+
+static ANSWER_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:#{2,4}\s*)?[-+]?\$?\d[\d,]*(?:\.\d+)?%?$")
+        .unwrap_or_else(|e| unreachable!("a fixed pattern: {e}"))
+});
+
+static SIGN_OFF: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^(?:--+|—|best|all the best|(?:kind|best|warm) regards|regards|thanks|thank you|many thanks|cheers|sincerely|warmly|yours(?: truly| sincerely)?|take care|talk soon)\b",
+    )
+    .unwrap_or_else(|e| unreachable!("a fixed pattern: {e}"))
+});
+
+/// Whether a reply reached its own end as far as its text tells: terminal punctuation, a closed
+/// code fence, a last line that is the answer itself (`#### 42`), or a sign-off (`Cheers`, or a
+/// short capitalised line after one ending in a comma: `Best,\nAlex`).
+pub fn looks_finished(reply: &str) -> bool {
+    let text = reply.trim_end();
+    let Some(end) = text.chars().last() else {
+        return false;
+    };
+    if ".!?:)\"']}".contains(end) {
+        return true;
+    }
+    if text.ends_with("```") {
+        return text.matches("```").count() % 2 == 0;
+    }
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let Some(last) = lines.last() else {
+        return false;
+    };
+    if ANSWER_LINE.is_match(last) {
+        return true;
+    }
+    let words = last.split_whitespace().count();
+    if words <= 6 && SIGN_OFF.is_match(last) {
+        return true;
+    }
+    let first = last.chars().next().unwrap_or(' ');
+    if lines.len() >= 2 && words <= 5 && (first.is_uppercase() || first == '-' || first == '—') {
+        let prev = lines[lines.len() - 2];
+        return prev.ends_with(',') || SIGN_OFF.is_match(prev);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finished_replies_are_told_from_cut_ones() {
+        for done in [
+            "All set.",
+            "Here it is:\n```sql\nSELECT 1\n```",
+            "The total is\n#### 42",
+            "Thanks for waiting\nCheers",
+            "I booked it for you\nBest,\nAlex",
+            "see you (soon)",
+        ] {
+            assert!(looks_finished(done), "{done:?}");
+        }
+        for cut in [
+            "",
+            "and then the order was",
+            "Here it is:\n```sql\nSELECT 1",
+            "first line\nsecond line here and more words",
+        ] {
+            assert!(!looks_finished(cut), "{cut:?}");
+        }
+    }
+
+    #[test]
+    fn punctuation_and_digits_read_as_python_does() {
+        assert!(is_punct('#') && is_punct('—') && !is_punct('_') && !is_punct('é'));
+        assert!(u_digit('7').is_some() && u_digit('٣').is_some() && u_digit('½').is_none());
+    }
+}
