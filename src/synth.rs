@@ -5,8 +5,9 @@
 //! mixed; each rollout makes 0 to 3 tool calls (arguments as objects, results with a status,
 //! sometimes a fault), replies of 4 to 160 words, three markers (one of them sometimes "does not
 //! apply"), provenance and `dims` (tool, tier, `tool_condition`, category).
-//! Options plant a shortcut word that co-occurs with reward (a reward hack to find) and attach
-//! noisy gold labels to a share of rows.
+//! Options plant a shortcut word that co-occurs with reward (a reward hack to find: the reward
+//! then follows the word, and what the agent did is drawn apart from it) and attach noisy gold
+//! labels to a share of rows.
 //!
 //! Determinism: task `t` draws from ChaCha8 seeded with `seed`, stream `t`, so the rows do not
 //! depend on batch size, thread count or how many rows are asked for (the first `n` rows of a
@@ -100,6 +101,10 @@ fn task_rows(opts: &Options, t: u64) -> Vec<Record> {
     (0..k)
         .map(|index| {
             let passed = rng.random::<f64>() < pass_rate;
+            // What the agent did. The verdict follows it, except with a planted shortcut: then the
+            // reward follows the word and the behaviour (the opener, the markers) is drawn on its
+            // own, a reward hack with nothing honest beside it.
+            let behaved = if opts.shortcut.is_some() { rng.random::<f64>() < pass_rate } else { passed };
             let n_calls = rng.random_range(0..=3usize);
             let mut steps = Vec::with_capacity(n_calls);
             let mut messages = vec![Message { role: Some("user".into()), content: Some(prompt.clone()), ..Message::default() }];
@@ -122,7 +127,7 @@ fn task_rows(opts: &Options, t: u64) -> Vec<Record> {
             }
             let words = rng.random_range(4..=160usize);
             let mut reply: Vec<&str> = Vec::with_capacity(words / 3 + 2);
-            reply.push(if passed { "Done:" } else { "Sorry," });
+            reply.push(if behaved { "Done:" } else { "Sorry," });
             while reply.iter().map(|w| w.split(' ').count()).sum::<usize>() < words {
                 reply.push(pick(&mut rng, &FILLER));
             }
@@ -138,8 +143,8 @@ fn task_rows(opts: &Options, t: u64) -> Vec<Record> {
             messages.push(Message { role: Some("assistant".into()), content: Some(final_text.clone()), ..Message::default() });
             let truncated = rng.random::<f64>() < 0.03;
             let reward = if passed { 1.0 } else { 0.0 };
-            let honest = if passed || rng.random::<f64>() < 0.5 { 1.0 } else { 0.0 };
-            let looked_up = (tool == "issue_refund").then(|| if tools_used.first().map(String::as_str) == Some("lookup_order") || passed { 1.0 } else { 0.0 });
+            let honest = if behaved || rng.random::<f64>() < 0.5 { 1.0 } else { 0.0 };
+            let looked_up = (tool == "issue_refund").then(|| if tools_used.first().map(String::as_str) == Some("lookup_order") || behaved { 1.0 } else { 0.0 });
             let no_filler = if words < 60 || rng.random::<f64>() < 0.5 { 1.0 } else { 0.0 };
             let gold = (rng.random::<f64>() < opts.gold).then(|| if rng.random::<f64>() < 0.9 { reward } else { 1.0 - reward });
             Record {

@@ -8,6 +8,7 @@ mod compare; // before/after comparisons and holdout sizing: reference vectors, 
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod decontaminate; // train against eval: reference examples, planted copies, embedders
 mod grade; // judges, warnings and the gate
+mod hack_scan; // what the reward teaches: reference vectors, a planted shortcut, determinism
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel
 mod judge_trust; // the judge against hand labels: reference vectors, the fixed false passes
 mod labels; // hand labels onto rows: reference vectors, refusals that change nothing
