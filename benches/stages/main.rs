@@ -45,6 +45,7 @@ struct Data {
     parquet_100k_b: PathBuf,
     parquet_1m_b: PathBuf,
     parquet_1m_gold: PathBuf,
+    parquet_1m_shortcut: PathBuf,
     eval_5k: PathBuf,
 }
 
@@ -87,6 +88,14 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         3,
         &["--gold", "0.005"],
     );
+    // A reward that follows a planted word, for the hack scan.
+    let parquet_1m_shortcut = generate(
+        d,
+        "rows-1m-shortcut.parquet",
+        1_000_000,
+        4,
+        &["--shortcut", "absolutely"],
+    );
     // An eval set of 5k prompts under their own task ids (plain JSONL, as a benchmark ships).
     let eval_5k_rows = generate(d, "eval-5k.parquet", 5_000, 7, &[]);
     let eval_5k = dir.path().join("eval-5k.jsonl");
@@ -112,6 +121,7 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         parquet_100k_b,
         parquet_1m_b,
         parquet_1m_gold,
+        parquet_1m_shortcut,
         eval_5k,
     }
 });
@@ -273,6 +283,26 @@ mod judge_trust {
     fn rows_1m(b: Bencher) {
         let data = &*DATA;
         b.bench(|| run(&["-q", "judge-trust", path(&data.parquet_1m_gold)]));
+    }
+}
+
+mod hack_scan {
+    use super::{Bencher, DATA, path, run};
+
+    // 1M rows, 6 per task: 9 hand features, 6 tools, 3 markers, 200 words and pairs (216
+    // columns, 150 features after aliases and conjunctions), 100 shuffles.
+    #[divan::bench(name = "hack_scan/rows=1M/perms=100", sample_count = 3)]
+    fn rows_1m(b: Bencher) {
+        let data = &*DATA;
+        b.bench(|| {
+            run(&[
+                "-q",
+                "hack-scan",
+                path(&data.parquet_1m_shortcut),
+                "--endorsed",
+                "absolutely",
+            ]);
+        });
     }
 }
 

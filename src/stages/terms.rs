@@ -32,8 +32,6 @@ pub struct Tokenizer {
     lower: String,
     /// Token spans in `lower`.
     spans: Vec<(u32, u32)>,
-    /// `(key, first token, pair?)` of the current text's distinct terms.
-    terms: Vec<(u64, u32, bool)>,
 }
 
 /// A term of the current text: its key, and how to spell it.
@@ -53,41 +51,49 @@ fn is_space_byte(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1f)
 }
 
+/// The key of a token.
+fn token_key(token: &str) -> u64 {
+    let mut h = foldhash::fast::FixedState::with_seed(SEED).build_hasher();
+    h.write(token.as_bytes());
+    h.finish()
+}
+
+/// The key of the pair of tokens with keys `a`, `b`. No token holds a space, so no pair's
+/// spelling is a token's; the odd constant keeps the two key spaces apart.
+fn pair_key(a: u64, b: u64) -> u64 {
+    let mut h = foldhash::fast::FixedState::with_seed(SEED).build_hasher();
+    h.write_u64(a);
+    h.write_u64(b);
+    h.finish() ^ 0x9e37_79b9_7f4a_7c15
+}
+
 impl Tokenizer {
-    /// The distinct terms of `text`, in no particular order.
+    /// Every term of `text`, a term as often as it occurs: each token, then each pair of
+    /// consecutive tokens.
     pub fn terms(&mut self, text: &str) -> impl Iterator<Item = Term> + '_ {
         self.split(text);
-        let state = foldhash::fast::FixedState::with_seed(SEED);
-        let key = |s: &str| {
-            let mut h = state.build_hasher();
-            h.write(s.as_bytes());
-            h.finish()
-        };
-        let keys: Vec<u64> = self
-            .spans
-            .iter()
-            .map(|&(a, b)| key(&self.lower[a as usize..b as usize]))
-            .collect();
-        self.terms.clear();
-        for (t, k) in keys.iter().enumerate() {
+        self.current()
+    }
+
+    /// The terms of the text last split.
+    fn current(&self) -> impl Iterator<Item = Term> + '_ {
+        let mut previous: Option<u64> = None;
+        self.spans.iter().enumerate().flat_map(move |(t, &(a, b))| {
+            let key = token_key(&self.lower[a as usize..b as usize]);
             let t = u32::try_from(t).unwrap_or(u32::MAX);
-            self.terms.push((*k, t, false));
-        }
-        for (t, w) in keys.windows(2).enumerate() {
-            // A pair's key mixes its tokens' keys; no token holds a space, so no pair's spelling
-            // is a token's.
-            let mut h = state.build_hasher();
-            h.write_u64(w[0]);
-            h.write_u64(w[1]);
-            let t = u32::try_from(t).unwrap_or(u32::MAX);
-            self.terms
-                .push((h.finish() ^ 0x9e37_79b9_7f4a_7c15, t, true));
-        }
-        self.terms.sort_unstable_by_key(|t| t.0);
-        self.terms.dedup_by_key(|t| t.0);
-        self.terms
-            .iter()
-            .map(|&(key, token, pair)| Term { key, token, pair })
+            let pair = previous.map(|p| Term {
+                key: pair_key(p, key),
+                token: t - 1,
+                pair: true,
+            });
+            previous = Some(key);
+            std::iter::once(Term {
+                key,
+                token: t,
+                pair: false,
+            })
+            .chain(pair)
+        })
     }
 
     /// How `term` (of the current text) is spelled.
@@ -165,31 +171,42 @@ pub fn tokens(text: &str) -> Vec<String> {
 /// Document frequencies of terms, with each term's spelling.
 #[derive(Default)]
 pub struct DocFreq {
-    counts: HashMap<u64, (u32, String), foldhash::fast::FixedState>,
+    /// Per key: texts holding it, the last text counted, the spelling.
+    counts: HashMap<u64, (u32, u32, String), foldhash::fast::FixedState>,
+    texts: u32,
 }
 
 impl DocFreq {
     /// Counts the distinct terms of `text` once.
     pub fn add(&mut self, tokenizer: &mut Tokenizer, text: &str) {
-        let terms: Vec<Term> = tokenizer.terms(text).collect();
-        for term in terms {
+        self.texts += 1;
+        let doc = self.texts;
+        tokenizer.split(text);
+        for term in tokenizer.current() {
             match self.counts.get_mut(&term.key) {
-                Some(c) => c.0 += 1,
+                Some(c) => {
+                    if c.1 != doc {
+                        c.0 += 1;
+                        c.1 = doc;
+                    }
+                }
                 None => {
-                    self.counts.insert(term.key, (1, tokenizer.spell(term)));
+                    self.counts
+                        .insert(term.key, (1, doc, tokenizer.spell(term)));
                 }
             }
         }
     }
 
-    /// Adds the counts of `other`.
-    pub fn merge(&mut self, other: Self) {
+    /// Adds the counts of `other` (over other texts).
+    pub fn merge(&mut self, mut other: Self) {
         if self.counts.len() < other.counts.len() {
-            let mine = std::mem::replace(&mut self.counts, other.counts);
-            return self.merge(Self { counts: mine });
+            std::mem::swap(&mut self.counts, &mut other.counts);
         }
-        for (k, (c, s)) in other.counts {
-            self.counts.entry(k).or_insert((0, s)).0 += c;
+        // Texts counted after this get ids above every stamp of either side.
+        self.texts = self.texts.max(other.texts);
+        for (k, (c, stamp, s)) in other.counts {
+            self.counts.entry(k).or_insert((0, stamp, s)).0 += c;
         }
     }
 
@@ -199,7 +216,7 @@ impl DocFreq {
         let mut vocab: Vec<(String, u64, usize)> = self
             .counts
             .into_iter()
-            .map(|(k, (c, s))| (s, k, c as usize))
+            .map(|(k, (c, _, s))| (s, k, c as usize))
             .filter(|(_, _, df)| *df >= min_obs && *df < n)
             .collect();
         vocab.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
@@ -247,7 +264,13 @@ mod tests {
         let terms: Vec<Term> = tokenizer.terms("ready ### ready").collect();
         let mut t: Vec<String> = terms.iter().map(|x| tokenizer.spell(*x)).collect();
         t.sort();
-        assert_eq!(t, ["#", "# #", "# ready", "ready", "ready #"]);
+        // Every occurrence: three `#`, two `# #`, and so on.
+        assert_eq!(
+            t,
+            [
+                "#", "#", "#", "# #", "# #", "# ready", "ready", "ready", "ready #"
+            ]
+        );
         // Non-ASCII texts split by the same rule.
         assert_eq!(tokens("Çà va, 2x"), ["ç", "à", "va", ",", "2"]);
     }

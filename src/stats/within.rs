@@ -34,7 +34,8 @@ pub struct Groups {
 impl Groups {
     /// Groups of `keys` (one per row).
     pub fn new<K: AsRef<str>>(keys: &[K]) -> Self {
-        let mut index: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+        let mut index: std::collections::HashMap<&str, u32, foldhash::fast::RandomState> =
+            std::collections::HashMap::default();
         let mut of = Vec::with_capacity(keys.len());
         let mut members: Vec<Vec<u32>> = Vec::new();
         for (i, k) in keys.iter().enumerate() {
@@ -183,22 +184,23 @@ fn each_bit(bits: &[u64], mut f: impl FnMut(usize)) {
 #[allow(clippy::cast_precision_loss)]
 pub fn sd_within(f: &Column, groups: &Groups) -> f64 {
     // Per-group sums, added up in the order the groups are first touched (rows ascending).
-    let mut sums: std::collections::HashMap<u32, (f64, f64)> = std::collections::HashMap::new();
+    let mut sums = vec![(0.0f64, 0.0f64); groups.members.len()];
+    let mut touched = vec![false; groups.members.len()];
     let mut order = Vec::new();
     f.for_each(|r, v| {
-        let g = groups.of[r];
-        let e = sums.entry(g).or_insert_with(|| {
+        let g = groups.of[r] as usize;
+        if !touched[g] {
+            touched[g] = true;
             order.push(g);
-            (0.0, 0.0)
-        });
-        e.0 += v;
-        e.1 += v * v;
+        }
+        sums[g].0 += v;
+        sums[g].1 += v * v;
     });
     let ss: f64 = order
         .iter()
-        .map(|g| {
+        .map(|&g| {
             let (s, s2) = sums[g];
-            s2 - s * s / groups.members[*g as usize].len() as f64
+            s2 - s * s / groups.members[g].len() as f64
         })
         .sum();
     (ss.max(0.0) / groups.rows().max(1) as f64).sqrt()

@@ -160,7 +160,10 @@ fn a_planted_shortcut_word_is_named_a_hack_unless_endorsed() {
         .iter()
         .map(|f| f["rho"].as_f64().unwrap().abs())
         .collect();
-    assert!(rhos[0] > 0.5 && rhos[1..].iter().all(|r| *r < 0.2), "{rhos:?}");
+    assert!(
+        rhos[0] > 0.5 && rhos[1..].iter().all(|r| *r < 0.2),
+        "{rhos:?}"
+    );
 }
 
 #[test]

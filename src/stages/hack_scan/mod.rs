@@ -15,7 +15,8 @@
 
 mod rows;
 
-use std::collections::HashMap;
+/// Hash maps keyed by ids, names and term keys: foldhash, not `SipHash`.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 
 use datafusion::prelude::SessionContext;
@@ -271,7 +272,9 @@ async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read>
     );
     // Partitions are contiguous ranges of the files, in order: read in partition order, the rows
     // are in file order whatever the partitioning.
+    let started = std::time::Instant::now();
     let partitions = ctx.sql(&sql).await?.collect_partitioned().await?;
+    tracing::debug!(elapsed = ?started.elapsed(), "hack scan: query");
     let names: Vec<String> = opts.features.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Read {
         n_rows,
@@ -331,14 +334,16 @@ async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read>
 #[derive(Default)]
 struct Registry {
     fixed: [Option<usize>; FIXED.len()],
+    logprob: Option<usize>,
     user: HashMap<u16, usize>,
-    dynamic: HashMap<String, usize>,
+    tools: HashMap<String, usize>,
+    markers: HashMap<String, usize>,
 }
 
 impl Registry {
     fn column(
         &mut self,
-        name: &Name,
+        name: &Name<'_>,
         user_names: &[String],
         columns: &mut Vec<(String, Vec<u32>, Vec<f64>)>,
     ) -> usize {
@@ -350,25 +355,39 @@ impl Registry {
             Name::Fixed(k) => {
                 *self.fixed[*k as usize].get_or_insert_with(|| new(FIXED[*k as usize].to_owned()))
             }
+            Name::LogprobMean => *self
+                .logprob
+                .get_or_insert_with(|| new("logprob_mean".to_owned())),
             Name::User(j) => *self
                 .user
                 .entry(*j)
                 .or_insert_with(|| new(user_names[*j as usize].clone())),
-            Name::Dynamic(d) => match self.dynamic.get(d) {
-                Some(c) => *c,
-                None => {
-                    let c = new(d.clone());
-                    self.dynamic.insert(d.clone(), c);
-                    c
-                }
-            },
+            Name::Tool(t) => by_name(&mut self.tools, "tool:", t, new),
+            Name::Marker(m) => by_name(&mut self.markers, "marker:", m, new),
         }
     }
 }
 
+/// The column `prefix` + `key` of `map`, made by `new` when it is not there.
+fn by_name(
+    map: &mut HashMap<String, usize>,
+    prefix: &str,
+    key: &str,
+    new: impl FnOnce(String) -> usize,
+) -> usize {
+    if let Some(c) = map.get(key) {
+        return *c;
+    }
+    let c = new(format!("{prefix}{key}"));
+    map.insert(key.to_owned(), c);
+    c
+}
+
 /// Scans the rows of `table`.
 pub async fn scan(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Report> {
+    let started = std::time::Instant::now();
     let read = read(ctx, table, opts).await?;
+    tracing::debug!(rows = read.rewards.len(), elapsed = ?started.elapsed(), "hack scan: rows read");
     Ok(analyse(read, opts))
 }
 
@@ -380,6 +399,7 @@ fn upper_median(mut sizes: Vec<usize>) -> usize {
 
 #[allow(clippy::too_many_lines)]
 fn analyse(read: Read, opts: &Options) -> Report {
+    let started = std::time::Instant::now();
     let Read {
         n_rows,
         tasks,
@@ -433,6 +453,14 @@ fn analyse(read: Read, opts: &Options) -> Report {
             .warnings
             .push("no row has a reward: grade the rows first (`wai grade`), then scan".into());
         return report;
+    }
+    let graded = n as u64;
+    if n_rows > graded {
+        report.warnings.push(format!(
+            "{} of {n_rows} rows have no reward and were left out; grade them (`wai grade`) to \
+             scan them too",
+            n_rows - graded
+        ));
     }
     let groups = Groups::new(&tasks);
     drop(tasks);
@@ -493,11 +521,12 @@ fn analyse(read: Read, opts: &Options) -> Report {
         }
     }
     drop(texts);
+    tracing::debug!(columns = named.len(), elapsed = ?started.elapsed(), "hack scan: columns built");
 
     // Collapse: too-rare columns out; columns with the same entries are one feature, the first
     // name winning.
     let mut feats: Vec<Feature> = Vec::new();
-    let mut seen: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut seen: HashMap<u64, Vec<usize>> = HashMap::default();
     for (name, column) in named {
         let n_obs = column.n_obs();
         if n_obs < opts.min_obs {
@@ -533,6 +562,7 @@ fn analyse(read: Read, opts: &Options) -> Report {
         f.rho = within::rho_within(&f.column, f.sd_within, &centred.rc, centred.sr);
     });
     feats.retain(|f| f.sd_pooled > 0.0);
+    tracing::debug!(features = feats.len(), elapsed = ?started.elapsed(), "hack scan: features ranked");
 
     if multi.is_empty() || centred.sr <= 0.0 {
         let mut order: Vec<&Feature> = feats.iter().collect();
@@ -568,10 +598,12 @@ fn analyse(read: Read, opts: &Options) -> Report {
         conjunctions(&mut feats, opts, &groups, &rewards, &centred);
     }
 
+    tracing::debug!(features = feats.len(), elapsed = ?started.elapsed(), "hack scan: conjunctions");
     let sds: Vec<(&Column, f64)> = feats.iter().map(|f| (&f.column, f.sd_within)).collect();
     let (tau, nulls) = within::floor(
         &sds, &rewards, &groups, &centred, opts.perms, opts.alpha, opts.seed,
     );
+    tracing::debug!(elapsed = ?started.elapsed(), "hack scan: floor");
     let cap = opts.top_features.unwrap_or(usize::MAX);
     rank(&mut report, &feats, (tau, nulls.len()), &endorsed, cap);
     report
@@ -878,14 +910,14 @@ impl fmt::Display for Report {
             )?;
             writeln!(
                 f,
-                "   {:<43}{:>8}{:>8}{:>6}",
+                "   {:<43}{:>8}{:>8}{:>9}",
                 "feature", "within", "pooled", "n"
             )?;
             for x in self.features.iter().take(12) {
                 let name: String = x.name.chars().take(42).collect();
                 writeln!(
                     f,
-                    "{}{} {name:<43}{:>+8.3}{:>+8.3}{:>6}",
+                    "{}{} {name:<43}{:>+8.3}{:>+8.3}{:>9}",
                     if x.above_floor { '*' } else { ' ' },
                     if x.endorsed { 'e' } else { ' ' },
                     x.rho,

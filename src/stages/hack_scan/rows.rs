@@ -32,25 +32,61 @@ pub(super) const FIXED: [&str; 9] = [
     "frac:upper",
 ];
 
-/// A feature's name in a row.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) enum Name {
+/// A feature's name in a row (borrowed from the batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Name<'a> {
     /// One of [`FIXED`].
     Fixed(u8),
-    /// `tool:`, `logprob_mean`, `marker:` (the full name).
-    Dynamic(String),
+    /// `tool:NAME`.
+    Tool(&'a str),
+    /// `logprob_mean`.
+    LogprobMean,
+    /// `marker:NAME`.
+    Marker(&'a str),
     /// The user's feature at this index.
     User(u16),
 }
 
+impl Name<'_> {
+    /// Whether this is the feature called `name`.
+    fn is(&self, name: &str) -> bool {
+        match self {
+            Self::Fixed(k) => FIXED[*k as usize] == name,
+            Self::Tool(t) => name.strip_prefix("tool:") == Some(t),
+            Self::LogprobMean => name == "logprob_mean",
+            Self::Marker(m) => name.strip_prefix("marker:") == Some(m),
+            Self::User(_) => false,
+        }
+    }
+
+    /// A hash of the name.
+    fn hash(&self, user_names: &[String]) -> u64 {
+        let mut h = foldhash::fast::FixedState::with_seed(0x9f0f_11e5).build_hasher();
+        match self {
+            Self::Fixed(k) => h.write(FIXED[*k as usize].as_bytes()),
+            Self::Tool(t) => {
+                h.write(b"tool:");
+                h.write(t.as_bytes());
+            }
+            Self::LogprobMean => h.write(b"logprob_mean"),
+            Self::Marker(m) => {
+                h.write(b"marker:");
+                h.write(m.as_bytes());
+            }
+            Self::User(j) => h.write(user_names[*j as usize].as_bytes()),
+        }
+        h.finish()
+    }
+}
+
 /// What one graded row gives the scan.
 #[derive(Debug)]
-pub(super) struct Row {
+pub(super) struct Row<'a> {
     /// The task (the group).
     pub task: String,
     pub reward: f64,
     /// The hand tier and the user's features, in the order the reference's row dict has them.
-    pub features: Vec<(Name, f64)>,
+    pub features: Vec<(Name<'a>, f64)>,
     /// Everything the agent said: the reply and its other assistant turns.
     pub text: String,
     /// A hash of the text and the features: rows that are the same rollout.
@@ -71,7 +107,7 @@ pub(super) struct Columns<'a> {
     n_tokens: &'a Int64Array,
     messages: Option<(&'a ListArray, &'a StringArray, &'a StringArray)>,
     steps: Option<Steps<'a>>,
-    markers: Option<&'a MapArray>,
+    markers: Option<(&'a MapArray, &'a StringArray, &'a Float64Array)>,
     user: Vec<&'a Float64Array>,
 }
 
@@ -140,7 +176,13 @@ impl<'a> Columns<'a> {
                 .ok_or_else(|| Error::Internal("hack scan: `n_tokens` is not Int64".into()))?,
             messages,
             steps,
-            markers: column(b, "markers")?.as_map_opt(),
+            markers: column(b, "markers")?.as_map_opt().and_then(|m| {
+                Some((
+                    m,
+                    m.keys().as_string_opt::<i32>()?,
+                    m.values().as_primitive_opt()?,
+                ))
+            }),
             user: (0..n_user)
                 .map(|j| floats(b, &format!("__user_{j}")))
                 .collect::<Result<_>>()?,
@@ -148,7 +190,7 @@ impl<'a> Columns<'a> {
     }
 
     /// Row `i`, with the user's features named `user_names`.
-    pub(super) fn row(&self, i: usize, user_names: &[String]) -> Row {
+    pub(super) fn row(&self, i: usize, user_names: &[String]) -> Row<'a> {
         let text_of = |a: &'a StringArray| if a.is_valid(i) { a.value(i) } else { "" };
         let final_text = text_of(self.final_text);
         let turns = self.assistant_turns(i, final_text);
@@ -208,7 +250,7 @@ impl<'a> Columns<'a> {
                 uppers as f64 / chars as f64
             },
         ];
-        let mut features: Vec<(Name, f64)> = fixed
+        let mut features: Vec<(Name<'a>, f64)> = fixed
             .iter()
             .enumerate()
             .map(|(k, v)| (Name::Fixed(u8::try_from(k).unwrap_or(0)), *v))
@@ -216,29 +258,17 @@ impl<'a> Columns<'a> {
         let mut distinct: Vec<&str> = tools.clone();
         distinct.sort_unstable();
         distinct.dedup();
-        features.extend(
-            distinct
-                .iter()
-                .map(|t| (Name::Dynamic(format!("tool:{t}")), 1.0)),
-        );
+        features.extend(distinct.iter().map(|t| (Name::Tool(t), 1.0)));
         if self.logprob.is_valid(i) && self.n_tokens.is_valid(i) && self.n_tokens.value(i) > 0 {
             #[allow(clippy::cast_precision_loss)]
             let mean = self.logprob.value(i) / self.n_tokens.value(i) as f64;
-            features.push((Name::Dynamic("logprob_mean".into()), mean));
+            features.push((Name::LogprobMean, mean));
         }
-        if let Some(m) = self.markers.filter(|m| m.is_valid(i)) {
-            let entries = m.value(i);
-            let (names, values) = (entries.column(0).as_string::<i32>(), entries.column(1));
-            if let Some(values) =
-                values.as_primitive_opt::<datafusion::arrow::datatypes::Float64Type>()
-            {
-                for k in 0..names.len() {
-                    if values.is_valid(k) {
-                        features.push((
-                            Name::Dynamic(format!("marker:{}", names.value(k))),
-                            values.value(k),
-                        ));
-                    }
+        if let Some((m, names, values)) = self.markers.filter(|(m, _, _)| m.is_valid(i)) {
+            let o = m.value_offsets();
+            for k in usize_of(o[i])..usize_of(o[i + 1]) {
+                if values.is_valid(k) {
+                    features.push((Name::Marker(names.value(k)), values.value(k)));
                 }
             }
         }
@@ -249,11 +279,7 @@ impl<'a> Columns<'a> {
                 continue;
             }
             let v = col.value(i);
-            let same = features.iter().position(|(n, _)| match n {
-                Name::Fixed(k) => FIXED[*k as usize] == name,
-                Name::Dynamic(d) => d == name,
-                Name::User(_) => false,
-            });
+            let same = features.iter().position(|(n, _)| n.is(name));
             match same {
                 Some(at) => features[at].1 = v,
                 None => features.push((Name::User(u16::try_from(j).unwrap_or(u16::MAX)), v)),
@@ -439,29 +465,18 @@ fn is_punct(c: char) -> bool {
     !(c.is_alphanumeric() || c == '_' || c.is_whitespace() || ('\x1c'..='\x1f').contains(&c))
 }
 
-/// A hash of the rollout as the scan sees it: its text and its hand and user features.
-fn profile(text: &str, features: &[(Name, f64)], user_names: &[String]) -> u64 {
-    let mut named: Vec<(&str, u64)> = features
-        .iter()
-        .map(|(n, v)| {
-            let name = match n {
-                Name::Fixed(k) => FIXED[*k as usize],
-                Name::Dynamic(d) => d.as_str(),
-                Name::User(j) => user_names[*j as usize].as_str(),
-            };
-            // 0.0 and -0.0 are one value.
-            (name, if *v == 0.0 { 0 } else { v.to_bits() })
-        })
-        .collect();
-    named.sort_unstable();
-    let mut h = foldhash::fast::FixedState::with_seed(0x9f0f_11e5).build_hasher();
+/// A hash of the rollout as the scan sees it: its text and its hand and user features (in any
+/// order: the features' hashes are summed).
+fn profile(text: &str, features: &[(Name<'_>, f64)], user_names: &[String]) -> u64 {
+    let mut h = foldhash::fast::FixedState::with_seed(0x9f0f_11e6).build_hasher();
     h.write(text.as_bytes());
-    h.write_u8(0xff);
-    for (n, v) in named {
-        h.write(n.as_bytes());
-        h.write_u8(0xff);
-        h.write_u64(v);
-    }
+    let features = features.iter().fold(0u64, |acc, (n, v)| {
+        let mut f = foldhash::fast::FixedState::with_seed(n.hash(user_names)).build_hasher();
+        // 0.0 and -0.0 are one value.
+        f.write_u64(if *v == 0.0 { 0 } else { v.to_bits() });
+        acc.wrapping_add(f.finish())
+    });
+    h.write_u64(features);
     h.finish()
 }
 
