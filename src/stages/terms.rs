@@ -239,7 +239,11 @@ pub fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, 
     for (i, t) in texts.iter().enumerate() {
         for term in tokenizer.terms(t) {
             if let Some(&at) = index.get(&term.key) {
-                holders[at].push(u32::try_from(i).unwrap_or(u32::MAX));
+                let i = u32::try_from(i).unwrap_or(u32::MAX);
+                // A term met twice in a text holds it once.
+                if holders[at].last() != Some(&i) {
+                    holders[at].push(i);
+                }
             }
         }
     }

@@ -248,3 +248,87 @@ fn rows_without_rewards_say_to_grade_first() {
     assert!(doc["warnings"][0].as_str().unwrap().contains("wai grade"));
     assert_eq!(code, 0);
 }
+
+#[test]
+fn rows_are_read_in_file_order_whatever_the_partitioning() {
+    // A small file is one scan partition, which DataFusion would deal out to the cores batch by
+    // batch; the same rows as two files are two partitions. Task order, and so the floor's
+    // draws, must not change.
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Value> = (0..20_000)
+        .map(|i| {
+            serde_json::json!({
+                "task_id": format!("t{}", i / 4),
+                "prompt": "p",
+                "final_text": format!("ok {}", (i * 7) % 11),
+                "reward": f64::from(u8::try_from((i * 3 / 2) % 2).unwrap()),
+            })
+        })
+        .collect();
+    let one = dir.path().join("one.jsonl");
+    write_rows(&one, &rows);
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    write_rows(&a, &rows[..10_000]);
+    write_rows(&b, &rows[10_000..]);
+    let run = |paths: &[&Path]| {
+        let out = wai()
+            .args(["--json", "hack-scan", "--seed", "3"])
+            .args(paths)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (doc["tau"].clone(), doc["features"].clone())
+    };
+    let whole = run(&[&one]);
+    assert!(whole.0.as_f64().unwrap() > 0.0);
+    assert_eq!(whole, run(&[&a, &b]));
+}
+
+#[test]
+fn a_feature_named_like_a_built_in_fills_its_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.jsonl");
+    // Half the rows carry a logprob; the feature gives the other half one too.
+    let rows: Vec<Value> = (0..200)
+        .map(|i| {
+            let mut r = serde_json::json!({
+                "task_id": format!("t{}", i / 4),
+                "prompt": "p",
+                "final_text": "ok",
+                "reward": f64::from(u8::try_from(i % 2).unwrap()),
+            });
+            if i % 2 == 0 {
+                r["logprob"] = Value::from(-2.0);
+                r["n_tokens"] = Value::from(4);
+            }
+            r
+        })
+        .collect();
+    write_rows(&path, &rows);
+    let (doc, _) = scan(
+        &path,
+        &[
+            "--feature",
+            "logprob_mean=CASE WHEN reward = 1 THEN -0.25 END",
+            "--top",
+            "0",
+        ],
+        "2",
+    );
+    let named: Vec<&Value> = doc["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["name"] == "logprob_mean")
+        .collect();
+    assert_eq!(named.len(), 1, "{doc}");
+    assert_eq!(named[0]["n_obs"], 200);
+    // The same name twice is refused.
+    let out = wai()
+        .args(["hack-scan", "--feature", "x=1", "--feature", "x=2"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+}

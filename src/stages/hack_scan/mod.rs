@@ -212,6 +212,20 @@ fn matches(name: &str, patterns: &[String]) -> bool {
 }
 
 /// Names a user feature may not take: the auto tier's and the conjunctions'.
+fn check_user_names(features: &[(String, String)]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for (name, _) in features {
+        check_user_name(name)?;
+        if !seen.insert(name.as_str()) {
+            return Err(Error::Usage(format!(
+                "--feature `{name}` is given twice: name each feature once"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks one user feature name.
 fn check_user_name(name: &str) -> Result<()> {
     if name.is_empty() || name.starts_with("contains:") || name.contains(" AND ") {
         return Err(Error::Usage(format!(
@@ -237,8 +251,8 @@ struct Read {
 
 /// Reads `table`: the graded rows' features, in file order.
 async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read> {
+    check_user_names(&opts.features)?;
     for (name, expr) in &opts.features {
-        check_user_name(name)?;
         ctx.sql(&format!(
             "SELECT CAST(({expr}) AS DOUBLE) FROM {table} LIMIT 0"
         ))
@@ -270,8 +284,13 @@ async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read>
          messages, steps, markers{user} \
          FROM {table} WHERE reward IS NOT NULL AND NOT isnan(reward)"
     );
-    // Partitions are contiguous ranges of the files, in order: read in partition order, the rows
-    // are in file order whatever the partitioning.
+    // Scan partitions are contiguous ranges of the files, in order; with round-robin
+    // repartitioning off (it deals batches of a one-partition scan out to every core), the
+    // partitions read in order give the rows in file order whatever the core count.
+    ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
+        .await?
+        .collect()
+        .await?;
     let started = std::time::Instant::now();
     let partitions = ctx.sql(&sql).await?.collect_partitioned().await?;
     tracing::debug!(elapsed = ?started.elapsed(), "hack scan: query");
@@ -358,10 +377,14 @@ impl Registry {
             Name::LogprobMean => *self
                 .logprob
                 .get_or_insert_with(|| new("logprob_mean".to_owned())),
-            Name::User(j) => *self
-                .user
-                .entry(*j)
-                .or_insert_with(|| new(user_names[*j as usize].clone())),
+            Name::User(j) => match rows::spelled(&user_names[*j as usize]) {
+                // A user feature named like a built-in fills the built-in's column.
+                Some(builtin) => self.column(&builtin, user_names, columns),
+                None => *self
+                    .user
+                    .entry(*j)
+                    .or_insert_with(|| new(user_names[*j as usize].clone())),
+            },
             Name::Tool(t) => by_name(&mut self.tools, "tool:", t, new),
             Name::Marker(m) => by_name(&mut self.markers, "marker:", m, new),
         }
@@ -494,6 +517,8 @@ fn analyse(read: Read, opts: &Options) -> Report {
     // The columns: hand and user tiers in creation order, then the auto tier in vocabulary order.
     let mut named: Vec<(String, Column)> = columns
         .into_par_iter()
+        // Too rare to rank: not worth n values.
+        .filter(|(_, r, _)| r.len() >= opts.min_obs)
         .map(|(name, r, v)| (name, Column::from_entries(n, &r, &v)))
         .collect();
     if opts.auto {
@@ -595,7 +620,7 @@ fn analyse(read: Read, opts: &Options) -> Report {
     }
 
     if opts.auto && opts.seeds > 0 {
-        conjunctions(&mut feats, opts, &groups, &rewards, &centred);
+        conjunctions(&mut feats, opts, &endorsed, &groups, &rewards, &centred);
     }
 
     tracing::debug!(features = feats.len(), elapsed = ?started.elapsed(), "hack scan: conjunctions");
@@ -613,6 +638,7 @@ fn analyse(read: Read, opts: &Options) -> Report {
 fn conjunctions(
     feats: &mut Vec<Feature>,
     opts: &Options,
+    endorsed: &[String],
     groups: &Groups,
     rewards: &[f64],
     centred: &within::Centred,
@@ -642,12 +668,13 @@ fn conjunctions(
             }
             let sd_within = within::sd_within(&column, groups);
             let rho = within::rho_within(&column, sd_within, &centred.rc, centred.sr);
+            let name = format!("{} AND {}", fa.name, fb.name);
             (rho.abs() > fa.rho.abs().max(fb.rho.abs())).then(|| Feature {
-                name: format!("{} AND {}", fa.name, fb.name),
+                endorsed: fa.endorsed || fb.endorsed || matches(&name, endorsed),
+                name,
                 aliases: Vec::new(),
                 column,
                 n_obs,
-                endorsed: fa.endorsed || fb.endorsed,
                 sd_within,
                 sd_pooled,
                 rho,
@@ -766,6 +793,7 @@ fn rank(
             0.0
         });
     }
+    let mut inverted_set = false;
     let quoted = |names: &[String]| {
         names
             .iter()
@@ -822,7 +850,10 @@ fn rank(
                  {tau:.2}); a policy trained on it does less of that behaviour",
                 top.name, top.rho
             ));
+            // The field keeps it (as the reference's does); the warning above already says it.
+            report.inverted = inverted.iter().map(|x| x.name.clone()).collect();
             inverted.retain(|x| x.name != top.name);
+            inverted_set = true;
         } else if report.support.sat > SAT_FLAG {
             report.regime = Regime::PoolExhausted;
             #[allow(
@@ -848,7 +879,9 @@ fn rank(
              task on anything measured; check the judge (`wai judge-trust`) before training"
         ));
     }
-    report.inverted = inverted.iter().map(|x| x.name.clone()).collect();
+    if !inverted_set {
+        report.inverted = inverted.iter().map(|x| x.name.clone()).collect();
+    }
     if !inverted.is_empty() {
         let names: Vec<String> = inverted
             .iter()

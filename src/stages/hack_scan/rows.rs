@@ -79,6 +79,19 @@ impl Name<'_> {
     }
 }
 
+/// The built-in feature `name` spells, if any (`reply_length`, `tool:NAME`, `marker:NAME`, ...).
+pub(super) fn spelled(name: &str) -> Option<Name<'_>> {
+    if let Some(k) = FIXED.iter().position(|f| *f == name) {
+        return Some(Name::Fixed(u8::try_from(k).unwrap_or(0)));
+    }
+    if name == "logprob_mean" {
+        return Some(Name::LogprobMean);
+    }
+    name.strip_prefix("tool:")
+        .map(Name::Tool)
+        .or_else(|| name.strip_prefix("marker:").map(Name::Marker))
+}
+
 /// What one graded row gives the scan.
 #[derive(Debug)]
 pub(super) struct Row<'a> {
@@ -240,7 +253,7 @@ impl<'a> Columns<'a> {
             tools.len() as f64,
             n_assistant as f64,
             if truncated { 1.0 } else { 0.0 },
-            text.split_whitespace().count() as f64,
+            words(&text) as f64,
             digits as f64,
             text.matches('\n').count() as f64,
             punct as f64,
@@ -340,7 +353,7 @@ impl<'a> Columns<'a> {
         if reason.contains("truncat") || reason.contains("cut off") {
             return true;
         }
-        let reply = final_text.trim_end();
+        let reply = final_text.trim_end_matches(is_space);
         reply.chars().count() >= TRUNCATION_MIN_CHARS && !looks_finished(reply)
     }
 
@@ -448,21 +461,47 @@ fn usize_of(o: i32) -> usize {
     usize::try_from(o).unwrap_or(0)
 }
 
-/// `Some(())` for a decimal digit of any script (Unicode `Nd`, as Python's `isdigit` reads the
-/// common ones).
+/// `Some(())` for a digit as Python's `isdigit` reads it: a decimal digit of any script
+/// (Unicode `Nd`), or a superscript, subscript or circled digit.
 fn u_digit(c: char) -> Option<()> {
     if c.is_ascii_digit() {
         return Some(());
     }
-    (!c.is_ascii() && c.is_numeric() && DIGIT.is_match(c.encode_utf8(&mut [0; 4]))).then_some(())
+    if c.is_ascii() || !c.is_numeric() {
+        return None;
+    }
+    let other_digit = matches!(c,
+        '\u{b2}' | '\u{b3}' | '\u{b9}' | '\u{2070}' | '\u{2074}'..='\u{2079}'
+        | '\u{2080}'..='\u{2089}' | '\u{2460}'..='\u{2468}' | '\u{2474}'..='\u{247c}'
+        | '\u{2488}'..='\u{2490}' | '\u{24ea}' | '\u{24f5}'..='\u{24fd}' | '\u{24ff}'
+        | '\u{2776}'..='\u{277e}' | '\u{2780}'..='\u{2788}' | '\u{278a}'..='\u{2792}'
+        | '\u{1369}'..='\u{1371}' | '\u{19da}');
+    (other_digit || DIGIT.is_match(c.encode_utf8(&mut [0; 4]))).then_some(())
 }
 
 static DIGIT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\d$").unwrap_or_else(|e| unreachable!("a fixed pattern: {e}")));
 
-/// `[^\w\s]`: neither a word character nor white space.
+static WORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[\p{L}\p{N}_]$").unwrap_or_else(|e| unreachable!("a fixed pattern: {e}"))
+});
+
+/// White space as Python's `str.isspace` reads it (Unicode's, and the separators \x1c-\x1f).
+pub(super) fn is_space(c: char) -> bool {
+    c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
+}
+
+/// `[^\w\s]`: neither a word character (a letter, a number, `_`) nor white space.
 fn is_punct(c: char) -> bool {
-    !(c.is_alphanumeric() || c == '_' || c.is_whitespace() || ('\x1c'..='\x1f').contains(&c))
+    if c.is_ascii() {
+        return !(c.is_ascii_alphanumeric() || c == '_' || is_space(c));
+    }
+    !(is_space(c) || WORD.is_match(c.encode_utf8(&mut [0; 4])))
+}
+
+/// Python's `len(text.split())`.
+fn words(text: &str) -> usize {
+    text.split(is_space).filter(|w| !w.is_empty()).count()
 }
 
 /// A hash of the rollout as the scan sees it: its text and its hand and user features (in any
@@ -499,7 +538,7 @@ static SIGN_OFF: LazyLock<Regex> = LazyLock::new(|| {
 /// code fence, a last line that is the answer itself (`#### 42`), or a sign-off (`Cheers`, or a
 /// short capitalised line after one ending in a comma: `Best,\nAlex`).
 pub fn looks_finished(reply: &str) -> bool {
-    let text = reply.trim_end();
+    let text = reply.trim_end_matches(is_space);
     let Some(end) = text.chars().last() else {
         return false;
     };
@@ -509,9 +548,23 @@ pub fn looks_finished(reply: &str) -> bool {
     if text.ends_with("```") {
         return text.matches("```").count() % 2 == 0;
     }
+    // Python's `splitlines()`, then `strip()`.
     let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
+        .split(|c| {
+            matches!(
+                c,
+                '\n' | '\r'
+                    | '\x0b'
+                    | '\x0c'
+                    | '\x1c'
+                    | '\x1d'
+                    | '\x1e'
+                    | '\u{85}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+            )
+        })
+        .map(|l| l.trim_matches(is_space))
         .filter(|l| !l.is_empty())
         .collect();
     let Some(last) = lines.last() else {
@@ -520,7 +573,7 @@ pub fn looks_finished(reply: &str) -> bool {
     if ANSWER_LINE.is_match(last) {
         return true;
     }
-    let words = last.split_whitespace().count();
+    let words = words(last);
     if words <= 6 && SIGN_OFF.is_match(last) {
         return true;
     }
@@ -561,6 +614,18 @@ mod tests {
     #[test]
     fn punctuation_and_digits_read_as_python_does() {
         assert!(is_punct('#') && is_punct('—') && !is_punct('_') && !is_punct('é'));
+        // A combining vowel sign is neither a letter nor a number to Python's `\w`.
+        assert!(is_punct('\u{947}') && !is_punct('न'));
         assert!(u_digit('7').is_some() && u_digit('٣').is_some() && u_digit('½').is_none());
+        let digits = "x² + y³ = 10"
+            .chars()
+            .filter(|c| u_digit(*c).is_some())
+            .count();
+        assert_eq!(digits, 4);
+        assert_eq!(words("a\x1cb  c\u{2028}d"), 4);
+        // A sign-off after a Unicode line separator is an ending.
+        assert!(looks_finished(
+            "I booked it for you\u{2028}Best,\u{2028}Alex"
+        ));
     }
 }
