@@ -237,16 +237,7 @@ impl<'a> Columns<'a> {
         }
 
         let truncated = self.truncated(i, final_text);
-        let (chars, uppers, digits, punct) =
-            text.chars()
-                .fold((0usize, 0usize, 0usize, 0usize), |(n, u, d, p), c| {
-                    (
-                        n + 1,
-                        u + usize::from(c.is_ascii_uppercase()),
-                        u_digit(c).map_or(d, |()| d + 1),
-                        p + usize::from(is_punct(c)),
-                    )
-                });
+        let (chars, uppers, digits, punct) = counts(&text);
         #[allow(clippy::cast_precision_loss)]
         let fixed = [
             reply_length as f64,
@@ -501,7 +492,42 @@ fn is_punct(c: char) -> bool {
 
 /// Python's `len(text.split())`.
 fn words(text: &str) -> usize {
+    if text.is_ascii() {
+        // A word starts at each non-space byte after a space (or at the start).
+        let mut after_space = true;
+        let mut n = 0;
+        for b in text.bytes() {
+            let space = is_space(char::from(b));
+            n += usize::from(after_space && !space);
+            after_space = space;
+        }
+        return n;
+    }
     text.split(is_space).filter(|w| !w.is_empty()).count()
+}
+
+/// Characters, `[A-Z]`, digits and `[^\w\s]` of `text`.
+fn counts(text: &str) -> (usize, usize, usize, usize) {
+    if text.is_ascii() {
+        return text.bytes().fold((0, 0, 0, 0), |(n, u, d, p), b| {
+            (
+                n + 1,
+                u + usize::from(b.is_ascii_uppercase()),
+                d + usize::from(b.is_ascii_digit()),
+                p + usize::from(
+                    !(b.is_ascii_alphanumeric() || b == b'_' || is_space(char::from(b))),
+                ),
+            )
+        });
+    }
+    text.chars().fold((0, 0, 0, 0), |(n, u, d, p), c| {
+        (
+            n + 1,
+            u + usize::from(c.is_ascii_uppercase()),
+            u_digit(c).map_or(d, |()| d + 1),
+            p + usize::from(is_punct(c)),
+        )
+    })
 }
 
 /// A hash of the rollout as the scan sees it: its text and its hand and user features (in any
@@ -623,6 +649,16 @@ mod tests {
             .count();
         assert_eq!(digits, 4);
         assert_eq!(words("a\x1cb  c\u{2028}d"), 4);
+        // The ASCII and the general paths agree.
+        for t in ["  two words ", "a\x1cb\tc", "", "x_y, 7 (Z)!", "é, 7 (Z)!"] {
+            let general = t.split(is_space).filter(|w| !w.is_empty()).count();
+            assert_eq!(words(t), general, "{t:?}");
+            let chars: Vec<char> = t.chars().collect();
+            let punct = chars.iter().filter(|c| is_punct(**c)).count();
+            let digits = chars.iter().filter(|c| u_digit(**c).is_some()).count();
+            let (n, _, d, p) = counts(t);
+            assert_eq!((n, d, p), (chars.len(), digits, punct), "{t:?}");
+        }
         // A sign-off after a Unicode line separator is an ending.
         assert!(looks_finished(
             "I booked it for you\u{2028}Best,\u{2028}Alex"
