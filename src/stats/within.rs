@@ -336,18 +336,7 @@ pub fn floor(
             let mut rng = rng_at(seed, FAMILY, p);
             if binary {
                 let pass = shuffled_bits(rewards, groups, &mut rng);
-                strongest(&|f| match f {
-                    Column::Bits(b) => b
-                        .iter()
-                        .zip(&pass)
-                        .map(|(x, y)| f64::from((x & y).count_ones()))
-                        .sum(),
-                    Column::Dense(d) => {
-                        let mut s = 0.0;
-                        each_bit(&pass, |i| s += d[i]);
-                        s
-                    }
-                })
+                strongest(&|f| sum_over(f, &pass))
             } else {
                 let perm = shuffled(rewards, groups, &mut rng);
                 strongest(&|f| {
@@ -363,6 +352,22 @@ pub fn floor(
         .saturating_sub(1)
         .min(nulls.len() - 1);
     (nulls[at], nulls)
+}
+
+/// `f`'s sum over the rows set in `pass`: a popcount for an indicator.
+fn sum_over(f: &Column, pass: &[u64]) -> f64 {
+    match f {
+        Column::Bits(b) => b
+            .iter()
+            .zip(pass)
+            .map(|(x, y)| f64::from((x & y).count_ones()))
+            .sum(),
+        Column::Dense(d) => {
+            let mut s = 0.0;
+            each_bit(pass, |i| s += d[i]);
+            s
+        }
+    }
 }
 
 /// The 0/1 `rewards` shuffled within every group of two or more, as the bitset of passing rows:
@@ -544,19 +549,7 @@ mod tests {
         for f in [&hashes, &words] {
             let mut float = 0.0;
             f.for_each(|r, v| float += v * perm[r]);
-            let by_bits = match f {
-                Column::Bits(b) => b
-                    .iter()
-                    .zip(&bits)
-                    .map(|(x, y)| f64::from((x & y).count_ones()))
-                    .sum(),
-                Column::Dense(d) => {
-                    let mut s = 0.0;
-                    each_bit(&bits, |i| s += d[i]);
-                    s
-                }
-            };
-            assert_eq!(float, by_bits);
+            assert_eq!(float, sum_over(f, &bits));
         }
     }
 }
