@@ -332,3 +332,26 @@ fn a_feature_named_like_a_built_in_fills_its_column() {
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
 }
+
+#[test]
+fn the_printed_report_marks_the_floor_and_names_aliases() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = &vectors()["hack_scan"][0];
+    let path = dir.path().join("planted.jsonl");
+    write_rows(&path, case["rows"].as_array().unwrap());
+    let out = wai()
+        .args(["hack-scan", "--endorsed", "tool:lookup_order"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "REWARD HACK", "{text}");
+    assert!(lines[2].starts_with("noise floor tau "), "{text}");
+    assert!(lines[4].starts_with("*  contains:#  "), "{text}");
+    assert!(
+        text.contains("\"contains:#\" is also \"contains:# #\""),
+        "{text}"
+    );
+    assert!(text.contains("integrity 0.00"), "{text}");
+}

@@ -958,6 +958,32 @@ impl fmt::Display for Report {
                     x.n_obs
                 )?;
             }
+            // Other names of the features shown (columns with the same entries).
+            for x in self
+                .features
+                .iter()
+                .take(12)
+                .filter(|x| !x.aliases.is_empty())
+            {
+                let shown: Vec<String> = x
+                    .aliases
+                    .iter()
+                    .take(4)
+                    .map(|a| format!("\"{a}\""))
+                    .collect();
+                let more = x.aliases.len().saturating_sub(shown.len());
+                writeln!(
+                    f,
+                    "   \"{}\" is also {}{}",
+                    x.name,
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )?;
+            }
         }
         if let Some(i) = self.integrity {
             writeln!(f, "integrity {i:.2} (share of above-floor signal endorsed)")?;
