@@ -48,7 +48,27 @@ pub async fn late_materialization(ctx: &SessionContext) -> Result<()> {
     Ok(())
 }
 
-/// The result of `sql` on `ctx` as one batch (a small result: a sample, the labeled rows).
+/// The batches of `sql` on `ctx` in file order, whatever the core count: scan partitions are
+/// contiguous ranges of the files, and round-robin repartitioning (which deals a one-partition
+/// scan's batches out to the cores) is turned off for the session, so reading the partitions in
+/// turn gives the rows in order. For queries without `ORDER BY` whose consumer depends on order.
+///
+/// # Errors
+/// A query failure.
+pub async fn collect_in_file_order(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
+    ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
+        .await?
+        .collect()
+        .await?;
+    let partitions = ctx.sql(sql).await?.collect_partitioned().await?;
+    Ok(partitions.into_iter().flatten().collect())
+}
+
+/// The result of `sql` on `ctx` as one batch, rows in file order (a small result: a sample, the
+/// labeled rows).
 ///
 /// # Errors
 /// A query failure.
@@ -56,9 +76,8 @@ pub async fn one_batch(
     ctx: &SessionContext,
     sql: &str,
 ) -> Result<datafusion::arrow::array::RecordBatch> {
-    let df = ctx.sql(sql).await?;
-    let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
-    let batches = df.collect().await?;
+    let schema = std::sync::Arc::new(ctx.sql(sql).await?.schema().as_arrow().clone());
+    let batches = collect_in_file_order(ctx, sql).await?;
     Ok(datafusion::arrow::compute::concat_batches(
         &schema, &batches,
     )?)

@@ -284,15 +284,8 @@ async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read>
          messages, steps, markers{user} \
          FROM {table} WHERE reward IS NOT NULL AND NOT isnan(reward)"
     );
-    // Scan partitions are contiguous ranges of the files, in order; with round-robin
-    // repartitioning off (it deals batches of a one-partition scan out to every core), the
-    // partitions read in order give the rows in file order whatever the core count.
-    ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
-        .await?
-        .collect()
-        .await?;
     let started = std::time::Instant::now();
-    let partitions = ctx.sql(&sql).await?.collect_partitioned().await?;
+    let batches = crate::pipeline::session::collect_in_file_order(ctx, &sql).await?;
     tracing::debug!(elapsed = ?started.elapsed(), "hack scan: query");
     let names: Vec<String> = opts.features.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Read {
@@ -305,7 +298,7 @@ async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read>
         df: DocFreq::default(),
     };
     let mut registry = Registry::default();
-    for batch in partitions.iter().flatten() {
+    for batch in &batches {
         let cols = Columns::of(batch, names.len())?;
         let rows: Vec<rows::Row> = (0..batch.num_rows())
             .into_par_iter()

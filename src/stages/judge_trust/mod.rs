@@ -1004,14 +1004,15 @@ pub async fn read(ctx: &SessionContext, table: &str) -> Result<(Vec<Labeled>, u6
     // Labeled rows are few: filter on the (small) gold column before decoding the conversations,
     // so the text of unlabeled rows is never read.
     crate::pipeline::session::late_materialization(ctx).await?;
-    let batches = ctx
-        .sql(&format!(
+    // In file order, so the disagreements list the same way at any core count.
+    let batches = crate::pipeline::session::collect_in_file_order(
+        ctx,
+        &format!(
             "SELECT task_id, reward, gold_reward, gold_kind, judge_name, reason, final_text, \
              messages, steps FROM {table} WHERE gold_reward IS NOT NULL"
-        ))
-        .await?
-        .collect()
-        .await?;
+        ),
+    )
+    .await?;
     let mut out = Vec::new();
     for b in &batches {
         labeled_rows(b, &mut out)?;
