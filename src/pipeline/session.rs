@@ -67,6 +67,47 @@ pub async fn collect_in_file_order(
     Ok(partitions.into_iter().flatten().collect())
 }
 
+/// Calls `f` on the batches of `sql` on `ctx` in file order (as [`collect_in_file_order`]),
+/// holding only a few batches at a time: each partition decodes ahead into a small buffer while
+/// the partitions before it are consumed.
+///
+/// # Errors
+/// A query failure, or the first error of `f`.
+pub async fn for_each_in_file_order(
+    ctx: &SessionContext,
+    sql: &str,
+    mut f: impl FnMut(datafusion::arrow::array::RecordBatch) -> Result<()>,
+) -> Result<()> {
+    use futures::{SinkExt, StreamExt};
+    ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
+        .await?
+        .collect()
+        .await?;
+    let streams = ctx.sql(sql).await?.execute_stream_partitioned().await?;
+    let receivers: Vec<_> = streams
+        .into_iter()
+        .map(|mut stream| {
+            let (mut tx, rx) = futures::channel::mpsc::channel(2);
+            tokio::spawn(async move {
+                while let Some(batch) = stream.next().await {
+                    let failed = batch.is_err();
+                    // A closed receiver means the consumer stopped: stop decoding.
+                    if tx.send(batch).await.is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            rx
+        })
+        .collect();
+    for mut rx in receivers {
+        while let Some(batch) = rx.next().await {
+            f(batch?)?;
+        }
+    }
+    Ok(())
+}
+
 /// The result of `sql` on `ctx` as one batch, rows in file order (a small result: a sample, the
 /// labeled rows).
 ///

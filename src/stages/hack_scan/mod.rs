@@ -19,6 +19,7 @@ mod rows;
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use rayon::prelude::*;
 
@@ -284,9 +285,6 @@ async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read>
          messages, steps, markers{user} \
          FROM {table} WHERE reward IS NOT NULL AND NOT isnan(reward)"
     );
-    let started = std::time::Instant::now();
-    let batches = crate::pipeline::session::collect_in_file_order(ctx, &sql).await?;
-    tracing::debug!(elapsed = ?started.elapsed(), "hack scan: query");
     let names: Vec<String> = opts.features.iter().map(|(n, _)| n.clone()).collect();
     let mut out = Read {
         n_rows,
@@ -298,48 +296,61 @@ async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read>
         df: DocFreq::default(),
     };
     let mut registry = Registry::default();
-    for batch in &batches {
-        let cols = Columns::of(batch, names.len())?;
-        let rows: Vec<rows::Row> = (0..batch.num_rows())
-            .into_par_iter()
-            .map(|i| cols.row(i, &names))
-            .collect();
-        if opts.auto {
-            let df = rows
-                .par_iter()
-                .fold(
-                    || (Tokenizer::default(), DocFreq::default()),
-                    |(mut t, mut df), r| {
-                        df.add(&mut t, &r.text);
-                        (t, df)
-                    },
-                )
-                .map(|(_, df)| df)
-                .reduce(DocFreq::default, |mut a, b| {
-                    a.merge(b);
-                    a
-                });
-            out.df.merge(df);
+    crate::pipeline::session::for_each_in_file_order(ctx, &sql, |batch| {
+        add_batch(&batch, &names, opts, &mut out, &mut registry)
+    })
+    .await?;
+    Ok(out)
+}
+
+/// Adds the graded rows of `batch` to `out`.
+fn add_batch(
+    batch: &RecordBatch,
+    names: &[String],
+    opts: &Options,
+    out: &mut Read,
+    registry: &mut Registry,
+) -> Result<()> {
+    let cols = Columns::of(batch, names.len())?;
+    let rows: Vec<rows::Row> = (0..batch.num_rows())
+        .into_par_iter()
+        .map(|i| cols.row(i, names))
+        .collect();
+    if opts.auto {
+        let df = rows
+            .par_iter()
+            .fold(
+                || (Tokenizer::default(), DocFreq::default()),
+                |(mut t, mut df), r| {
+                    df.add(&mut t, &r.text);
+                    (t, df)
+                },
+            )
+            .map(|(_, df)| df)
+            .reduce(DocFreq::default, |mut a, b| {
+                a.merge(b);
+                a
+            });
+        out.df.merge(df);
+    }
+    for r in rows {
+        let at = u32::try_from(out.rewards.len())
+            .map_err(|_| Error::Usage("hack-scan reads at most 2^32 rows".into()))?;
+        for (name, v) in &r.features {
+            if *v != 0.0 && !v.is_nan() {
+                let c = registry.column(name, names, &mut out.columns);
+                out.columns[c].1.push(at);
+                out.columns[c].2.push(*v);
+            }
         }
-        for r in rows {
-            let at = u32::try_from(out.rewards.len())
-                .map_err(|_| Error::Usage("hack-scan reads at most 2^32 rows".into()))?;
-            for (name, v) in &r.features {
-                if *v != 0.0 && !v.is_nan() {
-                    let c = registry.column(name, &names, &mut out.columns);
-                    out.columns[c].1.push(at);
-                    out.columns[c].2.push(*v);
-                }
-            }
-            out.tasks.push(r.task);
-            out.rewards.push(r.reward);
-            out.profiles.push(r.profile);
-            if opts.auto {
-                out.texts.push(r.text);
-            }
+        out.tasks.push(r.task);
+        out.rewards.push(r.reward);
+        out.profiles.push(r.profile);
+        if opts.auto {
+            out.texts.push(r.text);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Columns by name, numbered as first seen.
