@@ -48,6 +48,16 @@ pub async fn late_materialization(ctx: &SessionContext) -> Result<()> {
     Ok(())
 }
 
+/// Turns off round-robin repartitioning for `ctx`, which deals the batches of a one-partition
+/// scan out to the cores and so reorders rows.
+async fn keep_file_order(ctx: &SessionContext) -> Result<()> {
+    ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
+        .await?
+        .collect()
+        .await?;
+    Ok(())
+}
+
 /// The batches of `sql` on `ctx` in file order, whatever the core count: scan partitions are
 /// contiguous ranges of the files, and round-robin repartitioning (which deals a one-partition
 /// scan's batches out to the cores) is turned off for the session, so reading the partitions in
@@ -59,10 +69,7 @@ pub async fn collect_in_file_order(
     ctx: &SessionContext,
     sql: &str,
 ) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
-    ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
-        .await?
-        .collect()
-        .await?;
+    keep_file_order(ctx).await?;
     let partitions = ctx.sql(sql).await?.collect_partitioned().await?;
     Ok(partitions.into_iter().flatten().collect())
 }
@@ -79,10 +86,7 @@ pub async fn for_each_in_file_order(
     mut f: impl FnMut(datafusion::arrow::array::RecordBatch) -> Result<()>,
 ) -> Result<()> {
     use futures::{SinkExt, StreamExt};
-    ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
-        .await?
-        .collect()
-        .await?;
+    keep_file_order(ctx).await?;
     let streams = ctx.sql(sql).await?.execute_stream_partitioned().await?;
     let receivers: Vec<_> = streams
         .into_iter()
