@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{read_jsonl, wai, write_rows};
+use crate::support::{json_of, read_jsonl, wai, write_rows};
 
 /// Runs `wai --json decontaminate TRAIN --against EVAL -o OUT ARGS`: the report and the kept rows.
 fn decontaminate(
@@ -21,25 +21,17 @@ fn decontaminate(
     );
     write_rows(&t, train);
     write_rows(&e, eval);
-    let run = wai()
-        .args(["--json", "decontaminate"])
-        .arg(&t)
-        .arg("--against")
-        .arg(&e)
-        .arg("-o")
-        .arg(&out)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    let report = json_of(
+        wai()
+            .args(["--json", "decontaminate"])
+            .arg(&t)
+            .arg("--against")
+            .arg(&e)
+            .arg("-o")
+            .arg(&out)
+            .args(args),
     );
-    (
-        serde_json::from_slice(&run.stdout).unwrap(),
-        read_jsonl(&out),
-    )
+    (report, read_jsonl(&out))
 }
 
 fn reference_eval() -> Vec<Value> {

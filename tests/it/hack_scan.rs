@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{vectors, wai, write_rows};
+use crate::support::{refused, vectors, wai, write_rows};
 
 /// Runs `wai --json hack-scan PATH ARGS`: the report and the exit code.
 fn scan(path: &Path, args: &[&str], threads: &str) -> (Value, i32) {
@@ -223,14 +223,12 @@ fn a_sql_feature_joins_the_hand_tier_and_wins_the_name() {
         "{doc}"
     );
     // A feature that does not plan names itself; nothing is scanned.
-    let out = wai()
-        .args(["hack-scan", "--feature", "broken=no_such_column + 1"])
-        .arg(&pool)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--feature broken=no_such_column + 1"), "{err}");
+    refused(
+        wai()
+            .args(["hack-scan", "--feature", "broken=no_such_column + 1"])
+            .arg(&pool),
+        "--feature broken=no_such_column + 1",
+    );
 }
 
 #[test]
@@ -325,12 +323,12 @@ fn a_feature_named_like_a_built_in_fills_its_column() {
     assert_eq!(named.len(), 1, "{doc}");
     assert_eq!(named[0]["n_obs"], 200);
     // The same name twice is refused.
-    let out = wai()
-        .args(["hack-scan", "--feature", "x=1", "--feature", "x=2"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
+    refused(
+        wai()
+            .args(["hack-scan", "--feature", "x=1", "--feature", "x=2"])
+            .arg(&path),
+        "given twice",
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{vectors, wai, write_rows};
+use crate::support::{refused, vectors, wai, write_rows};
 
 /// Runs `wai --json judge-trust ROWS ARGS`: the report and the exit code.
 fn judge_trust(rows: &[Value], args: &[&str]) -> (Value, i32) {
@@ -324,14 +324,13 @@ fn a_query_judge_cannot_re_judge_edited_rows() {
     let rows = vec![json!({"task_id": "t", "final_text": "x", "reward": 1})];
     let dir = tempfile::tempdir().unwrap();
     let path = rows_file(dir.path(), &rows);
-    let out = wai()
-        .arg("judge-trust")
-        .arg(&path)
-        .args(["--judge", "sql:SELECT rollout_id, 1.0 AS reward FROM rows"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot re-judge edited rows"));
+    refused(
+        wai()
+            .arg("judge-trust")
+            .arg(&path)
+            .args(["--judge", "sql:SELECT rollout_id, 1.0 AS reward FROM rows"]),
+        "cannot re-judge edited rows",
+    );
 }
 
 #[test]
@@ -384,22 +383,20 @@ fn compare_judges_needs_labels_and_names() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.jsonl");
     write_rows(&path, &[json!({"task_id": "t", "reward": 1})]);
-    let out = wai()
-        .arg("compare-judges")
-        .arg(&path)
-        .args(["--judge", "a=sql:1.0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("wai labels attach"));
-    let out = wai()
-        .arg("compare-judges")
-        .arg(&path)
-        .args(["--judge", "sql:1.0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=SPEC"));
+    refused(
+        wai()
+            .arg("compare-judges")
+            .arg(&path)
+            .args(["--judge", "a=sql:1.0"]),
+        "wai labels attach",
+    );
+    refused(
+        wai()
+            .arg("compare-judges")
+            .arg(&path)
+            .args(["--judge", "sql:1.0"]),
+        "NAME=SPEC",
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::support::{read_jsonl, vectors, wai, write_rows};
+use crate::support::{json_of, read_jsonl, succeeded, vectors, wai, write_rows};
 
 #[test]
 fn the_attach_labels_vector_agrees_with_the_reference() {
@@ -19,20 +19,14 @@ fn the_attach_labels_vector_agrees_with_the_reference() {
     );
     write_rows(&rows, case["rows"].as_array().unwrap());
     write_rows(&labels, case["labels"].as_array().unwrap());
-    let run = wai()
-        .args(["--json", "labels", "attach"])
-        .arg(&rows)
-        .arg(&labels)
-        .args(["--annotator", "default-ann", "--kind", "human", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    let report = json_of(
+        wai()
+            .args(["--json", "labels", "attach"])
+            .arg(&rows)
+            .arg(&labels)
+            .args(["--annotator", "default-ann", "--kind", "human", "-o"])
+            .arg(&out),
     );
-    let report: Value = serde_json::from_slice(&run.stdout).unwrap();
     let theirs = &case["report"];
     for key in [
         "labels",
@@ -111,19 +105,14 @@ fn attach_ok(
     let path = dir.join(format!("{out}.labels"));
     std::fs::write(&path, labels).unwrap();
     let out = dir.join(out);
-    let run = wai()
-        .args(["labels", "attach"])
-        .arg(input)
-        .arg(&path)
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    let run = succeeded(
+        wai()
+            .args(["labels", "attach"])
+            .arg(input)
+            .arg(&path)
+            .args(args)
+            .arg("-o")
+            .arg(&out),
     );
     (out, String::from_utf8_lossy(&run.stdout).into_owned())
 }

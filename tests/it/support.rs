@@ -68,30 +68,38 @@ pub(crate) fn redact(text: &str, dir: &Path) -> String {
     text.replace(&dir.display().to_string(), "[TMP]")
 }
 
-/// Runs `cmd` (a `wai --json ...` command), checks it succeeded, and parses its report.
-pub(crate) fn json_of(cmd: &mut Command) -> Value {
+/// Runs `cmd`, checks it succeeded (else fails with its stderr), and returns its output.
+pub(crate) fn succeeded(cmd: &mut Command) -> std::process::Output {
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out
+}
+
+/// Runs `cmd` and checks it was refused as a usage error (exit 64) with `needle` in its stderr.
+pub(crate) fn refused(cmd: &mut Command, needle: &str) {
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains(needle), "{err}");
+}
+
+/// Runs `cmd` (a `wai --json ...` command), checks it succeeded, and parses its report.
+pub(crate) fn json_of(cmd: &mut Command) -> Value {
+    serde_json::from_slice(&succeeded(cmd).stdout).unwrap()
 }
 
 /// Runs `wai sql ARGS --format jsonl --table TABLE`, checks it succeeded, and parses the rows.
 pub(crate) fn sql_jsonl(args: &[&str], table: &Path) -> Vec<Value> {
-    let out = wai()
-        .arg("sql")
-        .args(args)
-        .args(["--format", "jsonl", "--table"])
-        .arg(table)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        wai()
+            .arg("sql")
+            .args(args)
+            .args(["--format", "jsonl", "--table"])
+            .arg(table),
     );
     String::from_utf8(out.stdout)
         .unwrap()
