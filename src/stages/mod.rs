@@ -3,6 +3,7 @@
 
 mod cells;
 pub mod compare;
+mod conversation;
 pub mod decontaminate;
 pub mod embed;
 pub mod grade;

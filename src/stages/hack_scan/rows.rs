@@ -1,13 +1,8 @@
 //! One row's built-in features (the hand tier of the measure spec's §7.2) and the text the auto
 //! tier reads, from a batch of rows.
 //!
-//! The conversation is `messages` when the row has any; otherwise it is rebuilt from the opener,
-//! the prompt and the steps, the way the reference reads a row without messages (a user step is
-//! a user turn, a tool step an assistant turn and a tool turn, a step with only text an assistant
-//! turn; trailing user turns are dropped unless the agent failed; the final reply closes it unless
-//! an assistant turn already says it).
+//! The conversation is read by [`crate::stages::conversation`].
 
-use std::borrow::Cow;
 use std::hash::{BuildHasher, Hasher as _};
 use std::sync::LazyLock;
 
@@ -18,6 +13,7 @@ use datafusion::arrow::array::{
 use regex::Regex;
 
 use crate::error::{Error, Result};
+use crate::stages::conversation::{Conversations, reply_length, usize_of};
 
 /// The built-in features every row has, in the order the reference creates them.
 pub(super) const FIXED: [&str; 9] = [
@@ -110,15 +106,12 @@ pub(super) struct Row<'a> {
 pub(super) struct Columns<'a> {
     task: &'a StringArray,
     reward: &'a Float64Array,
-    final_text: &'a StringArray,
-    prompt: &'a StringArray,
+    conversations: Conversations<'a>,
     finish_reason: &'a StringArray,
     reason: &'a StringArray,
     grader_reason: &'a StringArray,
-    opener: &'a StringArray,
     logprob: &'a Float64Array,
     n_tokens: &'a Int64Array,
-    messages: Option<(&'a ListArray, &'a StringArray, &'a StringArray)>,
     steps: Option<Steps<'a>>,
     markers: Option<(&'a MapArray, &'a StringArray, &'a Float64Array)>,
     user: Vec<&'a Float64Array>,
@@ -127,8 +120,6 @@ pub(super) struct Columns<'a> {
 struct Steps<'a> {
     list: &'a ListArray,
     tool: &'a StringArray,
-    text: &'a StringArray,
-    user: &'a StringArray,
     truncated: Option<&'a BooleanArray>,
 }
 
@@ -158,17 +149,11 @@ fn field<'a>(s: &'a StructArray, name: &str) -> Option<&'a StringArray> {
 impl<'a> Columns<'a> {
     /// The columns of `b`, as the scan's query selects them (`user` features named `__user_J`).
     pub(super) fn of(b: &'a RecordBatch, n_user: usize) -> Result<Self> {
-        let messages = column(b, "messages")?.as_list_opt::<i32>().and_then(|l| {
-            let s = l.values().as_struct_opt()?;
-            Some((l, field(s, "role")?, field(s, "content")?))
-        });
         let steps = column(b, "steps")?.as_list_opt::<i32>().and_then(|l| {
             let s = l.values().as_struct_opt()?;
             Some(Steps {
                 list: l,
                 tool: field(s, "tool")?,
-                text: field(s, "text")?,
-                user: field(s, "user")?,
                 truncated: s
                     .column_by_name("truncated")
                     .and_then(|a| a.as_boolean_opt()),
@@ -177,17 +162,14 @@ impl<'a> Columns<'a> {
         Ok(Self {
             task: strings(b, "task_id")?,
             reward: floats(b, "reward")?,
-            final_text: strings(b, "final_text")?,
-            prompt: strings(b, "prompt")?,
+            conversations: Conversations::of(b)?,
             finish_reason: strings(b, "finish_reason")?,
             reason: strings(b, "reason")?,
             grader_reason: strings(b, "grader_reason")?,
-            opener: strings(b, "opener")?,
             logprob: floats(b, "logprob")?,
             n_tokens: column(b, "n_tokens")?
                 .as_primitive_opt()
                 .ok_or_else(|| Error::Internal("hack scan: `n_tokens` is not Int64".into()))?,
-            messages,
             steps,
             markers: column(b, "markers")?.as_map_opt().and_then(|m| {
                 Some((
@@ -205,25 +187,10 @@ impl<'a> Columns<'a> {
     /// Row `i`, with the user's features named `user_names`.
     pub(super) fn row(&self, i: usize, user_names: &[String]) -> Row<'a> {
         let text_of = |a: &'a StringArray| if a.is_valid(i) { a.value(i) } else { "" };
-        let final_text = text_of(self.final_text);
-        let turns = self.assistant_turns(i, final_text);
+        let final_text = self.conversations.final_text(i);
+        let turns = self.conversations.turns(i);
         let tools = self.tools(i);
-
-        // Characters the agent wrote: every assistant turn, and the reply when it is not the
-        // last of them.
-        let last = turns
-            .iter()
-            .rev()
-            .find(|t| t.assistant)
-            .map_or("", |t| &*t.content);
-        let mut reply_length: usize = turns
-            .iter()
-            .filter(|t| t.assistant)
-            .map(|t| t.content.chars().count())
-            .sum();
-        if !final_text.is_empty() && final_text != last {
-            reply_length += final_text.chars().count();
-        }
+        let reply_length = reply_length(&turns, final_text);
         let n_assistant = turns.iter().filter(|t| t.assistant).count();
 
         let mut text = String::from(final_text);
@@ -347,109 +314,6 @@ impl<'a> Columns<'a> {
         let reply = final_text.trim_end_matches(is_space);
         reply.chars().count() >= TRUNCATION_MIN_CHARS && !looks_finished(reply)
     }
-
-    /// The conversation's turns (only whether each is the assistant's, and its text).
-    fn assistant_turns(&self, i: usize, final_text: &'a str) -> Vec<Turn<'a>> {
-        if let Some((list, role, content)) = self.messages
-            && list.is_valid(i)
-            && list.value_length(i) > 0
-        {
-            let o = list.value_offsets();
-            return (usize_of(o[i])..usize_of(o[i + 1]))
-                .map(|j| Turn {
-                    assistant: role.is_valid(j) && role.value(j) == "assistant",
-                    user: role.is_valid(j) && role.value(j) == "user",
-                    content: Cow::Borrowed(if content.is_valid(j) {
-                        content.value(j)
-                    } else {
-                        ""
-                    }),
-                })
-                .collect();
-        }
-        let text_of = |a: &'a StringArray, j: usize| if a.is_valid(j) { a.value(j) } else { "" };
-        let mut turns = Vec::new();
-        let opener = text_of(self.opener, i);
-        if !opener.is_empty() {
-            turns.push(Turn::assistant(opener));
-        }
-        let prompt = text_of(self.prompt, i);
-        if !prompt.is_empty() {
-            turns.push(Turn::user(prompt));
-        }
-        if let Some(s) = &self.steps
-            && s.list.is_valid(i)
-        {
-            let o = s.list.value_offsets();
-            for j in usize_of(o[i])..usize_of(o[i + 1]) {
-                let user = text_of(s.user, j);
-                if !user.is_empty() {
-                    turns.push(Turn::user(user));
-                    continue;
-                }
-                let spoken = text_of(s.text, j);
-                if !text_of(s.tool, j).is_empty() {
-                    turns.push(Turn::assistant(spoken));
-                    turns.push(Turn {
-                        assistant: false,
-                        user: false,
-                        content: Cow::Borrowed(""),
-                    });
-                } else if !spoken.is_empty() {
-                    turns.push(Turn::assistant(spoken));
-                }
-            }
-        }
-        let failed = final_text.starts_with("<agent error");
-        while turns.len() > 1 && turns.last().is_some_and(|t| t.user) && !failed {
-            turns.pop();
-        }
-        if final_text.is_empty()
-            || turns
-                .iter()
-                .any(|t| t.assistant && !t.content.trim().is_empty() && t.content == final_text)
-        {
-            return turns;
-        }
-        match turns.last_mut() {
-            Some(last) if last.assistant => {
-                if last.content.trim().is_empty() {
-                    last.content = Cow::Borrowed(final_text);
-                }
-            }
-            _ => turns.push(Turn::assistant(final_text)),
-        }
-        turns
-    }
-}
-
-/// One turn of a conversation.
-struct Turn<'a> {
-    assistant: bool,
-    user: bool,
-    content: Cow<'a, str>,
-}
-
-impl<'a> Turn<'a> {
-    fn assistant(content: &'a str) -> Self {
-        Self {
-            assistant: true,
-            user: false,
-            content: Cow::Borrowed(content),
-        }
-    }
-
-    fn user(content: &'a str) -> Self {
-        Self {
-            assistant: false,
-            user: true,
-            content: Cow::Borrowed(content),
-        }
-    }
-}
-
-fn usize_of(o: i32) -> usize {
-    usize::try_from(o).unwrap_or(0)
 }
 
 /// `Some(())` for a digit as Python's `isdigit` reads it: a decimal digit of any script

@@ -971,16 +971,6 @@ impl std::fmt::Display for Report {
     }
 }
 
-/// Characters the agent wrote: every assistant message's content, plus `final_text` when it is
-/// not one of them; without messages, the text of each step, plus `final_text` likewise.
-pub fn reply_chars(assistant: &[&str], final_text: &str) -> usize {
-    let mut n: usize = assistant.iter().map(|t| t.chars().count()).sum();
-    if !final_text.is_empty() && !assistant.contains(&final_text) {
-        n += final_text.chars().count();
-    }
-    n
-}
-
 /// The rows of table `table` that carry a gold label, and the counts of all rows and of rows with
 /// a 0/1 reward.
 ///
@@ -1009,7 +999,8 @@ pub async fn read(ctx: &SessionContext, table: &str) -> Result<(Vec<Labeled>, u6
         ctx,
         &format!(
             "SELECT task_id, reward, gold_reward, gold_kind, judge_name, reason, final_text, \
-             messages, steps FROM {table} WHERE gold_reward IS NOT NULL"
+             prompt, json_get_str(extra, 'opener') AS opener, messages, steps FROM {table} \
+             WHERE gold_reward IS NOT NULL"
         ),
     )
     .await?;
@@ -1018,37 +1009,6 @@ pub async fn read(ctx: &SessionContext, table: &str) -> Result<(Vec<Labeled>, u6
         labeled_rows(b, &mut out)?;
     }
     Ok((out, n_rows, n_reward))
-}
-
-/// The strings of field `field` of each element of list cell `i` (nulls skipped), with the
-/// elements' `role` when asked.
-fn list_texts<'a>(
-    list: &'a datafusion::arrow::array::ListArray,
-    i: usize,
-    field: &str,
-    role: Option<&str>,
-) -> Vec<&'a str> {
-    if list.is_null(i) {
-        return Vec::new();
-    }
-    let items = list.values().as_struct();
-    let (Some(text), roles) = (
-        items.column_by_name(field).map(|a| a.as_string::<i32>()),
-        items.column_by_name("role").map(|a| a.as_string::<i32>()),
-    ) else {
-        return Vec::new();
-    };
-    let offsets = list.value_offsets();
-    let at = |k: usize| usize::try_from(offsets[k]).unwrap_or(0);
-    let (start, end) = (at(i), at(i + 1));
-    (start..end)
-        .filter(|&j| match (role, roles) {
-            (Some(want), Some(r)) => r.is_valid(j) && r.value(j) == want,
-            _ => true,
-        })
-        .filter(|&j| text.is_valid(j))
-        .map(|j| text.value(j))
-        .collect()
 }
 
 /// Appends the rows of `b` that carry a gold label to `out`.
@@ -1078,12 +1038,7 @@ pub fn labeled_rows(b: &RecordBatch, out: &mut Vec<Labeled>) -> Result<()> {
         reward.as_primitive::<Float64Type>(),
         gold.as_primitive::<Float64Type>(),
     );
-    let messages = b
-        .column_by_name("messages")
-        .and_then(|a| a.as_list_opt::<i32>().cloned());
-    let steps = b
-        .column_by_name("steps")
-        .and_then(|a| a.as_list_opt::<i32>().cloned());
+    let conversations = super::conversation::Conversations::of(b)?;
     let opt = |a: &datafusion::arrow::array::StringArray, i: usize| {
         a.is_valid(i).then(|| a.value(i).to_owned())
     };
@@ -1096,20 +1051,6 @@ pub fn labeled_rows(b: &RecordBatch, out: &mut Vec<Labeled>) -> Result<()> {
         } else {
             ""
         };
-        let mut assistant = messages
-            .as_ref()
-            .map(|m| list_texts(m, i, "content", Some("assistant")))
-            .unwrap_or_default();
-        if messages
-            .as_ref()
-            .is_none_or(|m| m.is_null(i) || m.value_length(i) == 0)
-        {
-            // No conversation: each step's text is an assistant turn.
-            assistant = steps
-                .as_ref()
-                .map(|s| list_texts(s, i, "text", None))
-                .unwrap_or_default();
-        }
         out.push(Labeled {
             task: opt(task, i).unwrap_or_default(),
             reward: reward.is_valid(i).then(|| reward.value(i)),
@@ -1117,7 +1058,7 @@ pub fn labeled_rows(b: &RecordBatch, out: &mut Vec<Labeled>) -> Result<()> {
             kind: opt(kind, i),
             reason: opt(reason, i).unwrap_or_default(),
             final_text: reply.to_owned(),
-            reply_chars: reply_chars(&assistant, reply),
+            reply_chars: super::conversation::reply_length(&conversations.turns(i), reply),
             judge_name: opt(judge, i),
         });
     }
@@ -1203,13 +1144,6 @@ mod tests {
         // 19 of 20 has a lower bound under 0.8: that floor still speaks.
         assert!(r.flags.agreement_floor && !r.ok, "{r}");
         assert!(!r.warnings.iter().any(|w| w.contains("kappa) is")), "{r}");
-    }
-
-    #[test]
-    fn reply_chars_counts_what_the_agent_wrote() {
-        assert_eq!(reply_chars(&[], "héllo"), 5);
-        assert_eq!(reply_chars(&["ab", "cd"], "cd"), 4);
-        assert_eq!(reply_chars(&["ab"], "xyz"), 5);
     }
 
     proptest! {

@@ -1,0 +1,210 @@
+//! The conversation of each row of a batch, as the agent's side of it is measured (reply length,
+//! the text a scan reads): `messages` when the row has any, else a rebuild from the opener, the
+//! prompt and the steps, the way the reference reads a row without messages. A user step is a
+//! user turn, a tool step an assistant turn (its text) and a tool turn, a step with only text an
+//! assistant turn; trailing user turns are dropped unless the agent failed; the final reply closes
+//! the conversation unless an assistant turn already says it.
+
+use std::borrow::Cow;
+
+use datafusion::arrow::array::{Array, AsArray, ListArray, RecordBatch, StringArray, StructArray};
+
+use crate::error::{Error, Result};
+
+/// One turn: whose it is, and its text.
+#[derive(Debug)]
+pub(crate) struct Turn<'a> {
+    pub(crate) assistant: bool,
+    pub(crate) user: bool,
+    pub(crate) content: Cow<'a, str>,
+}
+
+impl<'a> Turn<'a> {
+    pub(crate) fn assistant(content: &'a str) -> Self {
+        Self {
+            assistant: true,
+            user: false,
+            content: Cow::Borrowed(content),
+        }
+    }
+
+    pub(crate) fn user(content: &'a str) -> Self {
+        Self {
+            assistant: false,
+            user: true,
+            content: Cow::Borrowed(content),
+        }
+    }
+
+    fn tool() -> Self {
+        Self {
+            assistant: false,
+            user: false,
+            content: Cow::Borrowed(""),
+        }
+    }
+}
+
+/// Characters the agent wrote: every assistant turn, and the reply when it is not the last of
+/// them (the reference's `reply_length`).
+pub(crate) fn reply_length(turns: &[Turn<'_>], final_text: &str) -> usize {
+    let last = turns
+        .iter()
+        .rev()
+        .find(|t| t.assistant)
+        .map_or("", |t| &*t.content);
+    let mut n: usize = turns
+        .iter()
+        .filter(|t| t.assistant)
+        .map(|t| t.content.chars().count())
+        .sum();
+    if !final_text.is_empty() && final_text != last {
+        n += final_text.chars().count();
+    }
+    n
+}
+
+/// An offset of a list array as an index.
+pub(crate) fn usize_of(o: i32) -> usize {
+    usize::try_from(o).unwrap_or(0)
+}
+
+fn field<'a>(s: &'a StructArray, name: &str) -> Option<&'a StringArray> {
+    s.column_by_name(name)
+        .and_then(|a| a.as_string_opt::<i32>())
+}
+
+fn strings<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    b.column_by_name(name)
+        .and_then(|a| a.as_string_opt::<i32>())
+        .ok_or_else(|| Error::Internal(format!("no Utf8 column `{name}`")))
+}
+
+/// The columns a batch's conversations are read from: `final_text`, `prompt`, `messages`, `steps`
+/// and, when the query selects it, `opener`.
+pub(crate) struct Conversations<'a> {
+    final_text: &'a StringArray,
+    prompt: &'a StringArray,
+    opener: Option<&'a StringArray>,
+    messages: Option<(&'a ListArray, &'a StringArray, &'a StringArray)>,
+    /// The steps' list, `tool`, `text` and `user`.
+    steps: Option<(
+        &'a ListArray,
+        &'a StringArray,
+        &'a StringArray,
+        &'a StringArray,
+    )>,
+}
+
+impl<'a> Conversations<'a> {
+    /// The conversations of `b`.
+    pub(crate) fn of(b: &'a RecordBatch) -> Result<Self> {
+        let list = |name: &str| b.column_by_name(name).and_then(|a| a.as_list_opt::<i32>());
+        Ok(Self {
+            final_text: strings(b, "final_text")?,
+            prompt: strings(b, "prompt")?,
+            opener: strings(b, "opener").ok(),
+            messages: list("messages").and_then(|l| {
+                let s = l.values().as_struct_opt()?;
+                Some((l, field(s, "role")?, field(s, "content")?))
+            }),
+            steps: list("steps").and_then(|l| {
+                let s = l.values().as_struct_opt()?;
+                Some((l, field(s, "tool")?, field(s, "text")?, field(s, "user")?))
+            }),
+        })
+    }
+
+    /// Row `i`'s reply (`""` when null).
+    pub(crate) fn final_text(&self, i: usize) -> &'a str {
+        text_of(self.final_text, i)
+    }
+
+    /// Row `i`'s turns.
+    pub(crate) fn turns(&self, i: usize) -> Vec<Turn<'a>> {
+        let final_text = self.final_text(i);
+        if let Some((list, role, content)) = self.messages
+            && list.is_valid(i)
+            && list.value_length(i) > 0
+        {
+            let o = list.value_offsets();
+            return (usize_of(o[i])..usize_of(o[i + 1]))
+                .map(|j| Turn {
+                    assistant: role.is_valid(j) && role.value(j) == "assistant",
+                    user: role.is_valid(j) && role.value(j) == "user",
+                    content: Cow::Borrowed(text_of(content, j)),
+                })
+                .collect();
+        }
+        let mut turns = Vec::new();
+        let opener = self.opener.map_or("", |o| text_of(o, i));
+        if !opener.is_empty() {
+            turns.push(Turn::assistant(opener));
+        }
+        let prompt = text_of(self.prompt, i);
+        if !prompt.is_empty() {
+            turns.push(Turn::user(prompt));
+        }
+        if let Some((list, tool, text, user)) = self.steps
+            && list.is_valid(i)
+        {
+            let o = list.value_offsets();
+            for j in usize_of(o[i])..usize_of(o[i + 1]) {
+                let said = text_of(user, j);
+                if !said.is_empty() {
+                    turns.push(Turn::user(said));
+                    continue;
+                }
+                let spoken = text_of(text, j);
+                if !text_of(tool, j).is_empty() {
+                    turns.push(Turn::assistant(spoken));
+                    turns.push(Turn::tool());
+                } else if !spoken.is_empty() {
+                    turns.push(Turn::assistant(spoken));
+                }
+            }
+        }
+        let failed = final_text.starts_with("<agent error");
+        while turns.len() > 1 && turns.last().is_some_and(|t| t.user) && !failed {
+            turns.pop();
+        }
+        if final_text.is_empty()
+            || turns
+                .iter()
+                .any(|t| t.assistant && !t.content.trim().is_empty() && t.content == final_text)
+        {
+            return turns;
+        }
+        match turns.last_mut() {
+            Some(last) if last.assistant => {
+                if last.content.trim().is_empty() {
+                    last.content = Cow::Borrowed(final_text);
+                }
+            }
+            _ => turns.push(Turn::assistant(final_text)),
+        }
+        turns
+    }
+}
+
+fn text_of(a: &StringArray, i: usize) -> &str {
+    if a.is_valid(i) { a.value(i) } else { "" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_length_counts_what_the_agent_wrote() {
+        let turns = |texts: &[&'static str]| -> Vec<Turn<'static>> {
+            texts.iter().map(|t| Turn::assistant(t)).collect()
+        };
+        assert_eq!(reply_length(&turns(&[]), "héllo"), 5);
+        assert_eq!(reply_length(&turns(&["ab", "cd"]), "cd"), 4);
+        assert_eq!(reply_length(&turns(&["ab"]), "xyz"), 5);
+        // User and tool turns are not the agent's.
+        let mixed = [Turn::user("hello"), Turn::assistant("ok"), Turn::tool()];
+        assert_eq!(reply_length(&mixed, "ok"), 2);
+    }
+}
