@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher as _};
 use std::sync::LazyLock;
 
+use rayon::prelude::*;
 use regex::Regex;
 
 static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
@@ -225,29 +226,41 @@ impl DocFreq {
     }
 }
 
-/// The vocabulary of `texts` (see [`DocFreq::vocabulary`]), each term with the (ascending)
-/// indices of the texts that hold it.
-pub fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, Vec<u32>)> {
+/// Which of `texts` hold each term of `vocab` (from [`DocFreq::vocabulary`]): one bitset per
+/// term, bit `i` for text `i`. Chunks of 64 texts are tokenized in parallel, each filling one word
+/// of every term's bitset.
+pub fn holders<T: AsRef<str> + Sync>(texts: &[T], vocab: &[(String, u64, usize)]) -> Vec<Vec<u64>> {
+    let index: HashMap<u64, usize> = vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect();
+    let chunks: Vec<Vec<u64>> = texts
+        .par_chunks(64)
+        .map_init(Tokenizer::default, |t, chunk| {
+            let mut word = vec![0u64; vocab.len()];
+            for (bit, text) in chunk.iter().enumerate() {
+                for term in t.terms(text.as_ref()) {
+                    if let Some(&at) = index.get(&term.key) {
+                        word[at] |= 1 << bit;
+                    }
+                }
+            }
+            word
+        })
+        .collect();
+    (0..vocab.len())
+        .map(|at| chunks.iter().map(|word| word[at]).collect())
+        .collect()
+}
+
+/// The vocabulary of `texts` (see [`DocFreq::vocabulary`]), each term with the bitset of the
+/// texts that hold it.
+pub fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, Vec<u64>)> {
     let mut tokenizer = Tokenizer::default();
     let mut df = DocFreq::default();
     for t in texts {
         df.add(&mut tokenizer, t);
     }
     let vocab = df.vocabulary(texts.len(), min_obs, top_k);
-    let index: HashMap<u64, usize> = vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect();
-    let mut holders = vec![Vec::new(); vocab.len()];
-    for (i, t) in texts.iter().enumerate() {
-        for term in tokenizer.terms(t) {
-            if let Some(&at) = index.get(&term.key) {
-                let i = u32::try_from(i).unwrap_or(u32::MAX);
-                // A term met twice in a text holds it once.
-                if holders[at].last() != Some(&i) {
-                    holders[at].push(i);
-                }
-            }
-        }
-    }
-    vocab.into_iter().map(|v| v.0).zip(holders).collect()
+    let bits = holders(texts, &vocab);
+    vocab.into_iter().map(|v| v.0).zip(bits).collect()
 }
 
 #[cfg(test)]
@@ -295,26 +308,20 @@ mod tests {
             .collect();
         let refs: Vec<&str> = replies.iter().map(String::as_str).collect();
         let vocab = vocabulary(&refs, 20, 200);
-        let df = |term: &str| {
-            vocab
-                .iter()
-                .find(|(t, _)| t == term)
-                .map(|(_, rows)| rows.len())
-        };
+        let count = |bits: &[u64]| bits.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+        let df = |term: &str| vocab.iter().find(|(t, _)| t == term).map(|(_, b)| count(b));
         // The reference's n_obs for these features (vectors.json, hack_scan planted_delimiter).
         assert_eq!(df("#"), Some(36));
         assert_eq!(df("# #"), Some(36));
         assert_eq!(df("is"), Some(32));
         assert_eq!(df("we"), Some(33));
         // Most frequent first, ties by term.
-        assert!(
-            vocab.windows(2).all(|w| w[0].1.len() > w[1].1.len()
-                || (w[0].1.len() == w[1].1.len() && w[0].0 < w[1].0))
-        );
+        assert!(vocab.windows(2).all(|w| count(&w[0].1) > count(&w[1].1)
+            || (count(&w[0].1) == count(&w[1].1) && w[0].0 < w[1].0)));
         assert!(
             vocab
                 .iter()
-                .all(|(_, rows)| rows.len() >= 20 && rows.len() < refs.len())
+                .all(|(_, b)| count(b) >= 20 && count(b) < refs.len())
         );
     }
 }

@@ -527,25 +527,8 @@ fn analyse(read: Read, opts: &Options) -> Report {
         .collect();
     if opts.auto {
         let vocab = df.vocabulary(n, opts.min_obs, opts.top_k);
-        let index: HashMap<u64, usize> = vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect();
-        let words = n.div_ceil(64);
-        // Each chunk of 64 rows fills one word of every term's bitset.
-        let chunks: Vec<Vec<u64>> = texts
-            .par_chunks(64)
-            .map_init(Tokenizer::default, |t, chunk| {
-                let mut word = vec![0u64; vocab.len()];
-                for (bit, text) in chunk.iter().enumerate() {
-                    for term in t.terms(text) {
-                        if let Some(&at) = index.get(&term.key) {
-                            word[at] |= 1 << bit;
-                        }
-                    }
-                }
-                word
-            })
-            .collect();
-        for (at, (term, _, _)) in vocab.into_iter().enumerate() {
-            let bits: Vec<u64> = (0..words).map(|w| chunks[w][at]).collect();
+        let bits = crate::stages::terms::holders(&texts, &vocab);
+        for ((term, _, _), bits) in vocab.into_iter().zip(bits) {
             named.push((format!("contains:{term}"), Column::Bits(bits)));
         }
     }
