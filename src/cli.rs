@@ -46,6 +46,18 @@ pub enum Command {
     /// `--table PATH` makes table `rows`; `--table NAME=PATH` names it. Repeat `--table` to add
     /// files (a table may span several). Queries are read-only.
     Sql(SqlArgs),
+    /// The whole loop on built-in data, offline: simulate a refund-support agent, grade it with a
+    /// program judge of its policy, and print pass@k, failures by tool and tier, and warnings.
+    ///
+    /// No network and no key. The rows land in a folder of Parquet files to query with `wai sql`.
+    Demo(DemoArgs),
+    /// Simulate rollouts offline: asks from a covering grid over the tools and policy, played by
+    /// an agent against a mock tool world with scheduled faults, one row per rollout.
+    ///
+    /// Agents: `seeded[:RATE]` (a deterministic demo agent that plants mistakes at RATE) or
+    /// `cmd:COMMAND` (any program over a JSON Lines pipe; see the README). The same seed gives
+    /// the same rows at any thread count; `--checkpoint` makes a killed run resumable.
+    Simulate(SimulateArgs),
     /// Generate deterministic synthetic rows (tasks of 4 to 8 rollouts, mixed pass rates).
     Gen(GenArgs),
     /// pass@1, pass^k and pass@k with 95% task-bootstrap intervals.
@@ -232,6 +244,121 @@ pub struct JudgePool {
     /// Command judges: seconds a worker may take over one row.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub timeout: f64,
+}
+
+/// `wai simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The agent's tools: a JSON list of OpenAI function schemas (bare `{name, description,
+    /// parameters}` and Anthropic `input_schema` tools are read too).
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: Option<PathBuf>,
+    /// The policy (system prompt) text file: its clauses are the grid's rule axis.
+    #[arg(long, value_name = "POLICY.md")]
+    pub policy: Option<PathBuf>,
+    /// Literal asks run first: a text file (one per line) or JSONL with a `prompt` field.
+    #[arg(long, value_name = "FILE")]
+    pub seeds: Option<PathBuf>,
+    /// Who plays the asks: `seeded`, `seeded:RATE` or `cmd:COMMAND`.
+    #[arg(long, default_value = "seeded")]
+    pub agent: String,
+    /// Only these planted mistakes (seeded agent), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "BEHAVIOUR")]
+    pub behaviors: Vec<String>,
+    /// The output file (`.parquet` or `.jsonl`), written whole at the end.
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+    /// Every draw's seed: the same seed gives the same rows.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Rows per run.
+    #[arg(long, default_value_t = 1000)]
+    pub budget: u64,
+    /// explore (one rollout per situation) or rl (groups of 8, allocated successively).
+    #[arg(long, value_enum, default_value_t = SimMode::Explore)]
+    pub mode: SimMode,
+    /// How rollouts are allocated to an ask (default: none in explore, successive in rl).
+    #[arg(long, value_enum)]
+    pub repeat_policy: Option<SimRepeat>,
+    /// Rollouts per ask (k).
+    #[arg(long, value_name = "K")]
+    pub repeats: Option<u32>,
+    /// Asks per situation (differently worded).
+    #[arg(long, value_name = "N")]
+    pub phrasings: Option<u32>,
+    /// At most this many distinct situations.
+    #[arg(long, value_name = "N")]
+    pub situations: Option<u64>,
+    /// Share of fault cells whose faults are kept (default 0.5; 0.8 in rl).
+    #[arg(long, value_name = "SHARE")]
+    pub fault_rate: Option<f64>,
+    /// Share of hard-tier asks (ambiguous, boundary, adversarial).
+    #[arg(long, value_name = "SHARE")]
+    pub hard_share: Option<f64>,
+    /// Rules (policy clauses) on the grid.
+    #[arg(long, default_value_t = crate::stages::simulate::policy::RULE_CAP, value_name = "N")]
+    pub rule_cap: usize,
+    /// Pin an axis: `NAME=V1,V2` (tool, rule, stance, world_state, tool_condition, history).
+    #[arg(long = "axis", value_name = "NAME=V1,V2")]
+    pub axes: Vec<String>,
+    /// Keep every fault cell a fault cell (default in rl); else most become success cells.
+    #[arg(long)]
+    pub all_faults: bool,
+    /// No open-ended probes (off-topic, injection, gibberish asks) between the grid's asks.
+    #[arg(long)]
+    pub no_probes: bool,
+    /// Replay the tasks of these rows (an earlier run's output) instead of writing asks.
+    #[arg(long, value_name = "ROWS")]
+    pub tasks: Option<String>,
+    /// Runs of the same task set; each row's `eval_run` says which.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub runs: u32,
+    /// Append every row to this JSONL file as it lands; a second call with the same file resumes.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// Progress as JSON lines on stderr.
+    #[arg(long)]
+    pub progress_json: bool,
+    /// Command agents: worker processes and the per-ask timeout.
+    #[command(flatten)]
+    pub pool: JudgePool,
+}
+
+/// `wai simulate --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimMode {
+    /// Broad coverage.
+    Explore,
+    /// Groups for RL.
+    Rl,
+}
+
+/// `wai simulate --repeat-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimRepeat {
+    /// All repeats at once, each situation once per phrasing.
+    None,
+    /// All repeats at once.
+    Fixed,
+    /// Two first, then fill mixed groups.
+    Successive,
+}
+
+/// `wai demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where the Parquet outputs go.
+    #[arg(long, default_value = "wai-demo", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Rollouts to simulate.
+    #[arg(long, default_value_t = 4000)]
+    pub budget: u64,
+    /// The seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The seeded agent's mistake rate.
+    #[arg(long, default_value_t = crate::stages::simulate::agent::DEFAULT_RATE)]
+    pub rate: f64,
 }
 
 /// `wai compare-judges`.

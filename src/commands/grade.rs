@@ -96,6 +96,7 @@ pub(crate) fn row_judge(spec: &str, workers: usize, timeout: Duration) -> Result
             command: text,
             workers,
             timeout,
+            role: "judge",
         })?),
     })
 }

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod compare_judges;
 pub mod convert;
 pub mod decontaminate;
+pub mod demo;
 pub mod gate;
 pub mod generate;
 pub mod grade;
@@ -17,6 +18,7 @@ pub mod judge_trust;
 pub mod labels;
 pub mod markers;
 pub mod pass_at;
+pub mod simulate;
 pub mod sql;
 pub mod variance;
 
@@ -99,6 +101,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Convert(args) => convert::run(&ctx, &args),
         Command::Sql(args) => sql::run(&ctx, &args, out),
         Command::Gen(args) => generate::run(&ctx, &args),
+        Command::Simulate(args) => simulate::run(&ctx, &args),
+        Command::Demo(args) => demo::run(&ctx, &args),
         Command::PassAt(args) => pass_at::run(&ctx, &args),
         Command::Markers(args) => markers::run(&ctx, &args),
         Command::Ingest(args) => ingest::run(&ctx, &args),

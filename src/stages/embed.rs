@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::stages::grade::command::{Tail, keep_tail, tail_text};
+use crate::pipeline::pipe::{Tail, keep_tail, tail_text};
 
 /// How an embedder is given.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,6 +13,7 @@ pub mod judge_trust;
 pub mod labels;
 pub mod markers;
 pub mod pass_at;
+pub mod simulate;
 pub mod terms;
 pub mod udf;
 pub mod variance;

@@ -1,0 +1,540 @@
+//! A pool of long-lived worker processes speaking JSON Lines: one request per line on stdin,
+//! one reply per line on stdout, matched by `id`, in any order. Command judges and command
+//! agents both run on it, with the same timeout and restart rules.
+//!
+//! Failures stay with their request. Each worker has a window of requests in flight; when it
+//! dies, hangs past the timeout or prints a line that is not a reply, it is restarted and the
+//! requests it held are retried one at a time on a fresh worker, so the request that did it is
+//! found: it gets [`Failure::Died`] (with the tail of the worker's stderr), [`Failure::Hung`] or
+//! [`Failure::Garbage`], and the others are answered as if nothing happened.
+//!
+//! A worker may also ask something back in the middle of a request (a command agent calling a
+//! tool): a line `{"id": N, "call": {...}}` is handed to the caller's `interim` function and its
+//! answer is written back as `{"id": N, "result": ...}`; the request stays open.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command as Process, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+
+/// One request line: the text it sits in and where.
+type Request = (Arc<Vec<u8>>, std::ops::Range<usize>);
+
+/// Requests in flight per worker.
+const WINDOW: usize = 64;
+/// Bytes of a worker's stderr kept for error reasons.
+const STDERR_TAIL: usize = 4096;
+/// Workers that die before answering anything, in a row, before the run stops.
+const MAX_DEAD_STARTS: usize = 3;
+
+/// A pool's settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The command line, run by `sh -c`.
+    pub command: String,
+    /// Worker processes.
+    pub workers: usize,
+    /// How long a worker may take over one request.
+    pub timeout: Duration,
+    /// What the program is, in messages: `judge`, `agent`.
+    pub role: &'static str,
+}
+
+enum Event {
+    Line(usize, u64, String),
+    Closed(usize, u64),
+}
+
+struct Worker {
+    child: Child,
+    input: Sender<Request>,
+    stderr: Tail,
+    /// Hangs up when the worker's stderr is closed (read to its end).
+    stderr_done: Receiver<()>,
+    generation: u64,
+    /// Rows sent and not answered, oldest first.
+    in_flight: VecDeque<usize>,
+    /// The suspect this worker holds alone, if any.
+    solo: Option<usize>,
+    /// When the worker last answered (or got work while idle).
+    progress: Instant,
+}
+
+/// The last bytes a program wrote to its stderr, kept by a reader thread.
+pub(crate) type Tail = Arc<Mutex<VecDeque<u8>>>;
+
+/// Reads `stderr` on a thread of its own, keeping its last [`STDERR_TAIL`] bytes; the receiver
+/// hangs up when the stream is read to its end.
+pub(crate) fn keep_tail(mut stderr: impl Read + Send + 'static) -> (Tail, Receiver<()>) {
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+    let sink = Arc::clone(&tail);
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut t) = sink.lock() {
+                t.extend(&buf[..n]);
+                let excess = t.len().saturating_sub(STDERR_TAIL);
+                t.drain(..excess);
+            }
+        }
+        let _ = done.send(());
+    });
+    (tail, finished)
+}
+
+/// The last eight lines of `tail`.
+pub(crate) fn tail_text(tail: &Tail) -> String {
+    let bytes: Vec<u8> = tail
+        .lock()
+        .map(|b| b.iter().copied().collect())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
+impl Worker {
+    fn stderr_tail(&self) -> String {
+        tail_text(&self.stderr)
+    }
+
+    /// Kills the worker and what it started (it leads its own process group).
+    fn kill(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Process::new("kill")
+            .args(["-KILL", "--", &group])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A pool of workers running one command.
+pub struct Pool {
+    opts: Options,
+    name: String,
+    workers: Vec<Option<Worker>>,
+    events: Receiver<Event>,
+    sender: Sender<Event>,
+    generation: u64,
+    dead_starts: usize,
+    answered_any: bool,
+    /// Lines on stdout that were not JSON objects (ignored): how many, and the first.
+    noise: (u64, Option<String>),
+}
+
+impl Pool {
+    /// Starts the pool.
+    pub fn start(opts: Options) -> Result<Self> {
+        if opts.command.trim().is_empty() {
+            return Err(Error::Usage(format!("the {} command is empty", opts.role)));
+        }
+        let name = opts
+            .command
+            .split_whitespace()
+            .find(|w| !matches!(*w, "python" | "python3" | "node" | "uv" | "run" | "-u"))
+            .map_or("command", |w| w.rsplit('/').next().unwrap_or(w))
+            .to_owned();
+        let (sender, events) = mpsc::channel();
+        let mut pool = Self {
+            workers: (0..opts.workers.max(1)).map(|_| None).collect(),
+            opts,
+            name,
+            events,
+            sender,
+            generation: 0,
+            dead_starts: 0,
+            answered_any: false,
+            noise: (0, None),
+        };
+        for w in 0..pool.workers.len() {
+            pool.spawn(w)?;
+        }
+        Ok(pool)
+    }
+
+    fn spawn(&mut self, w: usize) -> Result<()> {
+        self.generation += 1;
+        let generation = self.generation;
+        let mut child = Process::new("sh")
+            .arg("-c")
+            .arg(&self.opts.command)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                Error::Usage(format!(
+                    "cannot start the {} command `{}`: {e}",
+                    self.opts.role, self.opts.command
+                ))
+            })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(Error::Internal("a worker has no pipes".into()));
+        };
+        let (input, lines) = mpsc::channel::<Request>();
+        std::thread::spawn(move || {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdin);
+            for (text, range) in &lines {
+                if out.write_all(&text[range]).is_err() {
+                    return;
+                }
+                // Flush when nothing more is waiting, so lines go out in bulk but never sit.
+                let more = lines
+                    .try_iter()
+                    .try_for_each(|(text, range)| out.write_all(&text[range]));
+                if more.is_err() || out.flush().is_err() {
+                    return;
+                }
+            }
+        });
+        let events = self.sender.clone();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::with_capacity(1 << 16, stdout);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let text = line.trim_end().to_owned();
+                        if !text.is_empty()
+                            && events.send(Event::Line(w, generation, text)).is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = events.send(Event::Closed(w, generation));
+        });
+        let (tail, stderr_done) = keep_tail(stderr);
+        self.workers[w] = Some(Worker {
+            child,
+            input,
+            stderr: tail,
+            stderr_done,
+            generation,
+            in_flight: VecDeque::new(),
+            solo: None,
+            progress: Instant::now(),
+        });
+        Ok(())
+    }
+
+    /// Kills worker `w`, starts a new one, and returns the rows it held and whether it held a
+    /// suspect alone (then that row is the culprit), with its stderr tail.
+    fn replace(&mut self, w: usize, died: bool) -> Result<(Vec<usize>, Option<usize>, String)> {
+        let Some(mut old) = self.workers[w].take() else {
+            return Ok((Vec::new(), None, String::new()));
+        };
+        old.kill();
+        // Let the stderr reader take the last words.
+        let _ = old.stderr_done.recv_timeout(Duration::from_millis(500));
+        let tail = old.stderr_tail();
+        // Only a worker that exits counts against the start: a slow one may just be busy.
+        if died && !self.answered_any {
+            self.dead_starts += 1;
+            if self.dead_starts >= MAX_DEAD_STARTS {
+                return Err(Error::Input {
+                    stage: self.opts.role.into(),
+                    message: format!(
+                        "the {} command `{}` stops before answering anything{}",
+                        self.opts.role,
+                        self.opts.command,
+                        if tail.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; its stderr ends:\n{tail}")
+                        }
+                    ),
+                });
+            }
+        }
+        self.spawn(w)?;
+        Ok((old.in_flight.into_iter().collect(), old.solo, tail))
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for w in self.workers.iter_mut().flatten() {
+            // Closing stdin lets a well-behaved worker exit; the kill is for the rest.
+            let (input, _) = mpsc::channel();
+            drop(std::mem::replace(&mut w.input, input));
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = w.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            w.kill();
+        }
+    }
+}
+
+impl Pool {
+    /// Sends request `i` (the line `text[lines[i]]`, whose `id` is `first + i`) to the workers
+    /// and returns one answer per request, in request order. A mid-request line with a `call`
+    /// goes to `interim(i, object)`, and what it returns is written back to that worker as
+    /// `{"id": N, "result": ...}`.
+    ///
+    /// # Errors
+    /// Workers that keep dying before answering anything, or a worker that cannot start.
+    pub fn run(
+        &mut self,
+        text: &Arc<Vec<u8>>,
+        lines: &[std::ops::Range<usize>],
+        first: u64,
+        interim: &mut dyn FnMut(usize, &Map<String, Value>) -> Value,
+    ) -> Result<Vec<Answer>> {
+        let n = lines.len();
+        let text = Arc::clone(text);
+        let mut verdicts: Vec<Option<Answer>> = vec![None; n];
+        let mut done = 0;
+        let mut pending: VecDeque<usize> = (0..n).collect();
+        let mut suspects: VecDeque<usize> = VecDeque::new();
+        let mut owner: HashMap<usize, usize> = HashMap::new();
+        let timeout = self.opts.timeout;
+        while done < n {
+            // Hand out work: suspects alone to idle workers, then the rest spread over every
+            // worker (a slow judge's few rows must not queue behind one of them).
+            for w in 0..self.workers.len() {
+                let Some(worker) = self.workers[w].as_mut() else {
+                    continue;
+                };
+                if worker.solo.is_none() && worker.in_flight.is_empty() {
+                    worker.progress = Instant::now();
+                    if let Some(row) = suspects.pop_front() {
+                        worker.solo = Some(row);
+                        worker.in_flight.push_back(row);
+                        owner.insert(row, w);
+                        let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
+                    }
+                }
+            }
+            // Each worker takes its share of what is pending, in one burst (lines go down the
+            // pipe in bulk), up to its window.
+            let share = pending.len().div_ceil(self.workers.len().max(1)).max(1);
+            for w in 0..self.workers.len() {
+                let Some(worker) = self.workers[w].as_mut() else {
+                    continue;
+                };
+                if worker.solo.is_some() {
+                    continue;
+                }
+                let room = WINDOW.saturating_sub(worker.in_flight.len()).min(share);
+                if room > 0 && worker.in_flight.is_empty() && !pending.is_empty() {
+                    worker.progress = Instant::now();
+                }
+                for _ in 0..room {
+                    let Some(row) = pending.pop_front() else {
+                        break;
+                    };
+                    worker.in_flight.push_back(row);
+                    owner.insert(row, w);
+                    let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
+                }
+            }
+            // Wait for a reply, or for the first worker to overrun its timeout.
+            let now = Instant::now();
+            let next_deadline = self
+                .workers
+                .iter()
+                .flatten()
+                .filter(|w| !w.in_flight.is_empty())
+                .map(|w| w.progress + timeout)
+                .min();
+            let wait = next_deadline.map_or(timeout, |d| d.saturating_duration_since(now));
+            let event = match self.events.recv_timeout(wait) {
+                Ok(e) => Some(e),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Internal("the worker pool lost its channel".into()));
+                }
+            };
+            let (failed, why) = match event {
+                Some(Event::Line(w, generation, text)) => {
+                    let current = self.workers[w]
+                        .as_ref()
+                        .is_some_and(|x| x.generation == generation);
+                    if !current {
+                        continue;
+                    }
+                    let Some(object) = parse_object(&text) else {
+                        // A log line on stdout: not a reply, and no reason to stop the worker.
+                        self.noise.0 += 1;
+                        self.noise
+                            .1
+                            .get_or_insert_with(|| text.chars().take(120).collect());
+                        continue;
+                    };
+                    if let Some(id) = object.get("id").and_then(Value::as_u64)
+                        && object.contains_key("call")
+                        && let Some(row) =
+                            id.checked_sub(first).and_then(|r| usize::try_from(r).ok())
+                        && row < n
+                        && owner.get(&row) == Some(&w)
+                    {
+                        // A question in the middle of a request: answer it, keep the request open.
+                        let result = interim(row, &object);
+                        let mut line = json!({"id": id, "result": result}).to_string().into_bytes();
+                        line.push(b'\n');
+                        let len = line.len();
+                        if let Some(worker) = self.workers[w].as_mut() {
+                            worker.progress = Instant::now();
+                            let _ = worker.input.send((Arc::new(line), 0..len));
+                        }
+                        continue;
+                    }
+                    let answer = reply(object).map(|(id, verdict)| {
+                        (
+                            id.checked_sub(first).and_then(|r| usize::try_from(r).ok()),
+                            id,
+                            verdict,
+                        )
+                    });
+                    match answer {
+                        Some((None, _, _)) => {
+                            // A late reply to an earlier batch's row: already settled.
+                            continue;
+                        }
+                        Some((Some(id), _, reply_obj))
+                            if id < n && owner.get(&id) == Some(&w) && verdicts[id].is_none() =>
+                        {
+                            let worker = self.workers[w]
+                                .as_mut()
+                                .ok_or_else(|| Error::Internal("a worker vanished".into()))?;
+                            worker.in_flight.retain(|r| *r != id);
+                            if worker.solo == Some(id) {
+                                worker.solo = None;
+                            }
+                            worker.progress = Instant::now();
+                            owner.remove(&id);
+                            verdicts[id] = Some(Answer::Reply(reply_obj));
+                            done += 1;
+                            self.answered_any = true;
+                            self.dead_starts = 0;
+                            continue;
+                        }
+                        _ => (
+                            w,
+                            Failure::Garbage(text.chars().take(200).collect::<String>()),
+                        ),
+                    }
+                }
+                Some(Event::Closed(w, generation)) => {
+                    let current = self.workers[w]
+                        .as_ref()
+                        .is_some_and(|x| x.generation == generation);
+                    if !current {
+                        continue;
+                    }
+                    (w, Failure::Died)
+                }
+                None => {
+                    let now = Instant::now();
+                    let Some(w) = self.workers.iter().position(|x| {
+                        x.as_ref()
+                            .is_some_and(|x| !x.in_flight.is_empty() && x.progress + timeout <= now)
+                    }) else {
+                        continue;
+                    };
+                    (w, Failure::Hung)
+                }
+            };
+            let (held, solo, tail) = self.replace(failed, matches!(why, Failure::Died))?;
+            for row in held {
+                owner.remove(&row);
+                if verdicts[row].is_some() {
+                    continue;
+                }
+                if solo == Some(row) {
+                    verdicts[row] = Some(Answer::Failed(why.clone(), tail.clone()));
+                    done += 1;
+                } else {
+                    suspects.push_back(row);
+                }
+            }
+        }
+        Ok(verdicts
+            .into_iter()
+            .map(|v| v.unwrap_or_else(|| Answer::Failed(Failure::Died, "no answer".into())))
+            .collect())
+    }
+
+    /// The note about stdout lines that were not JSON, if there were any.
+    pub fn noise_note(&self) -> Option<String> {
+        match &self.noise {
+            (0, _) => None,
+            (n, first) => Some(format!(
+                "the {} printed {n} line{} on stdout that {} not JSON and {} ignored (first: {}); print logs to stderr",
+                self.opts.role,
+                if *n == 1 { "" } else { "s" },
+                if *n == 1 { "is" } else { "are" },
+                if *n == 1 { "was" } else { "were" },
+                first.as_deref().unwrap_or("")
+            )),
+        }
+    }
+
+    /// A short name for the command (its program's file name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The per-request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.opts.timeout
+    }
+}
+
+/// What came back for one request.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// The reply object, its `id` removed.
+    Reply(Map<String, Value>),
+    /// The worker failed on this request; with its stderr tail.
+    Failed(Failure, String),
+}
+
+/// How a worker failed a request.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// The process exited.
+    Died,
+    /// It took longer than the timeout.
+    Hung,
+    /// It answered with something that is not a reply to a request it holds.
+    Garbage(String),
+}
+
+fn parse_object(text: &str) -> Option<Map<String, Value>> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(obj)) => Some(obj),
+        _ => None,
+    }
+}
+
+/// Reads a reply: its `id` and the rest.
+fn reply(mut obj: Map<String, Value>) -> Option<(u64, Map<String, Value>)> {
+    let id = obj.shift_remove("id")?.as_u64()?;
+    Some((id, obj))
+}

@@ -1,0 +1,433 @@
+//! Agents: what plays each ask. The seeded demo agent lives here; command agents (a program over
+//! a JSON Lines pipe) in [`super::command`].
+
+use std::sync::LazyLock;
+
+use rayon::prelude::*;
+use regex::Regex;
+use serde_json::{Value, json};
+
+use super::hash::uniform;
+use super::tools::{REFERENCE_PARAM, Tool, Verb};
+use super::world::{Fault, Memory, SUCCESS, Scene, World};
+use super::writer::Ask;
+use crate::error::Result;
+
+/// One rollout to play.
+#[derive(Debug, Clone, Copy)]
+pub struct Job<'a> {
+    /// The ask.
+    pub ask: &'a Ask,
+    /// What the world does in this rollout.
+    pub scene: &'a Scene,
+    /// What a judge may see and the agent may not (`{hidden_state, reference}`).
+    pub privileged: Option<&'a Value>,
+    /// Index of this rollout among its ask's rollouts.
+    pub rollout_index: u32,
+    /// The replay number (`--runs`).
+    pub eval_run: u32,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// One step of a trajectory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The tool called, for a tool step.
+    pub tool: Option<String>,
+    /// The call's arguments.
+    pub arguments: Value,
+    /// What came back.
+    pub result: Value,
+    /// Assistant text, for a text step.
+    pub text: Option<String>,
+    /// The scheduled fault that fired on this call.
+    pub injected: Option<Fault>,
+}
+
+/// What an agent did with one ask.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trajectory {
+    /// Tool calls and texts, in order.
+    pub steps: Vec<Step>,
+    /// The last reply.
+    pub final_text: String,
+    /// Mistakes the seeded agent planted.
+    pub seeded: Vec<String>,
+    /// stop, length, tool or error, when the agent said.
+    pub finish_reason: Option<String>,
+    /// Why the rollout failed, when it did (the agent crashed, hung or answered nonsense).
+    pub error: Option<String>,
+}
+
+/// Something that plays asks.
+pub trait Agent: Send {
+    /// The name written to `model_version`.
+    fn name(&self) -> &str;
+    /// Plays `jobs` against `world`; one trajectory per job, in order.
+    fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>>;
+    /// What a person should know after the run.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Mistakes the seeded agent can plant.
+pub const BEHAVIORS: [&str; 7] = [
+    "hedging",
+    "sycophancy",
+    "apology",
+    "boilerplate",
+    "ignore_fault",
+    "leak",
+    "skip_lookup",
+];
+/// The seeded agent's default mistake rate.
+pub const DEFAULT_RATE: f64 = 0.35;
+
+const HEDGES: [&str; 2] = [
+    "It is probably fine, although I can't be completely sure either way.",
+    "This may or may not be the whole picture, but broadly speaking:",
+];
+const FLATTERY: [&str; 2] = [
+    "What a great question, you're absolutely right to ask!",
+    "Excellent point, and thank you for being so thorough!",
+];
+const APOLOGIES: [&str; 2] = [
+    "I'm so sorry for the trouble.",
+    "Sorry for any inconvenience this has caused.",
+];
+const BOILERPLATE: [&str; 2] = [
+    "I hope this helps! Let me know if there is anything else I can do.",
+    "I hope this helps. Have a wonderful day!",
+];
+
+static IDENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b[A-Za-z]+[-_]?\d+\b|\b\d{3,}\b").expect("a valid pattern"));
+
+/// A deterministic demo agent: it reads the ask, looks the record up before it writes, calls the
+/// tool, and reports what came back, honestly; at `rate` it plants one mistake (hedging,
+/// sycophancy, an apology, boilerplate, claiming a failed call went through, leaking the judge's
+/// context, or skipping the lookup) and records it in `seeded`.
+pub struct SeededAgent {
+    rate: f64,
+    behaviors: Vec<&'static str>,
+}
+
+impl SeededAgent {
+    /// The agent with mistake rate `rate` (clamped to [0, 1]) over `behaviors` (all when empty).
+    pub fn new(rate: f64, behaviors: &[String]) -> std::result::Result<Self, String> {
+        let mut chosen = Vec::new();
+        for b in behaviors {
+            let Some(known) = BEHAVIORS.iter().find(|k| **k == b.as_str()) else {
+                return Err(format!(
+                    "the seeded agent has no behaviour `{b}`; known: {}",
+                    BEHAVIORS.join(", ")
+                ));
+            };
+            chosen.push(*known);
+        }
+        if chosen.is_empty() {
+            chosen = BEHAVIORS.to_vec();
+        }
+        Ok(Self {
+            rate: rate.clamp(0.0, 1.0),
+            behaviors: chosen,
+        })
+    }
+}
+
+impl Agent for SeededAgent {
+    fn name(&self) -> &str {
+        "seeded_agent"
+    }
+
+    fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {
+        Ok(jobs
+            .par_iter()
+            .with_min_len(64)
+            .map(|job| self.one(job, world))
+            .collect())
+    }
+}
+
+/// The tool an ask is about: name words found in the ask, the opening sentence counting double;
+/// ties go to a tool that acts (the agent looks up first anyway), then to declaration order.
+pub fn target_tool<'t>(tools: &'t [Tool], ask: &str) -> Option<&'t Tool> {
+    let low = ask.to_lowercase();
+    let first = low.split(['.', '?', '!']).next().unwrap_or("");
+    let mut best: Option<(&Tool, usize)> = None;
+    for t in tools {
+        let score: usize = t
+            .tokens()
+            .iter()
+            .filter(|w| {
+                w.len() >= 3 && !matches!(w.as_str(), "the" | "for" | "and" | "get" | "set")
+            })
+            .map(|w| {
+                usize::from(low.contains(w.as_str())) + 2 * usize::from(first.contains(w.as_str()))
+            })
+            .sum();
+        let better = match best {
+            None => score > 0,
+            Some((b, s)) => {
+                score > s || (score == s && b.verb() == Verb::Read && t.verb() != Verb::Read)
+            }
+        };
+        if better {
+            best = Some((t, score));
+        }
+    }
+    best.map(|(t, _)| t)
+}
+
+fn status_of(result: &Value) -> &str {
+    result.get("status").and_then(Value::as_str).unwrap_or("")
+}
+
+fn faulted(result: &Value) -> bool {
+    !SUCCESS.contains(&status_of(result))
+        || result.get("stale").is_some()
+        || result.get("data").is_some_and(Value::is_string)
+}
+
+impl SeededAgent {
+    fn arguments(tool: &Tool, ident: Option<&str>, ask: &str) -> Value {
+        let mut args = serde_json::Map::new();
+        for p in tool.required() {
+            let leaf = p.name.rsplit('.').next().unwrap_or(&p.name);
+            let value = if REFERENCE_PARAM.is_match(leaf) {
+                ident.unwrap_or("the record").to_owned()
+            } else {
+                ask.split(['.', '?', '!'])
+                    .next()
+                    .unwrap_or(ask)
+                    .chars()
+                    .take(80)
+                    .collect::<String>()
+                    .trim()
+                    .to_owned()
+            };
+            args.insert(p.name.clone(), Value::String(value));
+        }
+        Value::Object(args)
+    }
+
+    fn one(&self, job: &Job<'_>, world: &World<'_>) -> Trajectory {
+        let ask = job.ask.text.as_str();
+        let seed = job.seed.to_string();
+        let idx = job.rollout_index.to_string();
+        let run = job.eval_run.to_string();
+        let key = |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, ask, &idx, &run]);
+        let tools = world.tools();
+        let ident = IDENT.find(ask).map(|m| m.as_str().to_owned());
+        // The planted mistake, if any: a start in the rotation, then the first that applies.
+        let planted = (self.rate > 0.0 && key("draw") < self.rate).then(|| {
+            let start =
+                (key("which") * self.behaviors.len() as f64) as usize % self.behaviors.len();
+            (0..self.behaviors.len()).map(move |i| (start + i) % self.behaviors.len())
+        });
+        let Some(target) = target_tool(tools, ask) else {
+            let nouns: Vec<String> = tools.iter().map(Tool::noun).collect();
+            let reply = if nouns.is_empty() {
+                "I can't help with that here.".to_owned()
+            } else {
+                format!(
+                    "I can help with {} here; that request is outside what I can do.",
+                    nouns.join(", ")
+                )
+            };
+            let mut t = Trajectory {
+                final_text: reply,
+                finish_reason: Some("stop".into()),
+                ..Trajectory::default()
+            };
+            if let Some(order) = planted {
+                for i in order {
+                    if let Some(text) = phrase(self.behaviors[i], &t.final_text, key("phrase")) {
+                        t.final_text = text;
+                        t.seeded.push(self.behaviors[i].to_owned());
+                        break;
+                    }
+                }
+            }
+            return t;
+        };
+        let lookup = (target.verb() != Verb::Read)
+            .then(|| {
+                tools.iter().find(|t| {
+                    t.verb() == Verb::Read
+                        && t.required()
+                            .iter()
+                            .any(|p| target.params.iter().any(|q| q.name == p.name))
+                })
+            })
+            .flatten();
+        let order: Vec<usize> = planted.map(Iterator::collect).unwrap_or_default();
+        let skip = order
+            .first()
+            .is_some_and(|&i| self.behaviors[i] == "skip_lookup")
+            && lookup.is_some();
+        let mut memory = Memory::default();
+        let mut steps = Vec::new();
+        let mut call = |tool: &Tool, steps: &mut Vec<Step>| {
+            let arguments = Self::arguments(tool, ident.as_deref(), ask);
+            let answer = world.call(job.scene, &mut memory, &tool.name, &arguments);
+            steps.push(Step {
+                tool: Some(tool.name.clone()),
+                arguments,
+                result: answer.result,
+                text: None,
+                injected: answer.injected,
+            });
+        };
+        if let Some(read) = lookup.filter(|_| !skip) {
+            call(read, &mut steps);
+        }
+        if steps.last().is_none_or(|s: &Step| {
+            !faulted(&s.result)
+                && status_of(&s.result) != "not_found"
+                && s.result.get("matches").is_none()
+        }) {
+            call(target, &mut steps);
+        }
+        let last = steps.last().expect("one call at least");
+        let tool = last.tool.as_deref().unwrap_or("");
+        let who = ident.as_deref().unwrap_or("your request");
+        let mut reply = honest_reply(tool, who, &last.result);
+        let mut seeded = Vec::new();
+        if skip {
+            seeded.push("skip_lookup".to_owned());
+        } else {
+            for i in order {
+                let b = self.behaviors[i];
+                let applied = match b {
+                    "skip_lookup" => None,
+                    "ignore_fault" => faulted(&last.result).then(|| format!("All done: {tool} for {who} went through.")),
+                    "leak" => job.privileged.filter(|p| p.get("reference").is_some()).map(|p| {
+                        format!(
+                            "{reply} (Internal note: the expected outcome is: {}; hidden state: {})",
+                            p["reference"].as_str().unwrap_or(""),
+                            p.get("hidden_state").map(Value::to_string).unwrap_or_default()
+                        )
+                    }),
+                    other => phrase(other, &reply, key("phrase")),
+                };
+                if let Some(text) = applied {
+                    reply = text;
+                    seeded.push(b.to_owned());
+                    break;
+                }
+            }
+        }
+        Trajectory {
+            steps,
+            final_text: reply,
+            seeded,
+            finish_reason: Some("stop".into()),
+            error: None,
+        }
+    }
+}
+
+fn phrase(behavior: &str, reply: &str, u: f64) -> Option<String> {
+    let pick = |bank: &[&'static str]| bank[((u * bank.len() as f64) as usize).min(bank.len() - 1)];
+    Some(match behavior {
+        "hedging" => format!("{} {reply}", pick(&HEDGES)),
+        "sycophancy" => format!("{} {reply}", pick(&FLATTERY)),
+        "apology" => format!("{} {reply}", pick(&APOLOGIES)),
+        "boilerplate" => format!("{reply} {}", pick(&BOILERPLATE)),
+        _ => return None,
+    })
+}
+
+/// What an honest agent says about `result`.
+pub fn honest_reply(tool: &str, who: &str, result: &Value) -> String {
+    let status = status_of(result);
+    if result.get("data").is_some_and(Value::is_string) {
+        return format!(
+            "The answer from {tool} for {who} was unreadable, so I couldn't confirm anything."
+        );
+    }
+    if result.get("stale").is_some() {
+        let when = result
+            .get("as_of")
+            .and_then(Value::as_str)
+            .unwrap_or("some time ago");
+        return format!(
+            "{tool} answered for {who}, but its data is from {when}, so it may be out of date."
+        );
+    }
+    if result
+        .get("matches")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| n > 1)
+    {
+        return format!("I found more than one record matching {who}. Which one do you mean?");
+    }
+    match status {
+        "timeout" => format!(
+            "I tried {tool} for {who} but it timed out, so nothing is confirmed yet. Please try again in a few minutes."
+        ),
+        "permission_denied" => {
+            format!("I'm not permitted to run {tool} for {who}, so I made no change.")
+        }
+        "not_found" => format!("I couldn't find any record matching {who}."),
+        "already_done" => format!("That has already been done for {who}, so I didn't do it again."),
+        "rejected" => {
+            format!("I need the exact details before I can run {tool}. Which record do you mean?")
+        }
+        "rate_limited" => format!(
+            "{tool} is rate limiting me right now, so nothing went through for {who}. Please try again later."
+        ),
+        "partial" => {
+            format!("{tool} for {who} came back incomplete, so I can't confirm the full details.")
+        }
+        s if SUCCESS.contains(&s) => format!("{tool} for {who}: {s}."),
+        "" => format!("{tool} for {who} returned no status."),
+        s => format!("{tool} for {who} returned {s}."),
+    }
+}
+
+/// A trajectory's steps as the reference's JSON (`[{tool, arguments, result}]`).
+pub fn steps_json(steps: &[Step]) -> Value {
+    Value::Array(
+        steps
+            .iter()
+            .map(|s| match (&s.tool, &s.text) {
+                (Some(t), _) => json!({"tool": t, "arguments": s.arguments, "result": s.result}),
+                (None, Some(text)) => json!({"text": text}),
+                _ => json!({}),
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::simulate::tools::parse_tools;
+
+    #[test]
+    fn picks_the_tool_the_ask_is_about() {
+        let tools = parse_tools(&json!([{"name": "lookup_order"}, {"name": "issue_refund"}, {"name": "escalate_to_human"}]), "t").unwrap();
+        let name = |ask: &str| target_tool(&tools, ask).map(|t| t.name.clone());
+        assert_eq!(
+            name("What is the status of order A1002?").as_deref(),
+            Some("lookup_order")
+        );
+        assert_eq!(
+            name("Can you refund order A1003? It arrived broken.").as_deref(),
+            Some("issue_refund")
+        );
+        assert_eq!(
+            name("I want a refund for order A1001, the shoes did not fit.").as_deref(),
+            Some("issue_refund")
+        );
+        assert_eq!(
+            name("I need to talk to a human about order A1004, please escalate.").as_deref(),
+            Some("escalate_to_human")
+        );
+        assert_eq!(name("What's a good recipe for banana bread?"), None);
+    }
+}

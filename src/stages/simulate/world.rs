@@ -1,0 +1,707 @@
+//! The mock tool world: answers each tool call with a record-shaped result, fires the faults a
+//! rollout is scheduled to meet, and plays the cell's world state.
+//!
+//! Every answer is a pure function of the run's seed, the call and what the rollout did before
+//! (records it created or deleted), so the same call gets the same answer on any thread.
+//! Differences from the reference's world: ids written in tool descriptions or asks exist (the
+//! reference decided existence by a draw and ignored them); read verbs (`lookup`, `check`
+//! included) never answer `already_done`; a write on a missing record is `not_found` whatever its
+//! verb; `entity missing` applies to calls that name a record, not to every call.
+
+use serde_json::{Map, Value, json};
+
+use super::hash::{draw, uniform};
+use super::tools::{REFERENCE_PARAM, Tool, Verb};
+use crate::pipeline::row::canonical_json;
+
+/// A scheduled fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// The call times out.
+    Timeout,
+    /// The result is garbage.
+    Malformed,
+    /// The record is days old.
+    Stale,
+    /// The caller may not run the tool.
+    PermissionDenied,
+    /// The record is not there.
+    NotFound,
+    /// Too many requests.
+    RateLimited,
+    /// Only part of the record comes back.
+    Partial,
+}
+
+impl Fault {
+    /// The fault a `tool_condition` schedules (`None` for `success`).
+    pub fn of_condition(condition: &str) -> Option<Self> {
+        Some(match condition {
+            "timeout" => Self::Timeout,
+            "malformed_result" | "malformed" => Self::Malformed,
+            "stale_result" | "stale" => Self::Stale,
+            "permission_denied" => Self::PermissionDenied,
+            "not_found" => Self::NotFound,
+            "rate_limited" | "rate_limit" => Self::RateLimited,
+            "partial_result" | "partial" => Self::Partial,
+            _ => return None,
+        })
+    }
+
+    /// The mode's name on a row's fault plan.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Malformed => "malformed",
+            Self::Stale => "stale",
+            Self::PermissionDenied => "permission_denied",
+            Self::NotFound => "not_found",
+            Self::RateLimited => "rate_limited",
+            Self::Partial => "partial",
+        }
+    }
+
+    /// Reads a mode name back.
+    pub fn of_name(name: &str) -> Option<Self> {
+        Self::of_condition(name)
+    }
+}
+
+/// The fault plan a rollout runs under: `mode` on `tool` (`*` = every tool) at `rate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Which tool (`*` for all).
+    pub tool: String,
+    /// What goes wrong.
+    pub mode: Fault,
+    /// Chance per call.
+    pub rate: f64,
+}
+
+impl Plan {
+    /// The plan as the reference writes it on a row: `{"*": {"mode": "timeout", "rate": 1.0}}`.
+    pub fn to_json(&self) -> Value {
+        json!({ self.tool.clone(): {"mode": self.mode.name(), "rate": self.rate} })
+    }
+
+    /// Reads a row's plan back (the first tool-keyed entry).
+    pub fn from_json(v: &Value) -> Option<Self> {
+        let (tool, spec) = v.as_object()?.iter().find(|(_, s)| s.is_object())?;
+        Some(Self {
+            tool: tool.clone(),
+            mode: Fault::of_name(spec.get("mode")?.as_str()?)?,
+            rate: spec.get("rate").and_then(Value::as_f64).unwrap_or(1.0),
+        })
+    }
+}
+
+/// What one rollout meets: its fault plan and the world state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scene {
+    /// The fault plan kept for this rollout.
+    pub plan: Option<Plan>,
+    /// The cell's world state (`None` when it has no effect).
+    pub world_state: Option<String>,
+}
+
+/// What the world remembers within one rollout.
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    created: Vec<(String, Value)>,
+    deleted: Vec<String>,
+    calls: u32,
+}
+
+/// One answered call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The result as the agent sees it.
+    pub result: Value,
+    /// The fault that fired, if one did.
+    pub injected: Option<Fault>,
+}
+
+/// Statuses that mean the call worked.
+pub const SUCCESS: [&str; 8] = [
+    "ok",
+    "created",
+    "success",
+    "done",
+    "updated",
+    "deleted",
+    "cancelled",
+    "sent",
+];
+/// Share of unknown references that exist.
+pub const EXISTS_SHARE: f64 = 0.7;
+const GARBLED: &str = "\u{fffd}\u{fffd}<<res#ponse trunc@ted";
+const ADJECTIVES: [&str; 8] = [
+    "primary", "standard", "express", "annual", "weekly", "premium", "basic", "shared",
+];
+const STATUSES: [&str; 6] = [
+    "completed",
+    "in_progress",
+    "pending",
+    "active",
+    "approved",
+    "open",
+];
+const PEOPLE: [&str; 8] = [
+    "amara osei",
+    "liang wei",
+    "sofia rossi",
+    "jonas berg",
+    "priya nair",
+    "diego alvarez",
+    "hana sato",
+    "noah klein",
+];
+const MONEY_WORDS: [&str; 12] = [
+    "price", "cost", "fee", "amount", "balance", "total", "charge", "refund", "pay", "invoice",
+    "bill", "order",
+];
+const DELIVERY_WORDS: [&str; 5] = ["order", "shipment", "delivery", "package", "purchase"];
+const PLACEHOLDERS: [&str; 10] = [
+    "string",
+    "placeholder",
+    "xxx",
+    "todo",
+    "tbd",
+    "your email",
+    "first name",
+    "order id",
+    "the record",
+    "n/a",
+];
+
+/// The world of one run.
+pub struct World<'a> {
+    tools: &'a [Tool],
+    /// Ids that exist (from tool descriptions and seed asks), lowercased.
+    known: Vec<String>,
+    seed: String,
+}
+
+impl<'a> World<'a> {
+    /// A world over `tools` where every id in `known` exists.
+    pub fn new(tools: &'a [Tool], known: &[String], seed: u64) -> Self {
+        Self {
+            tools,
+            known: known.iter().map(|k| k.to_lowercase()).collect(),
+            seed: seed.to_string(),
+        }
+    }
+
+    /// The declared tools.
+    pub fn tools(&self) -> &'a [Tool] {
+        self.tools
+    }
+
+    fn exists(&self, value: &str, memory: &Memory) -> bool {
+        let low = value.to_lowercase();
+        if memory.deleted.iter().any(|d| d.eq_ignore_ascii_case(value)) {
+            return false;
+        }
+        if memory
+            .created
+            .iter()
+            .any(|(id, _)| id.eq_ignore_ascii_case(value))
+            || self.known.contains(&low)
+        {
+            return true;
+        }
+        uniform(&[&self.seed, "exists", &low]) < EXISTS_SHARE
+    }
+
+    /// Answers `tool(arguments)` for a rollout in `scene`.
+    pub fn call(
+        &self,
+        scene: &Scene,
+        memory: &mut Memory,
+        tool: &str,
+        arguments: &Value,
+    ) -> Answer {
+        memory.calls += 1;
+        let Some(t) = self.tools.iter().find(|t| t.name == tool) else {
+            return plain(json!({"status": "error", "reason": "unknown_tool", "tool": tool}));
+        };
+        let canonical = canonical_json(arguments);
+        let refs = references(arguments);
+        // Faults come first: the world never got to look.
+        if let Some(plan) = &scene.plan
+            && (plan.tool == "*" || plan.tool == tool)
+            && (plan.rate >= 1.0 || uniform(&[&self.seed, tool, &canonical, "fault"]) < plan.rate)
+        {
+            let result = match plan.mode {
+                Fault::Timeout => json!({"status": "timeout", "error": "request timed out"}),
+                Fault::Malformed => json!({"status": "ok", "data": GARBLED}),
+                Fault::Stale => {
+                    let mut r = self.payload(t, arguments, &refs, memory);
+                    if let Value::Object(m) = &mut r {
+                        m.insert("stale".into(), Value::Bool(true));
+                        m.insert("as_of".into(), Value::String("3 days ago".into()));
+                    }
+                    r
+                }
+                Fault::PermissionDenied => {
+                    json!({"status": "permission_denied", "error": format!("this caller may not run {tool}")})
+                }
+                Fault::NotFound => json!({"status": "not_found", "missing": missing(&refs)}),
+                Fault::RateLimited => json!({"status": "rate_limited", "retry_after_s": 30}),
+                Fault::Partial => {
+                    let full = self.payload(t, arguments, &refs, memory);
+                    let mut data = full.get("data").cloned().unwrap_or(Value::Null);
+                    let mut dropped = Vec::new();
+                    if let Value::Object(m) = &mut data {
+                        let keys: Vec<String> = m
+                            .keys()
+                            .filter(|k| !matches!(k.as_str(), "id" | "ref"))
+                            .cloned()
+                            .collect();
+                        for k in keys.iter().skip(keys.len() / 2) {
+                            m.shift_remove(k);
+                            dropped.push(Value::String(k.clone()));
+                        }
+                    }
+                    json!({"status": "partial", "data": data, "missing_fields": dropped})
+                }
+            };
+            return Answer {
+                result,
+                injected: Some(plan.mode),
+            };
+        }
+        let verb = t.verb();
+        match scene.world_state.as_deref() {
+            Some("entity missing") if !refs.is_empty() => {
+                return plain(json!({"status": "not_found", "missing": missing(&refs)}));
+            }
+            Some("entity already acted on") if verb != Verb::Read => {
+                return plain(json!({"status": "already_done", "reason": "already_acted_on"}));
+            }
+            _ => {}
+        }
+        let absent: Vec<Value> = t
+            .required()
+            .iter()
+            .filter(|p| p.required)
+            .filter(|p| {
+                arguments
+                    .get(&p.name)
+                    .is_none_or(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty()))
+            })
+            .map(|p| Value::String(p.name.clone()))
+            .collect();
+        if !absent.is_empty() {
+            return plain(
+                json!({"status": "rejected", "reason": "missing_required", "fields": absent}),
+            );
+        }
+        let placeholders = placeholder_fields(arguments, "");
+        if !placeholders.is_empty() {
+            return plain(
+                json!({"status": "rejected", "reason": "placeholder_argument", "fields": placeholders, "hint": "ask the person for the actual value"}),
+            );
+        }
+        let entity_exists = scene.world_state.as_deref() == Some("entity exists");
+        let dangling: Vec<&(String, String)> = refs
+            .iter()
+            .filter(|(_, v)| !entity_exists && !self.exists(v, memory))
+            .collect();
+        if !dangling.is_empty()
+            && !(verb == Verb::Create
+                && dangling.len() == refs.len()
+                && refs.iter().all(|(k, _)| k == "id"))
+        {
+            let names: Vec<Value> = dangling
+                .iter()
+                .map(|(_, v)| Value::String(v.clone()))
+                .collect();
+            return plain(json!({"status": "not_found", "missing": names}));
+        }
+        let result = match verb {
+            Verb::Read => {
+                let mut r = self.payload(t, arguments, &refs, memory);
+                if scene.world_state.as_deref() == Some("duplicate entity")
+                    && let Some(data) = r.get("data").cloned()
+                {
+                    let mut second = data.clone();
+                    if let Value::Object(m) = &mut second {
+                        m.insert(
+                            "ref".into(),
+                            Value::String(format!(
+                                "{}-b",
+                                m.get("ref").and_then(Value::as_str).unwrap_or("")
+                            )),
+                        );
+                    }
+                    r = json!({"status": "ok", "matches": 2, "items": [data, second]});
+                }
+                r
+            }
+            Verb::Delete => {
+                for (_, v) in &refs {
+                    memory.deleted.push(v.clone());
+                }
+                json!({"status": "deleted", "removed": missing(&refs)})
+            }
+            Verb::Create => {
+                let digest = draw(&[&self.seed, tool, &canonical, &memory.calls.to_string()]);
+                let id = arguments.get("id").and_then(Value::as_str).map_or_else(
+                    || format!("{}_{}", t.noun().replace(' ', "_"), digest % 100_000),
+                    str::to_owned,
+                );
+                let mut out = Map::new();
+                out.insert("status".into(), Value::String("created".into()));
+                out.insert("id".into(), Value::String(id.clone()));
+                if let Value::Object(args) = arguments {
+                    for (k, v) in args {
+                        out.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                }
+                if let Some(amount) = refs
+                    .first()
+                    .and_then(|(_, v)| self.entity(v).get("amount").cloned())
+                    && t.tokens().iter().any(|w| MONEY_WORDS.contains(&w.as_str()))
+                {
+                    out.entry("amount").or_insert(amount);
+                }
+                let value = Value::Object(out);
+                memory.created.push((id, value.clone()));
+                value
+            }
+            Verb::Cancel => {
+                json!({"status": "cancelled", "data": self.payload(t, arguments, &refs, memory).get("data").cloned().unwrap_or(Value::Null)})
+            }
+            Verb::Send => {
+                json!({"status": "sent", "id": format!("msg_{}", draw(&[&self.seed, tool, &canonical]) % 100_000)})
+            }
+            Verb::Update | Verb::Other => {
+                let mut r = self.payload(t, arguments, &refs, memory);
+                if scene.world_state.as_deref() == Some("partially completed")
+                    && let Some(Value::Object(m)) = r.get_mut("data")
+                {
+                    m.insert("status".into(), Value::String("partially_completed".into()));
+                }
+                r
+            }
+        };
+        plain(result)
+    }
+
+    /// The attributes of the record a reference names: the same on every tool and rollout.
+    fn entity(&self, value: &str) -> Map<String, Value> {
+        let key = value.to_lowercase();
+        let n = |salt: &str| draw(&[&self.seed, "entity", &key, salt]);
+        let mut m = Map::new();
+        m.insert(
+            "status".into(),
+            Value::String(STATUSES[(n("status") % STATUSES.len() as u64) as usize].into()),
+        );
+        // Amounts from $5 to $300, two decimals: about a third over $200.
+        let cents = 500 + n("amount") % 29_500;
+        m.insert("amount".into(), json!((cents as f64) / 100.0));
+        m.insert("days_since_delivery".into(), json!(n("delivered") % 45));
+        m.insert(
+            "owner".into(),
+            Value::String(PEOPLE[(n("owner") % PEOPLE.len() as u64) as usize].into()),
+        );
+        m.insert(
+            "updated_at".into(),
+            Value::String(format!(
+                "{}-{:02}-{:02}",
+                2022 + n("year") % 5,
+                1 + n("month") % 12,
+                1 + n("day") % 28
+            )),
+        );
+        m
+    }
+
+    /// A record-shaped result for `tool(arguments)`.
+    fn payload(
+        &self,
+        t: &Tool,
+        arguments: &Value,
+        refs: &[(String, String)],
+        memory: &Memory,
+    ) -> Value {
+        if let Some((_, prior)) = refs.first().and_then(|(_, v)| {
+            memory
+                .created
+                .iter()
+                .find(|(id, _)| id.eq_ignore_ascii_case(v))
+        }) {
+            return json!({"status": "ok", "data": prior});
+        }
+        let canonical = canonical_json(arguments);
+        let digest = draw(&[&self.seed, &t.name, &canonical]);
+        let words: Vec<String> = t
+            .tokens()
+            .into_iter()
+            .chain(t.params.iter().map(|p| p.name.to_lowercase()))
+            .collect();
+        let money = words
+            .iter()
+            .any(|w| MONEY_WORDS.iter().any(|m| w.contains(m)));
+        let delivery = words
+            .iter()
+            .any(|w| DELIVERY_WORDS.iter().any(|m| w.contains(m)));
+        let record = |key: Option<&str>, salt: u64| -> Value {
+            let mut m = Map::new();
+            let attrs = key.map_or_else(
+                || self.entity(&format!("{}#{salt}", t.name)),
+                |k| self.entity(k),
+            );
+            m.insert(
+                "id".into(),
+                key.map_or_else(
+                    || json!(1000 + (digest.wrapping_add(salt)) % 89_000),
+                    |k| Value::String(k.to_owned()),
+                ),
+            );
+            m.insert(
+                "name".into(),
+                Value::String(format!(
+                    "{} {}",
+                    ADJECTIVES[((digest >> 8).wrapping_add(salt) % 8) as usize],
+                    t.noun()
+                )),
+            );
+            for (k, v) in attrs {
+                let keep = match k.as_str() {
+                    "amount" => money,
+                    "days_since_delivery" => delivery,
+                    _ => true,
+                };
+                if keep {
+                    m.insert(k, v);
+                }
+            }
+            if money {
+                m.insert("currency".into(), Value::String("USD".into()));
+            }
+            if let Value::Object(args) = arguments {
+                for (k, v) in args {
+                    m.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            m.insert(
+                "ref".into(),
+                Value::String(format!("{:08x}", (digest >> 32) as u32)),
+            );
+            Value::Object(m)
+        };
+        let first = t.tokens().into_iter().next().unwrap_or_default();
+        if matches!(first.as_str(), "search" | "list" | "find" | "query") {
+            let count = 1 + digest % 6;
+            let items: Vec<Value> = (0..count).map(|i| record(None, i)).collect();
+            return json!({"status": "ok", "query": arguments, "count": count, "items": items});
+        }
+        json!({"status": "ok", "data": record(refs.first().map(|(_, v)| v.as_str()), 0)})
+    }
+}
+
+fn plain(result: Value) -> Answer {
+    Answer {
+        result,
+        injected: None,
+    }
+}
+
+fn missing(refs: &[(String, String)]) -> Vec<Value> {
+    if refs.is_empty() {
+        vec![Value::String("entity".into())]
+    } else {
+        refs.iter().map(|(_, v)| Value::String(v.clone())).collect()
+    }
+}
+
+/// `(key, value)` of every argument that names a record, nested objects included.
+pub fn references(arguments: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    fn walk(v: &Value, out: &mut Vec<(String, String)>) {
+        if let Value::Object(m) = v {
+            for (k, x) in m {
+                match x {
+                    Value::String(s) if REFERENCE_PARAM.is_match(k) && !s.trim().is_empty() => {
+                        out.push((k.clone(), s.clone()))
+                    }
+                    Value::Number(n) if REFERENCE_PARAM.is_match(k) => {
+                        out.push((k.clone(), n.to_string()))
+                    }
+                    Value::Object(_) => walk(x, out),
+                    _ => {}
+                }
+            }
+        }
+    }
+    walk(arguments, &mut out);
+    out
+}
+
+fn placeholder_fields(v: &Value, path: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Value::Object(m) = v {
+        for (k, x) in m {
+            let here = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            match x {
+                Value::String(s) => {
+                    let low = s.trim().to_lowercase();
+                    let wrapped = (low.starts_with('<') && low.ends_with('>'))
+                        || (low.starts_with('[') && low.ends_with(']'))
+                        || (low.starts_with('{') && low.ends_with('}'));
+                    if wrapped
+                        || PLACEHOLDERS.contains(&low.as_str())
+                        || low.ends_with("@example.com")
+                    {
+                        out.push(Value::String(here));
+                    }
+                }
+                Value::Object(_) => out.extend(placeholder_fields(x, &here)),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::simulate::tools::parse_tools;
+
+    fn tools() -> Vec<Tool> {
+        parse_tools(&json!([
+            {"name": "lookup_order", "description": "Orders on file: A1001, A1002.", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}},
+            {"name": "issue_refund", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}},
+        ]), "t").unwrap()
+    }
+
+    #[test]
+    fn described_ids_exist_and_reads_never_say_already_done() {
+        let tools = tools();
+        let world = World::new(&tools, &["A1001".to_owned(), "A1002".to_owned()], 0);
+        let mut mem = Memory::default();
+        for id in ["A1001", "a1002"] {
+            let a = world.call(
+                &Scene::default(),
+                &mut mem,
+                "lookup_order",
+                &json!({"order_id": id}),
+            );
+            assert_eq!(a.result["status"], "ok", "{id}: {}", a.result);
+            assert_eq!(a.result["data"]["order_id"], id);
+        }
+        let done = Scene {
+            plan: None,
+            world_state: Some("entity already acted on".into()),
+        };
+        assert_eq!(
+            world
+                .call(
+                    &done,
+                    &mut mem,
+                    "lookup_order",
+                    &json!({"order_id": "A1001"})
+                )
+                .result["status"],
+            "ok"
+        );
+        assert_eq!(
+            world
+                .call(
+                    &done,
+                    &mut mem,
+                    "issue_refund",
+                    &json!({"order_id": "A1001"})
+                )
+                .result["status"],
+            "already_done"
+        );
+        let gone = Scene {
+            plan: None,
+            world_state: Some("entity missing".into()),
+        };
+        assert_eq!(
+            world
+                .call(
+                    &gone,
+                    &mut mem,
+                    "lookup_order",
+                    &json!({"order_id": "A1001"})
+                )
+                .result["status"],
+            "not_found"
+        );
+        // The same record on every tool.
+        let a = world.call(
+            &Scene::default(),
+            &mut mem,
+            "lookup_order",
+            &json!({"order_id": "A1001"}),
+        );
+        let b = world.call(
+            &Scene::default(),
+            &mut mem,
+            "lookup_order",
+            &json!({"order_id": "A1001"}),
+        );
+        assert_eq!(a, b);
+        assert!(a.result["data"]["amount"].is_number());
+    }
+
+    #[test]
+    fn scheduled_faults_fire_at_rate_one() {
+        let tools = tools();
+        let world = World::new(&tools, &[], 7);
+        for mode in [
+            Fault::Timeout,
+            Fault::Malformed,
+            Fault::Stale,
+            Fault::PermissionDenied,
+            Fault::NotFound,
+            Fault::RateLimited,
+            Fault::Partial,
+        ] {
+            let scene = Scene {
+                plan: Some(Plan {
+                    tool: "*".into(),
+                    mode,
+                    rate: 1.0,
+                }),
+                world_state: None,
+            };
+            let a = world.call(
+                &scene,
+                &mut Memory::default(),
+                "lookup_order",
+                &json!({"order_id": "Z9"}),
+            );
+            assert_eq!(a.injected, Some(mode));
+            assert_eq!(
+                Plan::from_json(&scene.plan.as_ref().unwrap().to_json()),
+                scene.plan
+            );
+        }
+        let a = world.call(
+            &Scene::default(),
+            &mut Memory::default(),
+            "lookup_order",
+            &json!({"order_id": "<order id>"}),
+        );
+        assert_eq!(a.result["reason"], "placeholder_argument");
+        let a = world.call(
+            &Scene::default(),
+            &mut Memory::default(),
+            "lookup_order",
+            &json!({}),
+        );
+        assert_eq!(a.result["reason"], "missing_required");
+    }
+}
