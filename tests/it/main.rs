@@ -14,5 +14,6 @@ mod judge_trust; // the judge against hand labels: reference vectors, the fixed 
 mod labels; // hand labels onto rows: reference vectors, refusals that change nothing
 mod pass_at; // pass@k and markers: reference vectors, τ-bench, SQL, determinism
 mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, http.server)
+mod simulate; // simulate and demo: determinism, coverage, faults, command agents, kill and resume
 mod sql; // SQL over rows: canned queries, pushdown, output formats
 mod support;

@@ -70,6 +70,11 @@ pub trait Agent: Send {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Rollouts per wave. The seeded agent keeps [`super::WAVE`], so its schedule is the same on
+    /// every machine; a slow agent takes small waves, so the checkpoint keeps up with it.
+    fn wave(&self) -> usize {
+        super::WAVE
+    }
 }
 
 /// Mistakes the seeded agent can plant.

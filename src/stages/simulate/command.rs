@@ -25,17 +25,20 @@ pub struct CommandAgent {
     pool: Pool,
     name: String,
     issued: u64,
+    workers: usize,
 }
 
 impl CommandAgent {
     /// Starts the pool.
     pub fn start(opts: Options) -> Result<Self> {
+        let workers = opts.workers.max(1);
         let pool = Pool::start(opts)?;
         let name = format!("cmd:{}", pool.name());
         Ok(Self {
             pool,
             name,
             issued: 0,
+            workers,
         })
     }
 }
@@ -57,6 +60,10 @@ impl Agent for CommandAgent {
 
     fn notes(&self) -> Vec<String> {
         self.pool.noise_note().into_iter().collect()
+    }
+
+    fn wave(&self) -> usize {
+        (self.workers * 8).max(16)
     }
 
     fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {

@@ -251,6 +251,8 @@ pub struct Report {
     pub rerolled: u64,
     /// Rollouts that never became rows, by reason.
     pub lost: BTreeMap<String, u64>,
+    /// The first agent error, word for word.
+    pub first_agent_error: Option<String>,
     /// Each run, with `--runs`.
     pub runs: Vec<RunSummary>,
     /// What a person should know.
@@ -916,6 +918,7 @@ pub fn simulate(
     };
     let policy_sha = sha256_hex(&opts.policy)[..16].to_owned();
     let agent_name = agent.name().to_owned();
+    let wave_size = agent.wave().max(1);
     let resumed_by_key: HashMap<ResumeKey, Record> =
         resumed.into_iter().map(|r| (resume_key(&r), r)).collect();
 
@@ -961,6 +964,7 @@ pub fn simulate(
         groups: BTreeMap::new(),
         rerolled: 0,
         lost: BTreeMap::new(),
+        first_agent_error: None,
         runs: Vec::new(),
         warnings: Vec::new(),
         elapsed_s: 0.0,
@@ -1085,7 +1089,7 @@ pub fn simulate(
                 g.scheduled += add;
                 budget_left -= u64::from(add);
             }
-            while wave.len() < WAVE && budget_left > 0 && !exhausted {
+            while wave.len() < wave_size && budget_left > 0 && !exhausted {
                 let ask = if let Some(it) = pinned_iter.as_mut() {
                     match it.next() {
                         Some((t, phrasing)) => {
@@ -1311,6 +1315,10 @@ pub fn simulate(
                             .as_ref()
                             .and_then(unusable)
                             .unwrap_or("agent_error");
+                        if report.first_agent_error.is_none() {
+                            report.first_agent_error =
+                                by_job[j].as_ref().and_then(|t| t.error.clone());
+                        }
                         if g.rerolls < run_k {
                             g.rerolls += 1;
                             report.rerolled += 1;
@@ -1770,6 +1778,9 @@ impl std::fmt::Display for Report {
                 .map(|(i, r)| format!("run {i}: {} rows ({})", r.rows, r.stopped_because))
                 .collect();
             writeln!(f, "  {}", r.join("; "))?;
+        }
+        if let Some(e) = &self.first_agent_error {
+            writeln!(f, "  first agent error: {e}")?;
         }
         for w in &self.warnings {
             writeln!(f, "warning: {w}")?;

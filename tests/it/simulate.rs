@@ -1,0 +1,427 @@
+//! `wai simulate` and `wai demo`: determinism, coverage, faults, command agents, replays, and a
+//! run killed with SIGKILL and resumed from its checkpoint.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wai::stages::simulate::demo;
+
+use crate::support::{fixture, read_jsonl, refused, succeeded, wai};
+
+/// The demo world's tools, policy and seeds as files under `dir`.
+fn world(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let tools = dir.join("tools.json");
+    let policy = dir.join("policy.md");
+    let seeds = dir.join("seeds.txt");
+    std::fs::write(&tools, demo::tools_json().to_string()).unwrap();
+    std::fs::write(&policy, demo::POLICY).unwrap();
+    std::fs::write(&seeds, demo::SEEDS.join("\n")).unwrap();
+    (tools, policy, seeds)
+}
+
+fn simulate(dir: &Path, out: &str, extra: &[&str]) -> Vec<Value> {
+    let (tools, policy, _) = world(dir);
+    let out = dir.join(out);
+    let mut cmd = wai();
+    cmd.arg("simulate")
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--out")
+        .arg(&out)
+        .args(extra);
+    succeeded(&mut cmd);
+    read_jsonl(&out)
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+#[test]
+fn same_seed_same_rows_at_any_thread_count_and_another_seed_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, seeds) = world(dir.path());
+    let run = |threads: &str, seed: &str, name: &str| {
+        let out = dir.path().join(name);
+        succeeded(
+            wai()
+                .env("RAYON_NUM_THREADS", threads)
+                .args([
+                    "simulate", "--budget", "3000", "--mode", "rl", "--seed", seed, "--seeds",
+                ])
+                .arg(&seeds)
+                .arg("--tools")
+                .arg(&tools)
+                .arg("--policy")
+                .arg(&policy)
+                .arg("--out")
+                .arg(&out),
+        );
+        std::fs::read(&out).unwrap()
+    };
+    let one = run("1", "7", "a.jsonl");
+    let four = run("4", "7", "b.jsonl");
+    assert!(
+        one == four,
+        "the same seed gave different rows at 1 and 4 threads"
+    );
+    let other = run("2", "8", "c.jsonl");
+    let prompts = |bytes: &[u8]| -> BTreeSet<String> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(|l| text(&serde_json::from_str(l).unwrap(), "prompt"))
+            .collect()
+    };
+    assert_ne!(
+        prompts(&one),
+        prompts(&other),
+        "another seed should write other asks"
+    );
+    // Seeds run first, literally.
+    let first: Value =
+        serde_json::from_str(String::from_utf8_lossy(&one).lines().next().unwrap()).unwrap();
+    assert_eq!(text(&first, "prompt"), demo::SEEDS[0]);
+    assert_eq!(text(&first, "writer_model"), "seed");
+}
+
+#[test]
+fn every_tool_is_reached_and_described_ids_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = simulate(
+        dir.path(),
+        "rows.jsonl",
+        &[
+            "--budget",
+            "1500",
+            "--repeats",
+            "2",
+            "--repeat-policy",
+            "fixed",
+            "--phrasings",
+            "8",
+        ],
+    );
+    assert_eq!(rows.len(), 1500);
+    let mut called: BTreeSet<String> = BTreeSet::new();
+    let mut checked = 0;
+    for r in &rows {
+        for t in r["tools_used"].as_array().unwrap() {
+            called.insert(t.as_str().unwrap().to_owned());
+        }
+        // Ids the tool descriptions name are on file: a lookup of one finds it, unless the
+        // rollout was scheduled to meet a fault or a world state that hides it.
+        let plain =
+            r.get("faults").is_none() && r.get("world_state").is_none_or(|w| w == "entity exists");
+        for s in r["steps"].as_array().unwrap() {
+            let id = s["arguments"]["order_id"].as_str().unwrap_or("");
+            if plain
+                && s["tool"] == "lookup_order"
+                && demo::SEEDS.iter().any(|x| x.contains(id))
+                && !id.is_empty()
+            {
+                assert_eq!(s["result"]["status"], "ok", "{}: {}", id, s["result"]);
+                checked += 1;
+            }
+        }
+        // Labels are true of the text.
+        if r.get("texture").and_then(Value::as_str) == Some("no_punctuation") {
+            assert!(!text(r, "prompt").contains('.'), "{}", text(r, "prompt"));
+        }
+    }
+    assert!(checked > 50, "only {checked} lookups of described ids");
+    for tool in ["lookup_order", "issue_refund", "escalate_to_human"] {
+        assert!(
+            called.contains(tool),
+            "no rollout called {tool}: {called:?}"
+        );
+    }
+}
+
+#[test]
+fn a_fault_scheduled_at_rate_one_always_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = simulate(
+        dir.path(),
+        "rows.jsonl",
+        &[
+            "--budget",
+            "800",
+            "--fault-rate",
+            "1",
+            "--all-faults",
+            "--no-probes",
+        ],
+    );
+    let mut by_mode: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &rows {
+        let condition = text(&r["scenario_dimensions"], "tool_condition");
+        if condition == "success" || r["steps"].as_array().unwrap().is_empty() {
+            continue;
+        }
+        let plan = r
+            .get("faults")
+            .unwrap_or_else(|| panic!("a {condition} cell ran without its plan: {r}"));
+        let mode = plan["*"]["mode"].as_str().unwrap().to_owned();
+        let fired = r["faults_injected"].as_array().map_or(0, Vec::len);
+        assert!(fired >= 1, "the {mode} fault did not fire: {r}");
+        let first = &r["steps"][0]["result"];
+        let shows = match mode.as_str() {
+            "malformed" => first["data"].is_string(),
+            "stale" => first["stale"] == true,
+            "partial" => first["status"] == "partial",
+            m => first["status"] == m,
+        };
+        assert!(shows, "{mode}: {first}");
+        // The judge's context says so; the agent's request never carries it.
+        assert!(
+            r.get("privileged").is_none() || r["privileged"]["hidden_state"]["faults"].is_object()
+        );
+        *by_mode.entry(mode).or_insert(0) += 1;
+    }
+    assert_eq!(
+        by_mode.len(),
+        7,
+        "every fault mode should have fired: {by_mode:?}"
+    );
+}
+
+#[test]
+fn a_command_agent_calls_tools_through_the_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = format!(
+        "cmd:python3 {}",
+        fixture("agents/lookup_agent.py").display()
+    );
+    let rows = simulate(
+        dir.path(),
+        "rows.jsonl",
+        &[
+            "--budget",
+            "60",
+            "--agent",
+            &agent,
+            "--fault-rate",
+            "1",
+            "--all-faults",
+            "--runs",
+            "2",
+        ],
+    );
+    assert_eq!(rows.len(), 120);
+    let runs: BTreeSet<i64> = rows
+        .iter()
+        .map(|r| r["lineage"]["eval_run"].as_i64().unwrap())
+        .collect();
+    assert_eq!(runs, BTreeSet::from([0, 1]));
+    // Run 1 replays run 0's asks.
+    let asks = |run: i64| -> BTreeSet<String> {
+        rows.iter()
+            .filter(|r| r["lineage"]["eval_run"] == run)
+            .map(|r| text(r, "prompt"))
+            .collect()
+    };
+    assert_eq!(asks(0), asks(1));
+    let mut calls = 0;
+    for r in &rows {
+        assert_eq!(text(r, "model_version"), "cmd:lookup_agent.py");
+        for s in r["steps"].as_array().unwrap() {
+            calls += 1;
+            assert_eq!(s["tool"], "lookup_order");
+            let status = s["result"]["status"].as_str().unwrap_or("(garbled)");
+            assert!(
+                text(r, "final_text").contains(status) || s["result"]["data"].is_string(),
+                "{r}"
+            );
+        }
+    }
+    assert!(calls > 40, "{calls}");
+    // A replay of the first run's tasks asks the same things.
+    let first = dir.path().join("first.jsonl");
+    std::fs::write(
+        &first,
+        rows.iter()
+            .filter(|r| r["lineage"]["eval_run"] == 0)
+            .map(|r| format!("{r}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let again = simulate(
+        dir.path(),
+        "again.jsonl",
+        &["--tasks", first.to_str().unwrap(), "--agent", &agent],
+    );
+    let replayed: BTreeSet<String> = again.iter().map(|r| text(r, "prompt")).collect();
+    assert_eq!(replayed, asks(0));
+    assert!(again.iter().all(|r| r["lineage"]["replayed"] == true));
+}
+
+#[test]
+fn a_killed_run_resumes_from_its_checkpoint_without_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let agent = format!(
+        "cmd:python3 {}",
+        fixture("agents/lookup_agent.py").display()
+    );
+    let checkpoint = dir.path().join("ck.jsonl");
+    let args = |out: &Path, ck: Option<&Path>| {
+        let mut a: Vec<String> = [
+            "simulate",
+            "--budget",
+            "240",
+            "--phrasings",
+            "3",
+            "--workers",
+            "2",
+            "--agent",
+            &agent,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        for (k, v) in [
+            ("--tools", &tools),
+            ("--policy", &policy),
+            ("--out", &out.to_path_buf()),
+        ] {
+            a.push(k.into());
+            a.push(v.display().to_string());
+        }
+        if let Some(c) = ck {
+            a.push("--checkpoint".into());
+            a.push(c.display().to_string());
+        }
+        a
+    };
+    let killed_out = dir.path().join("killed.jsonl");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .args(args(&killed_out, Some(&checkpoint)))
+        .env("AGENT_SLEEP", "0.01")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = std::fs::read_to_string(&checkpoint)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 40 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let on_disk = std::fs::read_to_string(&checkpoint)
+        .unwrap()
+        .lines()
+        .count();
+    assert!(
+        (40..240).contains(&on_disk),
+        "kill the run mid-way, not at {on_disk} rows"
+    );
+    assert!(!killed_out.exists(), "a killed run leaves no output");
+    // Resume: the rows on disk are not played again, and the union has every row once.
+    let out = dir.path().join("resumed.jsonl");
+    let report = crate::support::json_of(wai().args(args(&out, Some(&checkpoint))).arg("--json"));
+    assert_eq!(report["rows"], 240);
+    assert!(report["resumed"].as_u64().unwrap() >= 40, "{report}");
+    let rows = read_jsonl(&out);
+    let keys: BTreeSet<(String, String, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                text(r, "task_id"),
+                text(r, "prompt"),
+                r["rollout_index"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(keys.len(), 240, "every rollout once");
+    let ck = read_jsonl(&checkpoint);
+    assert_eq!(ck.len(), 240, "the checkpoint holds every row once");
+    // And they are the rows an uninterrupted run lands.
+    let clean = dir.path().join("clean.jsonl");
+    succeeded(wai().args(args(&clean, None)));
+    let strip = |rows: Vec<Value>| -> Vec<Value> {
+        rows.into_iter()
+            .map(|mut r| {
+                r["lineage"].as_object_mut().unwrap().remove("resumed");
+                r
+            })
+            .collect()
+    };
+    assert_eq!(strip(rows), strip(read_jsonl(&clean)));
+}
+
+#[test]
+fn bad_tools_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"description": "no name"}}]"#,
+    )
+    .unwrap();
+    refused(
+        wai()
+            .args(["simulate", "--out"])
+            .arg(dir.path().join("o.parquet"))
+            .arg("--tools")
+            .arg(&tools),
+        "tool 0: field `name`",
+    );
+    std::fs::write(&tools, r#"[{"name": "a"}]"#).unwrap();
+    refused(
+        wai()
+            .args(["simulate", "--agent", "seeded:2", "--out"])
+            .arg(dir.path().join("o.parquet"))
+            .arg("--tools")
+            .arg(&tools),
+        "share in [0, 1]",
+    );
+    refused(
+        wai()
+            .args(["simulate", "--axis", "stance=grumpy", "--out"])
+            .arg(dir.path().join("o.parquet"))
+            .arg("--tools")
+            .arg(&tools),
+        "no value `grumpy`",
+    );
+}
+
+#[test]
+fn demo_runs_the_whole_loop_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = succeeded(
+        wai()
+            .args(["demo", "--budget", "600", "--dir"])
+            .arg(dir.path()),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pass@1 ") && text.contains("failures by tool and tier"),
+        "{text}"
+    );
+    assert!(text.contains("manager_for_large_refunds"), "{text}");
+    for f in [
+        "rows.parquet",
+        "scored.parquet",
+        "tools.json",
+        "policy.md",
+        "seeds.txt",
+    ] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+    let rows = crate::support::sql_jsonl(
+        &["SELECT count(*) AS n, count(reward) AS judged FROM rows"],
+        &dir.path().join("scored.parquet"),
+    );
+    assert_eq!(rows[0]["n"], 600);
+    assert_eq!(rows[0]["judged"], 600);
+}
