@@ -446,3 +446,72 @@ all = [
         });
     }
 }
+
+mod simulate {
+    use divan::Bencher;
+    use divan::counter::ItemsCount;
+
+    use super::{path, run};
+
+    /// The demo world's files in a fresh folder.
+    fn world() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path();
+        std::fs::write(
+            d.join("tools.json"),
+            wai::stages::simulate::demo::tools_json().to_string(),
+        )
+        .expect("tools");
+        std::fs::write(d.join("policy.md"), wai::stages::simulate::demo::POLICY).expect("policy");
+        std::fs::write(
+            d.join("seeds.txt"),
+            wai::stages::simulate::demo::SEEDS.join("\n"),
+        )
+        .expect("seeds");
+        dir
+    }
+
+    /// The seeded agent against the mock world, 200k rollouts (groups of 8), landed in Parquet.
+    #[divan::bench(name = "seeded/rollouts=200k", sample_count = 3)]
+    fn seeded(b: Bencher) {
+        let dir = world();
+        let d = dir.path();
+        let (tools, policy, seeds, out) = (
+            d.join("tools.json"),
+            d.join("policy.md"),
+            d.join("seeds.txt"),
+            d.join("rows.parquet"),
+        );
+        b.counter(ItemsCount::new(200_000usize)).bench(|| {
+            run(&[
+                "-q",
+                "simulate",
+                "--tools",
+                path(&tools),
+                "--policy",
+                path(&policy),
+                "--seeds",
+                path(&seeds),
+                "--budget",
+                "200000",
+                "--mode",
+                "rl",
+                "--repeat-policy",
+                "fixed",
+                "--repeats",
+                "8",
+                "--phrasings",
+                "200",
+                "--out",
+                path(&out),
+            ]);
+        });
+    }
+
+    /// `wai demo`: simulate 4000 rollouts, grade, pass@k, failures and markers.
+    #[divan::bench(name = "demo", sample_count = 3)]
+    fn demo(b: Bencher) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        b.bench(|| run(&["-q", "demo", "--dir", path(dir.path())]));
+    }
+}

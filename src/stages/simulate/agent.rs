@@ -164,7 +164,7 @@ pub fn target_tool<'t>(tools: &'t [Tool], ask: &str) -> Option<&'t Tool> {
     let mut best: Option<(&Tool, usize)> = None;
     for t in tools {
         let score: usize = t
-            .tokens()
+            .words
             .iter()
             .filter(|w| {
                 w.len() >= 3 && !matches!(w.as_str(), "the" | "for" | "and" | "get" | "set")
@@ -223,7 +223,8 @@ impl SeededAgent {
         let seed = job.seed.to_string();
         let idx = job.rollout_index.to_string();
         let run = job.eval_run.to_string();
-        let key = |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, ask, &idx, &run]);
+        let phrasing = job.ask.phrasing.to_string();
+        let key = |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, &phrasing, &idx, &run]);
         let tools = world.tools();
         let ident = IDENT.find(ask).map(|m| m.as_str().to_owned());
         // The planted mistake, if any: a start in the rotation, then the first that applies.

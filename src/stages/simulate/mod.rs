@@ -993,6 +993,7 @@ pub fn simulate(
             policy
         };
         let mut asks: Vec<Ask> = Vec::new();
+        let mut ask_scenes: Vec<(Scene, Option<Value>)> = Vec::new();
         let mut pins: Vec<Option<Pinned>> = Vec::new();
         let mut source = Source {
             queue: seeds.iter().map(|s| writer::seed_ask(s)).collect(),
@@ -1151,6 +1152,7 @@ pub fn simulate(
                 let first = first.min(u32::try_from(budget_left).unwrap_or(u32::MAX));
                 situations.insert(ask.task_id.clone());
                 let index = asks.len();
+                ask_scenes.push(scene_for(&ask, &cells, pins[index].as_ref(), fault_rate, opts.seed));
                 asks.push(ask);
                 for i in 0..first {
                     wave.push((index, i));
@@ -1188,10 +1190,6 @@ pub fn simulate(
                 break;
             }
             // 2. Play what is not on disk already.
-            let scenes: Vec<(Scene, Option<Value>)> = wave
-                .iter()
-                .map(|&(a, _)| scene_for(&asks[a], &cells, pins[a].as_ref(), fault_rate, opts.seed))
-                .collect();
             let keys: Vec<ResumeKey> = wave
                 .iter()
                 .map(|&(a, i)| {
@@ -1205,8 +1203,8 @@ pub fn simulate(
                 .collect();
             let jobs: Vec<Job<'_>> = wave
                 .iter()
-                .zip(&scenes)
-                .map(|(&(a, i), (scene, privileged))| Job {
+                .map(|&(a, i)| (a, i, &ask_scenes[a]))
+                .map(|(a, i, (scene, privileged))| Job {
                     ask: &asks[a],
                     scene,
                     privileged: privileged.as_ref(),
@@ -1336,11 +1334,20 @@ pub fn simulate(
             rows_this_run += records.len() as u64;
             inflight_room = opts.budget.saturating_sub(rows_this_run);
             if !records.is_empty() {
-                let mut builder = Builder::new();
-                for r in &records {
-                    builder.push(r)?;
+                // Columns built in parallel, a chunk each, landed in order.
+                let batches: Vec<RecordBatch> = records
+                    .par_chunks(512)
+                    .map(|chunk| {
+                        let mut builder = Builder::new();
+                        for r in chunk {
+                            builder.push(r)?;
+                        }
+                        builder.finish()
+                    })
+                    .collect::<Result<_>>()?;
+                for (batch, mask) in batches.into_iter().zip(fresh_mask.chunks(512)) {
+                    land(batch, mask)?;
                 }
-                land(builder.finish()?, &fresh_mask)?;
             }
             // A dead agent stops the run rather than burn the budget.
             if rows_this_run == 0 && lost_total >= 16 {

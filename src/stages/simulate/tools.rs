@@ -32,6 +32,8 @@ pub struct Tool {
     pub params: Vec<Param>,
     /// The OpenAI function object (`{name, description, parameters}`).
     pub function: Value,
+    /// The name's words, lowercased (see [`name_tokens`]).
+    pub words: Vec<String>,
 }
 
 /// What a tool does, read off the first word of its name.
@@ -111,13 +113,12 @@ pub static KNOWN_ID: LazyLock<Regex> = LazyLock::new(|| {
 impl Tool {
     /// The name split into lowercase words (`issue_refund`, `issueRefund` → `issue`, `refund`).
     pub fn tokens(&self) -> Vec<String> {
-        name_tokens(&self.name)
+        self.words.clone()
     }
 
     /// What the tool does, from its first word.
     pub fn verb(&self) -> Verb {
-        let tokens = self.tokens();
-        let first = tokens.first().map_or("", String::as_str);
+        let first = self.words.first().map_or("", String::as_str);
         if READ_VERBS.contains(&first) {
             Verb::Read
         } else if first == "cancel" {
@@ -293,6 +294,7 @@ pub fn parse_tools(value: &Value, source: &str) -> Result<Vec<Tool>> {
             description,
             params,
             function,
+            words: name_tokens(name),
         });
     }
     Ok(tools)
@@ -395,6 +397,7 @@ mod tests {
             description: String::new(),
             params: vec![],
             function: Value::Null,
+            words: name_tokens(n),
         };
         assert_eq!(t("issue_refund").verb(), Verb::Create);
         assert!(t("issue_refund").destructive());
