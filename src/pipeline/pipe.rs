@@ -253,11 +253,21 @@ impl Pool {
             self.dead_starts += 1;
             if self.dead_starts >= MAX_DEAD_STARTS {
                 return Err(Error::Input {
-                    stage: self.opts.role.into(),
+                    stage: if self.opts.role == "judge" {
+                        "grade"
+                    } else {
+                        "simulate"
+                    }
+                    .into(),
                     message: format!(
-                        "the {} command `{}` stops before answering anything{}",
+                        "the {} command `{}` stops before answering any {}{}",
                         self.opts.role,
                         self.opts.command,
+                        if self.opts.role == "judge" {
+                            "row"
+                        } else {
+                            "ask"
+                        },
                         if tail.is_empty() {
                             String::new()
                         } else {

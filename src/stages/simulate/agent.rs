@@ -224,7 +224,8 @@ impl SeededAgent {
         let idx = job.rollout_index.to_string();
         let run = job.eval_run.to_string();
         let phrasing = job.ask.phrasing.to_string();
-        let key = |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, &phrasing, &idx, &run]);
+        let key =
+            |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, &phrasing, &idx, &run]);
         let tools = world.tools();
         let ident = IDENT.find(ask).map(|m| m.as_str().to_owned());
         // The planted mistake, if any: a start in the rotation, then the first that applies.

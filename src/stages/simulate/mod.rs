@@ -411,7 +411,6 @@ struct RowContext<'a> {
     seed: u64,
     runs: u32,
     replay: bool,
-    tool_names: Vec<String>,
 }
 
 /// What a judge may see for a cell-based ask, before the rollout.
@@ -594,7 +593,7 @@ fn build_row(
     rc: &RowContext<'_>,
     job: &Job<'_>,
     t: &Trajectory,
-    pinned: Option<&Pinned>,
+    head: Option<&AskRow>,
     sig: u64,
 ) -> Record {
     let ask = job.ask;
@@ -664,109 +663,46 @@ fn build_row(
             ..Message::default()
         });
     }
-    let privileged = job.privileged.cloned();
-    // The extra fields, in the reference's row layout, so `wai convert` writes its rows.
-    let mut extra = Map::new();
-    extra.insert("schema_version".into(), json!("1"));
-    extra.insert("scenario_id".into(), Value::String(ask.task_id.clone()));
-    for (k, v) in &ask.labels {
-        extra.insert((*k).to_owned(), Value::String(v.clone()));
-    }
-    let cell = ask.cell.map(|i| &rc.cells[i]);
-    let mut privileged = privileged;
-    let dims: Map<String, Value> = if let Some(c) = cell {
-        c.pairs()
-            .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
-            .collect()
-    } else if let Some(p) = pinned {
-        p.dims
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect()
-    } else {
-        // No cell: the dimensions this rollout realized.
-        let tool = t
-            .steps
-            .iter()
-            .find_map(|s| s.tool.clone())
-            .unwrap_or_else(|| "unrelated".into());
-        let condition = t
-            .steps
-            .iter()
-            .filter_map(|s| s.result.get("status").and_then(Value::as_str))
-            .find(|s| !SUCCESS.contains(s))
-            .map_or("success", |s| match s {
-                "not_found" => "not_found",
-                "timeout" => "timeout",
-                "permission_denied" => "permission_denied",
-                "rate_limited" => "rate_limited",
-                "partial" => "partial_result",
-                other => other,
-            })
-            .to_owned();
-        let reference = expected(&tool, "ordinary", "unspecified", "fresh", &condition);
-        let mut hidden = Map::new();
-        if condition != "success" {
-            hidden.insert("tool_condition".into(), Value::String(condition.clone()));
+    let owned;
+    let head = match head {
+        Some(h) => h,
+        None => {
+            let (dims, privileged) = realized(t);
+            owned = ask_row(rc, ask, job.eval_run, job.scene, dims, Some(&privileged));
+            &owned
         }
-        let mut p = Map::new();
-        p.insert("hidden_state".into(), Value::Object(hidden));
-        if let Some(r) = reference {
-            p.insert("reference".into(), Value::String(r));
-        }
-        privileged = Some(Value::Object(p));
-        Map::from_iter([
-            ("tool".to_owned(), Value::String(tool)),
-            ("tool_condition".to_owned(), Value::String(condition)),
-            ("origin".to_owned(), Value::String("realized".into())),
-        ])
     };
-    extra.insert("scenario_dimensions".into(), Value::Object(dims));
-    extra.insert("arm".into(), Value::String(ask.arm.into()));
-    if let Some(w) = &job.scene.world_state {
-        extra.insert("world_state".into(), Value::String(w.clone()));
-    }
-    if let Some(p) = &job.scene.plan {
-        extra.insert("faults".into(), p.to_json());
-    }
+    // The per-rollout fields close the ask's fixed ones.
+    let mut extra = String::with_capacity(head.extra_head.len() + 96);
+    extra.push_str(&head.extra_head);
+    let list = |names: &mut dyn Iterator<Item = &str>, out: &mut String| {
+        out.push('[');
+        for (i, n) in names.enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&Value::String(n.to_owned()).to_string());
+        }
+        out.push(']');
+    };
     if !injected.is_empty() {
-        extra.insert("faults_injected".into(), Value::Array(injected));
+        extra.push_str(",\"faults_injected\":");
+        list(&mut injected.iter().filter_map(Value::as_str), &mut extra);
     }
     if !t.seeded.is_empty() {
-        extra.insert("seeded".into(), json!(t.seeded));
+        extra.push_str(",\"seeded\":");
+        list(&mut t.seeded.iter().map(String::as_str), &mut extra);
     }
-    extra.insert("seed".into(), json!(rc.seed));
-    extra.insert(
-        "behavior_signature".into(),
-        Value::String(format!("{sig:016x}")[..12].to_owned()),
-    );
-    let dims = derive_dims(&extra);
-    let mut lineage = Map::new();
-    lineage.insert(
-        "system_prompt_sha".into(),
-        Value::String(rc.policy_sha.clone()),
-    );
-    lineage.insert(
-        "system_prompt_head".into(),
-        Value::String(rc.policy_head.clone()),
-    );
-    lineage.insert("system_prompt_chars".into(), json!(rc.policy_chars));
-    lineage.insert("phrasing".into(), json!(ask.phrasing));
-    if rc.runs > 1 || job.eval_run > 0 {
-        lineage.insert("eval_run".into(), json!(job.eval_run));
-    }
-    if rc.replay {
-        lineage.insert("replayed".into(), Value::Bool(true));
-    } else if job.eval_run > 0 {
-        lineage.insert("replayed".into(), Value::Bool(true));
-        lineage.insert("replayed_from_run".into(), json!(0));
-    }
+    extra.push_str(&format!(
+        ",\"seed\":{},\"behavior_signature\":\"{}\"}}",
+        rc.seed,
+        &format!("{sig:016x}")[..12]
+    ));
     let run_tag = if job.eval_run > 0 {
         format!("@{}", job.eval_run)
     } else {
         String::new()
     };
-    let _ = &rc.tool_names;
     Record {
         task_id: ask.task_id.clone(),
         rollout_id: Some(format!(
@@ -781,14 +717,133 @@ fn build_row(
         final_text: Some(t.final_text.clone()),
         tools_used: Some(tools_used),
         finish_reason: Some(t.finish_reason.clone().unwrap_or_else(|| "stop".into())),
-        dims,
+        dims: head.dims.clone(),
         model_version: Some(rc.agent.clone()),
         policy_version: Some(format!("{}@{}", rc.agent, rc.policy_sha)),
         writer_model: Some(ask.writer.clone()),
-        privileged: privileged.map(|p| p.to_string()),
-        lineage: Some(Value::Object(lineage).to_string()),
-        extra: Some(Value::Object(extra).to_string()),
+        privileged: head.privileged.clone(),
+        lineage: Some(head.lineage.clone()),
+        extra: Some(extra),
         ..Record::default()
+    }
+}
+
+/// The fixed part of an ask's rows: the `extra` fields up to the per-rollout ones (JSON text
+/// without its closing brace), `dims`, `privileged` and `lineage`.
+struct AskRow {
+    extra_head: String,
+    dims: Option<Vec<(String, String)>>,
+    privileged: Option<String>,
+    lineage: String,
+}
+
+/// The dimensions and hidden context a cell-less ask's rollout realized.
+fn realized(t: &Trajectory) -> (Map<String, Value>, Value) {
+    let tool = t
+        .steps
+        .iter()
+        .find_map(|s| s.tool.clone())
+        .unwrap_or_else(|| "unrelated".into());
+    let condition = t
+        .steps
+        .iter()
+        .filter_map(|s| s.result.get("status").and_then(Value::as_str))
+        .find(|s| !SUCCESS.contains(s))
+        .map_or(
+            "success",
+            |s| if s == "partial" { "partial_result" } else { s },
+        )
+        .to_owned();
+    let reference = expected(&tool, "ordinary", "unspecified", "fresh", &condition);
+    let mut hidden = Map::new();
+    if condition != "success" {
+        hidden.insert("tool_condition".into(), Value::String(condition.clone()));
+    }
+    let mut p = Map::new();
+    p.insert("hidden_state".into(), Value::Object(hidden));
+    if let Some(r) = reference {
+        p.insert("reference".into(), Value::String(r));
+    }
+    let dims = Map::from_iter([
+        ("tool".to_owned(), Value::String(tool)),
+        ("tool_condition".to_owned(), Value::String(condition)),
+        ("origin".to_owned(), Value::String("realized".into())),
+    ]);
+    (dims, Value::Object(p))
+}
+
+/// The dimensions an ask's rows carry, when they do not depend on the rollout.
+fn fixed_dims(
+    rc: &RowContext<'_>,
+    ask: &Ask,
+    pinned: Option<&Pinned>,
+) -> Option<Map<String, Value>> {
+    if let Some(c) = ask.cell.map(|i| &rc.cells[i]) {
+        return Some(
+            c.pairs()
+                .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+                .collect(),
+        );
+    }
+    pinned.map(|p| {
+        p.dims
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect()
+    })
+}
+
+fn ask_row(
+    rc: &RowContext<'_>,
+    ask: &Ask,
+    eval_run: u32,
+    scene: &Scene,
+    dims: Map<String, Value>,
+    privileged: Option<&Value>,
+) -> AskRow {
+    // The extra fields, in the reference's row layout, so `wai convert` writes its rows.
+    let mut extra = Map::new();
+    extra.insert("schema_version".into(), json!("1"));
+    extra.insert("scenario_id".into(), Value::String(ask.task_id.clone()));
+    for (k, v) in &ask.labels {
+        extra.insert((*k).to_owned(), Value::String(v.clone()));
+    }
+    extra.insert("scenario_dimensions".into(), Value::Object(dims));
+    extra.insert("arm".into(), Value::String(ask.arm.into()));
+    if let Some(w) = &scene.world_state {
+        extra.insert("world_state".into(), Value::String(w.clone()));
+    }
+    if let Some(p) = &scene.plan {
+        extra.insert("faults".into(), p.to_json());
+    }
+    let dims = derive_dims(&extra);
+    let mut extra_head = Value::Object(extra).to_string();
+    extra_head.pop();
+    let mut lineage = Map::new();
+    lineage.insert(
+        "system_prompt_sha".into(),
+        Value::String(rc.policy_sha.clone()),
+    );
+    lineage.insert(
+        "system_prompt_head".into(),
+        Value::String(rc.policy_head.clone()),
+    );
+    lineage.insert("system_prompt_chars".into(), json!(rc.policy_chars));
+    lineage.insert("phrasing".into(), json!(ask.phrasing));
+    if rc.runs > 1 || eval_run > 0 {
+        lineage.insert("eval_run".into(), json!(eval_run));
+    }
+    if rc.replay {
+        lineage.insert("replayed".into(), Value::Bool(true));
+    } else if eval_run > 0 {
+        lineage.insert("replayed".into(), Value::Bool(true));
+        lineage.insert("replayed_from_run".into(), json!(0));
+    }
+    AskRow {
+        extra_head,
+        dims,
+        privileged: privileged.map(Value::to_string),
+        lineage: Value::Object(lineage).to_string(),
     }
 }
 
@@ -994,6 +1049,7 @@ pub fn simulate(
         };
         let mut asks: Vec<Ask> = Vec::new();
         let mut ask_scenes: Vec<(Scene, Option<Value>)> = Vec::new();
+        let mut ask_rows: Vec<Option<AskRow>> = Vec::new();
         let mut pins: Vec<Option<Pinned>> = Vec::new();
         let mut source = Source {
             queue: seeds.iter().map(|s| writer::seed_ask(s)).collect(),
@@ -1041,7 +1097,6 @@ pub fn simulate(
             seed: opts.seed,
             runs: opts.runs,
             replay: opts.tasks.is_some(),
-            tool_names: opts.tools.iter().map(|t| t.name.clone()).collect(),
         };
         loop {
             // 1. The wave: retries, then groups waiting on a decision, then new asks.
@@ -1152,7 +1207,13 @@ pub fn simulate(
                 let first = first.min(u32::try_from(budget_left).unwrap_or(u32::MAX));
                 situations.insert(ask.task_id.clone());
                 let index = asks.len();
-                ask_scenes.push(scene_for(&ask, &cells, pins[index].as_ref(), fault_rate, opts.seed));
+                let (scene, privileged) =
+                    scene_for(&ask, &cells, pins[index].as_ref(), fault_rate, opts.seed);
+                ask_rows.push(
+                    fixed_dims(&rc, &ask, pins[index].as_ref())
+                        .map(|d| ask_row(&rc, &ask, run, &scene, d, privileged.as_ref())),
+                );
+                ask_scenes.push((scene, privileged));
                 asks.push(ask);
                 for i in 0..first {
                     wave.push((index, i));
@@ -1249,7 +1310,7 @@ pub fn simulate(
                     }
                     let sig = signature(t);
                     Some((
-                        build_row(&rc, &jobs[j], t, pins[wave[j].0].as_ref(), sig),
+                        build_row(&rc, &jobs[j], t, ask_rows[wave[j].0].as_ref(), sig),
                         sig,
                         true,
                     ))

@@ -406,7 +406,12 @@ impl<'a> World<'a> {
                 "month" => 20,
                 _ => 24,
             };
-            u64::from(u32::from_be_bytes([digest[at], digest[at + 1], digest[at + 2], digest[at + 3]]))
+            u64::from(u32::from_be_bytes([
+                digest[at],
+                digest[at + 1],
+                digest[at + 2],
+                digest[at + 3],
+            ]))
         };
         let mut m = Map::new();
         m.insert(
