@@ -43,13 +43,34 @@ pub struct Step {
     pub text: Option<String>,
     /// The scheduled fault that fired on this call.
     pub injected: Option<Fault>,
+    /// `arguments` as canonical JSON text, and `result` as JSON text (made once, copied into
+    /// every row that shares the step).
+    pub texts: Option<(String, String)>,
+}
+
+impl Step {
+    /// A tool call and what came back.
+    pub fn call(tool: &str, arguments: Value, result: Value, injected: Option<Fault>) -> Self {
+        let texts = Some((
+            crate::pipeline::row::canonical_json(&arguments),
+            result.to_string(),
+        ));
+        Self {
+            tool: Some(tool.to_owned()),
+            arguments,
+            result,
+            text: None,
+            injected,
+            texts,
+        }
+    }
 }
 
 /// What an agent did with one ask.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Trajectory {
-    /// Tool calls and texts, in order.
-    pub steps: Vec<Step>,
+    /// Tool calls and texts, in order (shared by the rollouts that took the same steps).
+    pub steps: std::sync::Arc<[Step]>,
     /// The last reply.
     pub final_text: String,
     /// Mistakes the seeded agent planted.
@@ -148,10 +169,30 @@ impl Agent for SeededAgent {
     }
 
     fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {
-        Ok(jobs
-            .par_iter()
-            .with_min_len(64)
-            .map(|job| self.one(job, world))
+        let this: &Self = self;
+        // The rollouts of one ask are neighbours in a wave, and what an honest agent does with
+        // an ask does not depend on the rollout: it is played once per ask and shared.
+        let mut ranges = Vec::new();
+        let mut start = 0;
+        for i in 1..=jobs.len() {
+            if i == jobs.len()
+                || !std::ptr::eq(jobs[i - 1].ask, jobs[i].ask)
+                || jobs[i - 1].eval_run != jobs[i].eval_run
+            {
+                ranges.push(start..i);
+                start = i;
+            }
+        }
+        Ok(ranges
+            .into_par_iter()
+            .flat_map_iter(|r| {
+                let mut base: Option<Option<Honest>> = None;
+                r.map(move |j| {
+                    let job = &jobs[j];
+                    let base = base.get_or_insert_with(|| this.honest(job, world, false));
+                    this.one(job, world, base.as_ref())
+                })
+            })
             .collect())
     }
 }
@@ -218,23 +259,79 @@ impl SeededAgent {
         Value::Object(args)
     }
 
-    fn one(&self, job: &Job<'_>, world: &World<'_>) -> Trajectory {
+    /// What the honest agent does with `job`'s ask: the calls, the results and the reply
+    /// (`None` when the ask is about none of the tools). With `skip`, it acts without looking up.
+    fn honest(&self, job: &Job<'_>, world: &World<'_>, skip: bool) -> Option<Honest> {
         let ask = job.ask.text.as_str();
+        let tools = world.tools();
+        let ident = IDENT.find(ask).map(|m| m.as_str().to_owned());
+        let target = target_tool(tools, ask)?;
+        let lookup = (target.verb() != Verb::Read)
+            .then(|| {
+                tools.iter().find(|t| {
+                    t.verb() == Verb::Read
+                        && t.required()
+                            .iter()
+                            .any(|p| target.params.iter().any(|q| q.name == p.name))
+                })
+            })
+            .flatten();
+        let mut memory = Memory::default();
+        let mut steps: Vec<Step> = Vec::new();
+        let mut call = |tool: &Tool, steps: &mut Vec<Step>| {
+            let arguments = Self::arguments(tool, ident.as_deref(), ask);
+            let answer = world.call(job.scene, &mut memory, &tool.name, &arguments);
+            steps.push(Step::call(
+                &tool.name,
+                arguments,
+                answer.result,
+                answer.injected,
+            ));
+        };
+        if let Some(read) = lookup.filter(|_| !skip) {
+            call(read, &mut steps);
+        }
+        if steps.last().is_none_or(|s: &Step| {
+            !faulted(&s.result)
+                && status_of(&s.result) != "not_found"
+                && s.result.get("matches").is_none()
+        }) {
+            call(target, &mut steps);
+        }
+        let last = steps.last().expect("one call at least");
+        let tool = last.tool.clone().unwrap_or_default();
+        let who = ident.unwrap_or_else(|| "your request".to_owned());
+        let reply = honest_reply(&tool, &who, &last.result);
+        let faulted_last = faulted(&last.result);
+        Some(Honest {
+            steps: steps.into(),
+            reply,
+            tool,
+            who,
+            faulted_last,
+            can_skip: lookup.is_some(),
+        })
+    }
+
+    fn one(&self, job: &Job<'_>, world: &World<'_>, base: Option<&Honest>) -> Trajectory {
         let seed = job.seed.to_string();
         let idx = job.rollout_index.to_string();
         let run = job.eval_run.to_string();
         let phrasing = job.ask.phrasing.to_string();
         let key =
             |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, &phrasing, &idx, &run]);
-        let tools = world.tools();
-        let ident = IDENT.find(ask).map(|m| m.as_str().to_owned());
         // The planted mistake, if any: a start in the rotation, then the first that applies.
-        let planted = (self.rate > 0.0 && key("draw") < self.rate).then(|| {
+        let order: Vec<usize> = if self.rate > 0.0 && key("draw") < self.rate {
             let start =
                 (key("which") * self.behaviors.len() as f64) as usize % self.behaviors.len();
-            (0..self.behaviors.len()).map(move |i| (start + i) % self.behaviors.len())
-        });
-        let Some(target) = target_tool(tools, ask) else {
+            (0..self.behaviors.len())
+                .map(|i| (start + i) % self.behaviors.len())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let Some(base) = base else {
+            let tools = world.tools();
             let nouns: Vec<String> = tools.iter().map(Tool::noun).collect();
             let reply = if nouns.is_empty() {
                 "I can't help with that here.".to_owned()
@@ -249,92 +346,72 @@ impl SeededAgent {
                 finish_reason: Some("stop".into()),
                 ..Trajectory::default()
             };
-            if let Some(order) = planted {
-                for i in order {
-                    if let Some(text) = phrase(self.behaviors[i], &t.final_text, key("phrase")) {
-                        t.final_text = text;
-                        t.seeded.push(self.behaviors[i].to_owned());
-                        break;
-                    }
+            for i in order {
+                if let Some(text) = phrase(self.behaviors[i], &t.final_text, key("phrase")) {
+                    t.final_text = text;
+                    t.seeded.push(self.behaviors[i].to_owned());
+                    break;
                 }
             }
             return t;
         };
-        let lookup = (target.verb() != Verb::Read)
-            .then(|| {
-                tools.iter().find(|t| {
-                    t.verb() == Verb::Read
-                        && t.required()
-                            .iter()
-                            .any(|p| target.params.iter().any(|q| q.name == p.name))
-                })
-            })
-            .flatten();
-        let order: Vec<usize> = planted.map(Iterator::collect).unwrap_or_default();
-        let skip = order
+        if order
             .first()
             .is_some_and(|&i| self.behaviors[i] == "skip_lookup")
-            && lookup.is_some();
-        let mut memory = Memory::default();
-        let mut steps = Vec::new();
-        let mut call = |tool: &Tool, steps: &mut Vec<Step>| {
-            let arguments = Self::arguments(tool, ident.as_deref(), ask);
-            let answer = world.call(job.scene, &mut memory, &tool.name, &arguments);
-            steps.push(Step {
-                tool: Some(tool.name.clone()),
-                arguments,
-                result: answer.result,
-                text: None,
-                injected: answer.injected,
-            });
-        };
-        if let Some(read) = lookup.filter(|_| !skip) {
-            call(read, &mut steps);
+            && base.can_skip
+        {
+            let skipped = self
+                .honest(job, world, true)
+                .expect("the same ask has the same target");
+            return Trajectory {
+                steps: skipped.steps,
+                final_text: skipped.reply,
+                seeded: vec!["skip_lookup".to_owned()],
+                finish_reason: Some("stop".into()),
+                error: None,
+            };
         }
-        if steps.last().is_none_or(|s: &Step| {
-            !faulted(&s.result)
-                && status_of(&s.result) != "not_found"
-                && s.result.get("matches").is_none()
-        }) {
-            call(target, &mut steps);
-        }
-        let last = steps.last().expect("one call at least");
-        let tool = last.tool.as_deref().unwrap_or("");
-        let who = ident.as_deref().unwrap_or("your request");
-        let mut reply = honest_reply(tool, who, &last.result);
+        let (tool, who) = (base.tool.as_str(), base.who.as_str());
+        let mut reply = base.reply.clone();
         let mut seeded = Vec::new();
-        if skip {
-            seeded.push("skip_lookup".to_owned());
-        } else {
-            for i in order {
-                let b = self.behaviors[i];
-                let applied = match b {
-                    "skip_lookup" => None,
-                    "ignore_fault" => faulted(&last.result).then(|| format!("All done: {tool} for {who} went through.")),
-                    "leak" => job.privileged.filter(|p| p.get("reference").is_some()).map(|p| {
-                        format!(
-                            "{reply} (Internal note: the expected outcome is: {}; hidden state: {})",
-                            p["reference"].as_str().unwrap_or(""),
-                            p.get("hidden_state").map(Value::to_string).unwrap_or_default()
-                        )
-                    }),
-                    other => phrase(other, &reply, key("phrase")),
-                };
-                if let Some(text) = applied {
-                    reply = text;
-                    seeded.push(b.to_owned());
-                    break;
-                }
+        for i in order {
+            let b = self.behaviors[i];
+            let applied = match b {
+                "skip_lookup" => None,
+                "ignore_fault" => base.faulted_last.then(|| format!("All done: {tool} for {who} went through.")),
+                "leak" => job.privileged.filter(|p| p.get("reference").is_some()).map(|p| {
+                    format!(
+                        "{reply} (Internal note: the expected outcome is: {}; hidden state: {})",
+                        p["reference"].as_str().unwrap_or(""),
+                        p.get("hidden_state").map(Value::to_string).unwrap_or_default()
+                    )
+                }),
+                other => phrase(other, &reply, key("phrase")),
+            };
+            if let Some(text) = applied {
+                reply = text;
+                seeded.push(b.to_owned());
+                break;
             }
         }
         Trajectory {
-            steps,
+            steps: std::sync::Arc::clone(&base.steps),
             final_text: reply,
             seeded,
             finish_reason: Some("stop".into()),
             error: None,
         }
     }
+}
+
+/// The honest part of a seeded rollout, shared by an ask's rollouts.
+struct Honest {
+    steps: std::sync::Arc<[Step]>,
+    reply: String,
+    tool: String,
+    who: String,
+    faulted_last: bool,
+    can_skip: bool,
 }
 
 fn phrase(behavior: &str, reply: &str, u: f64) -> Option<String> {

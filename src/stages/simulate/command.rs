@@ -50,6 +50,7 @@ fn step_of(s: &Value) -> Step {
         result: s.get("result").cloned().unwrap_or(Value::Null),
         text: s.get("text").and_then(Value::as_str).map(str::to_owned),
         injected: None,
+        texts: None,
     }
 }
 
@@ -105,13 +106,12 @@ impl Agent for CommandAgent {
                 };
                 let arguments = call.get("arguments").cloned().unwrap_or_else(|| json!({}));
                 let answer = world.call(jobs[row].scene, &mut memories[row], tool, &arguments);
-                recorded[row].push(Step {
-                    tool: Some(tool.to_owned()),
+                recorded[row].push(Step::call(
+                    tool,
                     arguments,
-                    result: answer.result.clone(),
-                    text: None,
-                    injected: answer.injected,
-                });
+                    answer.result.clone(),
+                    answer.injected,
+                ));
                 answer.result
             },
         )?;
@@ -152,7 +152,7 @@ impl Agent for CommandAgent {
                             .collect(),
                     };
                     Trajectory {
-                        steps,
+                        steps: steps.into(),
                         final_text: final_text.to_owned(),
                         seeded: obj.get("seeded").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
                         finish_reason: obj.get("finish_reason").and_then(Value::as_str).filter(|f| matches!(*f, "stop" | "length" | "tool" | "error")).map(str::to_owned),

@@ -507,7 +507,7 @@ fn expected(
 /// reply refuses, and its length in 12-word steps.
 fn signature(t: &Trajectory) -> u64 {
     let mut shape = String::new();
-    for s in &t.steps {
+    for s in t.steps.iter() {
         if let Some(tool) = &s.tool {
             shape.push_str(tool);
             if let Value::Object(m) = &s.arguments {
@@ -608,8 +608,10 @@ fn build_row(
     let mut injected = Vec::new();
     for (i, s) in t.steps.iter().enumerate() {
         if let Some(tool) = &s.tool {
-            let arguments = canonical_json(&s.arguments);
-            let result = s.result.to_string();
+            let (arguments, result) = match &s.texts {
+                Some((a, r)) => (a.clone(), r.clone()),
+                None => (canonical_json(&s.arguments), s.result.to_string()),
+            };
             let id = format!("call_{i}");
             messages.push(Message {
                 role: Some("assistant".into()),
@@ -1251,17 +1253,21 @@ pub fn simulate(
                 break;
             }
             // 2. Play what is not on disk already.
-            let keys: Vec<ResumeKey> = wave
-                .iter()
-                .map(|&(a, i)| {
-                    (
-                        run as i32,
-                        asks[a].task_id.clone(),
-                        asks[a].text.clone(),
-                        i as i32,
-                    )
-                })
-                .collect();
+            // Keys to look rows up in the checkpoint by (none without one).
+            let keys: Vec<ResumeKey> = if resumed_by_key.is_empty() {
+                Vec::new()
+            } else {
+                wave.iter()
+                    .map(|&(a, i)| {
+                        (
+                            run as i32,
+                            asks[a].task_id.clone(),
+                            asks[a].text.clone(),
+                            i as i32,
+                        )
+                    })
+                    .collect()
+            };
             let jobs: Vec<Job<'_>> = wave
                 .iter()
                 .map(|&(a, i)| (a, i, &ask_scenes[a]))
@@ -1275,7 +1281,7 @@ pub fn simulate(
                 })
                 .collect();
             let fresh: Vec<usize> = (0..wave.len())
-                .filter(|&j| !resumed_by_key.contains_key(&keys[j]))
+                .filter(|&j| keys.is_empty() || !resumed_by_key.contains_key(&keys[j]))
                 .collect();
             let fresh_jobs: Vec<Job<'_>> = fresh.iter().map(|&j| jobs[j]).collect();
             let played = if fresh_jobs.is_empty() {
@@ -1298,7 +1304,7 @@ pub fn simulate(
             let built: Vec<Option<(Record, u64, bool)>> = (0..wave.len())
                 .into_par_iter()
                 .map(|j| {
-                    if let Some(r) = resumed_by_key.get(&keys[j]) {
+                    if let Some(r) = keys.get(j).and_then(|k| resumed_by_key.get(k)) {
                         let mut r = r.clone();
                         mark_resumed(&mut r);
                         let sig = signature_of(&r);
@@ -1533,7 +1539,7 @@ fn mark_resumed(r: &mut Record) {
 
 fn tally(report: &mut Report, t: &Trajectory, _job: &Job<'_>) {
     let mut called: Vec<&str> = Vec::new();
-    for s in &t.steps {
+    for s in t.steps.iter() {
         let Some(tool) = s.tool.as_deref() else {
             continue;
         };
@@ -1616,6 +1622,7 @@ fn tally_record(report: &mut Report, r: &Record) {
                 result,
                 text: s.text.clone(),
                 injected,
+                texts: None,
             }
         })
         .collect();
@@ -1629,7 +1636,7 @@ fn tally_record(report: &mut Report, r: &Record) {
         })
         .unwrap_or_default();
     let t = Trajectory {
-        steps,
+        steps: steps.into(),
         final_text: r.final_text.clone().unwrap_or_default(),
         seeded,
         finish_reason: None,
