@@ -19,6 +19,11 @@
 //! - `grade/verifiers/rows=1M`: regex + tool called + length;
 //! - `grade/cmd_python/rows=100k/workers=2`: a trivial Python command judge, rows/s end to end;
 //! - `grade/end_to_end/rows=100k`: `wai grade` with the verifier stack, Parquet in and out.
+//!
+//! Figures the simulate issue asks for:
+//! - `simulate/seeded/rollouts=200k`: the seeded agent against the mock world, rows in Parquet
+//!   (target: 100k rollouts/s);
+//! - `simulate/demo`: `wai demo` end to end (target: under 10 s).
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;

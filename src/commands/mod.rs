@@ -83,6 +83,21 @@ impl Context {
         bar.set_message(what.to_owned());
         bar
     }
+
+    /// A progress bar over `total` items, hidden unless stderr is a terminal and output is text.
+    pub fn count_bar(&self, total: u64, what: &str) -> ProgressBar {
+        if !self.progress {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        let style =
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_message(what.to_owned());
+        bar
+    }
 }
 
 /// Runs the parsed command line, writing data to `out`.

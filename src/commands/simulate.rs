@@ -318,7 +318,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         )),
         None => None,
     };
-    let bar = ctx.bytes_bar(Some(args.budget * u64::from(args.runs.max(1))), "rollouts");
+    let bar = ctx.count_bar(args.budget * u64::from(args.runs.max(1)), "rollouts");
     let progress_json = args.progress_json;
     let report = simulate::simulate(
         &opts,
