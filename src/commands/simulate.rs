@@ -29,7 +29,8 @@ pub fn read_tools(path: &Path) -> Result<Vec<Tool>> {
     parse_tools(&value, &path.display().to_string())
 }
 
-/// Reads asks: one per line of a text file, or the `prompt` of each JSONL record.
+/// Reads asks: one per line of a text file (lines starting with `#` are comments), or the
+/// `prompt` of each JSONL record.
 pub fn read_asks(path: &Path) -> Result<Vec<String>> {
     let text = read_text(path)?;
     let jsonl = path
@@ -37,7 +38,7 @@ pub fn read_asks(path: &Path) -> Result<Vec<String>> {
         .is_some_and(|e| e == "jsonl" || e == "ndjson");
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+        if line.trim().is_empty() || (!jsonl && line.trim_start().starts_with('#')) {
             continue;
         }
         if jsonl {
@@ -176,6 +177,8 @@ pub fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
         ))?;
     let mut out: Vec<Pinned> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut per_run: std::collections::HashMap<(String, i64), u32> =
+        std::collections::HashMap::new();
     for batch in &batches {
         let view = BatchView::new(batch)?;
         for i in 0..batch.num_rows() {
@@ -187,8 +190,20 @@ pub fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
             else {
                 continue;
             };
+            // k: the most rows the prompt had in any one run.
+            let run = row
+                .get("eval_run")
+                .and_then(Value::as_i64)
+                .or_else(|| {
+                    row.get("lineage")
+                        .and_then(|l| l.get("eval_run"))
+                        .and_then(Value::as_i64)
+                })
+                .unwrap_or(0);
+            let n = per_run.entry((prompt.to_owned(), run)).or_insert(0u32);
+            *n += 1;
             if let Some(&j) = index.get(prompt) {
-                out[j].rows += 1;
+                out[j].rows = out[j].rows.max(*n);
                 continue;
             }
             let strings = |v: Option<&Value>| -> Vec<(String, String)> {

@@ -27,6 +27,10 @@ use crate::error::{Error, Result};
 /// One request line: the text it sits in and where.
 type Request = (Arc<Vec<u8>>, std::ops::Range<usize>);
 
+/// Mid-request calls one request may make; past them, calls are refused and no longer count
+/// as progress, so a request that loops on calls runs into the timeout.
+const MAX_CALLS: u32 = 256;
+
 /// Requests in flight per worker.
 const WINDOW: usize = 64;
 /// Bytes of a worker's stderr kept for error reasons.
@@ -313,7 +317,7 @@ impl Pool {
         text: &Arc<Vec<u8>>,
         lines: &[std::ops::Range<usize>],
         first: u64,
-        interim: &mut dyn FnMut(usize, &Map<String, Value>) -> Value,
+        interim: &mut dyn FnMut(usize, Option<&Map<String, Value>>) -> Value,
     ) -> Result<Vec<Answer>> {
         let n = lines.len();
         let text = Arc::clone(text);
@@ -322,6 +326,7 @@ impl Pool {
         let mut pending: VecDeque<usize> = (0..n).collect();
         let mut suspects: VecDeque<usize> = VecDeque::new();
         let mut owner: HashMap<usize, usize> = HashMap::new();
+        let mut calls: Vec<u32> = vec![0; n];
         let timeout = self.opts.timeout;
         while done < n {
             // Hand out work: suspects alone to idle workers, then the rest spread over every
@@ -333,6 +338,9 @@ impl Pool {
                 if worker.solo.is_none() && worker.in_flight.is_empty() {
                     worker.progress = Instant::now();
                     if let Some(row) = suspects.pop_front() {
+                        // The request starts again: what its first try did is forgotten.
+                        calls[row] = 0;
+                        interim(row, None);
                         worker.solo = Some(row);
                         worker.in_flight.push_back(row);
                         owner.insert(row, w);
@@ -404,12 +412,19 @@ impl Pool {
                         && owner.get(&row) == Some(&w)
                     {
                         // A question in the middle of a request: answer it, keep the request open.
-                        let result = interim(row, &object);
+                        calls[row] += 1;
+                        let result = if calls[row] > MAX_CALLS {
+                            json!({"status": "error", "reason": format!("more than {MAX_CALLS} calls in one request")})
+                        } else {
+                            interim(row, Some(&object))
+                        };
                         let mut line = json!({"id": id, "result": result}).to_string().into_bytes();
                         line.push(b'\n');
                         let len = line.len();
                         if let Some(worker) = self.workers[w].as_mut() {
-                            worker.progress = Instant::now();
+                            if calls[row] <= MAX_CALLS {
+                                worker.progress = Instant::now();
+                            }
                             let _ = worker.input.send((Arc::new(line), 0..len));
                         }
                         continue;

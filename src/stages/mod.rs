@@ -4,6 +4,7 @@
 mod cells;
 pub mod compare;
 mod conversation;
+pub mod coverage;
 pub mod decontaminate;
 pub mod embed;
 pub mod grade;

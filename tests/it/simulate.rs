@@ -425,3 +425,69 @@ fn demo_runs_the_whole_loop_offline() {
     assert_eq!(rows[0]["n"], 600);
     assert_eq!(rows[0]["judged"], 600);
 }
+
+#[test]
+fn an_rl_run_cut_anywhere_resumes_to_the_same_rows() {
+    // Successive allocation decides from what landed, so a resume must see the same signatures
+    // and keys as the first run did: cut a finished run's checkpoint short (a torn last line
+    // too) and resume it.
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, seeds) = world(dir.path());
+    let run = |out: &Path, ck: &Path, seed: &str| {
+        let mut cmd = wai();
+        cmd.args([
+            "simulate",
+            "--mode",
+            "rl",
+            "--budget",
+            "3000",
+            "--phrasings",
+            "3",
+            "--seed",
+            seed,
+            "--seeds",
+        ])
+        .arg(&seeds)
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--checkpoint")
+        .arg(ck)
+        .arg("--out")
+        .arg(out);
+        cmd
+    };
+    let full = dir.path().join("full.jsonl");
+    let ck = dir.path().join("ck.jsonl");
+    succeeded(&mut run(&full, &ck, "3"));
+    let lines: Vec<String> = std::fs::read_to_string(&ck)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 3000);
+    let strip = |rows: Vec<Value>| -> Vec<Value> {
+        rows.into_iter()
+            .map(|mut r| {
+                r["lineage"].as_object_mut().unwrap().remove("resumed");
+                r
+            })
+            .collect()
+    };
+    let expected = strip(read_jsonl(&full));
+    for cut in [1, 700, 2049, 2999] {
+        let mut text: String = lines[..cut].iter().map(|l| format!("{l}\n")).collect();
+        text.push_str(&lines[cut][..40]); // torn by the kill
+        std::fs::write(&ck, text).unwrap();
+        let out = dir.path().join(format!("resumed_{cut}.jsonl"));
+        succeeded(&mut run(&out, &ck, "3"));
+        assert_eq!(strip(read_jsonl(&out)), expected, "cut at {cut}");
+        assert_eq!(std::fs::read_to_string(&ck).unwrap().lines().count(), 3000);
+    }
+    // Another seed is another schedule: the checkpoint is refused, not mixed in.
+    refused(
+        &mut run(&dir.path().join("other.jsonl"), &ck, "4"),
+        "other settings",
+    );
+}

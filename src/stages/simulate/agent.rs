@@ -28,6 +28,8 @@ pub struct Job<'a> {
     pub eval_run: u32,
     /// The run's seed.
     pub seed: u64,
+    /// Earlier tries of this rollout that came back unusable.
+    pub attempt: u32,
 }
 
 /// One step of a trajectory.

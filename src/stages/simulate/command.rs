@@ -95,32 +95,36 @@ impl Agent for CommandAgent {
         let mut memories: Vec<Memory> = vec![Memory::default(); jobs.len()];
         let mut recorded: Vec<Vec<Step>> = vec![Vec::new(); jobs.len()];
         let timeout = self.pool.timeout().as_secs_f64();
-        let answers = self.pool.run(
-            &text,
-            &lines,
-            first,
-            &mut |row, msg: &Map<String, Value>| {
-                let call = msg.get("call").cloned().unwrap_or(Value::Null);
-                let Some(tool) = call.get("tool").and_then(Value::as_str) else {
-                    return json!({"status": "error", "reason": "a call needs a `tool`"});
-                };
-                let arguments = call.get("arguments").cloned().unwrap_or_else(|| json!({}));
-                let answer = world.call(jobs[row].scene, &mut memories[row], tool, &arguments);
-                recorded[row].push(Step::call(
-                    tool,
-                    arguments,
-                    answer.result.clone(),
-                    answer.injected,
-                ));
-                answer.result
-            },
-        )?;
+        let answers = self.pool.run(&text, &lines, first, &mut |row,
+                                                                 msg: Option<
+            &Map<String, Value>,
+        >| {
+            let Some(msg) = msg else {
+                // The ask goes to a fresh worker: it starts again in a fresh world.
+                memories[row] = Memory::default();
+                recorded[row].clear();
+                return Value::Null;
+            };
+            let call = msg.get("call").cloned().unwrap_or(Value::Null);
+            let Some(tool) = call.get("tool").and_then(Value::as_str) else {
+                return json!({"status": "error", "reason": "a call needs a `tool`"});
+            };
+            let arguments = call.get("arguments").cloned().unwrap_or_else(|| json!({}));
+            let answer = world.call(jobs[row].scene, &mut memories[row], tool, &arguments);
+            recorded[row].push(Step::call(
+                tool,
+                arguments,
+                answer.result.clone(),
+                answer.injected,
+            ));
+            answer.result
+        })?;
         Ok(answers
             .into_iter()
             .enumerate()
             .map(|(i, a)| match a {
                 Answer::Reply(obj) => {
-                    if let Some(e) = obj.get("error") {
+                    if let Some(e) = obj.get("error").filter(|e| !e.is_null()) {
                         return Trajectory { error: Some(format!("the agent said: {}", e.as_str().map_or_else(|| e.to_string(), str::to_owned))), ..Trajectory::default() };
                     }
                     let Some(final_text) = obj.get("final_text").and_then(Value::as_str) else {
@@ -132,6 +136,13 @@ impl Agent for CommandAgent {
                             .iter()
                             .map(|s| {
                                 let mut step = step_of(s);
+                                // A call the agent made through the world keeps what fired on it.
+                                if let Some(tool) = &step.tool
+                                    && !step.result.is_null()
+                                    && let Some(r) = recorded[i].iter().find(|r| r.tool.as_ref() == Some(tool) && r.arguments == step.arguments && r.result == step.result)
+                                {
+                                    step.injected = r.injected;
+                                }
                                 if let (Some(tool), Value::Null) = (&step.tool, &step.result) {
                                     // Replay the call the agent made against the world: same answer.
                                     let made = recorded[i].iter().find(|r| r.tool.as_ref() == Some(tool) && r.arguments == step.arguments);

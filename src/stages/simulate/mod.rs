@@ -293,17 +293,22 @@ pub struct Progress {
     pub elapsed_s: f64,
 }
 
-/// A resumed row, keyed by where it sits in the schedule.
-pub type ResumeKey = (i32, String, String, i32);
+/// A resumed row, keyed by its rollout id (`task/phrasing/index[@run]`), which says where it
+/// sits in the schedule.
+pub type ResumeKey = String;
 
-/// The key of a row in the schedule: `(eval_run, task_id, prompt, rollout_index)`.
+/// The id of rollout `index` of phrasing `phrasing` of `task`, in run `run`.
+pub fn rollout_id(task: &str, phrasing: u32, index: u32, run: u32) -> String {
+    if run > 0 {
+        format!("{task}/{phrasing}/{index}@{run}")
+    } else {
+        format!("{task}/{phrasing}/{index}")
+    }
+}
+
+/// The key of a landed row.
 pub fn resume_key(r: &Record) -> ResumeKey {
-    (
-        r.eval_run.unwrap_or(0),
-        r.task_id.clone(),
-        r.prompt.clone().unwrap_or_default(),
-        r.rollout_index.unwrap_or(0),
-    )
+    r.rollout_id.clone().unwrap_or_default()
 }
 
 /// The resolved topology: `(policy, k, n)`.
@@ -331,6 +336,7 @@ struct Source {
     probes: bool,
     order: Vec<usize>,
     next: usize,
+    written: std::collections::HashSet<(String, String)>,
 }
 
 impl Source {
@@ -382,8 +388,13 @@ impl Source {
             if self.next < self.order.len() {
                 let cell = self.order[self.next];
                 self.next += 1;
+                let ask = writer.render(cell, self.sweep);
+                // Two phrasings that came out the same are one ask, not two.
+                if !self.written.insert((ask.task_id.clone(), ask.text.clone())) {
+                    continue;
+                }
                 self.emitted += 1;
-                return Some(writer.render(cell, self.sweep));
+                return Some(ask);
             }
             self.sweep += 1;
             self.order.clear();
@@ -394,6 +405,10 @@ impl Source {
 /// An ask being played: its rollouts so far and how its group stands.
 struct Group {
     ask: usize,
+    /// Rollouts this ask is owed.
+    k: u32,
+    /// Rows landed.
+    landed: u32,
     scheduled: u32,
     done: u32,
     labels: Vec<u64>,
@@ -411,6 +426,8 @@ struct RowContext<'a> {
     seed: u64,
     runs: u32,
     replay: bool,
+    /// A digest of the settings that decide the schedule: a checkpoint resumes only under them.
+    settings: String,
 }
 
 /// What a judge may see for a cell-based ask, before the rollout.
@@ -528,7 +545,8 @@ fn signature(t: &Trajectory) -> u64 {
         .iter()
         .any(|w| low.contains(w));
     let length = (t.final_text.split_whitespace().count() / 12).min(12);
-    draw(&[&shape, if refusal { "r" } else { "" }, &length.to_string()])
+    // 48 bits: what a row stores (12 hex digits) is the whole signature.
+    draw(&[&shape, if refusal { "r" } else { "" }, &length.to_string()]) >> 16
 }
 
 /// Why a trajectory cannot be a row, if it cannot.
@@ -696,20 +714,16 @@ fn build_row(
         list(&mut t.seeded.iter().map(String::as_str), &mut extra);
     }
     extra.push_str(&format!(
-        ",\"seed\":{},\"behavior_signature\":\"{}\"}}",
-        rc.seed,
-        &format!("{sig:016x}")[..12]
+        ",\"seed\":{},\"behavior_signature\":\"{sig:012x}\"}}",
+        rc.seed
     ));
-    let run_tag = if job.eval_run > 0 {
-        format!("@{}", job.eval_run)
-    } else {
-        String::new()
-    };
     Record {
         task_id: ask.task_id.clone(),
-        rollout_id: Some(format!(
-            "{}/{}/{}{run_tag}",
-            ask.task_id, ask.phrasing, job.rollout_index
+        rollout_id: Some(rollout_id(
+            &ask.task_id,
+            ask.phrasing,
+            job.rollout_index,
+            job.eval_run,
         )),
         rollout_index: Some(job.rollout_index as i32),
         eval_run: Some(job.eval_run as i32),
@@ -724,7 +738,15 @@ fn build_row(
         policy_version: Some(format!("{}@{}", rc.agent, rc.policy_sha)),
         writer_model: Some(ask.writer.clone()),
         privileged: head.privileged.clone(),
-        lineage: Some(head.lineage.clone()),
+        lineage: Some(if job.attempt > 0 {
+            format!(
+                "{},\"attempt\":{}}}",
+                &head.lineage[..head.lineage.len() - 1],
+                job.attempt
+            )
+        } else {
+            head.lineage.clone()
+        }),
         extra: Some(extra),
         ..Record::default()
     }
@@ -787,7 +809,8 @@ fn fixed_dims(
                 .collect(),
         );
     }
-    pinned.map(|p| {
+    // A replayed ask without a cell (a seed, a probe) realizes its dims again.
+    pinned.filter(|p| !p.dims.is_empty()).map(|p| {
         p.dims
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
@@ -832,6 +855,7 @@ fn ask_row(
     );
     lineage.insert("system_prompt_chars".into(), json!(rc.policy_chars));
     lineage.insert("phrasing".into(), json!(ask.phrasing));
+    lineage.insert("settings".into(), Value::String(rc.settings.clone()));
     if rc.runs > 1 || eval_run > 0 {
         lineage.insert("eval_run".into(), json!(eval_run));
     }
@@ -850,6 +874,24 @@ fn ask_row(
 }
 
 /// The signature a landed row carries (for rows read back from a checkpoint).
+/// Which try of its rollout a landed row was (0 unless earlier tries were unusable).
+fn attempt_of(r: &Record) -> u32 {
+    r.lineage
+        .as_deref()
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|l| l.get("attempt").and_then(Value::as_u64))
+        .and_then(|a| u32::try_from(a).ok())
+        .unwrap_or(0)
+}
+
+/// The settings digest a landed row carries.
+fn settings_of(r: &Record) -> Option<String> {
+    r.lineage
+        .as_deref()
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|l| l.get("settings").and_then(Value::as_str).map(str::to_owned))
+}
+
 fn signature_of(r: &Record) -> u64 {
     r.extra
         .as_deref()
@@ -976,6 +1018,47 @@ pub fn simulate(
     let policy_sha = sha256_hex(&opts.policy)[..16].to_owned();
     let agent_name = agent.name().to_owned();
     let wave_size = agent.wave().max(1);
+    // What decides the schedule and the rows (not the budget: a resumed run may go further).
+    let settings = {
+        let tools: Vec<&Value> = opts.tools.iter().map(|t| &t.function).collect();
+        let pinned: Vec<&str> = opts
+            .tasks
+            .iter()
+            .flatten()
+            .map(|t| t.prompt.as_str())
+            .collect();
+        let text = format!(
+            "{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{:?}|{}|{}",
+            serde_json::to_string(&tools).unwrap_or_default(),
+            opts.policy,
+            seeds,
+            opts.seed,
+            opts.mode,
+            opts.repeat_policy,
+            opts.repeats,
+            opts.phrasings,
+            opts.situations,
+            opts.fault_rate,
+            opts.hard_share,
+            opts.rule_cap,
+            opts.axes,
+            opts.prefer_success,
+            opts.probes,
+            pinned,
+            opts.runs,
+            agent_name
+        );
+        sha256_hex(&text)[..12].to_owned()
+    };
+    if let Some(r) = resumed
+        .iter()
+        .find(|r| settings_of(r).as_deref() != Some(settings.as_str()))
+    {
+        return Err(Error::Usage(format!(
+            "the checkpoint's rows were written by a run with other settings (row `{}`): the seed, agent, tools, policy, seeds and allocation must be the same to resume; start a new --checkpoint file",
+            r.rollout_id.as_deref().unwrap_or("?")
+        )));
+    }
     let resumed_by_key: HashMap<ResumeKey, Record> =
         resumed.into_iter().map(|r| (resume_key(&r), r)).collect();
 
@@ -1062,6 +1145,7 @@ pub fn simulate(
             probes: opts.probes,
             order: Vec::new(),
             next: 0,
+            written: std::collections::HashSet::new(),
         };
         let mut pinned_iter = pinned.map(|p| {
             // Phrasing: the ask's place among its task's asks, in first-seen order.
@@ -1084,9 +1168,11 @@ pub fn simulate(
         let mut rows_this_run = 0u64;
         let mut inflight_room = opts.budget;
         let mut exhausted = false;
+        let mut budget_cut = false;
         let mut seen_at: HashMap<u32, (u64, u64)> = HashMap::new();
         let (mut mixed_groups, mut probed_groups) = (0u64, 0u64);
         let mut retry: Vec<(usize, u32)> = Vec::new();
+        let mut attempts: HashMap<(usize, u32), u32> = HashMap::new();
         let mut lost_total = 0u64;
         let mut empty_losses = 0u64;
         let stopped: &'static str;
@@ -1099,6 +1185,7 @@ pub fn simulate(
             seed: opts.seed,
             runs: opts.runs,
             replay: opts.tasks.is_some(),
+            settings: settings.clone(),
         };
         loop {
             // 1. The wave: retries, then groups waiting on a decision, then new asks.
@@ -1108,8 +1195,8 @@ pub fn simulate(
                 .iter_mut()
                 .filter(|g| g.closed.is_none() && g.done == g.scheduled && g.done > 0)
             {
-                if run_policy != RepeatPolicy::Successive || g.scheduled >= run_k {
-                    g.closed = Some(if g.scheduled >= run_k {
+                if run_policy != RepeatPolicy::Successive || g.scheduled >= g.k {
+                    g.closed = Some(if g.scheduled >= g.k {
                         "full"
                     } else {
                         "partial"
@@ -1119,15 +1206,13 @@ pub fn simulate(
                 let mixed = g.labels.iter().any(|l| *l != g.labels[0]);
                 let n = g.done;
                 let add = if mixed {
-                    run_k - g.scheduled
+                    g.k - g.scheduled
                 } else {
                     let (seen, splits) = seen_at.get(&n).copied().unwrap_or((0, 0));
                     let p_next = (splits as f64 + 1.0 / f64::from(n + 2)) / (seen as f64 + 1.0);
-                    let mixed_rate = if probed_groups == 0 {
-                        0.0
-                    } else {
-                        mixed_groups as f64 / probed_groups as f64
-                    };
+                    // Laplace's rule on the run's mixed share: an agent that has never split
+                    // a group is not taken to split every one.
+                    let mixed_rate = (mixed_groups as f64 + 1.0) / (probed_groups as f64 + 2.0);
                     if exhausted || p_next > mixed_rate / f64::from(PROBE) {
                         seen_at.entry(n).or_insert((0, 0)).0 += 1;
                         1
@@ -1196,14 +1281,20 @@ pub fn simulate(
                     pins.pop();
                     continue;
                 }
+                // A replayed ask keeps its own count of rows.
+                let k_ask = pins
+                    .last()
+                    .and_then(Option::as_ref)
+                    .map_or(run_k, |p| opts.repeats.unwrap_or(p.rows).max(1));
                 let first = match run_policy {
-                    RepeatPolicy::Fixed | RepeatPolicy::None => run_k,
-                    RepeatPolicy::Successive => PROBE.min(run_k),
+                    RepeatPolicy::Fixed | RepeatPolicy::None => k_ask,
+                    RepeatPolicy::Successive => PROBE.min(k_ask),
                 };
                 if u64::from(first) > budget_left && !groups.is_empty() {
                     // A whole group does not fit: leave the budget to the open groups.
                     pins.pop();
                     exhausted = true;
+                    budget_cut = true;
                     break;
                 }
                 let first = first.min(u32::try_from(budget_left).unwrap_or(u32::MAX));
@@ -1222,6 +1313,8 @@ pub fn simulate(
                 }
                 groups.push(Group {
                     ask: index,
+                    k: k_ask,
+                    landed: 0,
                     scheduled: first,
                     done: 0,
                     labels: Vec::new(),
@@ -1231,7 +1324,7 @@ pub fn simulate(
                 budget_left -= u64::from(first);
             }
             if wave.is_empty() {
-                stopped = if rows_this_run >= opts.budget || budget_left == 0 {
+                stopped = if rows_this_run >= opts.budget || budget_left == 0 || budget_cut {
                     "budget"
                 } else if rows_this_run == 0
                     && lost_total > 0
@@ -1258,14 +1351,7 @@ pub fn simulate(
                 Vec::new()
             } else {
                 wave.iter()
-                    .map(|&(a, i)| {
-                        (
-                            run as i32,
-                            asks[a].task_id.clone(),
-                            asks[a].text.clone(),
-                            i as i32,
-                        )
-                    })
+                    .map(|&(a, i)| rollout_id(&asks[a].task_id, asks[a].phrasing, i, run))
                     .collect()
             };
             let jobs: Vec<Job<'_>> = wave
@@ -1278,6 +1364,7 @@ pub fn simulate(
                     rollout_index: i,
                     eval_run: run,
                     seed: opts.seed,
+                    attempt: attempts.get(&(a, i)).copied().unwrap_or(0),
                 })
                 .collect();
             let fresh: Vec<usize> = (0..wave.len())
@@ -1305,6 +1392,10 @@ pub fn simulate(
                 .into_par_iter()
                 .map(|j| {
                     if let Some(r) = keys.get(j).and_then(|k| resumed_by_key.get(k)) {
+                        if attempt_of(r) > jobs[j].attempt {
+                            // The interrupted run re-rolled this rollout first: so does this one.
+                            return None;
+                        }
                         let mut r = r.clone();
                         mark_resumed(&mut r);
                         let sig = signature_of(&r);
@@ -1333,11 +1424,12 @@ pub fn simulate(
                         let n_before = g.done;
                         g.labels.push(sig);
                         g.done += 1;
+                        g.landed += 1;
                         let now_mixed = g.labels.iter().any(|l| *l != g.labels[0]);
                         if n_before >= PROBE && !before_mixed && now_mixed {
                             seen_at.entry(n_before).or_insert((0, 0)).1 += 1;
                         }
-                        if g.done == PROBE.min(run_k)
+                        if g.done == PROBE.min(g.k)
                             && n_before + 1 == g.done
                             && run_policy == RepeatPolicy::Successive
                         {
@@ -1384,9 +1476,10 @@ pub fn simulate(
                             report.first_agent_error =
                                 by_job[j].as_ref().and_then(|t| t.error.clone());
                         }
-                        if g.rerolls < run_k {
+                        if g.rerolls < g.k {
                             g.rerolls += 1;
                             report.rerolled += 1;
+                            *attempts.entry((a, i)).or_insert(0) += 1;
                             retry.push((a, i));
                         } else {
                             *report.lost.entry(why.to_owned()).or_insert(0) += 1;
@@ -1436,7 +1529,7 @@ pub fn simulate(
             });
         }
         for g in &groups {
-            let how = g.closed.unwrap_or(if g.scheduled >= run_k {
+            let how = g.closed.unwrap_or(if g.scheduled >= g.k {
                 "full"
             } else {
                 "partial"
@@ -1444,7 +1537,7 @@ pub fn simulate(
             let how = if run_policy == RepeatPolicy::Successive
                 && g.labels.iter().any(|l| *l != g.labels[0])
             {
-                if g.scheduled >= run_k {
+                if g.scheduled >= g.k {
                     "mixed"
                 } else {
                     "mixed_cut"
@@ -1463,7 +1556,7 @@ pub fn simulate(
         if run == 0 && opts.tasks.is_none() {
             let mut per_ask: Vec<u32> = vec![0; asks.len()];
             for g in &groups {
-                per_ask[g.ask] = g.done;
+                per_ask[g.ask] = g.landed;
             }
             let kk = per_ask.iter().copied().max().unwrap_or(1).max(1);
             let pins0: Vec<Pinned> = asks
@@ -1663,6 +1756,7 @@ fn tally_record(report: &mut Report, r: &Record) {
             rollout_index: 0,
             eval_run: 0,
             seed: 0,
+            attempt: 0,
         },
     );
 }
