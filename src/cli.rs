@@ -58,6 +58,16 @@ pub enum Command {
     /// `cmd:COMMAND` (any program over a JSON Lines pipe; see the README). The same seed gives
     /// the same rows at any thread count; `--checkpoint` makes a killed run resumable.
     Simulate(SimulateArgs),
+    /// What the simulator will make of your tools and policy, and what to fix before
+    /// generating thousands of rows.
+    Preflight(PreflightArgs),
+    /// Which policy rules and tools a set of test asks reaches, and what the asks cannot say.
+    #[command(name = "coverage-gap")]
+    CoverageGap(CoverageGapArgs),
+    /// Write a ready evals folder for an agent you already have: a command-agent wrapper, a
+    /// judge, a judge test, `run.sh` (simulate, grade, gate) and a README.
+    #[command(name = "init-evals")]
+    InitEvals(InitEvalsArgs),
     /// Generate deterministic synthetic rows (tasks of 4 to 8 rollouts, mixed pass rates).
     Gen(GenArgs),
     /// pass@1, pass^k and pass@k with 95% task-bootstrap intervals.
@@ -342,6 +352,71 @@ pub enum SimRepeat {
     Fixed,
     /// Two first, then fill mixed groups.
     Successive,
+}
+
+/// `wai preflight`.
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    /// The agent's tools (a JSON list of OpenAI function schemas; bare and Anthropic shapes too).
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: PathBuf,
+    /// The policy (system prompt) text file.
+    #[arg(long, value_name = "POLICY.md")]
+    pub policy: Option<PathBuf>,
+    /// Rules on the grid.
+    #[arg(long, default_value_t = crate::stages::simulate::policy::RULE_CAP, value_name = "N")]
+    pub rule_cap: usize,
+    /// The rows you mean to simulate: warns when the grid does not fit.
+    #[arg(long, value_name = "ROWS")]
+    pub budget: Option<u64>,
+    /// Rollouts per ask you mean to run.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub repeats: u32,
+}
+
+/// `wai coverage-gap`.
+#[derive(Debug, Args)]
+pub struct CoverageGapArgs {
+    /// The asks: a text file (one per line, `#` comments), JSONL with a `prompt` field, or rows
+    /// (Parquet, a folder or a URL).
+    #[arg(value_name = "ASKS")]
+    pub asks: String,
+    /// The agent's tools.
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: PathBuf,
+    /// The policy (system prompt) text file.
+    #[arg(long, value_name = "POLICY.md")]
+    pub policy: Option<PathBuf>,
+    /// Graded rows of a run: rows per rule (`dims.rule`), and the rules no row exercised.
+    #[arg(long, value_name = "SCORED")]
+    pub rows: Option<String>,
+    /// Match only the first N rules.
+    #[arg(long, value_name = "N")]
+    pub rule_cap: Option<usize>,
+}
+
+/// `wai init-evals`.
+#[derive(Debug, Args)]
+pub struct InitEvalsArgs {
+    /// Your agent: `module:function` or `path/to/file.py:function` (a function that takes the
+    /// ask and returns the reply), or `cmd:COMMAND` (a command agent already). Guessed when absent.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// The tools file. Guessed when absent (a JSON file that reads as a tool list).
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: Option<PathBuf>,
+    /// The policy (system prompt) file. Guessed when absent (`policy.md`, `system_prompt.txt`, ...).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Seed asks (one per line). Written from the ids in the tool descriptions when absent.
+    #[arg(long, value_name = "FILE")]
+    pub seeds: Option<PathBuf>,
+    /// Where the evals folder goes.
+    #[arg(long, default_value = "evals", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Overwrite files that exist.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `wai demo`.

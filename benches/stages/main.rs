@@ -24,6 +24,9 @@
 //! - `simulate/seeded/rollouts=200k`: the seeded agent against the mock world, rows in Parquet
 //!   (target: 100k rollouts/s);
 //! - `simulate/demo`: `wai demo` end to end (target: under 10 s).
+//!
+//! Figure the evals issue asks for:
+//! - `coverage/coverage_gap/asks=10k/rules=50` (target: under 1 s).
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -518,5 +521,83 @@ mod simulate {
     fn demo(b: Bencher) {
         let dir = tempfile::tempdir().expect("temp dir");
         b.bench(|| run(&["-q", "demo", "--dir", path(dir.path())]));
+    }
+}
+
+mod coverage {
+    use divan::Bencher;
+    use divan::counter::ItemsCount;
+
+    use super::{path, run};
+
+    const NOUNS: [&str; 10] = [
+        "order",
+        "refund",
+        "invoice",
+        "account",
+        "password",
+        "delivery",
+        "address",
+        "subscription",
+        "payment",
+        "voucher",
+    ];
+    const VERBS: [&str; 10] = [
+        "check", "cancel", "update", "confirm", "escalate", "verify", "reset", "refund", "change",
+        "review",
+    ];
+
+    /// `wai coverage-gap` on 10k asks against a 50-rule policy (the issue's figure: under 1 s).
+    #[divan::bench(name = "coverage_gap/asks=10k/rules=50", sample_count = 5)]
+    fn gap(b: Bencher) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path();
+        std::fs::write(
+            d.join("tools.json"),
+            wai::stages::simulate::demo::tools_json().to_string(),
+        )
+        .expect("tools");
+        let policy: String = (0..50)
+            .map(|i| {
+                format!(
+                    "{}. Always {} the {} before you {} the {}, unless the amount is over ${}.\n",
+                    i + 1,
+                    VERBS[i % 10],
+                    NOUNS[i % 10],
+                    VERBS[(i / 10 + 3) % 10],
+                    NOUNS[(i * 7 + 1) % 10],
+                    50 + i * 10
+                )
+            })
+            .collect();
+        std::fs::write(d.join("policy.md"), policy).expect("policy");
+        let asks: String = (0..10_000)
+            .map(|i| {
+                format!(
+                    "Hi, can you {} my {} A{:04}? It has been {} days and I need it sorted.\n",
+                    VERBS[i % 10],
+                    NOUNS[(i / 10) % 10],
+                    i,
+                    i % 40
+                )
+            })
+            .collect();
+        std::fs::write(d.join("asks.txt"), asks).expect("asks");
+        let (tools, policy, asks) = (
+            d.join("tools.json"),
+            d.join("policy.md"),
+            d.join("asks.txt"),
+        );
+        b.counter(ItemsCount::new(10_000usize)).bench(|| {
+            run(&[
+                "-q",
+                "coverage-gap",
+                path(&asks),
+                "--tools",
+                path(&tools),
+                "--policy",
+                path(&policy),
+            ]);
+        });
     }
 }

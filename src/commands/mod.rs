@@ -6,6 +6,7 @@
 pub mod compare;
 pub mod compare_judges;
 pub mod convert;
+pub mod coverage;
 pub mod decontaminate;
 pub mod demo;
 pub mod gate;
@@ -14,6 +15,7 @@ pub mod grade;
 pub mod hack_scan;
 pub mod holdout;
 pub mod ingest;
+pub mod init_evals;
 pub mod judge_trust;
 pub mod labels;
 pub mod markers;
@@ -118,6 +120,9 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Gen(args) => generate::run(&ctx, &args),
         Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Demo(args) => demo::run(&ctx, &args),
+        Command::Preflight(args) => coverage::preflight(&args),
+        Command::CoverageGap(args) => coverage::coverage_gap(&ctx, &args),
+        Command::InitEvals(args) => init_evals::run(&args),
         Command::PassAt(args) => pass_at::run(&ctx, &args),
         Command::Markers(args) => markers::run(&ctx, &args),
         Command::Ingest(args) => ingest::run(&ctx, &args),

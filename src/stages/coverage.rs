@@ -350,10 +350,10 @@ pub fn preflight(
                     .collect::<Vec<_>>()
             })
             .count();
-        if refs && ids == 0 {
+        if refs && ids == 0 && known_ids.is_empty() {
             issues.push("no_ids_in_description".to_owned());
             warnings.push(format!(
-                "tool {}: it takes a record id but its description names none, so the offline world invents ids and 3 in 10 of them do not exist; name the ids your fixtures have (\"Orders on file: A1001, A1002\")",
+                "tool {}: it takes a record id but no tool description names one, so the offline world invents ids and 3 in 10 of them do not exist; name the ids your fixtures have (\"Orders on file: A1001, A1002\")",
                 t.name
             ));
         }
