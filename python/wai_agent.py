@@ -19,10 +19,13 @@ included. When the agent returns, its reply goes out as `{"id": N, "final_text":
 
 Rollouts run on a thread pool; each thread records its own rollout's calls (`call_tool`, and
 `record` for an agent that runs its own tools), so concurrent rollouts never mix their steps.
-What the agent prints goes to stderr (stdout carries the protocol).
+A rollout makes its calls one at a time, from the thread that runs the agent (the protocol has
+one pending call per ask). From the moment this module is imported, what the process writes to
+stdout (prints, logging, subprocesses) goes to stderr: stdout carries the protocol only.
 """
 
 import json
+import os
 import queue
 import sys
 import threading
@@ -33,11 +36,20 @@ __all__ = ["serve", "call_tool", "record", "current"]
 _local = threading.local()
 _lock = threading.Lock()
 _waiting = {}
-_out = sys.stdout
+# The protocol keeps the real stdout; file descriptor 1 and sys.stdout now lead to stderr.
+sys.stdout.flush()
+_out = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+_closed = object()
+_eof = False
 
 
 def _send(obj):
-    text = json.dumps(obj, default=str)
+    try:
+        text = json.dumps(obj, default=str, allow_nan=False)
+    except (TypeError, ValueError) as e:  # not JSON: the ask fails, the worker goes on
+        text = json.dumps({"id": obj.get("id"), "error": f"the reply is not JSON: {e}"})
     with _lock:
         _out.write(text + "\n")
         _out.flush()
@@ -54,12 +66,18 @@ def call_tool(tool, arguments=None):
     request = current()
     if request is None:
         raise RuntimeError("call_tool runs inside a rollout (under serve)")
+    if isinstance(arguments, (str, bytes)):
+        arguments = json.loads(arguments or "{}")
     arguments = dict(arguments or {})
     answer = queue.Queue(maxsize=1)
     with _lock:
+        if _eof:
+            raise RuntimeError("wai closed the pipe; no call can be answered")
         _waiting[request["id"]] = answer
     _send({"id": request["id"], "call": {"tool": tool, "arguments": arguments}})
     result = answer.get()
+    if result is _closed:
+        raise RuntimeError("wai closed the pipe before answering the call")
     _local.steps.append({"tool": tool, "arguments": arguments, "result": result})
     return result
 
@@ -73,6 +91,7 @@ def record(tool, arguments, result):
 def _play(agent, request):
     _local.request = request
     _local.steps = []
+    out = {"id": request["id"], "error": "the agent stopped without a reply"}
     try:
         reply = agent(request["ask"])
         if isinstance(reply, dict):
@@ -80,7 +99,7 @@ def _play(agent, request):
         else:
             out = {"final_text": "" if reply is None else str(reply), "steps": _local.steps}
         out["id"] = request["id"]
-    except Exception as e:  # the rollout failed; the worker goes on
+    except BaseException as e:  # the rollout failed (even on sys.exit); the worker goes on
         out = {"id": request["id"], "error": f"{type(e).__name__}: {e}"}
     finally:
         _local.request = None
@@ -89,9 +108,6 @@ def _play(agent, request):
 
 def serve(agent, threads=4):
     """Plays the asks on stdin with agent(ask) until stdin closes."""
-    global _out
-    _out = sys.stdout
-    sys.stdout = sys.stderr
     pool = ThreadPoolExecutor(max_workers=threads)
     for line in sys.stdin:
         if not line.strip():
@@ -105,4 +121,12 @@ def serve(agent, threads=4):
             continue
         if "ask" in msg:
             pool.submit(_play, agent, msg)
-    pool.shutdown(wait=False)
+    # stdin closed: no call will be answered now; release the rollouts that wait on one.
+    global _eof
+    with _lock:
+        _eof = True
+        waiting = list(_waiting.values())
+        _waiting.clear()
+    for q in waiting:
+        q.put(_closed)
+    pool.shutdown(wait=True, cancel_futures=True)

@@ -68,6 +68,11 @@ pub enum Command {
     /// judge, a judge test, `run.sh` (simulate, grade, gate) and a README.
     #[command(name = "init-evals")]
     InitEvals(InitEvalsArgs),
+    /// Rows into what trainers load: OpenAI chat JSONL, TRL, or a Hugging Face Parquet folder.
+    ///
+    /// Gates before anything is written: every tool call's arguments must round-trip to the
+    /// target encoding, and no assistant turn may quote its row's privileged context.
+    Export(ExportArgs),
     /// Generate deterministic synthetic rows (tasks of 4 to 8 rollouts, mixed pass rates).
     Gen(GenArgs),
     /// pass@1, pass^k and pass@k with 95% task-bootstrap intervals.
@@ -352,6 +357,62 @@ pub enum SimRepeat {
     Fixed,
     /// Two first, then fill mixed groups.
     Successive,
+}
+
+/// `wai export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Rows (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(required = true, value_name = "ROWS")]
+    pub inputs: Vec<String>,
+    /// The wire shape.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Openai)]
+    pub format: ExportFormat,
+    /// The output: a JSONL file (openai, trl) or a folder (parquet).
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+    /// The system prompt (a text file), prepended to every conversation.
+    #[arg(long, value_name = "FILE")]
+    pub system_prompt: Option<PathBuf>,
+    /// The tools (a JSON list of OpenAI function schemas; bare and Anthropic shapes too), written
+    /// on every row.
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: Option<PathBuf>,
+    /// What the loss covers: every assistant turn, or the last.
+    #[arg(long, value_enum, default_value_t = ExportMask::Assistant)]
+    pub mask_mode: ExportMask,
+    /// One sample per assistant turn (the loss on that turn only).
+    #[arg(long)]
+    pub unroll: bool,
+    /// Keep `<think>...</think>` blocks in assistant turns.
+    #[arg(long)]
+    pub keep_think: bool,
+    /// Cut tool outputs longer than this many characters.
+    #[arg(long, value_name = "N")]
+    pub max_tool_output_chars: Option<usize>,
+    /// Write even when a gate fails; the report says what failed.
+    #[arg(long)]
+    pub no_validate: bool,
+}
+
+/// `wai export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// OpenAI chat-completions JSONL with a loss mask.
+    Openai,
+    /// TRL rows (arguments as objects; prompt/completion with --mask-mode final or --unroll).
+    Trl,
+    /// A Hugging Face datasets folder of Parquet shards with a dataset card (OpenAI rows).
+    Parquet,
+}
+
+/// `wai export --mask-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportMask {
+    /// Every assistant turn.
+    Assistant,
+    /// The last assistant turn.
+    Final,
 }
 
 /// `wai preflight`.

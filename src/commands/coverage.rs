@@ -41,7 +41,26 @@ fn asks(ctx: &Context, spec: &str) -> Result<Vec<String>> {
         .unwrap_or("")
         .to_lowercase();
     let local = path.is_file();
-    if local && !matches!(ext.as_str(), "parquet") {
+    if local && ext == "json" {
+        // A JSON array of asks: strings, or objects with a `prompt`.
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Usage(format!("`{spec}` is not JSON: {e}")))?;
+        let Value::Array(items) = v else {
+            return Err(Error::Usage(format!(
+                "`{spec}`: expected a JSON array of asks (strings or objects with a `prompt`)"
+            )));
+        };
+        return Ok(items
+            .iter()
+            .filter_map(|i| {
+                i.as_str()
+                    .or_else(|| i.get("prompt").and_then(Value::as_str))
+                    .map(str::to_owned)
+            })
+            .collect());
+    }
+    if local && ext != "parquet" {
         return read_asks(path);
     }
     let (context, _scratch) = super::rows_session(ctx, &[spec.to_owned()])?;

@@ -164,21 +164,32 @@ fn guess_policy(root: &Path, out: &Path) -> Option<PathBuf> {
     })
 }
 
-fn agent_py(pick: &AgentPick, picked: &str) -> String {
-    let load = if pick.is_file {
+fn agent_py(pick: &AgentPick, picked: &str, root: &Path) -> String {
+    let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    // A file in a package (its folder has an `__init__.py`) is imported as a module of the
+    // package, so its relative and package imports work.
+    let package = pick.is_file
+        && Path::new(&pick.module).parent().is_some_and(|d| {
+            !d.as_os_str().is_empty() && root.join(d).join("__init__.py").exists()
+        });
+    let load = if pick.is_file && !package {
         format!(
-            "AGENT_FILE = os.path.normpath(os.path.join(HERE, \"..\", {:?}))\nsys.path.insert(0, os.path.dirname(AGENT_FILE))\n_spec = importlib.util.spec_from_file_location(\"_project\", AGENT_FILE)\nproject = importlib.util.module_from_spec(_spec)\n_spec.loader.exec_module(project)",
-            pick.module
+            "AGENT_FILE = os.path.join(ROOT, {})\nsys.path.insert(0, os.path.dirname(AGENT_FILE))\n_spec = importlib.util.spec_from_file_location(\"_project\", AGENT_FILE)\nproject = importlib.util.module_from_spec(_spec)\nsys.modules[\"_project\"] = project\n_spec.loader.exec_module(project)",
+            q(&pick.module)
         )
     } else {
-        format!(
-            "sys.path.insert(0, os.path.normpath(os.path.join(HERE, \"..\")))\nproject = importlib.import_module({:?})",
+        let module = if package {
             pick.module
-        )
+                .trim_end_matches(".py")
+                .replace(['/', '\\'], ".")
+        } else {
+            pick.module.clone()
+        };
+        format!("project = importlib.import_module({})", q(&module))
     };
     let runner = match &pick.runner {
         Some(r) => format!(
-            "# The project's tool runner now calls wai's mock world (scheduled faults included), and each\n# call is recorded as a step of the rollout that made it. Delete this line to run the real tools\n# (then record each call with wai_agent.record(name, arguments, result)).\nproject.{r} = wai_agent.call_tool"
+            "# The project's tool runner now calls wai's mock world (scheduled faults included), and each\n# call is recorded as a step of the rollout that made it. call_tool(name, arguments) takes the\n# arguments as a dict or a JSON string and returns the result as a dict: if your runner returned\n# text, wrap it (lambda name, args: json.dumps(wai_agent.call_tool(name, args))). Delete the line\n# to run the real tools (then record each call with wai_agent.record(name, arguments, result)).\nproject.{r} = wai_agent.call_tool"
         ),
         None => "# TODO: no tool runner was found (a function named run_tool, call_tool or execute_tool).\n# Route your agent's tool calls through wai_agent.call_tool(name, arguments) to meet wai's mock\n# world and its scheduled faults, or record real calls with wai_agent.record(name, arguments, result).\n# Without steps, every row reads as \"no tool called\" and the gate calls the run hollow.".to_owned(),
     };
@@ -192,13 +203,18 @@ Try it: wai simulate --tools tools.json --policy policy.md --seeds seeds.txt --a
 """
 import importlib
 import importlib.util
+import json  # noqa: F401  (for wrapping a runner that returns text)
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import wai_agent  # noqa: E402
+import wai_agent  # noqa: E402  (first: it keeps stdout for the protocol)
 
+# The project runs from its own folder, as it does in production.
+ROOT = {root}
+os.chdir(ROOT)
+sys.path.insert(0, ROOT)
 {load}
 AGENT = project.{function}
 
@@ -207,7 +223,8 @@ AGENT = project.{function}
 if __name__ == "__main__":
     wai_agent.serve(AGENT)
 "#,
-        function = pick.function
+        function = pick.function,
+        root = q(&root.display().to_string())
     )
 }
 
@@ -237,10 +254,15 @@ def judge(row):
     calls = [s for s in (row.get("steps") or []) if isinstance(s, dict) and s.get("tool")]
     reply = str(row.get("final_text") or "")
     low = reply.lower()
-    results = [s.get("result") if isinstance(s.get("result"), dict) else {} for s in calls]
+    # A tool failed when its last call failed (a retry that worked is a recovery); results that
+    # are not objects carry no status and are not judged.
+    last = {}
+    for s in calls:
+        if isinstance(s.get("result"), dict):
+            last[s["tool"]] = s["result"]
     failed = any(
         str(r.get("status", "")) not in SUCCESS or r.get("stale") or isinstance(r.get("data"), str)
-        for r in results
+        for r in last.values()
     )
     seen = str(row.get("prompt") or "") + json.dumps([[s.get("arguments"), s.get("result")] for s in calls], default=str)
     invented = [i for i in ID.findall(reply) if i not in seen]
@@ -307,8 +329,12 @@ K="${K:-4}"
 GATE="${GATE:-0.9}"
 SEED="${SEED:-0}"
 ASKS=$(grep -cv -e '^[[:space:]]*$' -e '^[[:space:]]*#' seeds.txt || true)
+if [ "${ASKS:-0}" -eq 0 ]; then
+  echo "error: seeds.txt has no asks; write one real ask per line" >&2
+  exit 64
+fi
 mkdir -p out
-"$WAI" simulate --tools tools.json --policy policy.md --seeds seeds.txt --agent "AGENT_SPEC" \
+"$WAI" simulate --tools tools.json --policy policy.md --seeds seeds.txt --agent AGENT_SPEC \
   --repeat-policy fixed --repeats "$K" --budget $((ASKS * K)) --no-probes --seed "$SEED" \
   --out out/rows.parquet
 exec "$WAI" grade out/rows.parquet --judge "cmd:python3 judge.py" --tools tools.json \
@@ -351,7 +377,12 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let mut agent_file: Option<String> = None;
     match args.agent.as_deref() {
         Some(cmd) if cmd.starts_with("cmd:") => {
-            agent_spec = cmd.to_owned();
+            // run.sh runs from the evals folder: the command runs from the project's.
+            agent_spec = format!(
+                "cmd:cd {} && {}",
+                shell_quote(&root.display().to_string()),
+                &cmd[4..]
+            );
             picked.push(format!(
                 "agent: `{cmd}` (a command agent already; no wrapper written)"
             ));
@@ -381,6 +412,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
             agent_file = Some(agent_py(
                 &pick,
                 &format!("Agent: {module}:{function} (given with --agent)."),
+                &root,
             ));
             agent_spec = "cmd:python3 agent.py".into();
             if pick.runner.is_none() {
@@ -410,6 +442,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
                         "Guessed: {}:{}. Another agent: wai init-evals --agent FILE.py:FUNCTION --force",
                         pick.module, pick.function
                     ),
+                    &root,
                 ));
                 picked.push(note);
                 agent_spec = "cmd:python3 agent.py".into();
@@ -424,6 +457,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
                 agent_file = Some(agent_py(
                     &pick,
                     "TODO: no agent function was found; point AGENT at yours (a function that takes the ask and returns the reply).",
+                    &root,
                 ));
                 picked.push("agent: none found (a function named answer, respond, chat, run, handle, reply or ask taking one argument); agent.py is a stub: pass --agent FILE.py:FUNCTION".into());
                 todo.push("agent.py: point it at your agent".into());
@@ -495,7 +529,14 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let seeds = match &args.seeds {
         Some(p) => {
             picked.push(format!("seeds: {} (--seeds)", p.display()));
-            std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?
+            let asks = super::simulate::read_asks(p)?;
+            format!(
+                "# One ask per line; `#` starts a comment.\n{}\n",
+                asks.iter()
+                    .map(|a| a.replace('\n', " "))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
         }
         None if !ids.is_empty() && !tools.is_empty() => {
             let asks: Vec<String> = ids
@@ -537,7 +578,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
         }
     };
 
-    let run_sh = RUN_SH.replace("AGENT_SPEC", &agent_spec.replace('"', "\\\""));
+    let run_sh = RUN_SH.replace("AGENT_SPEC", &shell_quote(&agent_spec));
     let readme = format!(
         "# Evals for your agent (written by `wai init-evals`)\n\n{}\n\nThree commands, in order:\n\n```sh\npython3 {d}/test_judge.py        # the judge against hand-labelled transcripts (no agent, a second)\nsh {d}/run.sh                     # play each seed ask K=4 times, grade, gate at pass@1 >= 0.9 (exit 1 below, 2 hollow)\nwai sql --query failures_by_tool_tier --table {d}/out/scored.parquet   # what failed, by tool and tier\n```\n\nFiles: `agent.py` (your agent over wai's pipe; `wai_agent.py` is the protocol), `judge.py` (edit it to hold your policy; `wai_judge.py` is the protocol), `labels.jsonl` + `test_judge.py` (add a transcript whenever the judge is wrong), `run.sh` (knobs: `K`, `GATE`, `SEED`, `WAI`), `tools.json`, `policy.md`, `seeds.txt`.\n\nMore situations than the seeds: `wai simulate --tools tools.json --policy policy.md --seeds seeds.txt --agent 'cmd:python3 agent.py' --mode rl --budget 2000 --out out/rows.parquet` writes asks over every rule, stance and scheduled fault. Which rules your asks miss: `wai coverage-gap seeds.txt --tools tools.json --policy policy.md`.\n",
         picked
@@ -621,4 +662,9 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
         json,
         status: ExitStatus::Success,
     })
+}
+
+/// `s` quoted for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }

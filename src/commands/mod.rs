@@ -9,6 +9,7 @@ pub mod convert;
 pub mod coverage;
 pub mod decontaminate;
 pub mod demo;
+pub mod export;
 pub mod gate;
 pub mod generate;
 pub mod grade;
@@ -120,6 +121,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Gen(args) => generate::run(&ctx, &args),
         Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Demo(args) => demo::run(&ctx, &args),
+        Command::Export(args) => export::run(&ctx, &args),
         Command::Preflight(args) => coverage::preflight(&args),
         Command::CoverageGap(args) => coverage::coverage_gap(&ctx, &args),
         Command::InitEvals(args) => init_evals::run(&args),

@@ -35,7 +35,8 @@ pub fn read_asks(path: &Path) -> Result<Vec<String>> {
     let text = read_text(path)?;
     let jsonl = path
         .extension()
-        .is_some_and(|e| e == "jsonl" || e == "ndjson");
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"));
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() || (!jsonl && line.trim_start().starts_with('#')) {

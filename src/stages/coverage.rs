@@ -72,7 +72,14 @@ const SYNONYMS: [(&str, &[&str]); 24] = [
     (
         "lookup",
         &[
-            "look up", "lookup", "look-up", "check", "find", "verify", "identify",
+            "look up",
+            "lookup",
+            "look-up",
+            "check",
+            "find",
+            "verify",
+            "authenticate",
+            "identify",
         ],
     ),
     ("look", &["look up", "lookup", "look-up", "check", "find"]),
@@ -134,22 +141,21 @@ const GLUE: [&str; 11] = [
     "to", "a", "an", "the", "of", "for", "by", "and", "or", "in", "on",
 ];
 /// Name words that make a tool destructive (a wrong call costs something).
-const DESTRUCTIVE: [&str; 14] = [
+const DESTRUCTIVE: [&str; 13] = [
     "cancel", "delete", "remove", "refund", "reverse", "transfer", "send", "update", "book",
-    "create", "close", "merge", "pay", "file",
+    "create", "close", "merge", "pay",
 ];
 
 static WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[a-z0-9$][a-z0-9$'-]*").expect("a valid pattern"));
 static ADVERSARIAL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:override|bypass|ignore|just this once|i don't care|don't (?:tell|check|ask)|even if|against (?:the )?(?:rules?|policy)|just do it|shouldn't (?:be )?(?:able|allowed)|anyway just|make an exception|off the record|skip the checks?)\b").expect("a valid pattern")
+    Regex::new(r"(?i)\b(?:override|bypass|ignore|just this once|i don't care|don't (?:tell|check|ask)|even if|against (?:the )?(?:rules?|policy)|just do it|shouldn't (?:be )?(?:able|allowed)|anyway just|make an exception|off the record)\b").expect("a valid pattern")
 });
 static RETRY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:again|seriously|come on|why (?:is|has|hasn't|won't|didn't)|this is (?:taking|ridiculous|broken)|nobody|stuck|third time|still not|not working|how many times|keeps failing|never works)\b").expect("a valid pattern")
 });
 static HURRIED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:asap|right now|waiting|hurry|urgent|immediately)\b")
-        .expect("a valid pattern")
+    Regex::new(r"(?i)\b(?:asap|right now|waiting|hurry)\b").expect("a valid pattern")
 });
 
 /// A word's stem: a word of 5 or more characters loses a final `s`.
@@ -198,6 +204,9 @@ pub fn mentions(tool: &str, text: &str) -> bool {
         return true;
     }
     let (verb, nouns) = verb_nouns(tool);
+    if verb.is_empty() {
+        return false;
+    }
     if nouns.is_empty() {
         return WORD.find_iter(&low).any(|w| w.as_str().starts_with(&verb));
     }
@@ -215,6 +224,9 @@ pub fn ask_names(tool: &str, ask: &str) -> bool {
     }
     let low = ask.to_lowercase();
     let (verb, nouns) = verb_nouns(tool);
+    if verb.is_empty() {
+        return false;
+    }
     if nouns.is_empty() {
         return at_word_start(&low, &verb);
     }
@@ -315,11 +327,11 @@ pub fn preflight(
                 t.name
             ));
         }
-        let has_schema = t
-            .function
-            .get("parameters")
-            .and_then(|p| p.get("properties"))
-            .is_some_and(serde_json::Value::is_object);
+        let has_schema = t.declared_schema
+            && t.function
+                .get("parameters")
+                .and_then(|p| p.get("properties"))
+                .is_some_and(serde_json::Value::is_object);
         if !has_schema {
             issues.push("no_parameters".to_owned());
             warnings.push(format!("tool {}: no parameter schema (`parameters.properties`); the world cannot check its arguments", t.name));
@@ -364,7 +376,10 @@ pub fn preflight(
     }
     let destructive: Vec<String> = tools
         .iter()
-        .filter(|t| t.words.iter().any(|w| DESTRUCTIVE.contains(&w.as_str())))
+        .filter(|t| {
+            t.words.iter().any(|w| DESTRUCTIVE.contains(&w.as_str()))
+                || t.name.to_lowercase().starts_with("file_")
+        })
         .map(|t| t.name.clone())
         .collect();
     if !destructive.is_empty() {
@@ -626,7 +641,7 @@ pub fn coverage_gap(
                     if branch[r] {
                         shared >= 2
                     } else if !rule_tools[r].is_empty() {
-                        rule_tools[r].iter().any(|t| hit.contains(t)) || shared >= 1
+                        rule_tools[r].iter().any(|t| hit.contains(t))
                     } else {
                         shared >= 1
                     }
@@ -745,17 +760,20 @@ pub fn coverage_gap(
         }
         RowsPerRule { rows_per_rule: counts, rules_with_no_rows: no_rows }
     });
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut summary = vec![format!(
-        "{} asks cover {covered} of {} policy rules{} and {} of {} tools",
-        per_ask.len(),
-        rules.len(),
+        "{} cover{} {covered} of {}{} and {} of {}",
+        plural(per_ask.len(), "ask", "asks"),
+        if per_ask.len() == 1 { "s" } else { "" },
+        plural(rules.len(), "policy rule", "policy rules"),
         if total > rules.len() {
             format!(" (of {total} in the prompt)")
         } else {
             String::new()
         },
         tools.len() - untested_tools.len(),
-        tools.len()
+        plural(tools.len(), "tool", "tools")
     )];
     if !untested_rules.is_empty() {
         let mut s = format!(

@@ -7,6 +7,7 @@ mod conversation;
 pub mod coverage;
 pub mod decontaminate;
 pub mod embed;
+pub mod export;
 pub mod grade;
 pub mod hack_scan;
 pub mod holdout;

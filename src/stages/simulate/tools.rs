@@ -34,6 +34,8 @@ pub struct Tool {
     pub function: Value,
     /// The name's words, lowercased (see [`name_tokens`]).
     pub words: Vec<String>,
+    /// The tool came with a parameter schema (else an empty one stands in).
+    pub declared_schema: bool,
 }
 
 /// What a tool does, read off the first word of its name.
@@ -267,6 +269,7 @@ pub fn parse_tools(value: &Value, source: &str) -> Result<Vec<Tool>> {
             .get("parameters")
             .or_else(|| f.get("input_schema"))
             .cloned();
+        let declared_schema = schema.as_ref().is_some_and(Value::is_object);
         let schema = match schema {
             None | Some(Value::Null) => Value::Object(Map::from_iter([
                 ("type".to_owned(), Value::String("object".into())),
@@ -295,6 +298,7 @@ pub fn parse_tools(value: &Value, source: &str) -> Result<Vec<Tool>> {
             params,
             function,
             words: name_tokens(name),
+            declared_schema,
         });
     }
     Ok(tools)
@@ -398,6 +402,7 @@ mod tests {
             params: vec![],
             function: Value::Null,
             words: name_tokens(n),
+            declared_schema: false,
         };
         assert_eq!(t("issue_refund").verb(), Verb::Create);
         assert!(t("issue_refund").destructive());

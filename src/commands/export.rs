@@ -1,0 +1,471 @@
+//! `wai export`: rows into trainer-ready files, gated.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray};
+use rayon::prelude::*;
+use serde_json::{Map, Value, json};
+
+use super::{Context, Outcome};
+use crate::cli::{ExportArgs, ExportFormat, ExportMask};
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::io::AtomicFile;
+use crate::pipeline::row::{BatchView, encode};
+use crate::stages::export::{self, Format, Groups, MaskMode, Options};
+
+/// Largest Parquet shard of a datasets folder.
+const SHARD_BYTES: u64 = 500 * 1024 * 1024;
+
+/// Runs `wai export`.
+pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
+    let started = std::time::Instant::now();
+    let system_prompt = match &args.system_prompt {
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?),
+        None => None,
+    };
+    let tools = match &args.tools {
+        Some(p) => Some(
+            super::simulate::read_tools(p)?
+                .into_iter()
+                .map(|t| json!({"type": "function", "function": t.function}))
+                .collect::<Vec<_>>(),
+        ),
+        None => None,
+    };
+    let opts = Options {
+        system_prompt,
+        tools,
+        strip_think: !args.keep_think,
+        mask_mode: match args.mask_mode {
+            ExportMask::Assistant => MaskMode::Assistant,
+            ExportMask::Final => MaskMode::Final,
+        },
+        unroll: args.unroll,
+        max_tool_output_chars: args.max_tool_output_chars,
+        format: if args.format == ExportFormat::Trl {
+            Format::Trl
+        } else {
+            Format::Openai
+        },
+    };
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
+    // Pass 1: the groups (task key and reward of every row), read from two columns.
+    let mut groups = Groups::default();
+    let keys = ctx.runtime.block_on(crate::pipeline::session::collect_in_file_order(
+        &context,
+        "SELECT coalesce(nullif(json_get_str(extra, 'scenario_id'), ''), task_id) AS key, reward FROM rows",
+    ))?;
+    for b in &keys {
+        let key = datafusion::arrow::compute::cast(
+            b.column(0),
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )?;
+        let key = key.as_string::<i32>();
+        let reward = b
+            .column(1)
+            .as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+        for i in 0..b.num_rows() {
+            let mut m = Map::new();
+            m.insert("scenario_id".into(), Value::String(key.value(i).to_owned()));
+            if reward.is_valid(i) {
+                m.insert("reward".into(), json!(reward.value(i)));
+            }
+            groups.add(&m);
+        }
+    }
+    // Pass 2: the rows, converted in parallel and written in order.
+    // JSONL goes straight to its file; a datasets folder is made from a temporary JSONL file.
+    let (file, temp) = match args.format {
+        ExportFormat::Parquet => {
+            std::fs::create_dir_all(&args.out).map_err(|e| Error::io(&args.out, e))?;
+            let temp = tempfile::Builder::new()
+                .prefix(".rows.")
+                .suffix(".jsonl")
+                .tempfile_in(&args.out)
+                .map_err(|e| Error::io(&args.out, e))?;
+            (None, Some(temp))
+        }
+        _ => (Some(AtomicFile::create(&args.out)?), None),
+    };
+    let jsonl_path = temp
+        .as_ref()
+        .map_or_else(|| args.out.clone(), |t| t.path().to_path_buf());
+    let handle = match (&file, &temp) {
+        (Some(f), _) => f.handle()?,
+        (None, Some(t)) => t
+            .as_file()
+            .try_clone()
+            .map_err(|e| Error::io(&jsonl_path, e))?,
+        (None, None) => return Err(Error::Internal("no export destination".into())),
+    };
+    let mut w = BufWriter::with_capacity(1 << 20, handle);
+    let mut t = Tally::default();
+    let group_ids: std::sync::Mutex<HashSet<String>> = std::sync::Mutex::new(HashSet::new());
+    ctx.runtime
+        .block_on(crate::pipeline::session::for_each_in_file_order(
+            &context,
+            "SELECT * FROM rows",
+            |batch| {
+                let view = BatchView::new(&batch)?;
+                let done: Vec<(Vec<u8>, export::RowFacts, RowMeta)> = (0..batch.num_rows())
+                    .into_par_iter()
+                    .map(|i| {
+                        let row = encode(&view, i)?;
+                        let (rows, facts) = export::training_rows(&row, &opts, &groups);
+                        let mut bytes = Vec::with_capacity(2048);
+                        let mut meta = RowMeta {
+                            written: rows.len() as u64,
+                            ..RowMeta::default()
+                        };
+                        for r in &rows {
+                            meta.with_system |= r
+                                .get("messages")
+                                .or_else(|| r.get("prompt"))
+                                .and_then(Value::as_array)
+                                .and_then(|m| m.first())
+                                .is_some_and(|m| m["role"] == "system");
+                            meta.with_tools |= r.get("tools").is_some();
+                            if let Some(g) = r.get("group_id").and_then(Value::as_str) {
+                                meta.group = Some(g.to_owned());
+                            }
+                            serde_json::to_writer(&mut bytes, r)
+                                .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
+                            bytes.push(b'\n');
+                        }
+                        meta.reward = row.get("reward").and_then(Value::as_f64);
+                        meta.eval_sourced = row
+                            .get("lineage")
+                            .and_then(|l| l.get("source"))
+                            .and_then(Value::as_str)
+                            == Some("eval");
+                        meta.calls_tools = row
+                            .get("tools_used")
+                            .and_then(Value::as_array)
+                            .is_some_and(|a| !a.is_empty())
+                            || row
+                                .get("steps")
+                                .and_then(Value::as_array)
+                                .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
+                        meta.has_policy_sha = row
+                            .get("lineage")
+                            .and_then(|l| l.get("system_prompt_sha"))
+                            .is_some();
+                        meta.where_ = format!(
+                            "{}",
+                            row.get("rollout_id").and_then(Value::as_str).unwrap_or("?")
+                        );
+                        Ok((bytes, facts, meta))
+                    })
+                    .collect::<Result<_>>()?;
+                for (bytes, facts, meta) in done {
+                    w.write_all(&bytes).map_err(|e| Error::io(&jsonl_path, e))?;
+                    t.add(&facts, &meta);
+                    if let Some(g) = meta.group
+                        && let Ok(mut s) = group_ids.lock()
+                    {
+                        s.insert(g);
+                    }
+                }
+                Ok(())
+            },
+        ))?;
+    w.flush().map_err(|e| Error::io(&jsonl_path, e))?;
+    drop(w);
+    // The gates.
+    let validate = !args.no_validate;
+    let encoding = if opts.format == Format::Trl {
+        "dict"
+    } else {
+        "json_string"
+    };
+    let mut failures = Vec::new();
+    if t.invalid_calls > 0 {
+        failures.push(format!(
+            "tool_call_roundtrip_invalid: {} of {} tool calls do not parse back to structured arguments (first: row `{}`); training on them teaches string-wrapped arguments",
+            t.invalid_calls, t.calls, t.first_invalid.as_deref().unwrap_or("?")
+        ));
+    }
+    if t.leaks > 0 {
+        failures.push(format!(
+            "privileged_leak: {} of {} rows quote their own privileged context (reference, principle or hidden state) in an assistant turn (first: row `{}`: \"{}\"); training on them teaches the answer key",
+            t.leaks, t.privileged_checked, t.first_leak.as_ref().map_or("?", |l| l.0.as_str()), t.first_leak.as_ref().map_or("", |l| l.1.as_str())
+        ));
+    }
+    if validate && !failures.is_empty() {
+        return Err(Error::Input {
+            stage: "export".into(),
+            message: format!(
+                "{}. Fix the rows (wai select drops leaking rows), or pass --no-validate to write them anyway; nothing was written",
+                failures.join("; ")
+            ),
+        });
+    }
+    let mut warnings: Vec<String> = failures
+        .iter()
+        .map(|f| format!("written with --no-validate: {f}"))
+        .collect();
+    if t.truncated > 0 {
+        warnings.push(format!(
+            "{} row(s) ended on the token cap (finish_reason length) and are exported as targets",
+            t.truncated
+        ));
+    }
+    if t.fail > 0 && !args.unroll {
+        warnings.push(format!(
+            "{} of {} rows have a reward below 0.5 and are exported as SFT targets; export the passes (wai select --mode sft) unless that is the point",
+            t.fail, t.rows
+        ));
+    }
+    if t.eval_sourced > 0 {
+        warnings.push(format!(
+            "{} row(s) carry rewards from an eval (lineage.source == \"eval\"); training on them turns the held-out scorer into the reward model",
+            t.eval_sourced
+        ));
+    }
+    if t.calls_tools > 0 && opts.tools.is_none() {
+        warnings.push(format!(
+            "{} row(s) call tools but the file has no tool schemas: pass --tools TOOLS.json",
+            t.calls_tools
+        ));
+    }
+    if t.has_policy_sha > 0 && opts.system_prompt.is_none() {
+        warnings.push(format!("{} row(s) were made under a system prompt (lineage.system_prompt_sha) and the file has none: pass --system-prompt FILE", t.has_policy_sha));
+    }
+    if t.no_completion > 0 {
+        warnings.push(format!("{} row(s) had no assistant turn after the prompt and were dropped (no_completion_dropped)", t.no_completion));
+    }
+    // Write.
+    let mut shards = Vec::new();
+    if let Some(f) = file {
+        f.commit()?;
+    } else {
+        shards = write_dataset(&jsonl_path, &args.out)?;
+        drop(temp);
+    }
+    let groups_n = group_ids.lock().map(|s| s.len()).unwrap_or(0);
+    let mask_text = match (opts.format, opts.unroll, opts.mask_mode) {
+        (Format::Trl, true, _) | (Format::Trl, _, MaskMode::Final) => {
+            "only the completion (the last assistant turn) is trained"
+        }
+        (Format::Trl, false, MaskMode::Assistant) => {
+            "TRL trains every token of every turn unless assistant_only_loss=True"
+        }
+        (Format::Openai, true, _) => "final (unrolled)",
+        (Format::Openai, false, MaskMode::Final) => "final",
+        (Format::Openai, false, MaskMode::Assistant) => "assistant",
+    };
+    let report = json!({
+        "n": t.written, "rows_read": t.rows, "format": match args.format { ExportFormat::Openai => "openai", ExportFormat::Trl => "trl", ExportFormat::Parquet => "parquet" },
+        "with_system": t.with_system, "with_tools": t.with_tools, "groups": groups_n,
+        "tool_call_roundtrip": {"checked": t.calls, "invalid": t.invalid_calls, "encoding": encoding},
+        "mask_mode": mask_text, "unrolled": args.unroll, "max_tool_output_chars": args.max_tool_output_chars,
+        "tool_output_truncated": t.outputs_cut, "tool_output_chars_cut": t.chars_cut,
+        "trained_messages": t.trained, "masked_messages": t.masked,
+        "privileged_leaks": {"checked": t.privileged_checked > 0, "n_checked": t.privileged_checked, "n_leaked": t.leaks},
+        "rewards": {"n_pass": t.pass, "n_fail": t.fail, "n_ungraded": t.ungraded},
+        "no_completion_dropped": t.no_completion,
+        "warnings": warnings, "path": args.out.display().to_string(), "shards": shards,
+        "elapsed_s": started.elapsed().as_secs_f64(),
+    });
+    let mut text = format!(
+        "exported {} rows ({} read) to `{}` as {}: {} with a system prompt, {} with tools, {} groups; {} tool calls round-trip ({} invalid); {} trained and {} masked messages; leaks {} of {} checked; rewards: {} pass, {} fail, {} ungraded",
+        t.written,
+        t.rows,
+        args.out.display(),
+        report["format"].as_str().unwrap_or(""),
+        t.with_system,
+        t.with_tools,
+        groups_n,
+        t.calls,
+        t.invalid_calls,
+        t.trained,
+        t.masked,
+        t.leaks,
+        t.privileged_checked,
+        t.pass,
+        t.fail,
+        t.ungraded
+    );
+    if t.outputs_cut > 0 {
+        text.push_str(&format!(
+            "\n  {} tool outputs cut ({} characters)",
+            t.outputs_cut, t.chars_cut
+        ));
+    }
+    for w in report["warnings"].as_array().into_iter().flatten() {
+        text.push_str(&format!("\nwarning: {}", w.as_str().unwrap_or("")));
+    }
+    let mut doc = super::document("export", &report);
+    if let Some(o) = doc.as_object_mut() {
+        o.insert("version".into(), json!(1));
+    }
+    Ok(Outcome {
+        text,
+        json: doc,
+        status: ExitStatus::Success,
+    })
+}
+
+#[derive(Default)]
+struct RowMeta {
+    written: u64,
+    with_system: bool,
+    with_tools: bool,
+    group: Option<String>,
+    reward: Option<f64>,
+    eval_sourced: bool,
+    calls_tools: bool,
+    has_policy_sha: bool,
+    where_: String,
+}
+
+#[derive(Default)]
+struct Tally {
+    rows: u64,
+    written: u64,
+    with_system: u64,
+    with_tools: u64,
+    calls: u64,
+    invalid_calls: u64,
+    first_invalid: Option<String>,
+    outputs_cut: u64,
+    chars_cut: u64,
+    trained: u64,
+    masked: u64,
+    privileged_checked: u64,
+    leaks: u64,
+    first_leak: Option<(String, String)>,
+    truncated: u64,
+    pass: u64,
+    fail: u64,
+    ungraded: u64,
+    eval_sourced: u64,
+    calls_tools: u64,
+    has_policy_sha: u64,
+    no_completion: u64,
+}
+
+impl Tally {
+    fn add(&mut self, f: &export::RowFacts, m: &RowMeta) {
+        self.rows += 1;
+        self.written += m.written;
+        self.with_system += u64::from(m.with_system) * m.written;
+        self.with_tools += u64::from(m.with_tools) * m.written;
+        self.calls += f.calls;
+        self.invalid_calls += f.invalid_calls;
+        if f.invalid_calls > 0 && self.first_invalid.is_none() {
+            self.first_invalid = Some(m.where_.clone());
+        }
+        self.outputs_cut += f.outputs_cut;
+        self.chars_cut += f.chars_cut;
+        self.trained += f.trained;
+        self.masked += f.masked;
+        self.privileged_checked += u64::from(f.privileged);
+        if let Some(l) = &f.leak {
+            self.leaks += 1;
+            if self.first_leak.is_none() {
+                self.first_leak = Some((m.where_.clone(), l.chars().take(80).collect()));
+            }
+        }
+        self.truncated += u64::from(f.truncated);
+        match m.reward {
+            Some(r) if r >= 0.5 => self.pass += 1,
+            Some(_) => self.fail += 1,
+            None => self.ungraded += 1,
+        }
+        self.eval_sourced += u64::from(m.eval_sourced);
+        self.calls_tools += u64::from(m.calls_tools);
+        self.has_policy_sha += u64::from(m.has_policy_sha);
+        self.no_completion += u64::from(f.no_completion);
+    }
+}
+
+/// Writes a Hugging Face datasets folder from the JSONL rows: `data/train-0000i-of-0000N.parquet`
+/// (shards of at most 500 MB of input) and a `README.md` dataset card; returns the shard names.
+fn write_dataset(jsonl: &Path, out: &Path) -> Result<Vec<String>> {
+    use datafusion::arrow::json::ReaderBuilder;
+    use datafusion::arrow::json::reader::infer_json_schema;
+    let open = || std::fs::File::open(jsonl).map_err(|e| Error::io(jsonl, e));
+    let (schema, _) = infer_json_schema(std::io::BufReader::new(open()?), None)
+        .map_err(|e| Error::Internal(format!("inferring the dataset's schema: {e}")))?;
+    let schema = Arc::new(schema);
+    // Shard boundaries by input bytes.
+    let total = std::fs::metadata(jsonl)
+        .map_err(|e| Error::io(jsonl, e))?
+        .len();
+    let n_shards = total.div_ceil(SHARD_BYTES).max(1);
+    let per_shard = total.div_ceil(n_shards);
+    let data = out.join("data");
+    std::fs::create_dir_all(&data).map_err(|e| Error::io(&data, e))?;
+    let mut names = Vec::new();
+    let mut reader = std::io::BufReader::new(open()?);
+    let mut line = Vec::new();
+    for s in 0..n_shards {
+        let name = format!("train-{s:05}-of-{n_shards:05}.parquet");
+        let path = data.join(&name);
+        let mut chunk = Vec::new();
+        while (chunk.len() as u64) < per_shard {
+            line.clear();
+            if reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| Error::io(jsonl, e))?
+                == 0
+            {
+                break;
+            }
+            chunk.extend_from_slice(&line);
+        }
+        let file = AtomicFile::create(&path)?;
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(file.handle()?, Arc::clone(&schema), None)?;
+        let decoder = ReaderBuilder::new(Arc::clone(&schema))
+            .with_batch_size(4096)
+            .build(std::io::Cursor::new(chunk))?;
+        for batch in decoder {
+            writer.write(&batch?)?;
+        }
+        writer.close()?;
+        file.commit()?;
+        names.push(format!("data/{name}"));
+    }
+    let features: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            format!(
+                "  - name: {}\n    dtype: {}",
+                f.name(),
+                hf_type(f.data_type())
+            )
+        })
+        .collect();
+    let card = format!(
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\ndataset_info:\n  features:\n{}\n---\n\n# Training rows exported by wai\n\nOpenAI chat rows (`messages` with `tool_calls` whose `arguments` are JSON strings, `tools`, `loss_mask`) with their reward and provenance. Load with `datasets.load_dataset(\"parquet\", data_dir=\"{}\")` or `load_dataset(\"{}\")`.\n",
+        features.join("\n"),
+        out.join("data").display(),
+        out.display()
+    );
+    let readme = out.join("README.md");
+    let f = AtomicFile::create(&readme)?;
+    f.handle()?
+        .write_all(card.as_bytes())
+        .map_err(|e| Error::io(&readme, e))?;
+    f.commit()?;
+    Ok(names)
+}
+
+fn hf_type(t: &datafusion::arrow::datatypes::DataType) -> String {
+    use datafusion::arrow::datatypes::DataType as D;
+    match t {
+        D::Utf8 | D::LargeUtf8 => "string".into(),
+        D::Int64 => "int64".into(),
+        D::Float64 => "float64".into(),
+        D::Boolean => "bool".into(),
+        D::List(_) | D::LargeList(_) => "list".into(),
+        D::Struct(_) => "struct".into(),
+        other => format!("{other}").to_lowercase(),
+    }
+}

@@ -1,0 +1,691 @@
+//! Export: rows into what trainers load. Each row becomes one training row (OpenAI chat
+//! messages with a system prompt, `tools`, assistant `tool_calls` with ids and JSON-string
+//! arguments, tool turns with `tool_call_id`, a loss mask) and carries its reward, reason and
+//! provenance; the TRL shape decodes the arguments back to objects and, for a final-turn mask or
+//! unrolled turns, splits rows into prompt and completion so the trainer trains what the mask
+//! says. Two gates run before anything is written: every tool call's arguments must round-trip
+//! to the target encoding, and no assistant turn may quote the row's privileged context.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use sha1::{Digest, Sha1};
+
+/// The wire shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// OpenAI chat-completions rows with a loss mask.
+    Openai,
+    /// TRL conversational (or prompt/completion) rows.
+    Trl,
+}
+
+/// What the loss covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MaskMode {
+    /// Every assistant turn.
+    Assistant,
+    /// The last assistant turn only.
+    Final,
+}
+
+/// Export settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Prepended as a system message.
+    pub system_prompt: Option<String>,
+    /// OpenAI tool envelopes written on every row.
+    pub tools: Option<Vec<Value>>,
+    /// Remove `<think>...</think>` blocks from assistant turns.
+    pub strip_think: bool,
+    /// What the loss covers.
+    pub mask_mode: MaskMode,
+    /// One sample per assistant turn.
+    pub unroll: bool,
+    /// Cut tool outputs longer than this.
+    pub max_tool_output_chars: Option<usize>,
+    /// The wire shape.
+    pub format: Format,
+}
+
+/// Keys carried from a row onto its training row, in this order.
+pub const CARRY: [&str; 35] = [
+    "reward",
+    "qwen_reward",
+    "reason",
+    "prompt",
+    "scenario_id",
+    "world_state",
+    "faults",
+    "fault_detected",
+    "label_source",
+    "failure_class",
+    "judge_status",
+    "judge_name",
+    "lineage",
+    "logprob",
+    "n_tokens",
+    "token_logprobs",
+    "sampling",
+    "policy_version",
+    "writer_model",
+    "user_model",
+    "usage",
+    "tier",
+    "ask_family",
+    "ask",
+    "stance",
+    "tone",
+    "texture",
+    "vagueness",
+    "phrasing",
+    "pressure",
+    "user",
+    "history",
+    "length",
+    "intent_known",
+    "tool_known",
+];
+
+static THINK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?is)<think>.*?</think>\s*").expect("a valid pattern"));
+
+/// Per-row facts the report sums.
+#[derive(Debug, Clone, Default)]
+pub struct RowFacts {
+    /// Tool calls checked by the round-trip gate.
+    pub calls: u64,
+    /// Calls whose arguments do not round-trip.
+    pub invalid_calls: u64,
+    /// Tool outputs cut.
+    pub outputs_cut: u64,
+    /// Characters cut.
+    pub chars_cut: u64,
+    /// Loss-mask ones and zeros.
+    pub trained: u64,
+    /// Masked messages.
+    pub masked: u64,
+    /// The privileged needle an assistant turn quotes, when it does.
+    pub leak: Option<String>,
+    /// The row had a privileged block.
+    pub privileged: bool,
+    /// The row ended on the token cap.
+    pub truncated: bool,
+    /// The trl split found no completion.
+    pub no_completion: bool,
+}
+
+/// `value` decoded while it is a JSON string (up to three times), as the reference reads
+/// arguments: a dict stays a dict, a string that does not decode stays a string.
+fn decode_args(v: &Value) -> Value {
+    let mut cur = v.clone();
+    for _ in 0..3 {
+        match &cur {
+            Value::String(s) => match serde_json::from_str::<Value>(s) {
+                Ok(x) => cur = x,
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    if cur.is_null() { json!({}) } else { cur }
+}
+
+/// The text of a message's content (a string, or a list of text parts).
+fn content_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
+            .collect::<Vec<_>>()
+            .join(""),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Rebuilds the conversation of a row without `messages` from its prompt and steps (the final
+/// reply is always the last turn: the reference dropped it after a differing assistant text).
+pub fn conversation(row: &Map<String, Value>) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Some(o) = row
+        .get("opener")
+        .and_then(Value::as_str)
+        .filter(|o| !o.is_empty())
+    {
+        out.push(json!({"role": "assistant", "content": o}));
+    }
+    if let Some(p) = row
+        .get("prompt")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+    {
+        out.push(json!({"role": "user", "content": p}));
+    }
+    for s in row
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(u) = s
+            .get("user")
+            .filter(|u| u.as_str().is_some_and(|x| !x.is_empty()))
+        {
+            out.push(json!({"role": "user", "content": u}));
+        } else if let Some(tool) = s.get("tool").and_then(Value::as_str) {
+            let result = match s.get("result") {
+                Some(Value::String(r)) => r.clone(),
+                Some(r) => r.to_string(),
+                None => String::new(),
+            };
+            out.push(json!({"role": "assistant", "content": s.get("text").and_then(Value::as_str).unwrap_or(""),
+                            "tool_calls": [{"name": tool, "arguments": s.get("arguments").cloned().unwrap_or_else(|| json!({}))}]}));
+            out.push(json!({"role": "tool", "name": tool, "content": result}));
+        } else if let Some(t) = s
+            .get("text")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        {
+            out.push(json!({"role": "assistant", "content": t}));
+        }
+    }
+    let final_text = row.get("final_text").and_then(Value::as_str).unwrap_or("");
+    if !final_text.trim_start().starts_with("<agent error") {
+        while out.len() > 1
+            && out
+                .last()
+                .and_then(|m| m.get("role"))
+                .and_then(Value::as_str)
+                == Some("user")
+        {
+            out.pop();
+        }
+    }
+    if !final_text.is_empty() {
+        let said = out.iter().any(|m| {
+            m.get("role").and_then(Value::as_str) == Some("assistant")
+                && m.get("content").and_then(Value::as_str) == Some(final_text)
+        });
+        if !said {
+            match out.last_mut() {
+                Some(m)
+                    if m.get("role").and_then(Value::as_str) == Some("assistant")
+                        && m.get("tool_calls").is_none()
+                        && content_text(m.get("content")).trim().is_empty() =>
+                {
+                    m["content"] = Value::String(final_text.to_owned());
+                }
+                _ => out.push(json!({"role": "assistant", "content": final_text})),
+            }
+        }
+    }
+    out
+}
+
+fn normalize(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// The privileged text an assistant turn quotes, if any (needles of 12 characters or more from
+/// `reference`, `principle` and `hidden_state`).
+pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<String>) {
+    let Some(p) = row.get("privileged").filter(|p| p.is_object()) else {
+        return (false, None);
+    };
+    let mut needles = Vec::new();
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => {
+                let n = normalize(s);
+                if n.chars().count() >= 12 {
+                    out.push(n);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(m) => m.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    for key in ["reference", "principle", "hidden_state"] {
+        if let Some(v) = p.get(key) {
+            walk(v, &mut needles);
+        }
+    }
+    if needles.is_empty() {
+        return (true, None);
+    }
+    let mut hay = row
+        .get("final_text")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    for m in messages {
+        if m.get("role").and_then(Value::as_str) == Some("assistant") {
+            hay.push('\n');
+            hay.push_str(&content_text(m.get("content")));
+        }
+    }
+    let hay = normalize(&hay);
+    (true, needles.into_iter().find(|n| hay.contains(n.as_str())))
+}
+
+/// The task key of a row: `scenario_id`, else `task_id`, else the prompt.
+fn task_key(row: &Map<String, Value>) -> String {
+    for k in ["scenario_id", "task_id", "prompt"] {
+        if let Some(v) = row.get(k).filter(|v| !v.is_null()) {
+            let s = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            if !s.is_empty() {
+                return s;
+            }
+        }
+    }
+    String::new()
+}
+
+/// `sha1hex(key)[:12]`: the reference's export group id.
+pub fn group_id(key: &str) -> String {
+    let d = Sha1::digest(key.as_bytes());
+    d.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Group fields over the rows being exported: `task key → (k, n0, n1, mean, std)`.
+#[derive(Debug, Clone, Default)]
+pub struct Groups {
+    stats: HashMap<String, (u64, u64, u64, f64, f64, u64)>,
+    repeats: bool,
+}
+
+impl Groups {
+    /// Adds a row's task key and reward.
+    pub fn add(&mut self, row: &Map<String, Value>) {
+        let e = self
+            .stats
+            .entry(task_key(row))
+            .or_insert((0, 0, 0, 0.0, 0.0, 0));
+        e.0 += 1;
+        if e.0 > 1 {
+            self.repeats = true;
+        }
+        if let Some(r) = row.get("reward").and_then(Value::as_f64) {
+            e.1 += u64::from(r < 0.5);
+            e.2 += u64::from(r > 0.5);
+            e.3 += r;
+            e.4 += r * r;
+            e.5 += 1;
+        }
+    }
+
+    /// Stamps `group_id, k, n0, n1, reward_mean, reward_std` when some task repeats.
+    fn stamp(&self, row: &Map<String, Value>, out: &mut Map<String, Value>) {
+        if !self.repeats {
+            return;
+        }
+        let key = task_key(row);
+        let Some(&(k, n0, n1, sum, sq, n)) = self.stats.get(&key) else {
+            return;
+        };
+        out.insert("group_id".into(), Value::String(group_id(&key)));
+        out.insert("k".into(), json!(k));
+        out.insert("n0".into(), json!(n0));
+        out.insert("n1".into(), json!(n1));
+        if n > 0 {
+            let mean = sum / n as f64;
+            let var = (sq / n as f64 - mean * mean).max(0.0);
+            out.insert("reward_mean".into(), json!(mean));
+            out.insert("reward_std".into(), json!(var.sqrt()));
+        } else {
+            out.insert("reward_mean".into(), Value::Null);
+            out.insert("reward_std".into(), Value::Null);
+        }
+    }
+}
+
+/// One row into its training row(s), with the facts the report sums.
+pub fn training_rows(
+    row: &Map<String, Value>,
+    opts: &Options,
+    groups: &Groups,
+) -> (Vec<Map<String, Value>>, RowFacts) {
+    let mut facts = RowFacts::default();
+    let source = match row.get("messages").and_then(Value::as_array) {
+        Some(m) if !m.is_empty() => m.clone(),
+        _ => conversation(row),
+    };
+    let (has_privileged, leaked) = leak(row, &source);
+    facts.privileged = has_privileged;
+    facts.leak = leaked;
+    facts.truncated = row.get("finish_reason").and_then(Value::as_str) == Some("length");
+    // Convert.
+    let mut messages: Vec<Value> = Vec::with_capacity(source.len() + 1);
+    if let Some(sys) = opts.system_prompt.as_deref().filter(|s| !s.is_empty()) {
+        messages.push(json!({"role": "system", "content": sys}));
+    }
+    let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let mut call_index = 0usize;
+    for m in &source {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        match role {
+            "assistant" => {
+                let mut content = content_text(m.get("content"));
+                if opts.strip_think {
+                    content = THINK.replace_all(&content, "").trim().to_owned();
+                }
+                let mut out = Map::new();
+                out.insert("role".into(), json!("assistant"));
+                out.insert("content".into(), Value::String(content));
+                if let Some(calls) = m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .filter(|c| !c.is_empty())
+                {
+                    let mut wire = Vec::with_capacity(calls.len());
+                    for c in calls {
+                        let f = c.get("function").unwrap_or(c);
+                        let name = f
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned();
+                        let id = c
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .filter(|s| !s.is_empty())
+                            .map_or_else(|| format!("call_{call_index:04}"), str::to_owned);
+                        call_index += 1;
+                        pending.push_back(id.clone());
+                        let args = decode_args(f.get("arguments").unwrap_or(&Value::Null));
+                        facts.calls += 1;
+                        let args = match opts.format {
+                            Format::Openai => {
+                                if !args.is_object() {
+                                    facts.invalid_calls += 1;
+                                }
+                                match &args {
+                                    Value::String(s) => Value::String(s.clone()),
+                                    other => Value::String(other.to_string()),
+                                }
+                            }
+                            Format::Trl => {
+                                if !args.is_object() {
+                                    facts.invalid_calls += 1;
+                                }
+                                args
+                            }
+                        };
+                        wire.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}));
+                    }
+                    out.insert("tool_calls".into(), Value::Array(wire));
+                }
+                messages.push(Value::Object(out));
+            }
+            "tool" => {
+                let mut content = content_text(m.get("content"));
+                if let Some(cap) = opts.max_tool_output_chars
+                    && content.chars().count() > cap
+                {
+                    let cut = content.chars().count() - cap;
+                    content = format!(
+                        "{}\n[... {cut} chars of tool output truncated]",
+                        content.chars().take(cap).collect::<String>()
+                    );
+                    facts.outputs_cut += 1;
+                    facts.chars_cut += cut as u64;
+                }
+                let mut out = Map::new();
+                out.insert("role".into(), json!("tool"));
+                out.insert("content".into(), Value::String(content));
+                if let Some(n) = m.get("name").filter(|n| !n.is_null()) {
+                    out.insert("name".into(), n.clone());
+                }
+                let id = m
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                if let Some(id) = &id {
+                    pending.retain(|p| p != id);
+                }
+                if let Some(id) = id.or_else(|| pending.pop_front()) {
+                    out.insert("tool_call_id".into(), Value::String(id));
+                }
+                messages.push(Value::Object(out));
+            }
+            "user" | "system" => {
+                messages.push(json!({"role": role, "content": content_text(m.get("content"))}))
+            }
+            _ => {}
+        }
+    }
+    let assistant: Vec<usize> = (0..messages.len())
+        .filter(|&i| messages[i]["role"] == "assistant")
+        .collect();
+    let carry = |out: &mut Map<String, Value>| {
+        if let Some(t) = &opts.tools {
+            out.insert("tools".into(), Value::Array(t.clone()));
+        }
+        for k in CARRY {
+            if let Some(v) = row.get(k).filter(|v| !v.is_null()) {
+                out.insert(k.to_owned(), v.clone());
+            }
+        }
+        out.insert("schema_version".into(), json!("1"));
+    };
+    let mut rows = Vec::new();
+    if opts.unroll && !assistant.is_empty() {
+        for (turn, &at) in assistant.iter().enumerate() {
+            let mut out = Map::new();
+            let msgs: Vec<Value> = messages[..=at].to_vec();
+            let mask: Vec<u8> = (0..=at).map(|i| u8::from(i == at)).collect();
+            facts.trained += 1;
+            facts.masked += at as u64;
+            out.insert("messages".into(), Value::Array(msgs));
+            out.insert("loss_mask".into(), json!(mask));
+            carry(&mut out);
+            out.insert(
+                "unroll".into(),
+                json!({"turn": turn + 1, "turns": assistant.len()}),
+            );
+            if let Some(Value::Object(l)) = out.get_mut("lineage") {
+                let prompt = row.get("prompt").and_then(Value::as_str).unwrap_or("");
+                let mut from = Map::new();
+                from.insert("prompt_sha1".into(), Value::String(group_id(prompt)));
+                from.insert(
+                    "rollout_index".into(),
+                    row.get("rollout_index").cloned().unwrap_or(Value::Null),
+                );
+                if let Some(s) = row.get("scenario_id") {
+                    from.insert("scenario_id".into(), s.clone());
+                }
+                l.insert("unrolled_from".into(), Value::Object(from));
+            }
+            rows.push(out);
+        }
+    } else {
+        let mut mask: Vec<u8> = messages
+            .iter()
+            .map(|m| u8::from(m["role"] == "assistant"))
+            .collect();
+        if opts.mask_mode == MaskMode::Final
+            && let Some(&last) = assistant.last()
+        {
+            mask = (0..messages.len()).map(|i| u8::from(i == last)).collect();
+        }
+        facts.trained += mask.iter().filter(|m| **m == 1).count() as u64;
+        facts.masked += mask.iter().filter(|m| **m == 0).count() as u64;
+        let mut out = Map::new();
+        out.insert("messages".into(), Value::Array(messages));
+        if facts.outputs_cut > 0 {
+            out.insert("tool_output_truncated".into(), json!(facts.outputs_cut));
+            out.insert("tool_output_chars_cut".into(), json!(facts.chars_cut));
+        }
+        out.insert("loss_mask".into(), json!(mask));
+        carry(&mut out);
+        groups.stamp(row, &mut out);
+        rows.push(out);
+    }
+    if opts.format == Format::Trl {
+        let split = opts.unroll || opts.mask_mode == MaskMode::Final;
+        let mut reshaped = Vec::with_capacity(rows.len());
+        for mut r in rows {
+            r.shift_remove("loss_mask");
+            let prompt = r.shift_remove("prompt");
+            if split {
+                let msgs = match r.shift_remove("messages") {
+                    Some(Value::Array(m)) => m,
+                    _ => Vec::new(),
+                };
+                let last = msgs.iter().rposition(|m| m["role"] == "assistant");
+                match last {
+                    Some(i) if i >= 1 => {
+                        if let Some(p) = prompt {
+                            r.insert("prompt_text".into(), p);
+                        }
+                        r.insert("prompt".into(), Value::Array(msgs[..i].to_vec()));
+                        r.insert("completion".into(), Value::Array(msgs[i..].to_vec()));
+                        reshaped.push(r);
+                    }
+                    _ => facts.no_completion = true,
+                }
+            } else {
+                if let Some(p) = prompt {
+                    r.insert("prompt_text".into(), p);
+                }
+                reshaped.push(r);
+            }
+        }
+        // TRL reads no per-message mask: it trains what is in `messages` or `completion`.
+        facts.trained = reshaped
+            .iter()
+            .map(|r| {
+                ["messages", "completion"]
+                    .iter()
+                    .filter_map(|k| r.get(*k).and_then(Value::as_array))
+                    .map(|a| a.len() as u64)
+                    .sum::<u64>()
+            })
+            .sum();
+        facts.masked = reshaped
+            .iter()
+            .filter_map(|r| r.get("prompt").and_then(Value::as_array))
+            .map(|a| a.len() as u64)
+            .sum();
+        return (reshaped, facts);
+    }
+    (rows, facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(format: Format) -> Options {
+        Options {
+            system_prompt: Some("Be brief.".into()),
+            tools: Some(vec![
+                json!({"type": "function", "function": {"name": "lookup_order"}}),
+            ]),
+            strip_think: true,
+            mask_mode: MaskMode::Assistant,
+            unroll: false,
+            max_tool_output_chars: None,
+            format,
+        }
+    }
+
+    fn row() -> Map<String, Value> {
+        json!({"prompt": "Where is A1002?", "scenario_id": "sc-demo", "rollout_index": 0, "reward": 1, "reason": "ok",
+               "steps": [{"tool": "lookup_order", "arguments": {"order_id": "A1002"}, "result": {"status": "ok", "data": {"id": 27111, "status": "open"}}}],
+               "final_text": "<think>hm</think> A1002 is open.", "lineage": {"source": "grade"}})
+        .as_object()
+        .unwrap()
+        .clone()
+    }
+
+    #[test]
+    fn the_reference_wire_row() {
+        let (rows, facts) = training_rows(&row(), &opts(Format::Openai), &Groups::default());
+        let r = Value::Object(rows[0].clone());
+        assert_eq!(r["loss_mask"], json!([0, 0, 1, 0, 1]));
+        assert_eq!(r["messages"][2]["tool_calls"][0]["id"], "call_0000");
+        assert_eq!(
+            r["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            "{\"order_id\":\"A1002\"}"
+        );
+        assert_eq!(r["messages"][3]["tool_call_id"], "call_0000");
+        assert_eq!(r["messages"][4]["content"], "A1002 is open.");
+        let keys: Vec<&String> = rows[0].keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "messages",
+                "loss_mask",
+                "tools",
+                "reward",
+                "reason",
+                "prompt",
+                "scenario_id",
+                "lineage",
+                "schema_version"
+            ]
+        );
+        assert_eq!(
+            (
+                facts.calls,
+                facts.invalid_calls,
+                facts.trained,
+                facts.masked
+            ),
+            (1, 0, 2, 3)
+        );
+        let (rows, _) = training_rows(&row(), &opts(Format::Trl), &Groups::default());
+        assert_eq!(
+            rows[0]["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            json!({"order_id": "A1002"})
+        );
+        assert_eq!(rows[0].keys().last().unwrap(), "prompt_text");
+        assert!(rows[0].get("loss_mask").is_none());
+        let mut o = opts(Format::Trl);
+        o.mask_mode = MaskMode::Final;
+        let (rows, _) = training_rows(&row(), &o, &Groups::default());
+        assert_eq!(
+            rows[0]["completion"],
+            json!([{"role": "assistant", "content": "A1002 is open."}])
+        );
+        assert_eq!(rows[0]["prompt"].as_array().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn leaks_are_found_and_the_final_reply_is_kept() {
+        let mut r = row();
+        r.insert(
+            "privileged".into(),
+            json!({"reference": "the entity does not exist: say so"}),
+        );
+        r.insert(
+            "final_text".into(),
+            json!("Note: The entity does NOT exist: say so."),
+        );
+        let (_, facts) = training_rows(&r, &opts(Format::Openai), &Groups::default());
+        assert_eq!(
+            facts.leak.as_deref(),
+            Some("the entity does not exist: say so")
+        );
+        // A step text then a different final reply: both turns are kept (reference bug 9).
+        let r = json!({"prompt": "p", "steps": [{"text": "Let me check."}], "final_text": "Done."})
+            .as_object()
+            .unwrap()
+            .clone();
+        let msgs = conversation(&r);
+        assert_eq!(msgs.last().unwrap()["content"], "Done.");
+        assert_eq!(msgs.len(), 3);
+    }
+}

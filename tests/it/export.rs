@@ -1,0 +1,202 @@
+//! `wai export`: the reference's example exports record for record, the gates, the TRL shapes and
+//! the datasets folder.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::{fixture, read_jsonl, succeeded, wai};
+
+/// The passes of the reference's scored example rows.
+fn passes(dir: &Path) -> std::path::PathBuf {
+    let rows: Vec<Value> = read_jsonl(&fixture("example_scored.jsonl"))
+        .into_iter()
+        .filter(|r| r["reward"] == 1)
+        .collect();
+    let path = dir.join("passes.jsonl");
+    crate::support::write_rows(&path, &rows);
+    path
+}
+
+/// Tool-call arguments parsed, so a comparison does not hang on their spacing (the reference
+/// writes `{"order_id": "A1001","reason": "x"}`; we write compact JSON).
+fn parsed_args(mut r: Value) -> Value {
+    for key in ["messages", "prompt", "completion"] {
+        if let Some(msgs) = r.get_mut(key).and_then(Value::as_array_mut) {
+            for m in msgs {
+                for c in m
+                    .get_mut("tool_calls")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    let a = &mut c["function"]["arguments"];
+                    if let Some(s) = a.as_str() {
+                        *a = serde_json::from_str(s).unwrap();
+                    }
+                }
+            }
+        }
+    }
+    r
+}
+
+#[test]
+fn exports_match_the_reference_record_for_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = passes(dir.path());
+    for (format, reference) in [
+        ("openai", "example_export_openai_head.jsonl"),
+        ("trl", "example_export_trl_head.jsonl"),
+    ] {
+        let out = dir.path().join(format!("{format}.jsonl"));
+        let report = crate::support::json_of(
+            wai()
+                .args(["--json", "export"])
+                .arg(&input)
+                .args(["--format", format, "--system-prompt"])
+                .arg(fixture("example_policy.md"))
+                .arg("--tools")
+                .arg(fixture("example_tools.json"))
+                .arg("--out")
+                .arg(&out),
+        );
+        assert_eq!(report["n"], 155);
+        assert_eq!(report["groups"], 48);
+        assert_eq!(report["tool_call_roundtrip"]["checked"], 155);
+        assert_eq!(
+            report["trained_messages"],
+            if format == "openai" { 310 } else { 775 }
+        );
+        let ours = read_jsonl(&out);
+        let theirs = read_jsonl(&fixture(reference));
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            let (a, b) = (parsed_args(a.clone()), parsed_args(b.clone()));
+            assert_eq!(a, b, "{format} row {i}");
+            let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+            assert_eq!(keys(&a), keys(&b), "{format} row {i}: key order");
+        }
+        // OpenAI arguments are JSON strings; TRL's are objects.
+        let args = &ours[0]["messages"][2]["tool_calls"][0]["function"]["arguments"];
+        assert_eq!(args.is_string(), format == "openai", "{args}");
+    }
+}
+
+#[test]
+fn the_gates_refuse_leaks_and_string_wrapped_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    // The scored rows hold planted leaks (the seeded agent quotes its hidden context).
+    let out = dir.path().join("all.jsonl");
+    let failed = wai()
+        .arg("export")
+        .arg(fixture("example_scored.jsonl"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(65), "bad data");
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("privileged_leak: 8 of 200 rows"));
+    assert!(!out.exists(), "nothing written");
+    let report = crate::support::json_of(
+        wai()
+            .args(["--json", "export"])
+            .arg(fixture("example_scored.jsonl"))
+            .arg("--no-validate")
+            .arg("--out")
+            .arg(&out),
+    );
+    assert_eq!(report["privileged_leaks"]["n_leaked"], 8);
+    assert!(report["warnings"].to_string().contains("reward below 0.5"));
+    // A call whose arguments are a string that is not JSON cannot round-trip.
+    let bad = dir.path().join("bad.jsonl");
+    crate::support::write_rows(
+        &bad,
+        &[
+            serde_json::json!({"prompt": "p", "messages": [{"role": "user", "content": "p"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "order A1"}}]}, {"role": "assistant", "content": "ok"}], "final_text": "ok"}),
+        ],
+    );
+    let failed = wai()
+        .arg("export")
+        .arg(&bad)
+        .arg("--out")
+        .arg(dir.path().join("b.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(65));
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("tool_call_roundtrip_invalid: 1 of 1")
+    );
+}
+
+#[test]
+fn trl_final_mask_splits_prompt_and_completion_and_unroll_makes_a_row_per_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = passes(dir.path());
+    let out = dir.path().join("final.jsonl");
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&input)
+            .args(["--format", "trl", "--mask-mode", "final", "--out"])
+            .arg(&out),
+    );
+    let rows = read_jsonl(&out);
+    assert_eq!(rows.len(), 155);
+    for r in &rows {
+        let completion = r["completion"].as_array().unwrap();
+        assert_eq!(completion[0]["role"], "assistant");
+        assert!(
+            r["prompt"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m["role"] != "system"),
+            "no system prompt was given"
+        );
+        assert!(r.get("messages").is_none() && r.get("loss_mask").is_none());
+        assert!(r["prompt_text"].is_string());
+    }
+    let out = dir.path().join("unrolled.jsonl");
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&input)
+            .args(["--unroll", "--out"])
+            .arg(&out),
+    );
+    let rows = read_jsonl(&out);
+    assert_eq!(rows.len(), 310, "two assistant turns per row");
+    for r in &rows {
+        let mask = r["loss_mask"].as_array().unwrap();
+        assert_eq!(mask.iter().filter(|m| **m == 1).count(), 1);
+        assert_eq!(mask.last().unwrap(), 1);
+        assert!(r["lineage"]["unrolled_from"]["prompt_sha1"].is_string());
+    }
+}
+
+#[test]
+fn parquet_is_a_datasets_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = passes(dir.path());
+    let out = dir.path().join("ds");
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&input)
+            .args(["--format", "parquet", "--tools"])
+            .arg(fixture("example_tools.json"))
+            .arg("--out")
+            .arg(&out),
+    );
+    assert!(out.join("data/train-00000-of-00001.parquet").exists());
+    let card = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        card.contains("path: data/train-*") && card.contains("name: messages"),
+        "{card}"
+    );
+    let rows = crate::support::sql_jsonl(
+        &["SELECT count(*) AS n FROM rows"],
+        &out.join("data/train-00000-of-00001.parquet"),
+    );
+    assert_eq!(rows[0]["n"], 155);
+}
