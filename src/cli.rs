@@ -68,6 +68,9 @@ pub enum Command {
     /// judge, a judge test, `run.sh` (simulate, grade, gate) and a README.
     #[command(name = "init-evals")]
     InitEvals(InitEvalsArgs),
+    /// The rows worth training on: RL keeps whole mixed groups, SFT diverse passing
+    /// demonstrations; each gate says what it dropped and why.
+    Select(SelectArgs),
     /// Rows into what trainers load: OpenAI chat JSONL, TRL, or a Hugging Face Parquet folder.
     ///
     /// Gates before anything is written: every tool call's arguments must round-trip to the
@@ -357,6 +360,59 @@ pub enum SimRepeat {
     Fixed,
     /// Two first, then fill mixed groups.
     Successive,
+}
+
+/// `wai select`.
+#[derive(Debug, Args)]
+pub struct SelectArgs {
+    /// Scored rows (files, folders, globs or URLs; JSONL or Parquet).
+    #[arg(required = true, value_name = "SCORED")]
+    pub inputs: Vec<String>,
+    /// rl (whole mixed groups) or sft (passing demonstrations).
+    #[arg(long, value_enum, default_value_t = SelectMode::Rl)]
+    pub mode: SelectMode,
+    /// Rows wanted (RL takes whole groups, so the last may overshoot).
+    #[arg(long, default_value_t = 1000)]
+    pub target: usize,
+    /// RL: the band on a task's pass rate, `LO,HI`.
+    #[arg(long, value_delimiter = ',', num_args = 2, value_name = "LO,HI", default_values_t = [0.2, 0.8])]
+    pub band: Vec<f64>,
+    /// RL: truncated rows are dropped, kept (as riders that do not vote) or kept with reward 0.
+    #[arg(long, value_enum, default_value_t = SelectTruncated::Drop)]
+    pub truncated: SelectTruncated,
+    /// SFT: the lowest reward of a demonstration.
+    #[arg(long, default_value_t = 1.0)]
+    pub min_reward: f64,
+    /// The agent has no tools (the do-nothing gate is off).
+    #[arg(long)]
+    pub no_tools: bool,
+    /// RL: what the reward should pay for, for the hack scan of the selection (substrings of
+    /// feature names).
+    #[arg(long, value_delimiter = ',', value_name = "SUBSTR")]
+    pub endorsed: Vec<String>,
+    /// The selected rows (`.parquet` or `.jsonl`), in training order.
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+}
+
+/// `wai select --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SelectMode {
+    /// Whole mixed groups.
+    Rl,
+    /// Passing demonstrations.
+    Sft,
+}
+
+/// `wai select --truncated`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SelectTruncated {
+    /// Drop them.
+    Drop,
+    /// Keep them as riders.
+    Keep,
+    /// Keep them with reward 0.
+    Penalize,
 }
 
 /// `wai export`.

@@ -21,6 +21,7 @@ pub mod judge_trust;
 pub mod labels;
 pub mod markers;
 pub mod pass_at;
+pub mod select;
 pub mod simulate;
 pub mod sql;
 pub mod variance;
@@ -122,6 +123,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Demo(args) => demo::run(&ctx, &args),
         Command::Export(args) => export::run(&ctx, &args),
+        Command::Select(args) => select::run(&ctx, &args),
         Command::Preflight(args) => coverage::preflight(&args),
         Command::CoverageGap(args) => coverage::coverage_gap(&ctx, &args),
         Command::InitEvals(args) => init_evals::run(&args),

@@ -15,6 +15,7 @@ pub mod judge_trust;
 pub mod labels;
 pub mod markers;
 pub mod pass_at;
+pub mod select;
 pub mod simulate;
 pub mod terms;
 pub mod udf;

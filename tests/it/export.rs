@@ -200,3 +200,73 @@ fn parquet_is_a_datasets_folder() {
     );
     assert_eq!(rows[0]["n"], 155);
 }
+
+#[test]
+fn select_gate_counts_equal_the_references_on_its_example() {
+    // The reference's select(scored, mode="rl") and mode="sft" on the worked example
+    // (shared/data/example_reports.json).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rl.jsonl");
+    let r = crate::support::json_of(
+        wai()
+            .args(["--json", "select"])
+            .arg(fixture("example_scored.jsonl"))
+            .arg("--out")
+            .arg(&out),
+    );
+    assert_eq!(r["n"], 200);
+    assert_eq!(r["n_selected"], 66);
+    assert_eq!(r["privileged_leaks_dropped"], 8);
+    assert_eq!(r["n_after_gates"], 192);
+    assert_eq!(r["duplicates_dropped"], 89);
+    assert_eq!(r["duplicate_asks"], 44);
+    assert_eq!(r["unanimous_groups_dropped"], 25);
+    assert_eq!(r["collapsed_groups_dropped"], 13);
+    assert_eq!(r["groups_selected"], 25);
+    assert_eq!(
+        r["fault_kinds"],
+        serde_json::json!({"already_done": 3, "deny": 3, "malformed": 1, "no fault": 6, "not_found": 7, "stale": 4, "timeout": 1})
+    );
+    assert_eq!(r["hack_scan"]["regime"], "train");
+    let rows = read_jsonl(&out);
+    assert_eq!(rows.len(), 66);
+    // Whole groups, each mixed.
+    let mut groups: std::collections::BTreeMap<String, Vec<f64>> =
+        std::collections::BTreeMap::new();
+    for row in &rows {
+        groups
+            .entry(row["scenario_id"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(row["reward"].as_f64().unwrap());
+    }
+    assert_eq!(groups.len(), 25);
+    assert!(
+        groups
+            .values()
+            .all(|r| r.contains(&0.0) && r.contains(&1.0)),
+        "{groups:?}"
+    );
+    let out = dir.path().join("sft.jsonl");
+    let r = crate::support::json_of(
+        wai()
+            .args(["--json", "select", "--mode", "sft"])
+            .arg(fixture("example_scored.jsonl"))
+            .arg("--out")
+            .arg(&out),
+    );
+    assert_eq!(r["n_selected"], 48);
+    assert_eq!(r["n_eligible"], 48);
+    assert_eq!(r["n_not_pass"], 37);
+    assert_eq!(r["n_junk"], 0);
+    assert_eq!(r["behaviors"], serde_json::json!([18, 18]));
+    let rows = read_jsonl(&out);
+    assert!(rows.iter().all(|r| r["reward"] == 1));
+    // The selection exports cleanly: the leaking rows are gone.
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&out)
+            .arg("--out")
+            .arg(dir.path().join("sft.train.jsonl")),
+    );
+}

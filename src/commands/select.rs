@@ -1,0 +1,154 @@
+//! `wai select`: the rows worth training on, written in training order.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
+use datafusion::arrow::datatypes::Float64Type;
+use rayon::prelude::*;
+use serde_json::{Value, json};
+
+use super::{Context, Outcome};
+use crate::cli::{SelectArgs, SelectMode, SelectTruncated};
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::row::{BatchView, encode};
+use crate::schema::col;
+use crate::stages::hack_scan;
+use crate::stages::select::{self, Options, RowInfo, Truncated};
+
+/// Runs `wai select`.
+pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
+    let started = std::time::Instant::now();
+    let (lo, hi) = (
+        args.band.first().copied().unwrap_or(0.2),
+        args.band.get(1).copied().unwrap_or(0.8),
+    );
+    if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
+        return Err(Error::Usage(format!(
+            "--band LO,HI are pass rates with LO <= HI, not {lo},{hi}"
+        )));
+    }
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
+    let batches = ctx
+        .runtime
+        .block_on(crate::pipeline::session::collect_in_file_order(
+            &context,
+            "SELECT * FROM rows",
+        ))?;
+    // Every row's summary, in file order.
+    let mut infos: Vec<RowInfo> = Vec::new();
+    let mut at: Vec<(usize, usize)> = Vec::new();
+    for (b, batch) in batches.iter().enumerate() {
+        let view = BatchView::new(batch)?;
+        let part: Vec<RowInfo> = (0..batch.num_rows())
+            .into_par_iter()
+            .map(|i| encode(&view, i).map(|row| select::row_info(&row)))
+            .collect::<Result<_>>()?;
+        at.extend((0..batch.num_rows()).map(|i| (b, i)));
+        infos.extend(part);
+    }
+    let opts = Options {
+        target: args.target,
+        band: (lo, hi),
+        truncated: match args.truncated {
+            SelectTruncated::Drop => Truncated::Drop,
+            SelectTruncated::Keep => Truncated::Keep,
+            SelectTruncated::Penalize => Truncated::Penalize,
+        },
+        has_tools: !args.no_tools,
+        min_reward: args.min_reward,
+    };
+    let (chosen, penalized, report) = match args.mode {
+        SelectMode::Rl => select::rl(&infos, &opts),
+        SelectMode::Sft => {
+            let (c, r) = select::sft(&infos, &opts);
+            (c, Vec::new(), r)
+        }
+    };
+    // Write the chosen rows in order; penalized ones get reward 0.
+    let penalized: std::collections::HashSet<usize> = penalized.into_iter().collect();
+    let format = super::convert::output_format(&args.out, None)?;
+    let mut sink = super::convert::sink(&args.out, format)?;
+    let refs: Vec<&RecordBatch> = batches.iter().collect();
+    for chunk in chosen.chunks(8192) {
+        let idx: Vec<(usize, usize)> = chunk.iter().map(|&i| at[i]).collect();
+        let mut out = datafusion::arrow::compute::interleave_record_batch(&refs, &idx)?;
+        if chunk.iter().any(|i| penalized.contains(i)) {
+            let schema = out.schema();
+            let pos = schema.index_of(col::REWARD)?;
+            let old = out.column(pos).as_primitive::<Float64Type>();
+            let new: Float64Array = chunk
+                .iter()
+                .enumerate()
+                .map(|(j, i)| {
+                    if penalized.contains(i) {
+                        Some(0.0)
+                    } else {
+                        old.is_valid(j).then(|| old.value(j))
+                    }
+                })
+                .collect();
+            let mut cols: Vec<ArrayRef> = out.columns().to_vec();
+            cols[pos] = Arc::new(new);
+            out = RecordBatch::try_new(schema, cols)?;
+        }
+        sink.write(&out)?;
+    }
+    sink.finish()?;
+    // RL: what the selection's reward teaches.
+    let mut scan_line = None;
+    let mut scan_json = Value::Null;
+    if args.mode == SelectMode::Rl && !chosen.is_empty() {
+        let (sel_ctx, _s) = super::rows_session(ctx, &[args.out.display().to_string()])?;
+        let opts = hack_scan::Options {
+            endorsed: args.endorsed.clone(),
+            top_features: Some(5),
+            ..hack_scan::Options::default()
+        };
+        match ctx
+            .runtime
+            .block_on(hack_scan::scan(&sel_ctx, "rows", &opts))
+        {
+            Ok(scan) => {
+                let regime = serde_json::to_value(scan.regime)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                scan_line = Some(format!(
+                    "  hack scan: {} (wai hack-scan {} for the ranking)",
+                    regime.replace('_', " "),
+                    args.out.display()
+                ));
+                scan_json = json!({"regime": regime, "warnings": scan.warnings});
+            }
+            Err(e) => scan_line = Some(format!("  hack scan: did not run ({e})")),
+        }
+    }
+    let mut text = report.to_string().trim_end().to_owned();
+    if let Some(l) = scan_line {
+        text.push('\n');
+        text.push_str(&l);
+    }
+    text.push_str(&format!(
+        "\nwrote {} rows to `{}` in {:.1} s",
+        chosen.len(),
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    ));
+    let mut doc = super::document("select", &report);
+    if let Some(o) = doc.as_object_mut() {
+        o.insert("hack_scan".into(), scan_json);
+        o.insert(
+            "output".into(),
+            Value::String(args.out.display().to_string()),
+        );
+    }
+    Ok(Outcome {
+        text,
+        json: doc,
+        status: if chosen.is_empty() {
+            ExitStatus::Hollow
+        } else {
+            ExitStatus::Success
+        },
+    })
+}

@@ -1,0 +1,931 @@
+//! Select the rows worth training on.
+//!
+//! - **RL** keeps whole mixed groups. The gates run in the reference's code order, each
+//!   reporting what it dropped: privileged leaks, truncation marking, row gates (incomplete
+//!   junk, do-nothing, unusable labels; a verified zero is always kept), duplicates within a
+//!   prompt, truncated rows, unanimous and collapsed groups, the difficulty band. Then groups are
+//!   ordered (bucketed by the fault they met, one ask per distinct pass rate in turn) and taken
+//!   whole until the target.
+//! - **SFT** keeps passing demonstrations: one per prompt, then one of each distinct behaviour
+//!   before any repeat.
+//!
+//! Selection works on a compact summary of each row ([`RowInfo`]), made from the row in the
+//! reference's format; the caller writes the chosen rows.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::export::{conversation, leak};
+use super::simulate::hash::sha256_hex;
+
+/// Harness text that must never reach a training row.
+const HARNESS: [&str; 6] = [
+    "<USER_TURN>",
+    "scene brief",
+    "scenario_dimensions",
+    "world_state",
+    "situation card",
+    "region_id",
+];
+const INTENT_WORDS: [&str; 7] = [
+    "merge", "refund", "schedule", "commit", "deploy", "rebase", "checkout",
+];
+
+/// What selection needs of one row.
+#[derive(Debug, Clone, Default)]
+pub struct RowInfo {
+    /// The group key: `scenario_id`, else `task_id`, else the prompt.
+    pub key: String,
+    /// The prompt as written.
+    pub prompt: String,
+    /// A numeric reward.
+    pub reward: Option<f64>,
+    /// The reward when it is exactly 0 or 1.
+    pub label: Option<u8>,
+    /// Who labelled it.
+    pub label_source: String,
+    /// The behaviour signature.
+    pub signature: String,
+    /// The final reply, whitespace collapsed and lowercased.
+    pub final_norm: String,
+    /// Some trainable content: a tool call, a reply, an assistant message.
+    pub trainable: bool,
+    /// A tool call.
+    pub tool_call: bool,
+    /// Why the row is incomplete junk, if it is.
+    pub junk: Option<&'static str>,
+    /// The situation wants a tool.
+    pub wants_tool: bool,
+    /// Cut by the token cap.
+    pub truncated: bool,
+    /// The privileged field and text the reply quotes.
+    pub leak: Option<String>,
+    /// The row had a privileged block.
+    pub privileged: bool,
+    /// The first fault the rollout met.
+    pub fault_kind: String,
+    /// `lineage.source == "eval"`.
+    pub eval_sourced: bool,
+    /// For the leak report.
+    pub scenario_id: String,
+    /// For the leak report.
+    pub rollout_index: Option<i64>,
+}
+
+fn normalize(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+fn fault_kind(row: &Map<String, Value>) -> String {
+    for s in row
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let result = match s.get("result") {
+            Some(Value::String(t)) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
+            Some(v) => v.clone(),
+            None => continue,
+        };
+        if result.get("data").is_some_and(Value::is_string) {
+            return "malformed".into();
+        }
+        if result
+            .get("stale")
+            .is_some_and(|v| v.as_bool() == Some(true))
+        {
+            return "stale".into();
+        }
+        let status = result
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_lowercase();
+        match status.as_str() {
+            "" | "ok" | "created" | "success" | "done" | "updated" | "deleted" | "cancelled"
+            | "sent" => {}
+            s if ["permission", "denied", "unauthorized", "blocked"]
+                .iter()
+                .any(|w| s.contains(w)) =>
+            {
+                return "deny".into();
+            }
+            s => return s.to_owned(),
+        }
+    }
+    if let Some(mode) = row.get("faults").and_then(Value::as_object).and_then(|f| {
+        f.values()
+            .find_map(|v| v.get("mode").and_then(Value::as_str))
+    }) {
+        return mode.to_owned();
+    }
+    "no fault".into()
+}
+
+/// The summary of one row in the reference's format.
+pub fn row_info(row: &Map<String, Value>) -> RowInfo {
+    let text = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let key = ["scenario_id", "task_id", "prompt"]
+        .iter()
+        .find_map(|k| {
+            row.get(*k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let reward = row
+        .get("reward")
+        .filter(|v| !v.is_boolean())
+        .and_then(Value::as_f64)
+        .or_else(|| {
+            row.get("qwen_reward")
+                .filter(|v| !v.is_boolean())
+                .and_then(Value::as_f64)
+        });
+    let label = reward.filter(|r| *r == 0.0 || *r == 1.0).map(|r| r as u8);
+    let final_text = text("final_text");
+    let steps: Vec<&Value> = row
+        .get("steps")
+        .and_then(Value::as_array)
+        .map(|s| s.iter().collect())
+        .unwrap_or_default();
+    let messages = match row.get("messages").and_then(Value::as_array) {
+        Some(m) if !m.is_empty() => m.clone(),
+        _ => conversation(row),
+    };
+    let tool_call = steps
+        .iter()
+        .any(|s| s.get("tool").is_some_and(|t| !t.is_null()))
+        || messages.iter().any(|m| {
+            m.get("tool_calls")
+                .and_then(Value::as_array)
+                .is_some_and(|c| !c.is_empty())
+        });
+    let assistant_texts: Vec<String> = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .map(|m| {
+            m.get("content")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    let trainable = tool_call
+        || !final_text.trim().is_empty()
+        || messages
+            .iter()
+            .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+    let finish = text("finish_reason");
+    let truncated = finish == "length"
+        || steps
+            .iter()
+            .any(|s| s.get("truncated").and_then(Value::as_bool) == Some(true))
+        || ["truncat", "cut off"]
+            .iter()
+            .any(|w| text("reason").to_lowercase().contains(w))
+        || (final_text.chars().count() >= 200 && !super::hack_scan::looks_finished(&final_text));
+    let prompt = text("prompt");
+    // Incomplete junk: the first that applies.
+    let trimmed = final_text.trim();
+    let repeated = {
+        let mut run = 0usize;
+        let mut prev = None;
+        let mut max = 0usize;
+        for c in final_text.chars() {
+            if Some(c) == prev {
+                run += 1;
+            } else {
+                run = 1;
+                prev = Some(c);
+            }
+            max = max.max(run);
+        }
+        max >= 30
+    };
+    let stub = !tool_call
+        && (trimmed.starts_with("<agent error:")
+            || trimmed.contains("returned 4")
+            || trimmed.contains("returned 5")
+            || {
+                let t = trimmed.split_whitespace().collect::<Vec<_>>();
+                t.len() <= 2
+                    && t.iter().any(|w| {
+                        w.len() == 3
+                            && (w.starts_with('4') || w.starts_with('5'))
+                            && w.chars().all(|c| c.is_ascii_digit())
+                    })
+            });
+    let markup = |s: &str| {
+        s.contains("<tool_call>")
+            || s.contains("</tool_call>")
+            || (s.contains("\"name\":") && s.contains("\"parameters\":"))
+    };
+    let last_role = messages
+        .last()
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let has_messages = row
+        .get("messages")
+        .and_then(Value::as_array)
+        .is_some_and(|m| !m.is_empty())
+        || !steps.is_empty()
+        || !final_text.is_empty();
+    let junk = if trimmed.is_empty() {
+        Some("empty final reply")
+    } else if trimmed.starts_with("<agent error") {
+        Some("agent error")
+    } else if stub {
+        Some("infrastructure stub")
+    } else if repeated {
+        Some("a character repeated 30 times")
+    } else if HARNESS
+        .iter()
+        .any(|h| final_text.contains(h) || assistant_texts.iter().any(|a| a.contains(h)))
+    {
+        Some("harness text")
+    } else if markup(&final_text) || assistant_texts.iter().any(|a| markup(a)) {
+        Some("raw tool markup")
+    } else if final_text.chars().count() > 600
+        && !truncated
+        && !super::hack_scan::looks_finished(&final_text)
+    {
+        Some("long unfinished reply")
+    } else if !has_messages && !tool_call {
+        Some("no conversation")
+    } else if matches!(last_role, "user" | "tool") {
+        Some("ends on a user or tool turn")
+    } else if !tool_call && trimmed.ends_with('?') && prompt.split_whitespace().count() <= 2 {
+        Some("a question back to a bare prompt")
+    } else {
+        None
+    };
+    let dims = row.get("scenario_dimensions");
+    let wants_tool = row.get("tool_known").and_then(Value::as_bool) == Some(true)
+        || row.get("ask_family").and_then(Value::as_str) == Some("tool")
+        || row
+            .get("faults")
+            .is_some_and(|f| f.as_object().is_some_and(|o| !o.is_empty()))
+        || row
+            .get("world_state")
+            .and_then(Value::as_str)
+            .is_some_and(|w| !matches!(w, "" | "unspecified" | "unknown"))
+        || dims
+            .and_then(|d| d.get("tool"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| !matches!(t, "unrelated" | "multi_tool"))
+        || {
+            let low = prompt.to_lowercase();
+            INTENT_WORDS.iter().any(|w| low.contains(w))
+                || super::simulate::tools::KNOWN_ID.is_match(&prompt)
+        };
+    let (privileged, leaked) = leak(row, &messages);
+    RowInfo {
+        key,
+        reward,
+        label,
+        label_source: text("label_source"),
+        signature: row
+            .get("behavior_signature")
+            .and_then(Value::as_str)
+            .map_or_else(
+                || {
+                    // No signature: the calls and the reply's length stand in.
+                    let calls: Vec<&str> = steps
+                        .iter()
+                        .filter_map(|s| s.get("tool").and_then(Value::as_str))
+                        .collect();
+                    sha256_hex(&format!(
+                        "{}|{}",
+                        calls.join(","),
+                        final_text.split_whitespace().count() / 12
+                    ))[..12]
+                        .to_owned()
+                },
+                str::to_owned,
+            ),
+        final_norm: normalize(&final_text),
+        trainable,
+        tool_call,
+        junk,
+        wants_tool,
+        truncated,
+        leak: leaked,
+        privileged,
+        fault_kind: fault_kind(row),
+        eval_sourced: row
+            .get("lineage")
+            .and_then(|l| l.get("source"))
+            .and_then(Value::as_str)
+            == Some("eval"),
+        scenario_id: text("scenario_id"),
+        rollout_index: row.get("rollout_index").and_then(Value::as_i64),
+        prompt,
+    }
+}
+
+/// What to do with truncated rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Truncated {
+    /// Drop them.
+    Drop,
+    /// Keep them as riders that do not vote.
+    Keep,
+    /// Keep them with reward 0.
+    Penalize,
+}
+
+/// Selection settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Rows wanted.
+    pub target: usize,
+    /// The difficulty band on per-task pass rate (RL).
+    pub band: (f64, f64),
+    /// Truncated rows (RL).
+    pub truncated: Truncated,
+    /// The agent has tools (the do-nothing gate).
+    pub has_tools: bool,
+    /// Lowest reward of a demonstration (SFT).
+    pub min_reward: f64,
+}
+
+/// A leaked row in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Leak {
+    /// Its scenario.
+    pub scenario_id: String,
+    /// Its rollout.
+    pub rollout_index: Option<i64>,
+    /// The quoted text (80 characters).
+    pub needle: String,
+}
+
+/// What selection did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// rl or sft.
+    pub mode: &'static str,
+    /// Rows read.
+    pub n: usize,
+    /// Rows dropped for quoting their privileged context.
+    pub privileged_leaks_dropped: usize,
+    /// The first leaks.
+    pub leaks: Vec<Leak>,
+    /// Rows dropped by each row gate.
+    pub gates: BTreeMap<String, usize>,
+    /// Rows after the row gates.
+    pub n_after_gates: usize,
+    /// Duplicates dropped, and the asks they came from.
+    pub duplicates_dropped: usize,
+    /// Asks with a duplicate.
+    pub duplicate_asks: usize,
+    /// Identical trajectories with different rewards (judge noise).
+    pub conflicting_rewards: usize,
+    /// Truncated rows dropped / kept / penalized.
+    pub truncated: BTreeMap<String, usize>,
+    /// Groups dropped as unanimous (collapsed ones included).
+    pub unanimous_groups_dropped: usize,
+    /// Groups that only became unanimous after duplicates and truncation went.
+    pub collapsed_groups_dropped: usize,
+    /// Tasks dropped by the band: too easy, too hard.
+    pub band_dropped: BTreeMap<String, usize>,
+    /// The band.
+    pub band: (f64, f64),
+    /// Groups selected, by the fault their first row met.
+    pub fault_kinds: BTreeMap<String, usize>,
+    /// Rows selected.
+    pub n_selected: usize,
+    /// Groups selected.
+    pub groups_selected: usize,
+    /// SFT: rows that did not pass.
+    pub n_not_pass: usize,
+    /// SFT: junk among the passes.
+    pub n_junk: usize,
+    /// SFT: one per prompt.
+    pub n_eligible: usize,
+    /// SFT: distinct behaviours among the eligible rows, and among the selected.
+    pub behaviors: (usize, usize),
+    /// SFT: completions per prompt (max, mean, median) and prompts with one.
+    pub completions_per_prompt: (usize, f64, f64, usize),
+    /// The target.
+    pub target: usize,
+    /// Selected rows with eval-sourced rewards.
+    pub eval_sourced: usize,
+    /// What a person should know.
+    pub warnings: Vec<String>,
+}
+
+fn empty_report(mode: &'static str, n: usize, opts: &Options) -> Report {
+    Report {
+        mode,
+        n,
+        privileged_leaks_dropped: 0,
+        leaks: Vec::new(),
+        gates: BTreeMap::new(),
+        n_after_gates: 0,
+        duplicates_dropped: 0,
+        duplicate_asks: 0,
+        conflicting_rewards: 0,
+        truncated: BTreeMap::new(),
+        unanimous_groups_dropped: 0,
+        collapsed_groups_dropped: 0,
+        band_dropped: BTreeMap::new(),
+        band: opts.band,
+        fault_kinds: BTreeMap::new(),
+        n_selected: 0,
+        groups_selected: 0,
+        n_not_pass: 0,
+        n_junk: 0,
+        n_eligible: 0,
+        behaviors: (0, 0),
+        completions_per_prompt: (0, 0.0, 0.0, 0),
+        target: opts.target,
+        eval_sourced: 0,
+        warnings: Vec::new(),
+    }
+}
+
+fn leak_gate(rows: &[RowInfo], report: &mut Report) -> Vec<usize> {
+    let mut kept = Vec::with_capacity(rows.len());
+    for (i, r) in rows.iter().enumerate() {
+        if let Some(n) = &r.leak {
+            report.privileged_leaks_dropped += 1;
+            if report.leaks.len() < 20 {
+                report.leaks.push(Leak {
+                    scenario_id: r.scenario_id.clone(),
+                    rollout_index: r.rollout_index,
+                    needle: n.chars().take(80).collect(),
+                });
+            }
+        } else {
+            kept.push(i);
+        }
+    }
+    kept
+}
+
+/// RL selection: the indices of the chosen rows, in training order, the rows to penalize, and
+/// the report.
+pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) {
+    let mut report = empty_report("rl", rows.len(), opts);
+    let mut live = leak_gate(rows, &mut report);
+    // Truncation marking.
+    let mut penalized = Vec::new();
+    let text_gates = rows.iter().any(|r| r.trainable);
+    // Row gates.
+    let mut after = Vec::with_capacity(live.len());
+    for &i in &live {
+        let r = &rows[i];
+        let verified_zero = r.label == Some(0)
+            && (r.label_source.starts_with("claude") || r.label_source.starts_with("gold"))
+            && r.trainable;
+        let gate = if verified_zero {
+            None
+        } else if text_gates
+            && r.junk.is_some()
+            && !(r.truncated
+                && opts.truncated != Truncated::Drop
+                && r.junk == Some("long unfinished reply"))
+        {
+            Some("incomplete_junk")
+        } else if text_gates && r.label.is_none() && opts.has_tools && r.wants_tool && !r.tool_call
+        {
+            Some("do_nothing")
+        } else if r.label.is_none() {
+            Some("unusable_label")
+        } else {
+            None
+        };
+        match gate {
+            Some(g) => *report.gates.entry(g.to_owned()).or_insert(0) += 1,
+            None => after.push(i),
+        }
+    }
+    for g in ["do_nothing", "incomplete_junk", "unusable_label"] {
+        report.gates.entry(g.to_owned()).or_insert(0);
+    }
+    report.n_after_gates = after.len();
+    let mut rows_after_gates: HashMap<&str, usize> = HashMap::new();
+    for &i in &after {
+        *rows_after_gates.entry(rows[i].key.as_str()).or_insert(0) += 1;
+    }
+    // Duplicates within a prompt.
+    live = Vec::with_capacity(after.len());
+    let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
+    let mut dup_asks: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for &i in &after {
+        let r = &rows[i];
+        match seen.get(&(
+            r.prompt.as_str(),
+            r.signature.as_str(),
+            r.final_norm.as_str(),
+        )) {
+            Some(&first) => {
+                report.duplicates_dropped += 1;
+                dup_asks.insert(r.prompt.as_str());
+                if rows[first].label != r.label {
+                    report.conflicting_rewards += 1;
+                }
+            }
+            None => {
+                seen.insert(
+                    (
+                        r.prompt.as_str(),
+                        r.signature.as_str(),
+                        r.final_norm.as_str(),
+                    ),
+                    i,
+                );
+                live.push(i);
+            }
+        }
+    }
+    report.duplicate_asks = dup_asks.len();
+    // Truncated rows.
+    let mut riders: Vec<usize> = Vec::new();
+    let mut voting = Vec::with_capacity(live.len());
+    for &i in &live {
+        if rows[i].truncated {
+            match opts.truncated {
+                Truncated::Drop => {
+                    *report.truncated.entry("dropped".into()).or_insert(0) += 1;
+                    continue;
+                }
+                Truncated::Keep => {
+                    *report.truncated.entry("kept".into()).or_insert(0) += 1;
+                    riders.push(i);
+                    continue;
+                }
+                Truncated::Penalize => {
+                    *report.truncated.entry("penalized".into()).or_insert(0) += 1;
+                    penalized.push(i);
+                }
+            }
+        }
+        voting.push(i);
+    }
+    // Groups: unanimous, then collapsed.
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for &i in &voting {
+        let k = rows[i].key.as_str();
+        let g = *index.entry(k).or_insert_with(|| {
+            groups.push((k.to_owned(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].1.push(i);
+    }
+    let label_of = |i: usize| {
+        if penalized.contains(&i) {
+            Some(0)
+        } else {
+            rows[i].label
+        }
+    };
+    let mut kept_groups = Vec::new();
+    for (key, members) in groups {
+        let labels: Vec<u8> = members.iter().filter_map(|&i| label_of(i)).collect();
+        let unanimous = labels.len() >= 2 && labels.iter().all(|l| *l == labels[0]);
+        let collapsed = !unanimous
+            && labels.len() < 2
+            && rows_after_gates.get(key.as_str()).copied().unwrap_or(0) >= 2;
+        if unanimous {
+            report.unanimous_groups_dropped += 1;
+        } else if collapsed {
+            report.collapsed_groups_dropped += 1;
+            report.unanimous_groups_dropped += 1;
+        } else {
+            kept_groups.push((key, members, labels));
+        }
+    }
+    // The band.
+    let (lo, hi) = opts.band;
+    let mut banded = Vec::new();
+    for (key, members, labels) in kept_groups {
+        let n = labels.len();
+        let p = if n == 0 {
+            f64::NAN
+        } else {
+            labels.iter().map(|l| f64::from(*l)).sum::<f64>() / n as f64
+        };
+        if n >= 2 && p > 0.0 && p < 1.0 {
+            if p > hi {
+                *report.band_dropped.entry("too_easy".into()).or_insert(0) += 1;
+                continue;
+            }
+            if p < lo {
+                *report.band_dropped.entry("too_hard".into()).or_insert(0) += 1;
+                continue;
+            }
+        }
+        banded.push((key, members, p));
+    }
+    report.band_dropped.entry("too_easy".into()).or_insert(0);
+    report.band_dropped.entry("too_hard".into()).or_insert(0);
+    // Riders rejoin their groups.
+    for &i in &riders {
+        if let Some(g) = banded.iter_mut().find(|(k, _, _)| *k == rows[i].key) {
+            g.1.push(i);
+        }
+    }
+    // Order: buckets by fault kind; within one, spread over pass rates; round-robin buckets.
+    let mut buckets: BTreeMap<String, Vec<(String, Vec<usize>, f64)>> = BTreeMap::new();
+    for g in banded {
+        buckets
+            .entry(rows[g.1[0]].fault_kind.clone())
+            .or_default()
+            .push(g);
+    }
+    let mut ordered_buckets: Vec<(String, Vec<(String, Vec<usize>, f64)>)> = buckets
+        .into_iter()
+        .map(|(kind, gs)| {
+            // One ask per distinct pass rate in turn, rates ascending; ties by a hash of the key.
+            let mut by_rate: BTreeMap<i64, Vec<(String, Vec<usize>, f64)>> = BTreeMap::new();
+            for g in gs {
+                by_rate
+                    .entry(if g.2.is_nan() {
+                        i64::MAX
+                    } else {
+                        (g.2 * 1e6).round() as i64
+                    })
+                    .or_default()
+                    .push(g);
+            }
+            for v in by_rate.values_mut() {
+                v.sort_by_key(|g| sha256_hex(&format!(":{}", g.0)));
+                v.reverse();
+            }
+            let mut spread = Vec::new();
+            loop {
+                let mut any = false;
+                for v in by_rate.values_mut() {
+                    if let Some(g) = v.pop() {
+                        spread.push(g);
+                        any = true;
+                    }
+                }
+                if !any {
+                    break;
+                }
+            }
+            (kind, spread)
+        })
+        .collect();
+    ordered_buckets.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+    let mut chosen = Vec::new();
+    let mut cursors = vec![0usize; ordered_buckets.len()];
+    'fill: loop {
+        let mut any = false;
+        for (b, (kind, gs)) in ordered_buckets.iter().enumerate() {
+            if chosen.len() >= opts.target {
+                break 'fill;
+            }
+            if let Some(g) = gs.get(cursors[b]) {
+                cursors[b] += 1;
+                any = true;
+                *report.fault_kinds.entry(kind.clone()).or_insert(0) += 1;
+                report.groups_selected += 1;
+                chosen.extend(g.1.iter().copied());
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    report.n_selected = chosen.len();
+    report.eval_sourced = chosen.iter().filter(|&&i| rows[i].eval_sourced).count();
+    penalized.retain(|i| chosen.contains(i));
+    // Warnings.
+    if report.duplicates_dropped > 0 {
+        let mut w = format!(
+            "{} duplicate rollout(s) within {} ask(s) dropped",
+            report.duplicates_dropped, report.duplicate_asks
+        );
+        if report.conflicting_rewards > 0 {
+            w.push_str(&format!(
+                "; {} identical trajectories got different rewards, which is judge noise",
+                report.conflicting_rewards
+            ));
+        }
+        report.warnings.push(w);
+    }
+    let mut per_task: HashMap<&str, usize> = HashMap::new();
+    for r in rows {
+        *per_task.entry(r.key.as_str()).or_insert(0) += 1;
+    }
+    let mut counts: Vec<usize> = per_task.values().copied().collect();
+    counts.sort_unstable();
+    let median = counts.get(counts.len() / 2).copied().unwrap_or(0);
+    if median > 0 && median < 16 {
+        report.warnings.push(format!(
+            "difficulty was measured from {median} rollouts per task, so a task's band assignment can be off by about ±{:.1}; simulate with --repeats 16 for a firmer band",
+            1.0 / (median as f64).sqrt() / 2.0 * 1.2
+        ));
+    }
+    if report.eval_sourced > 0 {
+        report.warnings.push(format!(
+            "{} selected row(s) carry rewards from an eval (lineage.source == \"eval\"); training on them turns the held-out scorer into the reward model",
+            report.eval_sourced
+        ));
+    }
+    if chosen.is_empty() {
+        report.warnings.push("nothing selected: no task has both a pass and a fail among its kept rows; simulate more rollouts per ask (--repeats 8) or widen --band".into());
+    }
+    (chosen, penalized, report)
+}
+
+/// SFT selection: the indices of the chosen rows, in order, and the report.
+pub fn sft(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Report) {
+    let mut report = empty_report("sft", rows.len(), opts);
+    let live = leak_gate(rows, &mut report);
+    // Completions per prompt, over the input.
+    let mut per_prompt: HashMap<String, usize> = HashMap::new();
+    for r in rows {
+        *per_prompt.entry(normalize(&r.prompt)).or_insert(0) += 1;
+    }
+    let mut c: Vec<usize> = per_prompt.values().copied().collect();
+    c.sort_unstable();
+    let mean = if c.is_empty() {
+        0.0
+    } else {
+        c.iter().sum::<usize>() as f64 / c.len() as f64
+    };
+    let median = if c.is_empty() {
+        0.0
+    } else if c.len() % 2 == 1 {
+        c[c.len() / 2] as f64
+    } else {
+        (c[c.len() / 2 - 1] + c[c.len() / 2]) as f64 / 2.0
+    };
+    report.completions_per_prompt = (
+        c.last().copied().unwrap_or(0),
+        mean,
+        median,
+        c.iter().filter(|n| **n == 1).count(),
+    );
+    // Eligible: passing, not junk.
+    let mut eligible = Vec::new();
+    for &i in &live {
+        let r = &rows[i];
+        if r.reward.is_none_or(|x| x < opts.min_reward) {
+            report.n_not_pass += 1;
+        } else if r.junk.is_some() {
+            report.n_junk += 1;
+        } else {
+            eligible.push(i);
+        }
+    }
+    // One per prompt: the highest reward, ties by a hash of the signature and the prompt.
+    let mut best: HashMap<String, usize> = HashMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for &i in &eligible {
+        let p = normalize(&rows[i].prompt);
+        let tie = |j: usize| sha256_hex(&format!("{}:{}", rows[j].signature, p));
+        match best.get(&p).copied() {
+            None => {
+                order.push(p.clone());
+                best.insert(p, i);
+            }
+            Some(j) => {
+                let (ri, rj) = (rows[i].reward.unwrap_or(0.0), rows[j].reward.unwrap_or(0.0));
+                if ri > rj || (ri == rj && tie(i) < tie(j)) {
+                    best.insert(p, i);
+                }
+            }
+        }
+    }
+    let picked: Vec<usize> = order.iter().map(|p| best[p]).collect();
+    report.n_eligible = picked.len();
+    // Every distinct way of being right before any repeat.
+    let mut buckets: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for &i in &picked {
+        buckets
+            .entry(rows[i].signature.clone())
+            .or_default()
+            .push(i);
+    }
+    for (sig, v) in &mut buckets {
+        v.sort_by_key(|&i| sha256_hex(&format!("{sig}:{}", rows[i].prompt)));
+        v.reverse();
+    }
+    let mut ordered: Vec<(String, Vec<usize>)> = buckets.into_iter().collect();
+    ordered.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+    report.behaviors.0 = ordered.len();
+    let mut chosen = Vec::new();
+    'fill: loop {
+        let mut any = false;
+        for (_, v) in &mut ordered {
+            if chosen.len() >= opts.target {
+                break 'fill;
+            }
+            if let Some(i) = v.pop() {
+                chosen.push(i);
+                any = true;
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    let covered: std::collections::HashSet<&str> =
+        chosen.iter().map(|&i| rows[i].signature.as_str()).collect();
+    report.behaviors.1 = covered.len();
+    report.n_selected = chosen.len();
+    report.eval_sourced = chosen.iter().filter(|&&i| rows[i].eval_sourced).count();
+    if report.eval_sourced > 0 {
+        report.warnings.push(format!(
+            "{} selected row(s) carry rewards from an eval (lineage.source == \"eval\"); training on them turns the held-out scorer into the reward model",
+            report.eval_sourced
+        ));
+    }
+    if mean < 10.0 && !c.is_empty() {
+        report.warnings.push(format!(
+            "completions per prompt: mean {mean:.1}, median {median}, max {}; {} of {} prompts have one. Choosing among completions wants 10 to 30 per prompt so the pick is not biased; simulate more (--repeats) if you mean to choose rather than filter",
+            report.completions_per_prompt.0,
+            report.completions_per_prompt.3,
+            c.len()
+        ));
+    }
+    if chosen.is_empty() {
+        report.warnings.push(format!(
+            "nothing selected: no row reaches reward {}",
+            opts.min_reward
+        ));
+    }
+    (chosen, report)
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{} selection: kept {} of {} rows",
+            self.mode, self.n_selected, self.n
+        )?;
+        if self.mode == "rl" {
+            writeln!(
+                f,
+                "  band {:.0}%..{:.0}% pass rate: {} asks dropped ({} too easy, {} too hard)",
+                self.band.0 * 100.0,
+                self.band.1 * 100.0,
+                self.band_dropped.values().sum::<usize>(),
+                self.band_dropped.get("too_easy").copied().unwrap_or(0),
+                self.band_dropped.get("too_hard").copied().unwrap_or(0)
+            )?;
+            writeln!(
+                f,
+                "  unanimous groups dropped: {} ({} collapsed by duplicates); duplicates dropped: {}; truncated drop: {}",
+                self.unanimous_groups_dropped,
+                self.collapsed_groups_dropped,
+                self.duplicates_dropped,
+                self.truncated.get("dropped").copied().unwrap_or(0)
+            )?;
+            let gated: usize = self.gates.values().sum();
+            if gated > 0 {
+                let g: Vec<String> = self
+                    .gates
+                    .iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                writeln!(f, "  row gates: {}", g.join(", "))?;
+            }
+            writeln!(
+                f,
+                "  privileged leaks dropped: {}",
+                self.privileged_leaks_dropped
+            )?;
+            writeln!(f, "  groups kept: {}", self.groups_selected)?;
+        } else {
+            writeln!(
+                f,
+                "  eligible {} (reward >= {}), junk {}, not passing {}",
+                self.n_eligible, 1.0, self.n_junk, self.n_not_pass
+            )?;
+            writeln!(
+                f,
+                "  privileged leaks dropped: {}",
+                self.privileged_leaks_dropped
+            )?;
+            writeln!(
+                f,
+                "  distinct behaviors: {}, covered: {}",
+                self.behaviors.0, self.behaviors.1
+            )?;
+        }
+        for w in &self.warnings {
+            writeln!(f, "  warning: {w}")?;
+        }
+        Ok(())
+    }
+}
