@@ -390,7 +390,16 @@ pub struct SelectArgs {
     /// feature names).
     #[arg(long, value_delimiter = ',', value_name = "SUBSTR")]
     pub endorsed: Vec<String>,
-    /// The selected rows (`.parquet` or `.jsonl`), in training order.
+    /// Preference: the smallest reward gap between chosen and rejected.
+    #[arg(long, default_value_t = 1.0)]
+    pub min_margin: f64,
+    /// Preference: pairs per ask at most.
+    #[arg(long, default_value_t = 1)]
+    pub max_pairs_per_prompt: usize,
+    /// Preference: the rejected reply closest in length to the chosen one.
+    #[arg(long)]
+    pub length_match: bool,
+    /// The selected rows (`.parquet` or `.jsonl`), in training order; pairs are JSONL.
     #[arg(long, short, value_name = "OUT")]
     pub out: PathBuf,
 }
@@ -402,6 +411,8 @@ pub enum SelectMode {
     Rl,
     /// Passing demonstrations.
     Sft,
+    /// Chosen/rejected pairs of replies to the same ask (JSONL of pairs, for `wai export --format dpo`).
+    Preference,
 }
 
 /// `wai select --truncated`.
@@ -460,6 +471,8 @@ pub enum ExportFormat {
     Trl,
     /// A Hugging Face datasets folder of Parquet shards with a dataset card (OpenAI rows).
     Parquet,
+    /// prompt/chosen/rejected rows from `wai select --mode preference` pairs.
+    Dpo,
 }
 
 /// `wai export --mask-mode`.

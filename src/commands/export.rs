@@ -45,12 +45,15 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         },
         unroll: args.unroll,
         max_tool_output_chars: args.max_tool_output_chars,
-        format: if args.format == ExportFormat::Trl {
+        format: if matches!(args.format, ExportFormat::Trl | ExportFormat::Dpo) {
             Format::Trl
         } else {
             Format::Openai
         },
     };
+    if args.format == ExportFormat::Dpo {
+        return dpo(args, &opts, started);
+    }
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     // Pass 1: the groups (task key and reward of every row), read from two columns.
     let mut groups = Groups::default();
@@ -258,7 +261,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         (Format::Openai, false, MaskMode::Assistant) => "assistant",
     };
     let report = json!({
-        "n": t.written, "rows_read": t.rows, "format": match args.format { ExportFormat::Openai => "openai", ExportFormat::Trl => "trl", ExportFormat::Parquet => "parquet" },
+        "n": t.written, "rows_read": t.rows, "format": match args.format { ExportFormat::Openai => "openai", ExportFormat::Trl => "trl", ExportFormat::Parquet => "parquet", ExportFormat::Dpo => "dpo" },
         "with_system": t.with_system, "with_tools": t.with_tools, "groups": groups_n,
         "tool_call_roundtrip": {"checked": t.calls, "invalid": t.invalid_calls, "encoding": encoding},
         "mask_mode": mask_text, "unrolled": args.unroll, "max_tool_output_chars": args.max_tool_output_chars,
@@ -468,4 +471,149 @@ fn hf_type(t: &datafusion::arrow::datatypes::DataType) -> String {
         D::Struct(_) => "struct".into(),
         other => format!("{other}").to_lowercase(),
     }
+}
+
+/// `--format dpo`: pairs (from `wai select --mode preference`) into prompt/chosen/rejected rows:
+/// `prompt` is the conversation the two sides share, `chosen` and `rejected` what each said from
+/// where they part (arguments as objects, as TRL's chat templates render them).
+fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result<Outcome> {
+    let groups = Groups::default();
+    let file = AtomicFile::create(&args.out)?;
+    let mut w = BufWriter::new(file.handle()?);
+    let (mut pairs, mut written, mut dropped, mut calls, mut invalid, mut leaks, mut longer) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    for input in &args.inputs {
+        let path = Path::new(input);
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let bad = |m: &str| Error::BadRow {
+                file: input.clone(),
+                line: n as u64 + 1,
+                field: None,
+                message: m.to_owned(),
+            };
+            let pair: Value =
+                serde_json::from_str(line).map_err(|e| bad(&format!("not JSON: {e}")))?;
+            let (Some(Value::Object(c)), Some(Value::Object(r))) =
+                (pair.get("chosen"), pair.get("rejected"))
+            else {
+                return Err(bad(
+                    "a pair needs `chosen` and `rejected` rows: make pairs with wai select --mode preference",
+                ));
+            };
+            pairs += 1;
+            let side = |row: &serde_json::Map<String, Value>| -> (Vec<Value>, export::RowFacts) {
+                let (rows, facts) = export::training_rows(row, opts, &groups);
+                let msgs = rows
+                    .first()
+                    .and_then(|r| r.get("messages"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                (msgs, facts)
+            };
+            let (cm, cf) = side(c);
+            let (rm, rf) = side(r);
+            calls += cf.calls + rf.calls;
+            invalid += cf.invalid_calls + rf.invalid_calls;
+            leaks += u64::from(cf.leak.is_some()) + u64::from(rf.leak.is_some());
+            let shared = cm.iter().zip(&rm).take_while(|(a, b)| a == b).count();
+            let parts_on_assistant = cm.get(shared).is_some_and(|m| m["role"] == "assistant")
+                && rm.get(shared).is_some_and(|m| m["role"] == "assistant");
+            if shared == 0 || !parts_on_assistant {
+                dropped += 1;
+                continue;
+            }
+            let len = |m: &[Value]| {
+                m.iter()
+                    .map(|x| x["content"].as_str().map_or(0, str::len))
+                    .sum::<usize>()
+            };
+            longer += u64::from(len(&cm[shared..]) > len(&rm[shared..]));
+            let mut out = serde_json::Map::new();
+            out.insert("prompt".into(), Value::Array(cm[..shared].to_vec()));
+            out.insert("chosen".into(), Value::Array(cm[shared..].to_vec()));
+            out.insert("rejected".into(), Value::Array(rm[shared..].to_vec()));
+            if let Some(t) = &opts.tools {
+                out.insert("tools".into(), Value::Array(t.clone()));
+            }
+            for k in [
+                "chosen_score",
+                "rejected_score",
+                "margin",
+                "chosen_model",
+                "rejected_model",
+                "same_policy",
+                "length_delta",
+                "first_turn_differs",
+                "chosen_reason",
+                "rejected_reason",
+                "rejected_failure_class",
+                "lineage",
+            ] {
+                if let Some(v) = pair.get(k).filter(|v| !v.is_null()) {
+                    out.insert(k.to_owned(), v.clone());
+                }
+            }
+            out.insert(
+                "prompt_text".into(),
+                pair.get("prompt").cloned().unwrap_or(Value::Null),
+            );
+            out.insert("schema_version".into(), json!("1"));
+            serde_json::to_writer(&mut w, &out)
+                .map_err(|e| Error::Internal(format!("writing a pair: {e}")))?;
+            w.write_all(b"\n").map_err(|e| Error::io(&args.out, e))?;
+            written += 1;
+        }
+    }
+    w.flush().map_err(|e| Error::io(&args.out, e))?;
+    drop(w);
+    let mut failures = Vec::new();
+    if invalid > 0 {
+        failures.push(format!("tool_call_roundtrip_invalid: {invalid} of {calls} tool calls do not parse back to structured arguments"));
+    }
+    if leaks > 0 {
+        failures.push(format!("privileged_leak: {leaks} side(s) quote their own privileged context in an assistant turn"));
+    }
+    if written == 0 && !args.no_validate {
+        failures.push(
+            "no_preference_pairs: no pair parts on an assistant turn after a shared prompt".into(),
+        );
+    }
+    if !args.no_validate && !failures.is_empty() {
+        return Err(Error::Input {
+            stage: "export".into(),
+            message: format!(
+                "{}; pass --no-validate to write anyway; nothing was written",
+                failures.join("; ")
+            ),
+        });
+    }
+    file.commit()?;
+    let mut warnings: Vec<String> = failures
+        .iter()
+        .map(|f| format!("written with --no-validate: {f}"))
+        .collect();
+    if dropped > 0 {
+        warnings.push(format!("{dropped} pair(s) share no prompt or part on a turn that is not the assistant's, and were dropped (no_completion_dropped)"));
+    }
+    let report = json!({"pairs": pairs, "n": written, "format": "dpo", "no_completion_dropped": dropped,
+        "tool_call_roundtrip": {"checked": calls, "invalid": invalid, "encoding": "dict"},
+        "chosen_longer_frac": if written == 0 { 0.0 } else { longer as f64 / written as f64 },
+        "warnings": warnings, "path": args.out.display().to_string(), "elapsed_s": started.elapsed().as_secs_f64()});
+    let mut text = format!(
+        "exported {written} of {pairs} pairs to `{}` as dpo (prompt, chosen, rejected); {calls} tool calls round-trip ({invalid} invalid); chosen longer in {longer}",
+        args.out.display()
+    );
+    for w in report["warnings"].as_array().into_iter().flatten() {
+        text.push_str(&format!("\nwarning: {}", w.as_str().unwrap_or("")));
+    }
+    Ok(Outcome {
+        text,
+        json: super::document("export", &report),
+        status: ExitStatus::Success,
+    })
 }

@@ -57,9 +57,12 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         has_tools: !args.no_tools,
         min_reward: args.min_reward,
     };
+    if args.mode == SelectMode::Preference {
+        return preference(args, &batches, started);
+    }
     let (chosen, penalized, report) = match args.mode {
         SelectMode::Rl => select::rl(&infos, &opts),
-        SelectMode::Sft => {
+        SelectMode::Sft | SelectMode::Preference => {
             let (c, r) = select::sft(&infos, &opts);
             (c, Vec::new(), r)
         }
@@ -146,6 +149,70 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         text,
         json: doc,
         status: if chosen.is_empty() {
+            ExitStatus::Hollow
+        } else {
+            ExitStatus::Success
+        },
+    })
+}
+
+/// `--mode preference`: pairs of replies to the same ask, as JSONL.
+fn preference(
+    args: &SelectArgs,
+    batches: &[RecordBatch],
+    started: std::time::Instant,
+) -> Result<Outcome> {
+    use std::io::Write;
+    if !(args.min_margin > 0.0) {
+        return Err(Error::Usage(format!(
+            "--min-margin must be above 0, not {}",
+            args.min_margin
+        )));
+    }
+    let mut rows = Vec::new();
+    for batch in batches {
+        let view = BatchView::new(batch)?;
+        let part: Vec<serde_json::Map<String, Value>> = (0..batch.num_rows())
+            .into_par_iter()
+            .map(|i| encode(&view, i))
+            .collect::<Result<_>>()?;
+        rows.extend(part);
+    }
+    let opts = select::PairOptions {
+        min_margin: args.min_margin,
+        max_pairs_per_prompt: args.max_pairs_per_prompt.max(1),
+        length_match: args.length_match,
+    };
+    let (pairs, report) = select::pairs(&rows, &opts);
+    let file = crate::pipeline::io::AtomicFile::create(&args.out)?;
+    let mut w = std::io::BufWriter::new(file.handle()?);
+    for p in &pairs {
+        serde_json::to_writer(&mut w, p)
+            .map_err(|e| Error::Internal(format!("writing a pair: {e}")))?;
+        w.write_all(b"\n").map_err(|e| Error::io(&args.out, e))?;
+    }
+    w.flush().map_err(|e| Error::io(&args.out, e))?;
+    drop(w);
+    file.commit()?;
+    let text = format!(
+        "{}\nwrote {} pairs to `{}` in {:.1} s",
+        report.to_string().trim_end(),
+        pairs.len(),
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    let mut doc = super::document("select", &report);
+    if let Some(o) = doc.as_object_mut() {
+        o.insert("mode".into(), json!("preference"));
+        o.insert(
+            "output".into(),
+            Value::String(args.out.display().to_string()),
+        );
+    }
+    Ok(Outcome {
+        text,
+        json: doc,
+        status: if pairs.is_empty() {
             ExitStatus::Hollow
         } else {
             ExitStatus::Success

@@ -270,3 +270,70 @@ fn select_gate_counts_equal_the_references_on_its_example() {
             .arg(dir.path().join("sft.train.jsonl")),
     );
 }
+
+#[test]
+fn preference_pairs_become_dpo_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = dir.path().join("pairs.jsonl");
+    let r = crate::support::json_of(
+        wai()
+            .args(["--json", "select", "--mode", "preference"])
+            .arg(fixture("example_scored.jsonl"))
+            .arg("--out")
+            .arg(&pairs),
+    );
+    assert_eq!(r["pairs"], 25);
+    assert_eq!(r["leaks_dropped"], 8);
+    for p in read_jsonl(&pairs) {
+        assert!(p["margin"].as_f64().unwrap() >= 1.0);
+        assert_eq!(
+            p["chosen"]["prompt"], p["rejected"]["prompt"],
+            "pairs answer the same ask"
+        );
+        assert_eq!(p["chosen"]["scenario_id"], p["rejected"]["scenario_id"]);
+    }
+    let out = dir.path().join("dpo.jsonl");
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&pairs)
+            .args(["--format", "dpo", "--out"])
+            .arg(&out),
+    );
+    let rows = read_jsonl(&out);
+    assert_eq!(rows.len(), 25);
+    for r in &rows {
+        assert_eq!(r["chosen"][0]["role"], "assistant");
+        assert_eq!(r["rejected"][0]["role"], "assistant");
+        assert_ne!(r["chosen"], r["rejected"]);
+        for m in r["prompt"].as_array().unwrap() {
+            for c in m["tool_calls"].as_array().into_iter().flatten() {
+                assert!(
+                    c["function"]["arguments"].is_object(),
+                    "TRL wants arguments as objects"
+                );
+            }
+        }
+    }
+    // Length matching picks the rejected reply closest in length.
+    let matched = dir.path().join("matched.jsonl");
+    succeeded(
+        wai()
+            .args(["select", "--mode", "preference", "--length-match"])
+            .arg(fixture("example_scored.jsonl"))
+            .arg("--out")
+            .arg(&matched),
+    );
+    let delta = |p: &std::path::Path| {
+        read_jsonl(p)
+            .iter()
+            .map(|x| x["length_delta"].as_i64().unwrap().abs())
+            .sum::<i64>()
+    };
+    assert!(
+        delta(&matched) <= delta(&pairs),
+        "{} > {}",
+        delta(&matched),
+        delta(&pairs)
+    );
+}
