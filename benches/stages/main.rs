@@ -27,6 +27,10 @@
 //!
 //! Figure the evals issue asks for:
 //! - `coverage/coverage_gap/asks=10k/rules=50` (target: under 1 s).
+//!
+//! Figures the select/export issue asks for:
+//! - `training/select_rl/rows=1M` (target: under 3 s);
+//! - `training/export_openai/rows=1M` (target: 200 MB/s written).
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -599,5 +603,42 @@ mod coverage {
                 path(&policy),
             ]);
         });
+    }
+}
+
+mod training {
+    use divan::Bencher;
+    use divan::counter::{BytesCount, ItemsCount};
+
+    use super::{DATA, path, run};
+
+    /// `wai select --mode rl` on 1M rows (target: under 3 s; the reference takes about 120 s on
+    /// 100k).
+    #[divan::bench(name = "select_rl/rows=1M", sample_count = 2)]
+    fn select_rl(b: Bencher) {
+        let data = &*DATA;
+        let out = data.dir.path().join("selected.parquet");
+        b.counter(ItemsCount::new(1_000_000usize)).bench(|| {
+            run(&[
+                "-q",
+                "select",
+                path(&data.parquet_1m),
+                "--target",
+                "100000",
+                "-o",
+                path(&out),
+            ])
+        });
+    }
+
+    /// `wai export --format openai` of 1M rows to JSONL (target: 200 MB/s written).
+    #[divan::bench(name = "export_openai/rows=1M", sample_count = 2)]
+    fn export_openai(b: Bencher) {
+        let data = &*DATA;
+        let out = data.dir.path().join("train.jsonl");
+        run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]);
+        let bytes = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+        b.counter(BytesCount::new(bytes))
+            .bench(|| run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]));
     }
 }
