@@ -434,21 +434,16 @@ fn write_dataset(jsonl: &Path, out: &Path) -> Result<Vec<String>> {
         file.commit()?;
         names.push(format!("data/{name}"));
     }
-    let features: Vec<String> = schema
+    // The features are read from the Parquet schema by `datasets`; the card names the columns.
+    let columns: Vec<String> = schema
         .fields()
         .iter()
-        .map(|f| {
-            format!(
-                "  - name: {}\n    dtype: {}",
-                f.name(),
-                hf_type(f.data_type())
-            )
-        })
+        .map(|f| format!("`{}` ({})", f.name(), hf_type(f.data_type())))
         .collect();
     let card = format!(
-        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\ndataset_info:\n  features:\n{}\n---\n\n# Training rows exported by wai\n\nOpenAI chat rows (`messages` with `tool_calls` whose `arguments` are JSON strings, `tools`, `loss_mask`) with their reward and provenance. Load with `datasets.load_dataset(\"parquet\", data_dir=\"{}\")` or `load_dataset(\"{}\")`.\n",
-        features.join("\n"),
-        out.join("data").display(),
+        "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n---\n\n# Training rows exported by wai\n\nOpenAI chat rows (`messages` with `tool_calls` whose `arguments` are JSON strings, `tools`, `loss_mask`) with their reward and provenance, in {} shard(s).\n\nColumns: {}.\n\nLoad with `datasets.load_dataset(\"{}\", split=\"train\")`.\n",
+        names.len(),
+        columns.join(", "),
         out.display()
     );
     let readme = out.join("README.md");

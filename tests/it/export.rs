@@ -191,7 +191,7 @@ fn parquet_is_a_datasets_folder() {
     assert!(out.join("data/train-00000-of-00001.parquet").exists());
     let card = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(
-        card.contains("path: data/train-*") && card.contains("name: messages"),
+        card.contains("path: data/train-*") && card.contains("`messages` (list)"),
         "{card}"
     );
     let rows = crate::support::sql_jsonl(
@@ -335,5 +335,68 @@ fn preference_pairs_become_dpo_rows() {
         "{} > {}",
         delta(&matched),
         delta(&pairs)
+    );
+}
+
+#[test]
+fn every_format_loads_with_the_datasets_library() {
+    // `.ci/run` makes a virtualenv with `datasets` from PyPI and names its python here.
+    let Some(python) = std::env::var_os("WAI_DATASETS_PYTHON") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set WAI_DATASETS_PYTHON (see .ci/run)"
+        );
+        eprintln!("skipped: set WAI_DATASETS_PYTHON to a python with `datasets` installed");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = passes(dir.path());
+    let tools = fixture("example_tools.json");
+    let export = |format: &str, extra: &[&str], out: &str| {
+        let path = dir.path().join(out);
+        succeeded(
+            wai()
+                .arg("export")
+                .arg(&input)
+                .args(["--format", format, "--tools"])
+                .arg(&tools)
+                .args(extra)
+                .arg("--out")
+                .arg(&path),
+        );
+        path
+    };
+    let openai = export("openai", &[], "openai.jsonl");
+    let trl = export("trl", &[], "trl.jsonl");
+    let last = export("trl", &["--mask-mode", "final"], "final.jsonl");
+    let parquet = export("parquet", &[], "ds");
+    let pairs = dir.path().join("pairs.jsonl");
+    succeeded(
+        wai()
+            .args(["select", "--mode", "preference"])
+            .arg(fixture("example_scored.jsonl"))
+            .arg("--out")
+            .arg(&pairs),
+    );
+    let dpo = dir.path().join("dpo.jsonl");
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&pairs)
+            .args(["--format", "dpo", "--out"])
+            .arg(&dpo),
+    );
+    let out = std::process::Command::new(python)
+        .arg(fixture("datasets_check.py"))
+        .args([&openai, &trl, &last, &dpo, &parquet])
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_HOME", dir.path().join("hf"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }
