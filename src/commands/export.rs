@@ -81,14 +81,30 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     }
     // Pass 2: the rows, converted in parallel and written in order.
     // JSONL goes straight to its file; a datasets folder is made from a temporary JSONL file.
+    let parquet = args.format == ExportFormat::Parquet;
+    let mut staging: Option<tempfile::TempDir> = None;
     let (file, temp) = match args.format {
         ExportFormat::Parquet => {
-            std::fs::create_dir_all(&args.out).map_err(|e| Error::io(&args.out, e))?;
+            // The folder is built beside its destination and renamed into place whole.
+            let parent = match args.out.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => std::path::PathBuf::from("."),
+            };
+            let name = args
+                .out
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let building = tempfile::Builder::new()
+                .prefix(&format!(".{name}."))
+                .tempdir_in(&parent)
+                .map_err(|e| Error::io(&parent, e))?;
             let temp = tempfile::Builder::new()
                 .prefix(".rows.")
                 .suffix(".jsonl")
-                .tempfile_in(&args.out)
+                .tempfile_in(building.path())
                 .map_err(|e| Error::io(&args.out, e))?;
+            staging = Some(building);
             (None, Some(temp))
         }
         _ => (Some(AtomicFile::create(&args.out)?), None),
@@ -134,7 +150,8 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                             if let Some(g) = r.get("group_id").and_then(Value::as_str) {
                                 meta.group = Some(g.to_owned());
                             }
-                            serde_json::to_writer(&mut bytes, r)
+                            let written = if parquet { for_parquet(r) } else { r.clone() };
+                            serde_json::to_writer(&mut bytes, &written)
                                 .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
                             bytes.push(b'\n');
                         }
@@ -245,8 +262,24 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     if let Some(f) = file {
         f.commit()?;
     } else {
-        shards = write_dataset(&jsonl_path, &args.out)?;
+        let building = staging.ok_or_else(|| Error::Internal("no staging folder".into()))?;
+        shards = write_dataset(&jsonl_path, building.path())?;
         drop(temp);
+        // Into place: the old folder (if any) moves aside first and goes once the new one is in.
+        let built = building.keep();
+        let old = args.out.with_file_name(format!(
+            ".{}.old",
+            args.out
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
+        let _ = std::fs::remove_dir_all(&old);
+        if args.out.exists() {
+            std::fs::rename(&args.out, &old).map_err(|e| Error::io(&args.out, e))?;
+        }
+        std::fs::rename(&built, &args.out).map_err(|e| Error::io(&args.out, e))?;
+        let _ = std::fs::remove_dir_all(&old);
     }
     let groups_n = group_ids.lock().map(|s| s.len()).unwrap_or(0);
     let mask_text = match (opts.format, opts.unroll, opts.mask_mode) {
@@ -392,8 +425,11 @@ fn write_dataset(jsonl: &Path, out: &Path) -> Result<Vec<String>> {
     use datafusion::arrow::json::ReaderBuilder;
     use datafusion::arrow::json::reader::infer_json_schema;
     let open = || std::fs::File::open(jsonl).map_err(|e| Error::io(jsonl, e));
-    let (schema, _) = infer_json_schema(std::io::BufReader::new(open()?), None)
-        .map_err(|e| Error::Internal(format!("inferring the dataset's schema: {e}")))?;
+    let (schema, _) =
+        infer_json_schema(std::io::BufReader::new(open()?), None).map_err(|e| Error::Input {
+            stage: "export".into(),
+            message: format!("the rows do not share one Parquet schema: {e}"),
+        })?;
     let schema = Arc::new(schema);
     // Shard boundaries by input bytes.
     let total = std::fs::metadata(jsonl)
@@ -472,6 +508,12 @@ fn hf_type(t: &datafusion::arrow::datatypes::DataType) -> String {
 /// `prompt` is the conversation the two sides share, `chosen` and `rejected` what each said from
 /// where they part (arguments as objects, as TRL's chat templates render them).
 fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result<Outcome> {
+    // A pair is two whole conversations: the mask and unroll settings do not apply.
+    let opts = &Options {
+        mask_mode: MaskMode::Assistant,
+        unroll: false,
+        ..opts.clone()
+    };
     let groups = Groups::default();
     let file = AtomicFile::create(&args.out)?;
     let mut w = BufWriter::new(file.handle()?);
@@ -515,7 +557,11 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
             calls += cf.calls + rf.calls;
             invalid += cf.invalid_calls + rf.invalid_calls;
             leaks += u64::from(cf.leak.is_some()) + u64::from(rf.leak.is_some());
-            let shared = cm.iter().zip(&rm).take_while(|(a, b)| a == b).count();
+            let shared = cm
+                .iter()
+                .zip(&rm)
+                .take_while(|(a, b)| same_turn(a, b))
+                .count();
             let parts_on_assistant = cm.get(shared).is_some_and(|m| m["role"] == "assistant")
                 && rm.get(shared).is_some_and(|m| m["role"] == "assistant");
             if shared == 0 || !parts_on_assistant {
@@ -611,4 +657,47 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
         json: super::document("export", &report),
         status: ExitStatus::Success,
     })
+}
+
+/// Two turns say the same thing: equal once call ids are set aside (each side numbers its own).
+fn same_turn(a: &Value, b: &Value) -> bool {
+    fn blind(v: &Value) -> Value {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.shift_remove("tool_call_id");
+            if let Some(calls) = o.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for c in calls {
+                    if let Some(c) = c.as_object_mut() {
+                        c.shift_remove("id");
+                    }
+                }
+            }
+        }
+        v
+    }
+    a == b || blind(a) == blind(b)
+}
+
+/// A training row as a Parquet dataset holds it: `messages` and `loss_mask` as they are, the
+/// numbers as numbers, and every other field as text (free-form values, such as `tools`,
+/// `lineage` or `faults`, become JSON text), so rows of different shapes share one schema.
+fn for_parquet(row: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    row.iter()
+        .map(|(k, v)| {
+            let v = match (k.as_str(), v) {
+                (
+                    "messages" | "loss_mask" | "prompt" | "completion" | "chosen" | "rejected",
+                    Value::Array(_),
+                ) => v.clone(),
+                (
+                    "reward" | "reward_mean" | "reward_std" | "qwen_reward" | "logprob",
+                    Value::Number(n),
+                ) => json!(n.as_f64()),
+                ("k" | "n0" | "n1" | "n_tokens", Value::Number(_)) => v.clone(),
+                (_, Value::String(_) | Value::Null) => v.clone(),
+                (_, other) => Value::String(other.to_string()),
+            };
+            (k.clone(), v)
+        })
+        .collect()
 }

@@ -60,38 +60,59 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     if args.mode == SelectMode::Preference {
         return preference(args, &batches, started);
     }
-    let (chosen, penalized, report) = match args.mode {
+    let (chosen, marked, report) = match args.mode {
         SelectMode::Rl => select::rl(&infos, &opts),
         SelectMode::Sft | SelectMode::Preference => {
             let (c, r) = select::sft(&infos, &opts);
             (c, Vec::new(), r)
         }
     };
-    // Write the chosen rows in order; penalized ones get reward 0.
-    let penalized: std::collections::HashSet<usize> = penalized.into_iter().collect();
+    // Write the chosen rows in order. Rows the truncation marking touched carry `overlong:
+    // true`; under `penalize` their reward is 0 and the judge's is kept as
+    // `reward_before_penalty`.
+    let marked: std::collections::HashSet<usize> = marked.into_iter().collect();
+    let penalize = args.truncated == SelectTruncated::Penalize;
     let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
     let refs: Vec<&RecordBatch> = batches.iter().collect();
     for chunk in chosen.chunks(8192) {
         let idx: Vec<(usize, usize)> = chunk.iter().map(|&i| at[i]).collect();
         let mut out = datafusion::arrow::compute::interleave_record_batch(&refs, &idx)?;
-        if chunk.iter().any(|i| penalized.contains(i)) {
+        if chunk.iter().any(|i| marked.contains(i)) {
             let schema = out.schema();
-            let pos = schema.index_of(col::REWARD)?;
-            let old = out.column(pos).as_primitive::<Float64Type>();
-            let new: Float64Array = chunk
-                .iter()
-                .enumerate()
-                .map(|(j, i)| {
-                    if penalized.contains(i) {
-                        Some(0.0)
+            let rpos = schema.index_of(col::REWARD)?;
+            let epos = schema.index_of(col::EXTRA)?;
+            let old = out.column(rpos).as_primitive::<Float64Type>();
+            let extra = out.column(epos).as_string::<i32>();
+            let mut rewards = Vec::with_capacity(chunk.len());
+            let mut extras: Vec<Option<String>> = Vec::with_capacity(chunk.len());
+            for (j, i) in chunk.iter().enumerate() {
+                let reward = old.is_valid(j).then(|| old.value(j));
+                let text = extra.is_valid(j).then(|| extra.value(j).to_owned());
+                if marked.contains(i) {
+                    let mut m: serde_json::Map<String, Value> = text
+                        .as_deref()
+                        .and_then(|t| serde_json::from_str(t).ok())
+                        .unwrap_or_default();
+                    m.insert("overlong".into(), Value::Bool(true));
+                    if penalize {
+                        m.insert(
+                            "reward_before_penalty".into(),
+                            reward.map_or(Value::Null, |r| json!(r)),
+                        );
+                        rewards.push(Some(0.0));
                     } else {
-                        old.is_valid(j).then(|| old.value(j))
+                        rewards.push(reward);
                     }
-                })
-                .collect();
+                    extras.push(Some(Value::Object(m).to_string()));
+                } else {
+                    rewards.push(reward);
+                    extras.push(text);
+                }
+            }
             let mut cols: Vec<ArrayRef> = out.columns().to_vec();
-            cols[pos] = Arc::new(new);
+            cols[rpos] = Arc::new(Float64Array::from(rewards));
+            cols[epos] = Arc::new(datafusion::arrow::array::StringArray::from(extras));
             out = RecordBatch::try_new(schema, cols)?;
         }
         sink.write(&out)?;

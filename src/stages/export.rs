@@ -153,6 +153,19 @@ fn content_text(v: Option<&Value>) -> String {
 /// Rebuilds the conversation of a row without `messages` from its prompt and steps (the final
 /// reply is always the last turn: the reference dropped it after a differing assistant text).
 pub fn conversation(row: &Map<String, Value>) -> Vec<Value> {
+    // A row with only a `tool_trace` ([{tool, input, output}]) has its calls as steps.
+    if row.get("messages").is_none()
+        && row.get("steps").is_none()
+        && let Some(trace) = row.get("tool_trace").and_then(Value::as_array)
+    {
+        let mut with_steps = row.clone();
+        let steps: Vec<Value> = trace
+            .iter()
+            .map(|t| json!({"tool": t.get("tool").cloned().unwrap_or(Value::Null), "arguments": t.get("input").cloned().unwrap_or_else(|| json!({})), "result": t.get("output").cloned().unwrap_or(Value::Null)}))
+            .collect();
+        with_steps.insert("steps".into(), Value::Array(steps));
+        return conversation(&with_steps);
+    }
     let mut out = Vec::new();
     if let Some(o) = row
         .get("opener")
@@ -357,9 +370,13 @@ pub fn training_rows(
     groups: &Groups,
 ) -> (Vec<Map<String, Value>>, RowFacts) {
     let mut facts = RowFacts::default();
-    let source = match row.get("messages").and_then(Value::as_array) {
-        Some(m) if !m.is_empty() => m.clone(),
-        _ => conversation(row),
+    let rebuilt;
+    let source: &[Value] = match row.get("messages").and_then(Value::as_array) {
+        Some(m) if !m.is_empty() => m,
+        _ => {
+            rebuilt = conversation(row);
+            &rebuilt
+        }
     };
     let (has_privileged, leaked) = leak(row, &source);
     facts.privileged = has_privileged;
@@ -372,7 +389,7 @@ pub fn training_rows(
     }
     let mut pending: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let mut call_index = 0usize;
-    for m in &source {
+    for m in source {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         match role {
             "assistant" => {
@@ -469,7 +486,7 @@ pub fn training_rows(
         .filter(|&i| messages[i]["role"] == "assistant")
         .collect();
     let carry = |out: &mut Map<String, Value>| {
-        if let Some(t) = &opts.tools {
+        if let Some(t) = opts.tools.as_ref().filter(|t| !t.is_empty()) {
             out.insert("tools".into(), Value::Array(t.clone()));
         }
         for k in CARRY {
@@ -494,6 +511,9 @@ pub fn training_rows(
                 "unroll".into(),
                 json!({"turn": turn + 1, "turns": assistant.len()}),
             );
+            if !out.get("lineage").is_some_and(Value::is_object) {
+                out.insert("lineage".into(), json!({}));
+            }
             if let Some(Value::Object(l)) = out.get_mut("lineage") {
                 let prompt = row.get("prompt").and_then(Value::as_str).unwrap_or("");
                 let mut from = Map::new();

@@ -12,7 +12,9 @@
 //! Selection works on a compact summary of each row ([`RowInfo`]), made from the row in the
 //! reference's format; the caller writes the chosen rows.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -29,6 +31,9 @@ const HARNESS: [&str; 6] = [
     "situation card",
     "region_id",
 ];
+static RETURNED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"returned [45]\d\d\b").expect("a valid pattern")
+});
 const INTENT_WORDS: [&str; 7] = [
     "merge", "refund", "schedule", "commit", "deploy", "rebase", "checkout",
 ];
@@ -48,8 +53,8 @@ pub struct RowInfo {
     pub label_source: String,
     /// The behaviour signature.
     pub signature: String,
-    /// The final reply, whitespace collapsed and lowercased.
-    pub final_norm: String,
+    /// A hash of the final reply, whitespace collapsed and lowercased.
+    pub final_norm: u64,
     /// Some trainable content: a tool call, a reply, an assistant message.
     pub trainable: bool,
     /// A tool call.
@@ -72,6 +77,27 @@ pub struct RowInfo {
     pub scenario_id: String,
     /// For the leak report.
     pub rollout_index: Option<i64>,
+}
+
+/// A hash of `s` with white space collapsed and letters lowercased (no allocation for ASCII).
+fn norm_hash(s: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x5eed).build_hasher();
+    for (i, w) in s.split_ascii_whitespace().enumerate() {
+        if i > 0 {
+            h.write_u8(b' ');
+        }
+        if w.is_ascii() {
+            for b in w.bytes() {
+                h.write_u8(b.to_ascii_lowercase());
+            }
+        } else {
+            for part in w.split_whitespace() {
+                h.write(part.to_lowercase().as_bytes());
+            }
+        }
+    }
+    h.finish()
 }
 
 fn normalize(s: &str) -> String {
@@ -135,9 +161,9 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
         .iter()
         .find_map(|k| {
             row.get(*k)
-                .and_then(Value::as_str)
+                .filter(|v| !v.is_null())
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
                 .filter(|s| !s.is_empty())
-                .map(str::to_owned)
         })
         .unwrap_or_default();
     let reward = row
@@ -156,9 +182,13 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
         .and_then(Value::as_array)
         .map(|s| s.iter().collect())
         .unwrap_or_default();
-    let messages = match row.get("messages").and_then(Value::as_array) {
-        Some(m) if !m.is_empty() => m.clone(),
-        _ => conversation(row),
+    let rebuilt;
+    let messages: &[Value] = match row.get("messages").and_then(Value::as_array) {
+        Some(m) if !m.is_empty() => m,
+        _ => {
+            rebuilt = conversation(row);
+            &rebuilt
+        }
     };
     let tool_call = steps
         .iter()
@@ -211,18 +241,15 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
         max >= 30
     };
     let stub = !tool_call
-        && (trimmed.starts_with("<agent error:")
-            || trimmed.contains("returned 4")
-            || trimmed.contains("returned 5")
-            || {
-                let t = trimmed.split_whitespace().collect::<Vec<_>>();
-                t.len() <= 2
-                    && t.iter().any(|w| {
-                        w.len() == 3
-                            && (w.starts_with('4') || w.starts_with('5'))
-                            && w.chars().all(|c| c.is_ascii_digit())
-                    })
-            });
+        && (trimmed.starts_with("<agent error:") || RETURNED.is_match(trimmed) || {
+            let t = trimmed.split_whitespace().collect::<Vec<_>>();
+            t.len() <= 2
+                && t.iter().any(|w| {
+                    w.len() == 3
+                        && (w.starts_with('4') || w.starts_with('5'))
+                        && w.chars().all(|c| c.is_ascii_digit())
+                })
+        });
     let markup = |s: &str| {
         s.contains("<tool_call>")
             || s.contains("</tool_call>")
@@ -255,7 +282,7 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
     } else if markup(&final_text) || assistant_texts.iter().any(|a| markup(a)) {
         Some("raw tool markup")
     } else if final_text.chars().count() > 600
-        && !truncated
+        && row.get("overlong").and_then(Value::as_bool) != Some(true)
         && !super::hack_scan::looks_finished(&final_text)
     {
         Some("long unfinished reply")
@@ -312,7 +339,7 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
                 },
                 str::to_owned,
             ),
-        final_norm: normalize(&final_text),
+        final_norm: norm_hash(&final_text),
         trainable,
         tool_call,
         junk,
@@ -419,6 +446,8 @@ pub struct Report {
     pub completions_per_prompt: (usize, f64, f64, usize),
     /// The target.
     pub target: usize,
+    /// SFT: the lowest reward of a demonstration.
+    pub min_reward: f64,
     /// Selected rows with eval-sourced rewards.
     pub eval_sourced: usize,
     /// What a person should know.
@@ -427,6 +456,7 @@ pub struct Report {
 
 fn empty_report(mode: &'static str, n: usize, opts: &Options) -> Report {
     Report {
+        min_reward: opts.min_reward,
         mode,
         n,
         privileged_leaks_dropped: 0,
@@ -474,19 +504,33 @@ fn leak_gate(rows: &[RowInfo], report: &mut Report) -> Vec<usize> {
     kept
 }
 
-/// RL selection: the indices of the chosen rows, in training order, the rows to penalize, and
-/// the report.
+/// RL selection: the indices of the chosen rows, in training order, the chosen rows that were
+/// truncated (kept as riders or penalized, by `opts.truncated`), and the report.
 pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) {
     let mut report = empty_report("rl", rows.len(), opts);
     let mut live = leak_gate(rows, &mut report);
-    // Truncation marking.
-    let mut penalized = Vec::new();
+    // Truncation marking: under `penalize` a truncated row's label is 0 from here on.
+    let penalized: std::collections::HashSet<usize> = if opts.truncated == Truncated::Penalize {
+        live.iter()
+            .copied()
+            .filter(|&i| rows[i].truncated)
+            .collect()
+    } else {
+        std::collections::HashSet::new()
+    };
+    let label_of = |i: usize| {
+        if penalized.contains(&i) {
+            Some(0)
+        } else {
+            rows[i].label
+        }
+    };
     let text_gates = rows.iter().any(|r| r.trainable);
     // Row gates.
     let mut after = Vec::with_capacity(live.len());
     for &i in &live {
         let r = &rows[i];
-        let verified_zero = r.label == Some(0)
+        let verified_zero = label_of(i) == Some(0)
             && (r.label_source.starts_with("claude") || r.label_source.starts_with("gold"))
             && r.trainable;
         let gate = if verified_zero {
@@ -498,10 +542,14 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                 && r.junk == Some("long unfinished reply"))
         {
             Some("incomplete_junk")
-        } else if text_gates && r.label.is_none() && opts.has_tools && r.wants_tool && !r.tool_call
+        } else if text_gates
+            && label_of(i).is_none()
+            && opts.has_tools
+            && r.wants_tool
+            && !r.tool_call
         {
             Some("do_nothing")
-        } else if r.label.is_none() {
+        } else if label_of(i).is_none() {
             Some("unusable_label")
         } else {
             None
@@ -515,37 +563,29 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         report.gates.entry(g.to_owned()).or_insert(0);
     }
     report.n_after_gates = after.len();
-    let mut rows_after_gates: HashMap<&str, usize> = HashMap::new();
+    let mut rows_after_gates: HashMap<&str, usize> = HashMap::default();
     for &i in &after {
         *rows_after_gates.entry(rows[i].key.as_str()).or_insert(0) += 1;
     }
-    // Duplicates within a prompt.
+    // Duplicates within a prompt (with the text gates).
     live = Vec::with_capacity(after.len());
-    let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
+    if !text_gates {
+        live.clone_from(&after);
+    }
+    let mut seen: HashMap<(&str, &str, u64), usize> = HashMap::default();
     let mut dup_asks: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for &i in &after {
+    for &i in after.iter().filter(|_| text_gates) {
         let r = &rows[i];
-        match seen.get(&(
-            r.prompt.as_str(),
-            r.signature.as_str(),
-            r.final_norm.as_str(),
-        )) {
+        match seen.get(&(r.prompt.as_str(), r.signature.as_str(), r.final_norm)) {
             Some(&first) => {
                 report.duplicates_dropped += 1;
                 dup_asks.insert(r.prompt.as_str());
-                if rows[first].label != r.label {
+                if label_of(first) != label_of(i) {
                     report.conflicting_rewards += 1;
                 }
             }
             None => {
-                seen.insert(
-                    (
-                        r.prompt.as_str(),
-                        r.signature.as_str(),
-                        r.final_norm.as_str(),
-                    ),
-                    i,
-                );
+                seen.insert((r.prompt.as_str(), r.signature.as_str(), r.final_norm), i);
                 live.push(i);
             }
         }
@@ -568,7 +608,6 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                 }
                 Truncated::Penalize => {
                     *report.truncated.entry("penalized".into()).or_insert(0) += 1;
-                    penalized.push(i);
                 }
             }
         }
@@ -576,7 +615,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     }
     // Groups: unanimous, then collapsed.
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut index: HashMap<&str, usize> = HashMap::default();
     for &i in &voting {
         let k = rows[i].key.as_str();
         let g = *index.entry(k).or_insert_with(|| {
@@ -585,13 +624,6 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         });
         groups[g].1.push(i);
     }
-    let label_of = |i: usize| {
-        if penalized.contains(&i) {
-            Some(0)
-        } else {
-            rows[i].label
-        }
-    };
     let mut kept_groups = Vec::new();
     for (key, members) in groups {
         let labels: Vec<u8> = members.iter().filter_map(|&i| label_of(i)).collect();
@@ -633,9 +665,14 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     report.band_dropped.entry("too_easy".into()).or_insert(0);
     report.band_dropped.entry("too_hard".into()).or_insert(0);
     // Riders rejoin their groups.
+    let at: HashMap<String, usize> = banded
+        .iter()
+        .enumerate()
+        .map(|(n, g)| (g.0.clone(), n))
+        .collect();
     for &i in &riders {
-        if let Some(g) = banded.iter_mut().find(|(k, _, _)| *k == rows[i].key) {
-            g.1.push(i);
+        if let Some(&n) = at.get(&rows[i].key) {
+            banded[n].1.push(i);
         }
     }
     // Order: buckets by fault kind; within one, spread over pass rates; round-robin buckets.
@@ -649,7 +686,17 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut ordered_buckets: Vec<(String, Vec<(String, Vec<usize>, f64)>)> = buckets
         .into_iter()
         .map(|(kind, gs)| {
-            // One ask per distinct pass rate in turn, rates ascending; ties by a hash of the key.
+            // In-band asks (mixed, inside the band) before the rest; within each, one ask per
+            // distinct pass rate in turn, rates ascending; ties by a hash of the key.
+            let in_band = |p: f64| !p.is_nan() && p > 0.0 && p < 1.0 && p >= lo && p <= hi;
+            let (inside, outside): (Vec<_>, Vec<_>) = gs.into_iter().partition(|g| in_band(g.2));
+            let mut spread = spread_rates(inside);
+            spread.extend(spread_rates(outside));
+            (kind, spread)
+        })
+        .collect();
+    fn spread_rates(gs: Vec<(String, Vec<usize>, f64)>) -> Vec<(String, Vec<usize>, f64)> {
+        {
             let mut by_rate: BTreeMap<i64, Vec<(String, Vec<usize>, f64)>> = BTreeMap::new();
             for g in gs {
                 by_rate
@@ -678,9 +725,9 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                     break;
                 }
             }
-            (kind, spread)
-        })
-        .collect();
+            spread
+        }
+    }
     ordered_buckets.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
     let mut chosen = Vec::new();
     let mut cursors = vec![0usize; ordered_buckets.len()];
@@ -704,7 +751,12 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     }
     report.n_selected = chosen.len();
     report.eval_sourced = chosen.iter().filter(|&&i| rows[i].eval_sourced).count();
-    penalized.retain(|i| chosen.contains(i));
+    // The chosen rows the truncation marking touched (stamped `overlong` on output).
+    let marked: Vec<usize> = chosen
+        .iter()
+        .copied()
+        .filter(|&i| rows[i].truncated && opts.truncated != Truncated::Drop)
+        .collect();
     // Warnings.
     if report.duplicates_dropped > 0 {
         let mut w = format!(
@@ -719,7 +771,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         }
         report.warnings.push(w);
     }
-    let mut per_task: HashMap<&str, usize> = HashMap::new();
+    let mut per_task: HashMap<&str, usize> = HashMap::default();
     for r in rows {
         *per_task.entry(r.key.as_str()).or_insert(0) += 1;
     }
@@ -741,7 +793,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     if chosen.is_empty() {
         report.warnings.push("nothing selected: no task has both a pass and a fail among its kept rows; simulate more rollouts per ask (--repeats 8) or widen --band".into());
     }
-    (chosen, penalized, report)
+    (chosen, marked, report)
 }
 
 /// SFT selection: the indices of the chosen rows, in order, and the report.
@@ -749,7 +801,7 @@ pub fn sft(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Report) {
     let mut report = empty_report("sft", rows.len(), opts);
     let live = leak_gate(rows, &mut report);
     // Completions per prompt, over the input.
-    let mut per_prompt: HashMap<String, usize> = HashMap::new();
+    let mut per_prompt: HashMap<String, usize> = HashMap::default();
     for r in rows {
         *per_prompt.entry(normalize(&r.prompt)).or_insert(0) += 1;
     }
@@ -786,7 +838,7 @@ pub fn sft(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Report) {
         }
     }
     // One per prompt: the highest reward, ties by a hash of the signature and the prompt.
-    let mut best: HashMap<String, usize> = HashMap::new();
+    let mut best: HashMap<String, usize> = HashMap::default();
     let mut order: Vec<String> = Vec::new();
     for &i in &eligible {
         let p = normalize(&rows[i].prompt);
@@ -910,7 +962,7 @@ impl std::fmt::Display for Report {
             writeln!(
                 f,
                 "  eligible {} (reward >= {}), junk {}, not passing {}",
-                self.n_eligible, 1.0, self.n_junk, self.n_not_pass
+                self.n_eligible, self.min_reward, self.n_junk, self.n_not_pass
             )?;
             writeln!(
                 f,
@@ -993,6 +1045,39 @@ fn reply_chars(row: &Map<String, Value>) -> usize {
 }
 
 fn first_turn(row: &Map<String, Value>) -> String {
+    if row
+        .get("steps")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+        && let Some(msgs) = row.get("messages").and_then(Value::as_array)
+    {
+        for m in msgs
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        {
+            if let Some(c) = m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .and_then(|c| c.first())
+            {
+                let f = c.get("function").unwrap_or(c);
+                return format!(
+                    "{}:{}",
+                    f.get("name").and_then(Value::as_str).unwrap_or(""),
+                    crate::pipeline::row::canonical_json(
+                        f.get("arguments").unwrap_or(&Value::Null)
+                    )
+                );
+            }
+            if let Some(t) = m
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                return t.to_owned();
+            }
+        }
+    }
     for s in row
         .get("steps")
         .and_then(Value::as_array)
@@ -1027,7 +1112,7 @@ pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, Pa
         ..PairReport::default()
     };
     let mut groups: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<String, usize> = HashMap::default();
     for (i, r) in rows.iter().enumerate() {
         let ok = r
             .get("judge_status")
@@ -1055,8 +1140,11 @@ pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, Pa
             "{}\u{1f}{}",
             ["scenario_id", "task_id"]
                 .iter()
-                .find_map(|k| r.get(*k).and_then(Value::as_str))
-                .unwrap_or(""),
+                .find_map(|k| r
+                    .get(*k)
+                    .filter(|v| !v.is_null())
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .unwrap_or_default(),
             normalize(r.get("prompt").and_then(Value::as_str).unwrap_or(""))
         );
         let g = *index.entry(key.clone()).or_insert_with(|| {
@@ -1072,6 +1160,14 @@ pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, Pa
         // Best first; ties in file order.
         members.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut used = vec![false; members.len()];
+        let lengths: Vec<i64> = if opts.length_match {
+            members
+                .iter()
+                .map(|(i, _)| reply_chars(&rows[*i]) as i64)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut made = 0;
         for c in 0..members.len() {
             if made >= opts.max_pairs_per_prompt || used[c] {
@@ -1081,8 +1177,8 @@ pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, Pa
             let candidates = (0..members.len())
                 .filter(|&j| j != c && !used[j] && cs - members[j].1 >= opts.min_margin - 1e-12);
             let pick = if opts.length_match {
-                let len = reply_chars(&rows[ci]) as i64;
-                candidates.min_by_key(|&j| (reply_chars(&rows[members[j].0]) as i64 - len).abs())
+                let len = lengths[c];
+                candidates.min_by_key(|&j| (lengths[j] - len).abs())
             } else {
                 candidates.into_iter().next()
             };

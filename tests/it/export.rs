@@ -400,3 +400,97 @@ fn every_format_loads_with_the_datasets_library() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn odd_rows_after_review() {
+    let dir = tempfile::tempdir().unwrap();
+    // Rows of different shapes share one datasets folder; a failed build leaves the old one.
+    let odd = dir.path().join("odd.jsonl");
+    crate::support::write_rows(
+        &odd,
+        &[
+            serde_json::json!({"task_id": "a", "prompt": "p", "final_text": "x", "reward": 1, "lineage": {"parent": "x"}, "faults": {}, "world_state": "entity missing"}),
+            serde_json::json!({"task_id": "a", "prompt": "p", "final_text": "y", "reward": 0.5, "lineage": {"parent": 3}, "world_state": {"odd": true}, "length": 3}),
+        ],
+    );
+    let ds = dir.path().join("ds");
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&odd)
+            .args(["--format", "parquet", "--tools"])
+            .arg(fixture("example_tools.json"))
+            .arg("--out")
+            .arg(&ds),
+    );
+    let rows = crate::support::sql_jsonl(
+        &["SELECT count(*) AS n FROM rows"],
+        &ds.join("data/train-00000-of-00001.parquet"),
+    );
+    assert_eq!(rows[0]["n"], 2);
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with(".ds.")),
+        "no staging folder left: {names:?}"
+    );
+    // Without text (no reply, no calls), rows are not duplicates of each other; integer task
+    // ids group like their text.
+    let bare = dir.path().join("bare.jsonl");
+    crate::support::write_rows(
+        &bare,
+        &[
+            serde_json::json!({"task_id": 0, "prompt": "p one", "reward": 1}),
+            serde_json::json!({"task_id": 0, "prompt": "p two", "reward": 0}),
+            serde_json::json!({"task_id": 1, "prompt": "p three", "reward": 1}),
+            serde_json::json!({"task_id": 1, "prompt": "p four", "reward": 1}),
+        ],
+    );
+    let r = crate::support::json_of(
+        wai()
+            .args(["--json", "select"])
+            .arg(&bare)
+            .arg("--out")
+            .arg(dir.path().join("s.jsonl")),
+    );
+    assert_eq!(r["duplicates_dropped"], 0);
+    assert_eq!(r["n_selected"], 2, "task 0 is mixed, task 1 unanimous: {r}");
+    // Pairs that make the same call under different ids part at the reply, not at the call.
+    let call = |id: &str, reply: &str, reward: f64| {
+        serde_json::json!({"task_id": "t", "prompt": "Where is A1?", "reward": reward,
+        "messages": [{"role": "user", "content": "Where is A1?"}, {"role": "assistant", "content": "", "tool_calls": [{"id": id, "type": "function", "function": {"name": "lookup", "arguments": "{\"id\":\"A1\"}"}}]},
+                     {"role": "tool", "content": "{\"status\":\"ok\"}", "tool_call_id": id}, {"role": "assistant", "content": reply}], "final_text": reply})
+    };
+    let rows = dir.path().join("pair_rows.jsonl");
+    crate::support::write_rows(
+        &rows,
+        &[
+            call("call_abc", "A1 is open.", 1.0),
+            call("call_xyz", "Done!", 0.0),
+        ],
+    );
+    let pairs = dir.path().join("pairs.jsonl");
+    succeeded(
+        wai()
+            .args(["select", "--mode", "preference"])
+            .arg(&rows)
+            .arg("--out")
+            .arg(&pairs),
+    );
+    let dpo = dir.path().join("dpo.jsonl");
+    succeeded(
+        wai()
+            .arg("export")
+            .arg(&pairs)
+            .args(["--format", "dpo", "--mask-mode", "final", "--out"])
+            .arg(&dpo),
+    );
+    let out = read_jsonl(&dpo);
+    assert_eq!(out[0]["prompt"].as_array().unwrap().len(), 3, "{}", out[0]);
+    assert_eq!(
+        out[0]["chosen"],
+        serde_json::json!([{"role": "assistant", "content": "A1 is open."}])
+    );
+}
