@@ -204,6 +204,18 @@ pub fn rows_session(
     Ok((context, scratch))
 }
 
+/// Every row of `inputs`, in file order (for stages that need the whole table in memory).
+pub fn all_rows(
+    ctx: &Context,
+    inputs: &[String],
+) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
+    let (context, _scratch) = rows_session(ctx, inputs)?;
+    ctx.runtime.block_on(session::collect_in_file_order(
+        &context,
+        "SELECT * FROM rows",
+    ))
+}
+
 /// A scratch folder, removed when dropped.
 pub fn scratch() -> Result<tempfile::TempDir> {
     tempfile::Builder::new()

@@ -27,13 +27,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
             "--band LO,HI are pass rates with LO <= HI, not {lo},{hi}"
         )));
     }
-    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
-    let batches = ctx
-        .runtime
-        .block_on(crate::pipeline::session::collect_in_file_order(
-            &context,
-            "SELECT * FROM rows",
-        ))?;
+    let batches = super::all_rows(ctx, &args.inputs)?;
     // Every row's summary, in file order.
     let mut infos: Vec<RowInfo> = Vec::new();
     let mut at: Vec<(usize, usize)> = Vec::new();

@@ -169,13 +169,7 @@ pub fn read_checkpoint(path: &Path) -> Result<(Vec<Record>, bool)> {
 
 /// The tasks of earlier rows, one per distinct prompt in first-seen order.
 pub fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
-    let (context, _scratch) = super::rows_session(ctx, &[spec.to_owned()])?;
-    let batches = ctx
-        .runtime
-        .block_on(crate::pipeline::session::collect_in_file_order(
-            &context,
-            "SELECT * FROM rows",
-        ))?;
+    let batches = super::all_rows(ctx, &[spec.to_owned()])?;
     let mut out: Vec<Pinned> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut per_run: std::collections::HashMap<(String, i64), u32> =
