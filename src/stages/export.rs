@@ -6,7 +6,7 @@
 //! says. Two gates run before anything is written: every tool call's arguments must round-trip
 //! to the target encoding, and no assistant turn may quote the row's privileged context.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -242,11 +242,47 @@ pub fn conversation(row: &Map<String, Value>) -> Vec<Value> {
     out
 }
 
+/// `s` with white space collapsed to single spaces, trimmed, and lowercased, in one pass.
 fn normalize(s: &str) -> String {
-    s.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
+    let mut out = String::with_capacity(s.len());
+    push_normalized(s, &mut out);
+    out
+}
+
+/// Appends `s` normalized as [`normalize`] does (a separating space first when `out` is not
+/// empty and `s` has a word).
+fn push_normalized(s: &str, out: &mut String) {
+    if s.is_ascii() {
+        // The common case, word by word: no per-character work but the lowercasing.
+        out.reserve(s.len());
+        for w in s.split_ascii_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let at = out.len();
+            out.push_str(w);
+            out[at..].make_ascii_lowercase();
+        }
+        return;
+    }
+    let mut space = !out.is_empty();
+    let mut started = false;
+    for c in s.chars() {
+        if c.is_whitespace() {
+            space = started || space;
+            continue;
+        }
+        if space && !out.is_empty() {
+            out.push(' ');
+        }
+        space = false;
+        started = true;
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
 }
 
 /// The privileged text an assistant turn quotes, if any (needles of 12 characters or more from
@@ -277,18 +313,19 @@ pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<Strin
     if needles.is_empty() {
         return (true, None);
     }
-    let mut hay = row
-        .get("final_text")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+    let mut hay = String::new();
+    push_normalized(
+        row.get("final_text").and_then(Value::as_str).unwrap_or(""),
+        &mut hay,
+    );
     for m in messages {
         if m.get("role").and_then(Value::as_str) == Some("assistant") {
-            hay.push('\n');
-            hay.push_str(&content_text(m.get("content")));
+            match m.get("content") {
+                Some(Value::String(c)) => push_normalized(c, &mut hay),
+                other => push_normalized(&content_text(other), &mut hay),
+            }
         }
     }
-    let hay = normalize(&hay);
     (true, needles.into_iter().find(|n| hay.contains(n.as_str())))
 }
 
@@ -681,6 +718,17 @@ mod tests {
             json!([{"role": "assistant", "content": "A1002 is open."}])
         );
         assert_eq!(rows[0]["prompt"].as_array().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn normalizing_collapses_space_and_case() {
+        assert_eq!(normalize("  A\tb \n\n C  "), "a b c");
+        assert_eq!(normalize("Ünïcode  ÉTÉ"), "ünïcode été");
+        let mut s = String::from("x");
+        push_normalized("  Y z ", &mut s);
+        assert_eq!(s, "x y z");
+        push_normalized("   ", &mut s);
+        assert_eq!(s, "x y z");
     }
 
     #[test]
