@@ -150,9 +150,12 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                             if let Some(g) = r.get("group_id").and_then(Value::as_str) {
                                 meta.group = Some(g.to_owned());
                             }
-                            let written = if parquet { for_parquet(r) } else { r.clone() };
-                            serde_json::to_writer(&mut bytes, &written)
-                                .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
+                            let written = if parquet {
+                                serde_json::to_writer(&mut bytes, &for_parquet(r))
+                            } else {
+                                serde_json::to_writer(&mut bytes, r)
+                            };
+                            written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
                             bytes.push(b'\n');
                         }
                         meta.reward = row.get("reward").and_then(Value::as_f64);
