@@ -35,11 +35,11 @@ pub fn tools_json() -> Value {
     json!([
         {"type": "function", "function": {
             "name": "lookup_order",
-            "description": "Look up an order by id: status, amount, days since delivery. Orders on file: A1001, A1002, A1003, A1004, A1005, A1006.",
+            "description": "Look up an order by id: status, amount, days since delivery. Orders on file: A1001, A1002, A1003, A1004, A1005, A1006, A1007, A1008, A1009, A1010, A1011, A1012.",
             "parameters": {"type": "object", "properties": {"order_id": {"type": "string", "description": "The order id, like A1001."}}, "required": ["order_id"]}}},
         {"type": "function", "function": {
             "name": "issue_refund",
-            "description": "Refund an order in full. Orders on file: A1001 to A1006.",
+            "description": "Refund an order in full. Orders on file: A1001 to A1012.",
             "parameters": {"type": "object", "properties": {"order_id": {"type": "string", "description": "The order id."}, "reason": {"type": "string", "description": "Why the customer wants the refund."}}, "required": ["order_id"]}}},
         {"type": "function", "function": {
             "name": "escalate_to_human",
