@@ -409,6 +409,11 @@ fn demo_runs_the_whole_loop_offline() {
         "{text}"
     );
     assert!(text.contains("manager_for_large_refunds"), "{text}");
+    // Every rule of the demo policy is exercised both ways.
+    assert!(
+        !text.contains("never moves") && !text.contains("fired on 0"),
+        "{text}"
+    );
     for f in [
         "rows.parquet",
         "scored.parquet",
