@@ -256,10 +256,10 @@ pub struct TrustFloors {
 /// How command judges run (`grade`, `judge-trust`, `compare-judges`).
 #[derive(Debug, Args)]
 pub struct JudgePool {
-    /// Command judges: worker processes.
+    /// Command judges and agents: worker processes.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
-    /// Command judges: seconds a worker may take over one row.
+    /// Command judges and agents: seconds a worker may take over one row or ask.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub timeout: f64,
 }
@@ -375,7 +375,7 @@ pub struct SelectArgs {
     #[arg(long, default_value_t = 1000)]
     pub target: usize,
     /// RL: the band on a task's pass rate, `LO,HI`.
-    #[arg(long, value_delimiter = ',', num_args = 2, value_name = "LO,HI", default_values_t = [0.2, 0.8])]
+    #[arg(long, value_delimiter = ',', value_name = "LO,HI", default_values_t = [0.2, 0.8])]
     pub band: Vec<f64>,
     /// RL: truncated rows are dropped, kept (as riders that do not vote) or kept with reward 0.
     #[arg(long, value_enum, default_value_t = SelectTruncated::Drop)]

@@ -266,7 +266,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         f.commit()?;
     } else {
         let building = staging.ok_or_else(|| Error::Internal("no staging folder".into()))?;
-        shards = write_dataset(&jsonl_path, building.path())?;
+        shards = write_dataset(&jsonl_path, building.path(), &args.out)?;
         drop(temp);
         // Into place: the old folder (if any) moves aside first and goes once the new one is in.
         let built = building.keep();
@@ -424,7 +424,7 @@ impl Tally {
 
 /// Writes a Hugging Face datasets folder from the JSONL rows: `data/train-0000i-of-0000N.parquet`
 /// (shards of at most 500 MB of input) and a `README.md` dataset card; returns the shard names.
-fn write_dataset(jsonl: &Path, out: &Path) -> Result<Vec<String>> {
+fn write_dataset(jsonl: &Path, out: &Path, shown: &Path) -> Result<Vec<String>> {
     use datafusion::arrow::json::ReaderBuilder;
     use datafusion::arrow::json::reader::infer_json_schema;
     let open = || std::fs::File::open(jsonl).map_err(|e| Error::io(jsonl, e));
@@ -483,7 +483,7 @@ fn write_dataset(jsonl: &Path, out: &Path) -> Result<Vec<String>> {
         "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n---\n\n# Training rows exported by wai\n\nOpenAI chat rows (`messages` with `tool_calls` whose `arguments` are JSON strings, `tools`, `loss_mask`) with their reward and provenance, in {} shard(s).\n\nColumns: {}.\n\nLoad with `datasets.load_dataset(\"{}\", split=\"train\")`.\n",
         names.len(),
         columns.join(", "),
-        out.display()
+        shown.display()
     );
     let readme = out.join("README.md");
     let f = AtomicFile::create(&readme)?;

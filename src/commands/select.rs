@@ -18,10 +18,12 @@ use crate::stages::select::{self, Options, RowInfo, Truncated};
 /// Runs `wai select`.
 pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let started = std::time::Instant::now();
-    let (lo, hi) = (
-        args.band.first().copied().unwrap_or(0.2),
-        args.band.get(1).copied().unwrap_or(0.8),
-    );
+    let [lo, hi] = args.band[..] else {
+        return Err(Error::Usage(format!(
+            "--band takes two pass rates, LO,HI (as in 0.2,0.8), not {} value(s)",
+            args.band.len()
+        )));
+    };
     if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
         return Err(Error::Usage(format!(
             "--band LO,HI are pass rates with LO <= HI, not {lo},{hi}"

@@ -166,15 +166,11 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
                 .filter(|s| !s.is_empty())
         })
         .unwrap_or_default();
+    // One reward reader, as everywhere in wai: `reward` (not `qwen_reward`).
     let reward = row
         .get("reward")
         .filter(|v| !v.is_boolean())
-        .and_then(Value::as_f64)
-        .or_else(|| {
-            row.get("qwen_reward")
-                .filter(|v| !v.is_boolean())
-                .and_then(Value::as_f64)
-        });
+        .and_then(Value::as_f64);
     let label = reward.filter(|r| *r == 0.0 || *r == 1.0).map(|r| r as u8);
     let final_text = text("final_text");
     let steps: Vec<&Value> = row

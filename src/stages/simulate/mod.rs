@@ -1069,7 +1069,11 @@ pub fn simulate(
         asks: 0,
         stopped_because: String::new(),
         mode: opts.mode,
-        repeat_policy: policy,
+        repeat_policy: if opts.tasks.is_some() {
+            RepeatPolicy::Fixed
+        } else {
+            policy
+        },
         repeats: k,
         phrasings: n_req,
         budget: opts.budget,
