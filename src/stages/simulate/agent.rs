@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use rayon::prelude::*;
 use regex::Regex;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::hash::uniform;
 use super::tools::{REFERENCE_PARAM, Tool, Verb};
@@ -475,24 +475,11 @@ pub fn honest_reply(tool: &str, who: &str, result: &Value) -> String {
     }
 }
 
-/// A trajectory's steps as the reference's JSON (`[{tool, arguments, result}]`).
-pub fn steps_json(steps: &[Step]) -> Value {
-    Value::Array(
-        steps
-            .iter()
-            .map(|s| match (&s.tool, &s.text) {
-                (Some(t), _) => json!({"tool": t, "arguments": s.arguments, "result": s.result}),
-                (None, Some(text)) => json!({"text": text}),
-                _ => json!({}),
-            })
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stages::simulate::tools::parse_tools;
+    use serde_json::json;
 
     #[test]
     fn picks_the_tool_the_ask_is_about() {

@@ -873,35 +873,51 @@ fn ask_row(
     }
 }
 
-/// The signature a landed row carries (for rows read back from a checkpoint).
-/// Which try of its rollout a landed row was (0 unless earlier tries were unusable).
-fn attempt_of(r: &Record) -> u32 {
-    r.lineage
-        .as_deref()
-        .and_then(|l| serde_json::from_str::<Value>(l).ok())
-        .and_then(|l| l.get("attempt").and_then(Value::as_u64))
-        .and_then(|a| u32::try_from(a).ok())
-        .unwrap_or(0)
+/// A row read back from a checkpoint, with what the schedule needs of it, read once: the
+/// settings digest it was written under, which try of its rollout it was, its behaviour
+/// signature. Its lineage is marked `resumed`.
+struct Resumed {
+    record: Record,
+    settings: Option<String>,
+    attempt: u32,
+    signature: u64,
 }
 
-/// The settings digest a landed row carries.
-fn settings_of(r: &Record) -> Option<String> {
-    r.lineage
-        .as_deref()
-        .and_then(|l| serde_json::from_str::<Value>(l).ok())
-        .and_then(|l| l.get("settings").and_then(Value::as_str).map(str::to_owned))
-}
-
-fn signature_of(r: &Record) -> u64 {
-    r.extra
-        .as_deref()
-        .and_then(|e| serde_json::from_str::<Value>(e).ok())
-        .and_then(|e| {
-            e.get("behavior_signature")
-                .and_then(Value::as_str)
-                .and_then(|s| u64::from_str_radix(s, 16).ok())
-        })
-        .unwrap_or(0)
+impl Resumed {
+    fn of(mut record: Record) -> Self {
+        let mut lineage: Map<String, Value> = record
+            .lineage
+            .as_deref()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_default();
+        let settings = lineage
+            .get("settings")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let attempt = lineage
+            .get("attempt")
+            .and_then(Value::as_u64)
+            .and_then(|a| u32::try_from(a).ok())
+            .unwrap_or(0);
+        lineage.insert("resumed".into(), Value::Bool(true));
+        record.lineage = Some(Value::Object(lineage).to_string());
+        let signature = record
+            .extra
+            .as_deref()
+            .and_then(|e| serde_json::from_str::<Value>(e).ok())
+            .and_then(|e| {
+                e.get("behavior_signature")
+                    .and_then(Value::as_str)
+                    .and_then(|s| u64::from_str_radix(s, 16).ok())
+            })
+            .unwrap_or(0);
+        Self {
+            record,
+            settings,
+            attempt,
+            signature,
+        }
+    }
 }
 
 /// Runs the simulation: plays asks with `agent`, hands each wave's rows to `land` (a batch and,
@@ -1050,17 +1066,20 @@ pub fn simulate(
         );
         sha256_hex(&text)[..12].to_owned()
     };
+    let resumed: Vec<Resumed> = resumed.into_iter().map(Resumed::of).collect();
     if let Some(r) = resumed
         .iter()
-        .find(|r| settings_of(r).as_deref() != Some(settings.as_str()))
+        .find(|r| r.settings.as_deref() != Some(settings.as_str()))
     {
         return Err(Error::Usage(format!(
             "the checkpoint's rows were written by a run with other settings (row `{}`): the seed, agent, tools, policy, seeds and allocation must be the same to resume; start a new --checkpoint file",
-            r.rollout_id.as_deref().unwrap_or("?")
+            r.record.rollout_id.as_deref().unwrap_or("?")
         )));
     }
-    let resumed_by_key: HashMap<ResumeKey, Record> =
-        resumed.into_iter().map(|r| (resume_key(&r), r)).collect();
+    let resumed_by_key: HashMap<ResumeKey, Resumed> = resumed
+        .into_iter()
+        .map(|r| (resume_key(&r.record), r))
+        .collect();
 
     let mut report = Report {
         rows: 0,
@@ -1115,7 +1134,7 @@ pub fn simulate(
     };
     let mut fault_cells = (0u64, 0u64);
     // Run 0's asks, replayed by later runs.
-    let mut first_run: Option<(Vec<Ask>, Vec<Pinned>, u32)> = None;
+    let mut first_run: Option<(Vec<Pinned>, u32)> = None;
     let mut all_tasks: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut all_asks: std::collections::HashSet<(String, String)> =
         std::collections::HashSet::new();
@@ -1126,7 +1145,7 @@ pub fn simulate(
                 .repeats
                 .unwrap_or_else(|| tasks.iter().map(|t| t.rows).max().unwrap_or(1).max(1));
             (Some(tasks.clone()), kk)
-        } else if let Some((_, pins, kk)) = &first_run {
+        } else if let Some((pins, kk)) = &first_run {
             (Some(pins.clone()), *kk)
         } else {
             (None, k)
@@ -1257,7 +1276,6 @@ pub fn simulate(
                                 arm: "pinned",
                                 writer: t.writer.clone(),
                                 labels,
-                                dims: t.dims.clone(),
                             };
                             pins.push(Some(t));
                             Some(ask)
@@ -1396,14 +1414,11 @@ pub fn simulate(
                 .into_par_iter()
                 .map(|j| {
                     if let Some(r) = keys.get(j).and_then(|k| resumed_by_key.get(k)) {
-                        if attempt_of(r) > jobs[j].attempt {
+                        if r.attempt > jobs[j].attempt {
                             // The interrupted run re-rolled this rollout first: so does this one.
                             return None;
                         }
-                        let mut r = r.clone();
-                        mark_resumed(&mut r);
-                        let sig = signature_of(&r);
-                        return Some((r, sig, false));
+                        return Some((r.record.clone(), r.signature, false));
                     }
                     let t = by_job[j].as_ref()?;
                     if unusable(t).is_some() {
@@ -1443,7 +1458,7 @@ pub fn simulate(
                             }
                         }
                         if let Some(t) = by_job[j].as_ref() {
-                            tally(&mut report, t, &jobs[j]);
+                            tally(&mut report, t);
                         } else {
                             tally_record(&mut report, &record);
                         }
@@ -1594,7 +1609,7 @@ pub fn simulate(
                     }
                 })
                 .collect();
-            first_run = Some((asks.clone(), pins0, kk));
+            first_run = Some((pins0, kk));
         }
     }
     report.situations = all_tasks.len() as u64;
@@ -1624,17 +1639,7 @@ fn tier_label(ask: &Ask) -> String {
         .map_or_else(|| "ordinary".to_owned(), |(_, v)| v.clone())
 }
 
-fn mark_resumed(r: &mut Record) {
-    let mut lineage: Map<String, Value> = r
-        .lineage
-        .as_deref()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_default();
-    lineage.insert("resumed".into(), Value::Bool(true));
-    r.lineage = Some(Value::Object(lineage).to_string());
-}
-
-fn tally(report: &mut Report, t: &Trajectory, _job: &Job<'_>) {
+fn tally(report: &mut Report, t: &Trajectory) {
     let mut called: Vec<&str> = Vec::new();
     for s in t.steps.iter() {
         let Some(tool) = s.tool.as_deref() else {
@@ -1739,30 +1744,7 @@ fn tally_record(report: &mut Report, r: &Record) {
         finish_reason: None,
         error: None,
     };
-    let job_ask = Ask {
-        text: String::new(),
-        cell: None,
-        task_id: String::new(),
-        phrasing: 0,
-        arm: "",
-        writer: String::new(),
-        labels: Vec::new(),
-        dims: Vec::new(),
-    };
-    let scene = Scene::default();
-    tally(
-        report,
-        &t,
-        &Job {
-            ask: &job_ask,
-            scene: &scene,
-            privileged: None,
-            rollout_index: 0,
-            eval_run: 0,
-            seed: 0,
-            attempt: 0,
-        },
-    );
+    tally(report, &t);
 }
 
 fn finish_warnings(

@@ -32,7 +32,8 @@ pub struct Tool {
     pub params: Vec<Param>,
     /// The OpenAI function object (`{name, description, parameters}`).
     pub function: Value,
-    /// The name's words, lowercased (see [`name_tokens`]).
+    /// The name split into lowercase words (`issue_refund`, `issueRefund` → `issue`, `refund`;
+    /// see [`name_tokens`]).
     pub words: Vec<String>,
     /// The tool came with a parameter schema (else an empty one stands in).
     pub declared_schema: bool,
@@ -113,11 +114,6 @@ pub static KNOWN_ID: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 impl Tool {
-    /// The name split into lowercase words (`issue_refund`, `issueRefund` → `issue`, `refund`).
-    pub fn tokens(&self) -> Vec<String> {
-        self.words.clone()
-    }
-
     /// What the tool does, from its first word.
     pub fn verb(&self) -> Verb {
         let first = self.words.first().map_or("", String::as_str);
@@ -140,15 +136,13 @@ impl Tool {
 
     /// A wrong call costs something (any name word in the destructive list).
     pub fn destructive(&self) -> bool {
-        self.tokens()
-            .iter()
-            .any(|t| DESTRUCTIVE.contains(&t.as_str()))
+        self.words.iter().any(|t| DESTRUCTIVE.contains(&t.as_str()))
     }
 
     /// The object the tool acts on: the name words after the verb (`issue_refund` → `refund`,
     /// `lookup_order` → `order`, `escalate_to_human` → `human`), or `request`.
     pub fn noun(&self) -> String {
-        let tokens = self.tokens();
+        let tokens = &self.words;
         let rest: Vec<&str> = tokens
             .iter()
             .skip(1)

@@ -364,7 +364,7 @@ impl<'a> World<'a> {
                 if let Some(amount) = refs
                     .first()
                     .and_then(|(_, v)| self.entity(v).get("amount").cloned())
-                    && t.tokens().iter().any(|w| MONEY_WORDS.contains(&w.as_str()))
+                    && t.words.iter().any(|w| MONEY_WORDS.contains(&w.as_str()))
                 {
                     out.entry("amount").or_insert(amount);
                 }
@@ -456,17 +456,15 @@ impl<'a> World<'a> {
         }
         let canonical = canonical_json(arguments);
         let digest = draw(&[&self.seed, &t.name, &canonical]);
-        let words: Vec<String> = t
-            .tokens()
-            .into_iter()
-            .chain(t.params.iter().map(|p| p.name.to_lowercase()))
-            .collect();
-        let money = words
-            .iter()
-            .any(|w| MONEY_WORDS.iter().any(|m| w.contains(m)));
-        let delivery = words
-            .iter()
-            .any(|w| DELIVERY_WORDS.iter().any(|m| w.contains(m)));
+        // Which fields a record of this tool has: from its name words and parameter names.
+        let mentions = |list: &[&str]| {
+            t.words.iter().any(|w| list.iter().any(|m| w.contains(m)))
+                || t.params
+                    .iter()
+                    .any(|p| list.iter().any(|m| p.name.to_lowercase().contains(m)))
+        };
+        let money = mentions(&MONEY_WORDS);
+        let delivery = mentions(&DELIVERY_WORDS);
         let record = |key: Option<&str>, salt: u64| -> Value {
             let mut m = Map::new();
             let attrs = key.map_or_else(
@@ -512,8 +510,8 @@ impl<'a> World<'a> {
             );
             Value::Object(m)
         };
-        let first = t.tokens().into_iter().next().unwrap_or_default();
-        if matches!(first.as_str(), "search" | "list" | "find" | "query") {
+        let first = t.words.first().map_or("", String::as_str);
+        if matches!(first, "search" | "list" | "find" | "query") {
             let count = 1 + digest % 6;
             let items: Vec<Value> = (0..count).map(|i| record(None, i)).collect();
             return json!({"status": "ok", "query": arguments, "count": count, "items": items});

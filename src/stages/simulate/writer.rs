@@ -24,8 +24,6 @@ pub struct Ask {
     pub writer: String,
     /// Labels true of the text: `(name, value)`.
     pub labels: Vec<(&'static str, String)>,
-    /// Dims of a replayed or realized ask that has no cell (`(axis, value)`).
-    pub dims: Vec<(String, String)>,
 }
 
 const OPENERS: [&str; 10] = [
@@ -352,7 +350,7 @@ fn article(noun: &str) -> String {
 /// What an ask about `tool` asks for: `check an order`, `request a refund`, `escalate to a human`.
 pub fn intent(tool: &Tool) -> String {
     let noun = tool.noun();
-    let tokens = tool.tokens();
+    let tokens = &tool.words;
     match tool.verb() {
         Verb::Read => format!("check {}", article(&noun)),
         Verb::Create => format!("get {}", article(&noun)),
@@ -507,7 +505,6 @@ impl Writer<'_> {
             arm: "structured",
             writer: "template".into(),
             labels,
-            dims: Vec::new(),
         }
     }
 
@@ -528,7 +525,6 @@ impl Writer<'_> {
             phrasing: 0,
             arm: "open_ended",
             writer: "template".into(),
-            dims: Vec::new(),
         }
     }
 }
@@ -546,7 +542,6 @@ pub fn seed_ask(text: &str) -> Ask {
             ("tier", "ordinary".to_owned()),
             ("length", length_label(text).to_owned()),
         ],
-        dims: Vec::new(),
     }
 }
 
