@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray};
 use rayon::prelude::*;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{Context, Outcome};
 use crate::cli::{ExportArgs, ExportFormat, ExportMask};
@@ -71,12 +71,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
             .column(1)
             .as_primitive::<datafusion::arrow::datatypes::Float64Type>();
         for i in 0..b.num_rows() {
-            let mut m = Map::new();
-            m.insert("scenario_id".into(), Value::String(key.value(i).to_owned()));
-            if reward.is_valid(i) {
-                m.insert("reward".into(), json!(reward.value(i)));
-            }
-            groups.add(&m);
+            groups.add(key.value(i), reward.is_valid(i).then(|| reward.value(i)));
         }
     }
     // Pass 2: the rows, converted in parallel and written in order.
@@ -122,7 +117,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     };
     let mut w = BufWriter::with_capacity(1 << 20, handle);
     let mut t = Tally::default();
-    let group_ids: std::sync::Mutex<HashSet<String>> = std::sync::Mutex::new(HashSet::new());
+    let mut group_ids: HashSet<String> = HashSet::new();
     ctx.runtime
         .block_on(crate::pipeline::session::for_each_in_file_order(
             &context,
@@ -176,20 +171,22 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                             .get("lineage")
                             .and_then(|l| l.get("system_prompt_sha"))
                             .is_some();
-                        meta.where_ = format!(
-                            "{}",
-                            row.get("rollout_id").and_then(Value::as_str).unwrap_or("?")
-                        );
+                        // Which row: only for the report's first failure.
+                        if facts.invalid_calls > 0 || facts.leak.is_some() {
+                            meta.where_ = row
+                                .get("rollout_id")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                                .to_owned();
+                        }
                         Ok((bytes, facts, meta))
                     })
                     .collect::<Result<_>>()?;
                 for (bytes, facts, meta) in done {
                     w.write_all(&bytes).map_err(|e| Error::io(&jsonl_path, e))?;
                     t.add(&facts, &meta);
-                    if let Some(g) = meta.group
-                        && let Ok(mut s) = group_ids.lock()
-                    {
-                        s.insert(g);
+                    if let Some(g) = meta.group {
+                        group_ids.insert(g);
                     }
                 }
                 Ok(())
@@ -284,7 +281,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         std::fs::rename(&built, &args.out).map_err(|e| Error::io(&args.out, e))?;
         let _ = std::fs::remove_dir_all(&old);
     }
-    let groups_n = group_ids.lock().map(|s| s.len()).unwrap_or(0);
+    let groups_n = group_ids.len();
     let mask_text = match (opts.format, opts.unroll, opts.mask_mode) {
         (Format::Trl, true, _) | (Format::Trl, _, MaskMode::Final) => {
             "only the completion (the last assistant turn) is trained"

@@ -138,16 +138,8 @@ fn decode_args(v: &Value) -> Value {
 
 /// The text of a message's content (a string, or a list of text parts).
 fn content_text(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
-            .collect::<Vec<_>>()
-            .join(""),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
-    }
+    v.and_then(crate::pipeline::row::content_of)
+        .unwrap_or_default()
 }
 
 /// Rebuilds the conversation of a row without `messages` from its prompt and steps (the final
@@ -243,7 +235,7 @@ pub fn conversation(row: &Map<String, Value>) -> Vec<Value> {
 }
 
 /// `s` with white space collapsed to single spaces, trimmed, and lowercased, in one pass.
-fn normalize(s: &str) -> String {
+pub(crate) fn normalize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     push_normalized(s, &mut out);
     out
@@ -356,17 +348,19 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// Adds a row's task key and reward.
-    pub fn add(&mut self, row: &Map<String, Value>) {
-        let e = self
-            .stats
-            .entry(task_key(row))
-            .or_insert((0, 0, 0, 0.0, 0.0, 0));
+    /// Adds a row of task `key` (its `scenario_id`, else `task_id`, else prompt) and reward.
+    pub fn add(&mut self, key: &str, reward: Option<f64>) {
+        if !self.stats.contains_key(key) {
+            self.stats.insert(key.to_owned(), (0, 0, 0, 0.0, 0.0, 0));
+        }
+        let Some(e) = self.stats.get_mut(key) else {
+            return;
+        };
         e.0 += 1;
         if e.0 > 1 {
             self.repeats = true;
         }
-        if let Some(r) = row.get("reward").and_then(Value::as_f64) {
+        if let Some(r) = reward {
             e.1 += u64::from(r < 0.5);
             e.2 += u64::from(r > 0.5);
             e.3 += r;

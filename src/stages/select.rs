@@ -19,7 +19,7 @@ use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::export::{conversation, leak};
+use super::export::{conversation, leak, normalize};
 use super::simulate::hash::sha256_hex;
 
 /// Harness text that must never reach a training row.
@@ -100,13 +100,6 @@ fn norm_hash(s: &str) -> u64 {
     h.finish()
 }
 
-fn normalize(s: &str) -> String {
-    s.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
-}
-
 fn fault_kind(row: &Map<String, Value>) -> String {
     for s in row
         .get("steps")
@@ -134,8 +127,7 @@ fn fault_kind(row: &Map<String, Value>) -> String {
             .unwrap_or("")
             .to_lowercase();
         match status.as_str() {
-            "" | "ok" | "created" | "success" | "done" | "updated" | "deleted" | "cancelled"
-            | "sent" => {}
+            s if s.is_empty() || super::simulate::world::SUCCESS.contains(&s) => {}
             s if ["permission", "denied", "unauthorized", "blocked"]
                 .iter()
                 .any(|w| s.contains(w)) =>
