@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use datafusion::arrow::array::Array;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use serde_json::Value;
 
 use super::simulate::{read_asks, read_tools};
@@ -72,17 +72,23 @@ fn asks(ctx: &Context, spec: &str) -> Result<Vec<String>> {
         ))?;
     let mut out = Vec::new();
     for b in &batches {
-        let col = datafusion::arrow::compute::cast(
-            b.column(0),
-            &datafusion::arrow::datatypes::DataType::Utf8,
-        )?;
-        let col = col
-            .as_any()
-            .downcast_ref::<datafusion::arrow::array::StringArray>()
-            .ok_or_else(|| Error::Internal("prompt is not text".into()))?;
-        out.extend(col.iter().flatten().map(str::to_owned));
+        out.extend(
+            text(b.column(0))?
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_owned),
+        );
     }
     Ok(out)
+}
+
+/// A column as `Utf8`, whatever string type the session read it as.
+fn text(column: &ArrayRef) -> Result<ArrayRef> {
+    Ok(datafusion::arrow::compute::cast(
+        column,
+        &datafusion::arrow::datatypes::DataType::Utf8,
+    )?)
 }
 
 /// Runs `wai coverage-gap`.
@@ -97,22 +103,13 @@ pub fn coverage_gap(ctx: &Context, args: &CoverageGapArgs) -> Result<Outcome> {
             let batches = ctx.runtime.block_on(frame.collect())?;
             let mut counts = BTreeMap::new();
             for b in &batches {
-                let rules = datafusion::arrow::compute::cast(
-                    b.column(0),
-                    &datafusion::arrow::datatypes::DataType::Utf8,
-                )?;
-                let rules = rules
-                    .as_any()
-                    .downcast_ref::<datafusion::arrow::array::StringArray>()
-                    .ok_or_else(|| Error::Internal("rule is not text".into()))?;
+                let rules = text(b.column(0))?;
+                let rules = rules.as_string::<i32>();
                 let n = datafusion::arrow::compute::cast(
                     b.column(1),
                     &datafusion::arrow::datatypes::DataType::UInt64,
                 )?;
-                let n = n
-                    .as_any()
-                    .downcast_ref::<datafusion::arrow::array::UInt64Array>()
-                    .ok_or_else(|| Error::Internal("count is not a number".into()))?;
+                let n = n.as_primitive::<datafusion::arrow::datatypes::UInt64Type>();
                 for i in 0..b.num_rows() {
                     if rules.is_valid(i) {
                         counts.insert(rules.value(i).to_owned(), n.value(i));
