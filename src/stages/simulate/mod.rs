@@ -453,7 +453,7 @@ fn privileged_for(cell: &Cell, plan: Option<&Plan>) -> Value {
         cell.get("stance"),
         world,
         history,
-        plan.map_or("success", |p| condition_of(p.mode)),
+        plan.map_or("success", |p| p.mode.condition()),
     );
     let mut out = Map::new();
     out.insert("hidden_state".into(), Value::Object(hidden));
@@ -461,18 +461,6 @@ fn privileged_for(cell: &Cell, plan: Option<&Plan>) -> Value {
         out.insert("reference".into(), Value::String(r));
     }
     Value::Object(out)
-}
-
-fn condition_of(f: Fault) -> &'static str {
-    match f {
-        Fault::Timeout => "timeout",
-        Fault::Malformed => "malformed_result",
-        Fault::Stale => "stale_result",
-        Fault::PermissionDenied => "permission_denied",
-        Fault::NotFound => "not_found",
-        Fault::RateLimited => "rate_limited",
-        Fault::Partial => "partial_result",
-    }
 }
 
 /// The expected outcome in one sentence, for the judge.

@@ -50,6 +50,19 @@ impl Fault {
         })
     }
 
+    /// The `tool_condition` that schedules this fault (the inverse of [`Fault::of_condition`]).
+    pub fn condition(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Malformed => "malformed_result",
+            Self::Stale => "stale_result",
+            Self::PermissionDenied => "permission_denied",
+            Self::NotFound => "not_found",
+            Self::RateLimited => "rate_limited",
+            Self::Partial => "partial_result",
+        }
+    }
+
     /// The mode's name on a row's fault plan.
     pub fn name(self) -> &'static str {
         match self {
