@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::Float64Type;
 use rayon::prelude::*;
 use serde_json::{Value, json};
@@ -11,9 +12,18 @@ use super::{Context, Outcome};
 use crate::cli::{SelectArgs, SelectMode, SelectTruncated};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::row::{BatchView, encode};
+use crate::pipeline::session::for_each_by_partition;
 use crate::schema::col;
 use crate::stages::hack_scan;
 use crate::stages::select::{self, Options, RowInfo, Truncated};
+
+/// The second pass did not see the rows the first did.
+fn changed() -> Error {
+    Error::Input {
+        stage: "select".into(),
+        message: "the input changed while it was read (the second pass saw other rows)".into(),
+    }
+}
 
 /// Runs `wai select`.
 pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
@@ -29,19 +39,6 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
             "--band LO,HI are pass rates with LO <= HI, not {lo},{hi}"
         )));
     }
-    let batches = super::all_rows(ctx, &args.inputs)?;
-    // Every row's summary, in file order.
-    let mut infos: Vec<RowInfo> = Vec::new();
-    let mut at: Vec<(usize, usize)> = Vec::new();
-    for (b, batch) in batches.iter().enumerate() {
-        let view = BatchView::new(batch)?;
-        let part: Vec<RowInfo> = (0..batch.num_rows())
-            .into_par_iter()
-            .map(|i| encode(&view, i).map(|row| select::row_info(&row)))
-            .collect::<Result<_>>()?;
-        at.extend((0..batch.num_rows()).map(|i| (b, i)));
-        infos.extend(part);
-    }
     let opts = Options {
         target: args.target,
         band: (lo, hi),
@@ -54,8 +51,33 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         min_reward: args.min_reward,
     };
     if args.mode == SelectMode::Preference {
+        let batches = super::all_rows(ctx, &args.inputs)?;
         return preference(args, &batches, started);
     }
+    // Pass 1: every row's summary, in file order; the rows themselves are not kept.
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
+    let mut parts: Vec<Vec<RowInfo>> = Vec::new();
+    ctx.runtime.block_on(for_each_by_partition(
+        &context,
+        "SELECT * FROM rows",
+        |p, batch| {
+            if parts.len() <= p {
+                parts.resize_with(p + 1, Vec::new);
+            }
+            parts[p].extend(select::row_infos(&batch)?.0);
+            Ok(())
+        },
+    ))?;
+    // Where each partition starts, for the second pass.
+    let starts: Vec<usize> = parts
+        .iter()
+        .scan(0, |at, p| {
+            let start = *at;
+            *at += p.len();
+            Some(start)
+        })
+        .collect();
+    let infos: Vec<RowInfo> = parts.into_iter().flatten().collect();
     let (chosen, marked, report) = match args.mode {
         SelectMode::Rl => select::rl(&infos, &opts),
         SelectMode::Sft | SelectMode::Preference => {
@@ -63,17 +85,56 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
             (c, Vec::new(), r)
         }
     };
-    // Write the chosen rows in order. Rows the truncation marking touched carry `overlong:
-    // true`; under `penalize` their reward is 0 and the judge's is kept as
-    // `reward_before_penalty`.
+    // Pass 2: the chosen rows, taken as they stream by (memory follows the selection, not the
+    // input), then written in training order.
+    let mut slot = vec![u32::MAX; infos.len()];
+    for (k, &i) in chosen.iter().enumerate() {
+        slot[i] = u32::try_from(k).map_err(|_| Error::Internal("too many rows chosen".into()))?;
+    }
+    let mut taken: Vec<RecordBatch> = Vec::new();
+    let mut at = vec![(0usize, 0usize); chosen.len()];
+    if !chosen.is_empty() {
+        let mut next = starts.clone();
+        ctx.runtime.block_on(for_each_by_partition(
+            &context,
+            "SELECT * FROM rows",
+            |p, batch| {
+                let n = batch.num_rows();
+                let Some(offset) = next.get_mut(p) else {
+                    return Err(changed());
+                };
+                if *offset + n > starts.get(p + 1).copied().unwrap_or(slot.len()) {
+                    return Err(changed());
+                }
+                let mut take = Vec::new();
+                for (j, k) in slot[*offset..*offset + n].iter().enumerate() {
+                    if *k != u32::MAX {
+                        at[*k as usize] = (taken.len(), take.len());
+                        take.push(j as u32);
+                    }
+                }
+                if !take.is_empty() {
+                    taken.push(take_record_batch(&batch, &UInt32Array::from(take))?);
+                }
+                *offset += n;
+                Ok(())
+            },
+        ))?;
+        let ends = starts.iter().skip(1).copied().chain([slot.len()]);
+        if next.iter().zip(ends).any(|(a, b)| *a != b) {
+            return Err(changed());
+        }
+    }
+    // Rows the truncation marking touched carry `overlong: true`; under `penalize` their reward
+    // is 0 and the judge's is kept as `reward_before_penalty`.
     let marked: std::collections::HashSet<usize> = marked.into_iter().collect();
     let penalize = args.truncated == SelectTruncated::Penalize;
     let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
-    let refs: Vec<&RecordBatch> = batches.iter().collect();
-    for chunk in chosen.chunks(8192) {
-        let idx: Vec<(usize, usize)> = chunk.iter().map(|&i| at[i]).collect();
-        let mut out = datafusion::arrow::compute::interleave_record_batch(&refs, &idx)?;
+    let refs: Vec<&RecordBatch> = taken.iter().collect();
+    for (c, chunk) in chosen.chunks(8192).enumerate() {
+        let idx = &at[c * 8192..c * 8192 + chunk.len()];
+        let mut out = datafusion::arrow::compute::interleave_record_batch(&refs, idx)?;
         if chunk.iter().any(|i| marked.contains(i)) {
             let schema = out.schema();
             let rpos = schema.index_of(col::REWARD)?;

@@ -243,17 +243,38 @@ pub(crate) fn normalize(s: &str) -> String {
 
 /// Appends `s` normalized as [`normalize`] does (a separating space first when `out` is not
 /// empty and `s` has a word).
-fn push_normalized(s: &str, out: &mut String) {
+pub(crate) fn push_normalized(s: &str, out: &mut String) {
     if s.is_ascii() {
-        // The common case, word by word: no per-character work but the lowercasing.
-        out.reserve(s.len());
-        for w in s.split_ascii_whitespace() {
+        // Already single-spaced and trimmed (the common case): a copy, lowercased.
+        let b = s.as_bytes();
+        if !b.is_empty()
+            && b[0] != b' '
+            && b[b.len() - 1] != b' '
+            && memchr::memchr3(b'\t', b'\n', b'\r', b).is_none()
+            && memchr::memchr(0x0c, b).is_none()
+            && memchr::memmem::find(b, b"  ").is_none()
+        {
             if !out.is_empty() {
                 out.push(' ');
             }
             let at = out.len();
-            out.push_str(w);
+            out.push_str(s);
             out[at..].make_ascii_lowercase();
+            return;
+        }
+        // Byte by byte.
+        out.reserve(s.len() + 1);
+        let mut space = !out.is_empty();
+        for &b in s.as_bytes() {
+            if b.is_ascii_whitespace() {
+                space = !out.is_empty();
+            } else {
+                if space {
+                    out.push(' ');
+                    space = false;
+                }
+                out.push(char::from(b.to_ascii_lowercase()));
+            }
         }
         return;
     }
@@ -283,42 +304,97 @@ pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<Strin
     let Some(p) = row.get("privileged").filter(|p| p.is_object()) else {
         return (false, None);
     };
-    let mut needles = Vec::new();
-    fn walk(v: &Value, out: &mut Vec<String>) {
-        match v {
-            Value::String(s) => {
-                let n = normalize(s);
-                if n.chars().count() >= 12 {
-                    out.push(n);
+    let needles = Needles::of(p);
+    let assistant: Vec<String> = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .map(|m| match m.get("content") {
+            Some(Value::String(c)) => c.clone(),
+            other => content_text(other),
+        })
+        .collect();
+    let final_text = row.get("final_text").and_then(Value::as_str).unwrap_or("");
+    let texts: Vec<&str> = std::iter::once(final_text)
+        .chain(assistant.iter().map(String::as_str))
+        .collect();
+    (true, needles.quoted(&texts).cloned())
+}
+
+/// The needles of a privileged block (its `reference`, `principle` and `hidden_state` strings,
+/// normalized, of 12 characters or more), each with a finder for its longest word.
+#[derive(Debug, Default)]
+pub(crate) struct Needles {
+    texts: Vec<String>,
+    longest: Vec<memchr::memmem::Finder<'static>>,
+}
+
+impl Needles {
+    pub(crate) fn of(privileged: &Value) -> Self {
+        fn walk(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => {
+                    let n = normalize(s);
+                    if n.chars().count() >= 12 {
+                        out.push(n);
+                    }
                 }
-            }
-            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-            Value::Object(m) => m.values().for_each(|x| walk(x, out)),
-            _ => {}
-        }
-    }
-    for key in ["reference", "principle", "hidden_state"] {
-        if let Some(v) = p.get(key) {
-            walk(v, &mut needles);
-        }
-    }
-    if needles.is_empty() {
-        return (true, None);
-    }
-    let mut hay = String::new();
-    push_normalized(
-        row.get("final_text").and_then(Value::as_str).unwrap_or(""),
-        &mut hay,
-    );
-    for m in messages {
-        if m.get("role").and_then(Value::as_str) == Some("assistant") {
-            match m.get("content") {
-                Some(Value::String(c)) => push_normalized(c, &mut hay),
-                other => push_normalized(&content_text(other), &mut hay),
+                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                Value::Object(m) => m.values().for_each(|x| walk(x, out)),
+                _ => {}
             }
         }
+        let mut texts = Vec::new();
+        for key in ["reference", "principle", "hidden_state"] {
+            if let Some(v) = privileged.get(key) {
+                walk(v, &mut texts);
+            }
+        }
+        let longest = texts
+            .iter()
+            .map(|n| {
+                let w = n.split(' ').max_by_key(|w| w.len()).unwrap_or("");
+                memchr::memmem::Finder::new(w).into_owned()
+            })
+            .collect();
+        Self { texts, longest }
     }
-    (true, needles.into_iter().find(|n| hay.contains(n.as_str())))
+
+    /// The first needle found in `texts` (the final reply, then the assistant turns), all
+    /// normalized and joined by spaces.
+    ///
+    /// When every text is ASCII, a needle can only be found if its longest word occurs in the
+    /// texts with ASCII case folded, so rows no needle could match are cleared without
+    /// normalizing.
+    pub(crate) fn quoted(&self, texts: &[&str]) -> Option<&String> {
+        if self.texts.is_empty() {
+            return None;
+        }
+        if texts.iter().all(|t| t.is_ascii()) {
+            thread_local! {
+                static FOLDED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+            }
+            let possible = FOLDED.with_borrow_mut(|folded| {
+                folded.clear();
+                for (k, t) in texts.iter().enumerate() {
+                    // A text said twice (the reply as the last turn) is searched once.
+                    if !texts[..k].contains(t) {
+                        folded.extend_from_slice(t.as_bytes());
+                        folded.push(b' ');
+                    }
+                }
+                folded.make_ascii_lowercase();
+                self.longest.iter().any(|f| f.find(folded).is_some())
+            });
+            if !possible {
+                return None;
+            }
+        }
+        let mut hay = String::new();
+        for t in texts {
+            push_normalized(t, &mut hay);
+        }
+        self.texts.iter().find(|n| hay.contains(n.as_str()))
+    }
 }
 
 /// The task key of a row: `scenario_id`, else `task_id`, else the prompt.
@@ -723,6 +799,18 @@ mod tests {
         assert_eq!(s, "x y z");
         push_normalized("   ", &mut s);
         assert_eq!(s, "x y z");
+        // Already single-spaced: copied and lowercased.
+        push_normalized("Ab C", &mut s);
+        assert_eq!(s, "x y z ab c");
+        assert_eq!(normalize("Ab C"), "ab c");
+        // A needle across turns and spacing; none when its longest word is absent.
+        let needles = Needles::of(&json!({"reference": "the entity  does not exist"}));
+        let texts = ["Sorry: THE ENTITY", "does\nnot exist."];
+        assert_eq!(
+            needles.quoted(&texts).map(String::as_str),
+            Some("the entity does not exist")
+        );
+        assert_eq!(needles.quoted(&["the entity does not exis"]), None);
     }
 
     #[test]

@@ -6,11 +6,12 @@ use sha2::{Digest, Sha256};
 
 /// Lowercase hex SHA-256 of `text`.
 pub fn sha256_hex(text: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(text.as_bytes());
     let mut out = String::with_capacity(64);
     for b in digest {
-        use std::fmt::Write;
-        let _ = write!(out, "{b:02x}");
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
     }
     out
 }

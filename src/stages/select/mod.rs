@@ -20,6 +20,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::export::{conversation, leak, normalize};
+pub use columns::row_infos;
+
+mod columns;
 use super::simulate::hash::sha256_hex;
 
 /// Harness text that must never reach a training row.
@@ -39,7 +42,7 @@ const INTENT_WORDS: [&str; 7] = [
 ];
 
 /// What selection needs of one row.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowInfo {
     /// The group key: `scenario_id`, else `task_id`, else the prompt.
     pub key: String,
@@ -79,97 +82,329 @@ pub struct RowInfo {
     pub rollout_index: Option<i64>,
 }
 
-/// A hash of `s` with white space collapsed and letters lowercased (no allocation for ASCII).
+/// A hash of `s` with white space collapsed and letters lowercased.
 fn norm_hash(s: &str) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = foldhash::fast::FixedState::with_seed(0x5eed).build_hasher();
-    for (i, w) in s.split_ascii_whitespace().enumerate() {
-        if i > 0 {
-            h.write_u8(b' ');
-        }
-        if w.is_ascii() {
-            for b in w.bytes() {
-                h.write_u8(b.to_ascii_lowercase());
-            }
-        } else {
-            for part in w.split_whitespace() {
-                h.write(part.to_lowercase().as_bytes());
-            }
-        }
+    use std::hash::BuildHasher;
+    thread_local! {
+        static BUF: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     }
-    h.finish()
+    BUF.with_borrow_mut(|buf| {
+        buf.clear();
+        super::export::push_normalized(s, buf);
+        foldhash::fast::FixedState::with_seed(0x5eed).hash_one(buf.as_bytes())
+    })
 }
 
-fn fault_kind(row: &Map<String, Value>) -> String {
-    for s in row
-        .get("steps")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let result = match s.get("result") {
-            Some(Value::String(t)) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
-            Some(v) => v.clone(),
-            None => continue,
-        };
-        if result.get("data").is_some_and(Value::is_string) {
-            return "malformed".into();
-        }
-        if result
-            .get("stale")
-            .is_some_and(|v| v.as_bool() == Some(true))
-        {
-            return "stale".into();
-        }
-        let status = result
-            .get("status")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_lowercase();
-        match status.as_str() {
-            s if s.is_empty() || super::simulate::world::SUCCESS.contains(&s) => {}
-            s if ["permission", "denied", "unauthorized", "blocked"]
-                .iter()
-                .any(|w| s.contains(w)) =>
-            {
-                return "deny".into();
-            }
-            s => return s.to_owned(),
-        }
+/// Bytes `str::split_whitespace` splits on, among ASCII.
+const WHITE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 6 {
+        t[[b' ', b'\t', b'\n', b'\r', 0x0b, 0x0c][i] as usize] = true;
+        i += 1;
     }
-    if let Some(mode) = row.get("faults").and_then(Value::as_object).and_then(|f| {
+    t
+};
+
+/// Words split on white space (`str::split_whitespace`), counted.
+fn word_count(s: &str) -> usize {
+    let b = s.as_bytes();
+    if !s.is_ascii() {
+        return s.split_whitespace().count();
+    }
+    let Some(&first) = b.first() else { return 0 };
+    // A word starts at the first byte, or where white space gives way to a letter.
+    usize::from(!WHITE[usize::from(first)])
+        + b.windows(2)
+            .map(|w| usize::from(WHITE[usize::from(w[0])] & !WHITE[usize::from(w[1])]))
+            .sum::<usize>()
+}
+
+/// The fault a step's result shows, if any (a result held as JSON text is read as JSON).
+fn result_fault(result: &Value) -> Option<String> {
+    let parsed;
+    let result = match result {
+        Value::String(t) => match serde_json::from_str::<Value>(t) {
+            Ok(v) => {
+                parsed = v;
+                &parsed
+            }
+            Err(_) => result,
+        },
+        v => v,
+    };
+    if result.get("data").is_some_and(Value::is_string) {
+        return Some("malformed".into());
+    }
+    if result
+        .get("stale")
+        .is_some_and(|v| v.as_bool() == Some(true))
+    {
+        return Some("stale".into());
+    }
+    let status = result
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_lowercase();
+    match status.as_str() {
+        s if s.is_empty() || super::simulate::world::SUCCESS.contains(&s) => None,
+        s if ["permission", "denied", "unauthorized", "blocked"]
+            .iter()
+            .any(|w| s.contains(w)) =>
+        {
+            Some("deny".into())
+        }
+        s => Some(s.to_owned()),
+    }
+}
+
+/// The first fault mode of a row's planned faults (`faults: {tool: {mode}}`).
+fn planned_fault(faults: Option<&Value>) -> Option<String> {
+    faults.and_then(Value::as_object).and_then(|f| {
         f.values()
             .find_map(|v| v.get("mode").and_then(Value::as_str))
-    }) {
-        return mode.to_owned();
+            .map(str::to_owned)
+    })
+}
+
+/// Whether a row's side fields say the situation wants a tool: `tool_known`, a tool ask, planned
+/// faults, a world state, a tool dimension.
+fn side_wants_tool<'v>(get: impl Fn(&str) -> Option<&'v Value>) -> bool {
+    get("tool_known").and_then(Value::as_bool) == Some(true)
+        || get("ask_family").and_then(Value::as_str) == Some("tool")
+        || get("faults").is_some_and(|f| f.as_object().is_some_and(|o| !o.is_empty()))
+        || get("world_state")
+            .and_then(Value::as_str)
+            .is_some_and(|w| !matches!(w, "" | "unspecified" | "unknown"))
+        || get("scenario_dimensions")
+            .and_then(|d| d.get("tool"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| !matches!(t, "unrelated" | "multi_tool"))
+}
+
+/// Whether a prompt names an intent to act or a record id.
+fn prompt_wants_tool(prompt: &str) -> bool {
+    let low = prompt.to_lowercase();
+    INTENT_WORDS.iter().any(|w| low.contains(w))
+        || super::simulate::tools::KNOWN_ID.is_match(prompt)
+}
+
+/// The group key a side field gives: a non-null, non-empty value, as text.
+fn key_text(v: Option<&Value>) -> Option<String> {
+    v.filter(|v| !v.is_null())
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+        .filter(|s| !s.is_empty())
+}
+
+/// What a row summary is made of, borrowed from wherever the row is read: a JSON object
+/// ([`row_info`]) or a batch's columns ([`columns`]).
+struct Parts<'a> {
+    key: String,
+    prompt: &'a str,
+    reward: Option<f64>,
+    label_source: &'a str,
+    final_text: &'a str,
+    finish_reason: &'a str,
+    reason: &'a str,
+    /// A step has a tool.
+    step_call: bool,
+    /// The steps' tool names.
+    step_tools: Vec<&'a str>,
+    step_truncated: bool,
+    /// A message has tool calls.
+    message_calls: bool,
+    /// Assistant turns' text (`""` when it is not a string).
+    assistant: Vec<&'a str>,
+    /// The role of the last turn.
+    last_role: &'a str,
+    /// The row has messages, steps or a reply.
+    has_messages: bool,
+    overlong: bool,
+    side_wants_tool: bool,
+    /// [`prompt_wants_tool`], when the reader has it at hand.
+    prompt_wants_tool: Option<bool>,
+    signature: Option<&'a str>,
+    leak: (bool, Option<String>),
+    fault_kind: String,
+    eval_sourced: bool,
+    scenario_id: &'a str,
+    rollout_index: Option<i64>,
+}
+
+/// Harness text in a reply.
+static HARNESS_TEXT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        &HARNESS
+            .iter()
+            .map(|h| regex::escape(h))
+            .collect::<Vec<_>>()
+            .join("|"),
+    )
+    .expect("a valid pattern")
+});
+
+/// Raw tool-call markup in a reply.
+fn markup(s: &str) -> bool {
+    use memchr::memmem::Finder;
+    static FINDERS: std::sync::LazyLock<[Finder<'static>; 4]> = std::sync::LazyLock::new(|| {
+        [
+            Finder::new("<tool_call>"),
+            Finder::new("</tool_call>"),
+            Finder::new("\"name\":"),
+            Finder::new("\"parameters\":"),
+        ]
+    });
+    let has = |k: usize| FINDERS[k].find(s.as_bytes()).is_some();
+    has(0) || has(1) || (has(2) && has(3))
+}
+
+/// The longest run of one character is 30 or more.
+fn repeats_30(s: &str) -> bool {
+    if s.is_ascii() {
+        // A run of 30 covers a whole window of 15 starting at a multiple of 15: look there
+        // first, then measure the run around it.
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i + 15 <= b.len() {
+            let c = b[i];
+            if b[i + 14] == c && b[i..i + 15].iter().all(|&x| x == c) {
+                let before = b[..i].iter().rev().take_while(|&&x| x == c).count();
+                let after = b[i + 15..].iter().take_while(|&&x| x == c).count();
+                if before + 15 + after >= 30 {
+                    return true;
+                }
+            }
+            i += 15;
+        }
+        return false;
     }
-    "no fault".into()
+    let mut run = 0usize;
+    let mut prev = None;
+    for c in s.chars() {
+        if Some(c) == prev {
+            run += 1;
+            if run >= 30 {
+                return true;
+            }
+        } else {
+            run = 1;
+            prev = Some(c);
+        }
+    }
+    false
+}
+
+impl Parts<'_> {
+    fn summarize(self) -> RowInfo {
+        let final_text = self.final_text;
+        let tool_call = self.step_call || self.message_calls;
+        let trainable = tool_call || !final_text.trim().is_empty() || !self.assistant.is_empty();
+        let chars = final_text.chars().count();
+        let truncated = self.finish_reason == "length"
+            || self.step_truncated
+            || {
+                let reason = self.reason.to_lowercase();
+                ["truncat", "cut off"].iter().any(|w| reason.contains(w))
+            }
+            || (chars >= 200 && !super::hack_scan::looks_finished(final_text));
+        let prompt = self.prompt;
+        // Incomplete junk: the first that applies.
+        let trimmed = final_text.trim();
+        let stub = !tool_call
+            && (trimmed.starts_with("<agent error:") || RETURNED.is_match(trimmed) || {
+                let t = trimmed.split_whitespace().take(3).collect::<Vec<_>>();
+                t.len() <= 2
+                    && t.iter().any(|w| {
+                        w.len() == 3
+                            && (w.starts_with('4') || w.starts_with('5'))
+                            && w.chars().all(|c| c.is_ascii_digit())
+                    })
+            });
+        // A turn that says what the reply says is checked once.
+        let others = || self.assistant.iter().filter(|a| **a != final_text);
+        let junk = if trimmed.is_empty() {
+            Some("empty final reply")
+        } else if trimmed.starts_with("<agent error") {
+            Some("agent error")
+        } else if stub {
+            Some("infrastructure stub")
+        } else if repeats_30(final_text) {
+            Some("a character repeated 30 times")
+        } else if HARNESS_TEXT.is_match(final_text) || others().any(|a| HARNESS_TEXT.is_match(a)) {
+            Some("harness text")
+        } else if markup(final_text) || others().any(|a| markup(a)) {
+            Some("raw tool markup")
+        } else if chars > 600 && !self.overlong && !super::hack_scan::looks_finished(final_text) {
+            Some("long unfinished reply")
+        } else if !self.has_messages && !tool_call {
+            Some("no conversation")
+        } else if matches!(self.last_role, "user" | "tool") {
+            Some("ends on a user or tool turn")
+        } else if !tool_call && trimmed.ends_with('?') && prompt.split_whitespace().count() <= 2 {
+            Some("a question back to a bare prompt")
+        } else {
+            None
+        };
+        let wants_tool = self.side_wants_tool
+            || self
+                .prompt_wants_tool
+                .unwrap_or_else(|| prompt_wants_tool(prompt));
+        let signature = self.signature.map_or_else(
+            || {
+                // No signature: the calls and the reply's length stand in.
+                sha256_hex(&format!(
+                    "{}|{}",
+                    self.step_tools.join(","),
+                    word_count(final_text) / 12
+                ))[..12]
+                    .to_owned()
+            },
+            str::to_owned,
+        );
+        let label = self
+            .reward
+            .filter(|r| *r == 0.0 || *r == 1.0)
+            .map(|r| r as u8);
+        RowInfo {
+            key: self.key,
+            reward: self.reward,
+            label,
+            label_source: self.label_source.to_owned(),
+            signature,
+            final_norm: norm_hash(final_text),
+            trainable,
+            tool_call,
+            junk,
+            wants_tool,
+            truncated,
+            leak: self.leak.1,
+            privileged: self.leak.0,
+            fault_kind: self.fault_kind,
+            eval_sourced: self.eval_sourced,
+            scenario_id: self.scenario_id.to_owned(),
+            rollout_index: self.rollout_index,
+            prompt: prompt.to_owned(),
+        }
+    }
 }
 
 /// The summary of one row in the reference's format.
 pub fn row_info(row: &Map<String, Value>) -> RowInfo {
-    let text = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let text = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("");
     let key = ["scenario_id", "task_id", "prompt"]
         .iter()
-        .find_map(|k| {
-            row.get(*k)
-                .filter(|v| !v.is_null())
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                .filter(|s| !s.is_empty())
-        })
+        .find_map(|k| key_text(row.get(*k)))
         .unwrap_or_default();
     // One reward reader, as everywhere in wai: `reward` (not `qwen_reward`).
     let reward = row
         .get("reward")
         .filter(|v| !v.is_boolean())
         .and_then(Value::as_f64);
-    let label = reward.filter(|r| *r == 0.0 || *r == 1.0).map(|r| r as u8);
-    let final_text = text("final_text");
-    let steps: Vec<&Value> = row
+    let steps: &[Value] = row
         .get("steps")
         .and_then(Value::as_array)
-        .map(|s| s.iter().collect())
-        .unwrap_or_default();
+        .map_or(&[], Vec::as_slice);
     let rebuilt;
     let messages: &[Value] = match row.get("messages").and_then(Value::as_array) {
         Some(m) if !m.is_empty() => m,
@@ -178,164 +413,60 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
             &rebuilt
         }
     };
-    let tool_call = steps
+    let fault_kind = steps
         .iter()
-        .any(|s| s.get("tool").is_some_and(|t| !t.is_null()))
-        || messages.iter().any(|m| {
+        .filter_map(|s| s.get("result"))
+        .find_map(result_fault)
+        .or_else(|| planned_fault(row.get("faults")))
+        .unwrap_or_else(|| "no fault".into());
+    Parts {
+        key,
+        prompt: text("prompt"),
+        reward,
+        label_source: text("label_source"),
+        final_text: text("final_text"),
+        finish_reason: text("finish_reason"),
+        reason: text("reason"),
+        step_call: steps
+            .iter()
+            .any(|s| s.get("tool").is_some_and(|t| !t.is_null())),
+        step_tools: steps
+            .iter()
+            .filter_map(|s| s.get("tool").and_then(Value::as_str))
+            .collect(),
+        step_truncated: steps
+            .iter()
+            .any(|s| s.get("truncated").and_then(Value::as_bool) == Some(true)),
+        message_calls: messages.iter().any(|m| {
             m.get("tool_calls")
                 .and_then(Value::as_array)
                 .is_some_and(|c| !c.is_empty())
-        });
-    let assistant_texts: Vec<String> = messages
-        .iter()
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        .map(|m| {
-            m.get("content")
+        }),
+        assistant: messages
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .map(|m| m.get("content").and_then(Value::as_str).unwrap_or(""))
+            .collect(),
+        last_role: messages
+            .last()
+            .and_then(|m| m.get("role"))
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        has_messages: row
+            .get("messages")
+            .and_then(Value::as_array)
+            .is_some_and(|m| !m.is_empty())
+            || !steps.is_empty()
+            || row
+                .get("final_text")
                 .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        })
-        .collect();
-    let trainable = tool_call
-        || !final_text.trim().is_empty()
-        || messages
-            .iter()
-            .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
-    let finish = text("finish_reason");
-    let truncated = finish == "length"
-        || steps
-            .iter()
-            .any(|s| s.get("truncated").and_then(Value::as_bool) == Some(true))
-        || ["truncat", "cut off"]
-            .iter()
-            .any(|w| text("reason").to_lowercase().contains(w))
-        || (final_text.chars().count() >= 200 && !super::hack_scan::looks_finished(&final_text));
-    let prompt = text("prompt");
-    // Incomplete junk: the first that applies.
-    let trimmed = final_text.trim();
-    let repeated = {
-        let mut run = 0usize;
-        let mut prev = None;
-        let mut max = 0usize;
-        for c in final_text.chars() {
-            if Some(c) == prev {
-                run += 1;
-            } else {
-                run = 1;
-                prev = Some(c);
-            }
-            max = max.max(run);
-        }
-        max >= 30
-    };
-    let stub = !tool_call
-        && (trimmed.starts_with("<agent error:") || RETURNED.is_match(trimmed) || {
-            let t = trimmed.split_whitespace().collect::<Vec<_>>();
-            t.len() <= 2
-                && t.iter().any(|w| {
-                    w.len() == 3
-                        && (w.starts_with('4') || w.starts_with('5'))
-                        && w.chars().all(|c| c.is_ascii_digit())
-                })
-        });
-    let markup = |s: &str| {
-        s.contains("<tool_call>")
-            || s.contains("</tool_call>")
-            || (s.contains("\"name\":") && s.contains("\"parameters\":"))
-    };
-    let last_role = messages
-        .last()
-        .and_then(|m| m.get("role"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let has_messages = row
-        .get("messages")
-        .and_then(Value::as_array)
-        .is_some_and(|m| !m.is_empty())
-        || !steps.is_empty()
-        || !final_text.is_empty();
-    let junk = if trimmed.is_empty() {
-        Some("empty final reply")
-    } else if trimmed.starts_with("<agent error") {
-        Some("agent error")
-    } else if stub {
-        Some("infrastructure stub")
-    } else if repeated {
-        Some("a character repeated 30 times")
-    } else if HARNESS
-        .iter()
-        .any(|h| final_text.contains(h) || assistant_texts.iter().any(|a| a.contains(h)))
-    {
-        Some("harness text")
-    } else if markup(&final_text) || assistant_texts.iter().any(|a| markup(a)) {
-        Some("raw tool markup")
-    } else if final_text.chars().count() > 600
-        && row.get("overlong").and_then(Value::as_bool) != Some(true)
-        && !super::hack_scan::looks_finished(&final_text)
-    {
-        Some("long unfinished reply")
-    } else if !has_messages && !tool_call {
-        Some("no conversation")
-    } else if matches!(last_role, "user" | "tool") {
-        Some("ends on a user or tool turn")
-    } else if !tool_call && trimmed.ends_with('?') && prompt.split_whitespace().count() <= 2 {
-        Some("a question back to a bare prompt")
-    } else {
-        None
-    };
-    let dims = row.get("scenario_dimensions");
-    let wants_tool = row.get("tool_known").and_then(Value::as_bool) == Some(true)
-        || row.get("ask_family").and_then(Value::as_str) == Some("tool")
-        || row
-            .get("faults")
-            .is_some_and(|f| f.as_object().is_some_and(|o| !o.is_empty()))
-        || row
-            .get("world_state")
-            .and_then(Value::as_str)
-            .is_some_and(|w| !matches!(w, "" | "unspecified" | "unknown"))
-        || dims
-            .and_then(|d| d.get("tool"))
-            .and_then(Value::as_str)
-            .is_some_and(|t| !matches!(t, "unrelated" | "multi_tool"))
-        || {
-            let low = prompt.to_lowercase();
-            INTENT_WORDS.iter().any(|w| low.contains(w))
-                || super::simulate::tools::KNOWN_ID.is_match(&prompt)
-        };
-    let (privileged, leaked) = leak(row, &messages);
-    RowInfo {
-        key,
-        reward,
-        label,
-        label_source: text("label_source"),
-        signature: row
-            .get("behavior_signature")
-            .and_then(Value::as_str)
-            .map_or_else(
-                || {
-                    // No signature: the calls and the reply's length stand in.
-                    let calls: Vec<&str> = steps
-                        .iter()
-                        .filter_map(|s| s.get("tool").and_then(Value::as_str))
-                        .collect();
-                    sha256_hex(&format!(
-                        "{}|{}",
-                        calls.join(","),
-                        final_text.split_whitespace().count() / 12
-                    ))[..12]
-                        .to_owned()
-                },
-                str::to_owned,
-            ),
-        final_norm: norm_hash(&final_text),
-        trainable,
-        tool_call,
-        junk,
-        wants_tool,
-        truncated,
-        leak: leaked,
-        privileged,
-        fault_kind: fault_kind(row),
+                .is_some_and(|t| !t.is_empty()),
+        overlong: row.get("overlong").and_then(Value::as_bool) == Some(true),
+        side_wants_tool: side_wants_tool(|k| row.get(k)),
+        prompt_wants_tool: None,
+        signature: row.get("behavior_signature").and_then(Value::as_str),
+        leak: leak(row, messages),
+        fault_kind,
         eval_sourced: row
             .get("lineage")
             .and_then(|l| l.get("source"))
@@ -343,8 +474,8 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
             == Some("eval"),
         scenario_id: text("scenario_id"),
         rollout_index: row.get("rollout_index").and_then(Value::as_i64),
-        prompt,
     }
+    .summarize()
 }
 
 /// What to do with truncated rows.
@@ -498,20 +629,14 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut report = empty_report("rl", rows.len(), opts);
     let mut live = leak_gate(rows, &mut report);
     // Truncation marking: under `penalize` a truncated row's label is 0 from here on.
-    let penalized: std::collections::HashSet<usize> = if opts.truncated == Truncated::Penalize {
-        live.iter()
-            .copied()
-            .filter(|&i| rows[i].truncated)
-            .collect()
-    } else {
-        std::collections::HashSet::new()
-    };
-    let label_of = |i: usize| {
-        if penalized.contains(&i) {
-            Some(0)
-        } else {
-            rows[i].label
+    let mut penalized = vec![false; rows.len()];
+    if opts.truncated == Truncated::Penalize {
+        for &i in &live {
+            penalized[i] = rows[i].truncated;
         }
+    }
+    let label_of = |i: usize| {
+        if penalized[i] { Some(0) } else { rows[i].label }
     };
     let text_gates = rows.iter().any(|r| r.trainable);
     // Row gates.
@@ -561,7 +686,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         live.clone_from(&after);
     }
     let mut seen: HashMap<(&str, &str, u64), usize> = HashMap::default();
-    let mut dup_asks: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut dup_asks: foldhash::HashSet<&str> = foldhash::HashSet::default();
     for &i in after.iter().filter(|_| text_gates) {
         let r = &rows[i];
         match seen.get(&(r.prompt.as_str(), r.signature.as_str(), r.final_norm)) {
@@ -697,7 +822,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                     .push(g);
             }
             for v in by_rate.values_mut() {
-                v.sort_by_key(|g| sha256_hex(&format!(":{}", g.0)));
+                v.sort_by_cached_key(|g| sha256_hex(&format!(":{}", g.0)));
                 v.reverse();
             }
             let mut spread = Vec::new();
@@ -855,7 +980,7 @@ pub fn sft(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Report) {
             .push(i);
     }
     for (sig, v) in &mut buckets {
-        v.sort_by_key(|&i| sha256_hex(&format!("{sig}:{}", rows[i].prompt)));
+        v.sort_by_cached_key(|&i| sha256_hex(&format!("{sig}:{}", rows[i].prompt)));
         v.reverse();
     }
     let mut ordered: Vec<(String, Vec<usize>)> = buckets.into_iter().collect();
@@ -1267,5 +1392,168 @@ impl std::fmt::Display for PairReport {
             writeln!(f, "  warning: {w}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::row::{Builder, decode};
+
+    fn batch_of(rows: impl IntoIterator<Item = Value>) -> datafusion::arrow::array::RecordBatch {
+        let mut b = Builder::new();
+        for (n, v) in rows.into_iter().enumerate() {
+            // Rows ingest would set aside are not rows.
+            let Ok(mut record) = decode(v) else { continue };
+            record.rollout_id.get_or_insert_with(|| format!("r{n}"));
+            b.push(&record).expect("pushed");
+        }
+        b.finish().expect("batch")
+    }
+
+    fn fixture(name: &str) -> Vec<Value> {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("fixture");
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect()
+    }
+
+    /// Rows made to reach every gate the fixtures do not: truncation four ways, harness text,
+    /// markup, a long unfinished reply with and without `overlong`, an eval source, a leak in a
+    /// middle turn, a planned fault, a bare question back.
+    fn made_rows() -> Vec<Value> {
+        let long = "word ".repeat(130);
+        let msgs = |reply: &str| {
+            serde_json::json!([{"role": "user", "content": "Refund A1001 please"},
+                {"role": "assistant", "content": "Let me check The Entity Does Not Exist here.", "tool_calls": [{"id": "c1", "name": "lookup", "arguments": {"id": "A1001"}}]},
+                {"role": "tool", "content": "{\"status\": \"timeout\"}", "tool_call_id": "c1"},
+                {"role": "assistant", "content": reply}])
+        };
+        let base = |i: usize, reply: &str| {
+            serde_json::json!({"task_id": format!("t{}", i % 3), "prompt": "Refund A1001 please", "messages": msgs(reply),
+                "steps": [{"tool": "lookup", "arguments": {"id": "A1001"}, "result": {"status": "timeout"}}],
+                "final_text": reply, "reward": (i % 2) as f64, "finish_reason": "stop",
+                "privileged": {"reference": "the entity does not exist here", "hidden_state": ["x"]}})
+        };
+        let mut rows = Vec::new();
+        for (i, reply) in [
+            "Done.",
+            &long,
+            "see the scene brief",
+            "<tool_call>{}</tool_call>",
+            "Why?",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            rows.push(base(i, reply));
+        }
+        let mut r = base(7, &long);
+        r["overlong"] = Value::Bool(true);
+        rows.push(r);
+        let mut r = base(8, "Done.");
+        r["finish_reason"] = "length".into();
+        rows.push(r);
+        let mut r = base(9, "Done.");
+        r["reason"] = "Reply was CUT OFF".into();
+        r["lineage"] = serde_json::json!({"source": "eval"});
+        rows.push(r);
+        let mut r = base(10, "Done.");
+        r["steps"][0]["truncated"] = Value::Bool(true);
+        r["faults"] = serde_json::json!({"lookup": {"mode": "stale"}});
+        r["steps"][0]["result"] = serde_json::json!({"status": "ok"});
+        r["scenario_id"] = serde_json::json!(42);
+        rows.push(r);
+        let mut r = base(11, "Done.");
+        r["privileged"] = serde_json::json!("not an object");
+        r["reward"] = serde_json::json!(0.5);
+        r["label_source"] = "gold".into();
+        rows.push(r);
+        rows
+    }
+
+    #[test]
+    fn fast_text_helpers_agree_with_their_plain_forms() {
+        let plain_repeat = |s: &str| {
+            let mut best = 0;
+            let mut run = 0;
+            let mut prev = None;
+            for c in s.chars() {
+                run = if Some(c) == prev { run + 1 } else { 1 };
+                prev = Some(c);
+                best = best.max(run);
+            }
+            best >= 30
+        };
+        for s in [
+            String::new(),
+            "a".repeat(29),
+            "a".repeat(30),
+            format!("b{}b", "a".repeat(29)),
+            format!("{}{}", "x".repeat(17), "y".repeat(30)),
+            format!("{}{}z", "x".repeat(14), "y".repeat(31)),
+            format!("é{}", "a".repeat(30)),
+            " a\tb\x0bc \x0cd\r\n e  ".into(),
+            "\u{2003}two\u{a0}words\u{85}".into(),
+        ] {
+            assert_eq!(repeats_30(&s), plain_repeat(&s), "{s:?}");
+            assert_eq!(word_count(&s), s.split_whitespace().count(), "{s:?}");
+        }
+        assert_eq!(norm_hash("A  b\tC"), norm_hash("a b c"));
+        assert_ne!(norm_hash("a b c"), norm_hash("a bc"));
+    }
+
+    #[test]
+    fn column_summaries_equal_the_general_ones_on_every_fixture() {
+        let mut fast_rows = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        for (fixture, rows) in [("made", made_rows())].into_iter().chain(
+            [
+                "example_scored.jsonl",
+                "example_rows.jsonl",
+                "odd_rows.jsonl",
+                "chat_rollouts.jsonl",
+                "hack_scan_planted.jsonl",
+                "grade_transcripts.jsonl",
+                "tau_bench_airline_rewards.jsonl",
+                "eval_variance_runs.jsonl",
+            ]
+            .into_iter()
+            .map(|f| (f, fixture(f))),
+        ) {
+            let batch = batch_of(rows);
+            let (fast, general) = row_infos(&batch).expect("summaries");
+            let slow = columns::general_infos(&batch).expect("summaries");
+            assert_eq!(fast.len(), slow.len());
+            for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
+                assert_eq!(a, b, "{fixture} row {i}");
+            }
+            fast_rows += batch.num_rows() - general;
+            for r in &fast {
+                seen.extend(r.junk);
+                seen.extend(r.leak.as_ref().map(|_| "leak"));
+                seen.extend(r.truncated.then_some("truncated"));
+                seen.extend(r.eval_sourced.then_some("eval"));
+            }
+        }
+        // The column path is the one taken, not only the fallback.
+        assert!(fast_rows > 400, "{fast_rows} rows took the column path");
+        // What the rows reach, so the equality above covers it.
+        for what in [
+            "leak",
+            "truncated",
+            "eval",
+            "harness text",
+            "raw tool markup",
+            "long unfinished reply",
+            "a character repeated 30 times",
+            "empty final reply",
+        ] {
+            assert!(seen.contains(what), "no row reached {what}: {seen:?}");
+        }
     }
 }

@@ -1,0 +1,357 @@
+//! Row summaries read straight from a batch's columns, without making each row a JSON object.
+//!
+//! A row takes this path unless it needs the general one: no messages (the conversation is
+//! rebuilt from the steps), or an `extra` that holds a field this path reads from a column
+//! (`extra` wins, so the column would not say what the row says). Those rows are encoded and summarized by
+//! [`super::row_info`]. Both paths fill the same [`super::Parts`], and a test holds their
+//! summaries equal on every fixture.
+
+use datafusion::arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray,
+};
+use datafusion::arrow::datatypes::{Float64Type, Int32Type};
+use rayon::prelude::*;
+use serde_json::{Map, Value};
+
+use super::{Parts, RowInfo, key_text, planned_fault, result_fault, row_info, side_wants_tool};
+use crate::error::{Error, Result};
+use crate::pipeline::row::{BatchView, encode};
+use crate::schema::col;
+use crate::stages::conversation::usize_of;
+use crate::stages::export::Needles;
+
+/// Fields of `extra` that make a row take the general path: the columns this path reads (an
+/// `extra` field wins over its column, as when a value could not be stored in it exactly).
+fn overrides_a_column(key: &str) -> bool {
+    matches!(
+        key,
+        col::TASK_ID
+            | col::ROLLOUT_INDEX
+            | col::PROMPT
+            | col::MESSAGES
+            | col::STEPS
+            | col::FINAL_TEXT
+            | col::FINISH_REASON
+            | col::REASON
+            | col::REWARD
+            | col::PRIVILEGED
+            | col::LINEAGE
+    )
+}
+
+/// A result that is an object with a success `status` and no `data` or `stale` field anywhere,
+/// told from its text without parsing it (the usual result; [`result_fault`] reads the rest).
+fn plainly_ok(result: &str) -> bool {
+    use memchr::memmem::find;
+    let b = result.as_bytes();
+    if b.first() != Some(&b'{') || find(b, b"\"data\"").is_some() || find(b, b"\"stale\"").is_some()
+    {
+        return false;
+    }
+    let Some(at) = find(b, b"\"status\":\"") else {
+        return false;
+    };
+    let rest = &result[at + 10..];
+    let Some(end) = rest.find('"') else {
+        return false;
+    };
+    let status = &rest[..end];
+    !status.contains('\\')
+        && find(&b[at + 10 + end..], b"\"status\"").is_none()
+        && crate::stages::simulate::world::SUCCESS.contains(&status.to_lowercase().as_str())
+}
+
+/// Typed views of the columns a summary reads.
+struct Columns<'a> {
+    view: BatchView<'a>,
+    task_id: &'a StringArray,
+    rollout_index: &'a Int32Array,
+    prompt: &'a StringArray,
+    final_text: &'a StringArray,
+    finish_reason: &'a StringArray,
+    reason: &'a StringArray,
+    reward: &'a Float64Array,
+    privileged: &'a StringArray,
+    lineage: &'a StringArray,
+    extra: &'a StringArray,
+    messages: &'a ListArray,
+    role: &'a StringArray,
+    content: &'a StringArray,
+    calls: &'a ListArray,
+    steps: &'a ListArray,
+    tool: &'a StringArray,
+    result: &'a StringArray,
+    truncated: &'a BooleanArray,
+}
+
+fn text(a: &StringArray, i: usize) -> Option<&str> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+fn parse(t: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(t)
+        .map_err(|e| Error::Internal(format!("the `{what}` column holds invalid JSON: {e}")))
+}
+
+impl<'a> Columns<'a> {
+    fn of(batch: &'a RecordBatch) -> Result<Self> {
+        // Checks every column of the row schema is there, with its type.
+        let view = BatchView::new(batch)?;
+        let column = |name: &str| -> Result<&'a dyn Array> {
+            batch
+                .column_by_name(name)
+                .map(AsRef::as_ref)
+                .ok_or_else(|| Error::missing_column("select", name, &batch.schema()))
+        };
+        let s = |name: &str| -> Result<&'a StringArray> { Ok(column(name)?.as_string::<i32>()) };
+        let messages = column(col::MESSAGES)?.as_list::<i32>();
+        let m = messages.values().as_struct();
+        let steps = column(col::STEPS)?.as_list::<i32>();
+        let st = steps.values().as_struct();
+        let field = |s: &'a datafusion::arrow::array::StructArray, name: &str| {
+            s.column_by_name(name)
+                .ok_or_else(|| Error::Internal(format!("no `{name}` in a nested column")))
+        };
+        Ok(Self {
+            view,
+            task_id: s(col::TASK_ID)?,
+            rollout_index: column(col::ROLLOUT_INDEX)?.as_primitive::<Int32Type>(),
+            prompt: s(col::PROMPT)?,
+            final_text: s(col::FINAL_TEXT)?,
+            finish_reason: s(col::FINISH_REASON)?,
+            reason: s(col::REASON)?,
+            reward: column(col::REWARD)?.as_primitive::<Float64Type>(),
+            privileged: s(col::PRIVILEGED)?,
+            lineage: s(col::LINEAGE)?,
+            extra: s(col::EXTRA)?,
+            messages,
+            role: field(m, "role")?.as_string::<i32>(),
+            content: field(m, "content")?.as_string::<i32>(),
+            calls: field(m, "tool_calls")?.as_list::<i32>(),
+            steps,
+            tool: field(st, "tool")?.as_string::<i32>(),
+            result: field(st, "result")?.as_string::<i32>(),
+            truncated: field(st, "truncated")?.as_boolean(),
+        })
+    }
+
+    /// Row `i`'s summary from the columns, or `None` when the row needs the general path.
+    fn info(&self, i: usize, cache: &mut Cache) -> Result<Option<RowInfo>> {
+        if !self.messages.is_valid(i) || self.messages.value_length(i) == 0 {
+            return Ok(None);
+        }
+        let extra: Option<Map<String, Value>> = match text(self.extra, i) {
+            Some(t) => match parse(t, col::EXTRA)? {
+                Value::Object(m) => Some(m),
+                _ => return Ok(None),
+            },
+            None => None,
+        };
+        if extra
+            .as_ref()
+            .is_some_and(|m| m.keys().any(|k| overrides_a_column(k)))
+        {
+            return Ok(None);
+        }
+        let side = |k: &str| extra.as_ref().and_then(|m| m.get(k));
+        let side_text = |k: &str| side(k).and_then(Value::as_str).unwrap_or("");
+        let prompt = text(self.prompt, i);
+        let key = key_text(side("scenario_id"))
+            .or_else(|| {
+                Some(self.task_id.value(i))
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+            })
+            .or_else(|| prompt.filter(|p| !p.is_empty()).map(str::to_owned))
+            .unwrap_or_default();
+        let final_text = text(self.final_text, i).unwrap_or("");
+        // Messages.
+        let o = self.messages.value_offsets();
+        let turns = usize_of(o[i])..usize_of(o[i + 1]);
+        let role = |j: usize| text(self.role, j);
+        let assistant: Vec<&str> = turns
+            .clone()
+            .filter(|&j| role(j) == Some("assistant"))
+            .map(|j| text(self.content, j).unwrap_or(""))
+            .collect();
+        let message_calls = turns
+            .clone()
+            .any(|j| self.calls.is_valid(j) && self.calls.value_length(j) > 0);
+        let last_role = role(turns.end - 1).unwrap_or("");
+        // Steps.
+        let (mut step_call, mut step_tools, mut step_truncated) = (false, Vec::new(), false);
+        let mut fault = None;
+        if self.steps.is_valid(i) {
+            let o = self.steps.value_offsets();
+            for j in usize_of(o[i])..usize_of(o[i + 1]) {
+                if let Some(t) = text(self.tool, j) {
+                    step_call = true;
+                    step_tools.push(t);
+                }
+                step_truncated |= self.truncated.is_valid(j) && self.truncated.value(j);
+                if fault.is_none()
+                    && let Some(r) = text(self.result, j)
+                    && !plainly_ok(r)
+                {
+                    fault = result_fault(&parse(r, "steps.result")?);
+                }
+            }
+        }
+        let fault_kind = fault
+            .or_else(|| planned_fault(side("faults")))
+            .unwrap_or_else(|| "no fault".into());
+        // The privileged context an assistant turn quotes.
+        let leak = match text(self.privileged, i) {
+            Some(p) => {
+                let needles = cache.needles(p)?;
+                match needles {
+                    None => (false, None),
+                    Some(n) => {
+                        let texts: Vec<&str> = std::iter::once(final_text)
+                            .chain(assistant.iter().copied())
+                            .collect();
+                        (true, n.quoted(&texts).cloned())
+                    }
+                }
+            }
+            None => (false, None),
+        };
+        let eval_sourced = match text(self.lineage, i) {
+            Some(l) if l.contains("eval") => {
+                parse(l, col::LINEAGE)?
+                    .get("source")
+                    .and_then(Value::as_str)
+                    == Some("eval")
+            }
+            _ => false,
+        };
+        let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
+        Ok(Some(
+            Parts {
+                key,
+                prompt: prompt.unwrap_or(""),
+                // A reward that is not a number (NaN) reads as none, as in JSON.
+                reward: reward.filter(|r| r.is_finite()),
+                label_source: side_text("label_source"),
+                final_text,
+                finish_reason: text(self.finish_reason, i).unwrap_or(""),
+                reason: text(self.reason, i).unwrap_or(""),
+                step_call,
+                step_tools,
+                step_truncated,
+                message_calls,
+                assistant,
+                last_role,
+                has_messages: true,
+                overlong: side("overlong").and_then(Value::as_bool) == Some(true),
+                side_wants_tool: side_wants_tool(side),
+                prompt_wants_tool: Some(cache.prompt_wants_tool(prompt.unwrap_or(""))),
+                signature: side("behavior_signature").and_then(Value::as_str),
+                leak,
+                fault_kind,
+                eval_sourced,
+                scenario_id: side_text("scenario_id"),
+                rollout_index: self
+                    .rollout_index
+                    .is_valid(i)
+                    .then(|| i64::from(self.rollout_index.value(i))),
+            }
+            .summarize(),
+        ))
+    }
+
+    /// Row `i`'s summary, by the general path.
+    fn general(&self, i: usize) -> Result<RowInfo> {
+        Ok(row_info(&encode(&self.view, i)?))
+    }
+}
+
+/// What the last row's privileged text and prompt gave (rows of a task share them).
+#[derive(Default)]
+struct Cache {
+    privileged: String,
+    /// `None`: the text is not a JSON object.
+    needles: Option<Needles>,
+    prompt: Option<(String, bool)>,
+}
+
+impl Cache {
+    fn needles(&mut self, privileged: &str) -> Result<Option<&Needles>> {
+        if self.privileged != privileged || self.privileged.is_empty() {
+            let v = parse(privileged, col::PRIVILEGED)?;
+            self.needles = v.is_object().then(|| Needles::of(&v));
+            privileged.clone_into(&mut self.privileged);
+        }
+        Ok(self.needles.as_ref())
+    }
+
+    fn prompt_wants_tool(&mut self, prompt: &str) -> bool {
+        match &self.prompt {
+            Some((p, wants)) if p == prompt => *wants,
+            _ => {
+                let wants = super::prompt_wants_tool(prompt);
+                self.prompt = Some((prompt.to_owned(), wants));
+                wants
+            }
+        }
+    }
+}
+
+/// Rows per task of the parallel pass (a run of rows shares one needle cache).
+const CHUNK: usize = 256;
+
+/// The summaries of every row of `batch`, in order, made in parallel; also how many took the
+/// general path.
+pub fn row_infos(batch: &RecordBatch) -> Result<(Vec<RowInfo>, usize)> {
+    let cols = Columns::of(batch)?;
+    let n = batch.num_rows();
+    let parts: Vec<(Vec<RowInfo>, usize)> = (0..n.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let mut cache = Cache::default();
+            let mut general = 0;
+            let rows = (c * CHUNK..((c + 1) * CHUNK).min(n))
+                .map(|i| match cols.info(i, &mut cache)? {
+                    Some(info) => Ok(info),
+                    None => {
+                        general += 1;
+                        cols.general(i)
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok((rows, general))
+        })
+        .collect::<Result<_>>()?;
+    let general = parts.iter().map(|p| p.1).sum();
+    Ok((parts.into_iter().flat_map(|p| p.0).collect(), general))
+}
+
+/// Every row of `batch` summarized by the general path (for the test that holds both equal).
+#[cfg(test)]
+#[test]
+fn plainly_ok_results_are_the_ones_without_a_fault() {
+    for (text, ok) in [
+        (r#"{"status":"ok","order_id":"A1"}"#, true),
+        (r#"{"order_id":"A1","status":"OK"}"#, true),
+        (r#"{"status":"ok","data":"<html>"}"#, false),
+        (r#"{"status":"ok","stale":true}"#, false),
+        (r#"{"status":"timeout"}"#, false),
+        (r#"{"status":"o\"k"}"#, false),
+        (r#"{"order_id":"A1"}"#, false),
+        (r#""{\"status\":\"ok\"}""#, false),
+    ] {
+        assert_eq!(plainly_ok(text), ok, "{text}");
+        if ok {
+            assert_eq!(
+                result_fault(&serde_json::from_str(text).expect("JSON")),
+                None
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+pub(super) fn general_infos(batch: &RecordBatch) -> Result<Vec<RowInfo>> {
+    let cols = Columns::of(batch)?;
+    (0..batch.num_rows()).map(|i| cols.general(i)).collect()
+}
