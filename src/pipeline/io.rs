@@ -15,8 +15,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{RecordBatch, new_null_array};
 use datafusion::arrow::compute::cast;
 use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::arrow::arrow_writer::{
+    ArrowColumnChunk, ArrowLeafColumn, ArrowRowGroupWriterFactory, compute_leaves,
+};
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -194,9 +198,16 @@ impl Drop for Background {
     }
 }
 
-/// Writes row batches to a Parquet file (zstd level 1).
+/// Writes row batches to a Parquet file (zstd level 1), its column chunks encoded in parallel:
+/// rows are gathered into a row group of [`ROW_GROUP_ROWS`], then every leaf column of the group
+/// is encoded and compressed on its own rayon task, and the chunks are appended in schema order.
 pub struct ParquetSink {
-    writer: ArrowWriter<std::fs::File>,
+    writer: SerializedFileWriter<std::fs::File>,
+    factory: ArrowRowGroupWriterFactory,
+    schema: datafusion::arrow::datatypes::SchemaRef,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    row_groups: usize,
     out: AtomicFile,
 }
 
@@ -208,19 +219,100 @@ impl ParquetSink {
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .build();
-        let writer = ArrowWriter::try_new(out.handle()?, schema, Some(props))?;
-        Ok(Self { writer, out })
+        // The Arrow writer puts the Arrow schema in the file's metadata; its lower half writes.
+        let (writer, factory) =
+            ArrowWriter::try_new(out.handle()?, Arc::clone(&schema), Some(props))?
+                .into_serialized_writer()?;
+        Ok(Self {
+            writer,
+            factory,
+            schema,
+            pending: Vec::new(),
+            pending_rows: 0,
+            row_groups: 0,
+            out,
+        })
+    }
+
+    /// Encodes the gathered rows as one row group.
+    fn flush(&mut self) -> Result<()> {
+        if self.pending_rows == 0 {
+            return Ok(());
+        }
+        let batches = std::mem::take(&mut self.pending);
+        self.pending_rows = 0;
+        let writers = self.factory.create_column_writers(self.row_groups)?;
+        self.row_groups += 1;
+        // Each field's leaves for every batch, the fields in parallel.
+        let fields = self.schema.fields();
+        let by_field: Vec<Vec<Vec<ArrowLeafColumn>>> = (0..fields.len())
+            .into_par_iter()
+            .map(|c| {
+                batches
+                    .iter()
+                    .map(|b| Ok(compute_leaves(&fields[c], b.column(c))?))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<_>>()?;
+        // Leaf k of the file: its piece of every batch, in order.
+        let mut per_leaf: Vec<Vec<ArrowLeafColumn>> = Vec::with_capacity(writers.len());
+        for field in by_field {
+            let mut leaves: Vec<Vec<ArrowLeafColumn>> = Vec::new();
+            for batch_leaves in field {
+                if leaves.is_empty() {
+                    leaves.resize_with(batch_leaves.len(), Vec::new);
+                }
+                for (k, leaf) in batch_leaves.into_iter().enumerate() {
+                    leaves[k].push(leaf);
+                }
+            }
+            per_leaf.extend(leaves);
+        }
+        if per_leaf.len() != writers.len() {
+            return Err(Error::Internal(format!(
+                "{} leaf columns for {} column writers",
+                per_leaf.len(),
+                writers.len()
+            )));
+        }
+        let chunks: Vec<ArrowColumnChunk> = writers
+            .into_par_iter()
+            .zip(per_leaf)
+            .map(|(mut w, leaves)| {
+                for leaf in &leaves {
+                    w.write(leaf)?;
+                }
+                Ok(w.close()?)
+            })
+            .collect::<Result<_>>()?;
+        let mut row_group = self.writer.next_row_group()?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+        Ok(())
     }
 }
 
 impl Sink for ParquetSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        self.writer.write(batch)?;
+        let mut batch = batch.clone();
+        while batch.num_rows() > 0 {
+            let room = ROW_GROUP_ROWS - self.pending_rows;
+            let take = room.min(batch.num_rows());
+            self.pending.push(batch.slice(0, take));
+            self.pending_rows += take;
+            batch = batch.slice(take, batch.num_rows() - take);
+            if self.pending_rows == ROW_GROUP_ROWS {
+                self.flush()?;
+            }
+        }
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Result<()> {
-        let Self { writer, out } = *self;
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        self.flush()?;
+        let Self { writer, out, .. } = *self;
         writer.close()?;
         out.commit()
     }

@@ -226,7 +226,7 @@ mod tests {
         let path = dir.path().join("n.parquet");
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
         let props = WriterProperties::builder()
-            .set_max_row_group_size(500)
+            .set_max_row_group_row_count(Some(500))
             .build();
         let file = std::fs::File::create(&path).expect("file");
         let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props)).expect("writer");
