@@ -124,64 +124,108 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
             "SELECT * FROM rows",
             |batch| {
                 let view = BatchView::new(&batch)?;
-                let done: Vec<(Vec<u8>, export::RowFacts, RowMeta)> = (0..batch.num_rows())
-                    .into_par_iter()
-                    .map(|i| {
-                        let row = encode(&view, i)?;
-                        let (rows, facts) = export::training_rows(&row, &opts, &groups);
-                        let mut bytes = Vec::with_capacity(2048);
-                        let mut meta = RowMeta {
-                            written: rows.len() as u64,
-                            ..RowMeta::default()
-                        };
-                        for r in &rows {
-                            meta.with_system |= r
-                                .get("messages")
-                                .or_else(|| r.get("prompt"))
-                                .and_then(Value::as_array)
-                                .and_then(|m| m.first())
-                                .is_some_and(|m| m["role"] == "system");
-                            meta.with_tools |= r.get("tools").is_some();
-                            if let Some(g) = r.get("group_id").and_then(Value::as_str) {
-                                meta.group = Some(g.to_owned());
-                            }
-                            let written = if parquet {
-                                serde_json::to_writer(&mut bytes, &for_parquet(r))
-                            } else {
-                                serde_json::to_writer(&mut bytes, r)
-                            };
-                            written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
-                            bytes.push(b'\n');
-                        }
-                        meta.reward = row.get("reward").and_then(Value::as_f64);
-                        meta.eval_sourced = row
-                            .get("lineage")
-                            .and_then(|l| l.get("source"))
-                            .and_then(Value::as_str)
-                            == Some("eval");
-                        meta.calls_tools = row
-                            .get("tools_used")
+                let wire = export::Wire::of(&batch)?;
+                let rollout = batch
+                    .column_by_name(crate::schema::col::ROLLOUT_ID)
+                    .and_then(|a| a.as_string_opt::<i32>());
+                let n = batch.num_rows();
+                // The general path: the row as a JSON object, converted.
+                let general = |i: usize| -> Result<(Vec<u8>, export::RowFacts, RowMeta)> {
+                    let row = encode(&view, i)?;
+                    let (rows, facts) = export::training_rows(&row, &opts, &groups);
+                    let mut bytes = Vec::with_capacity(2048);
+                    let mut meta = RowMeta {
+                        written: rows.len() as u64,
+                        ..RowMeta::default()
+                    };
+                    for r in &rows {
+                        meta.with_system |= r
+                            .get("messages")
+                            .or_else(|| r.get("prompt"))
                             .and_then(Value::as_array)
-                            .is_some_and(|a| !a.is_empty())
-                            || row
-                                .get("steps")
-                                .and_then(Value::as_array)
-                                .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
-                        meta.has_policy_sha = row
-                            .get("lineage")
-                            .and_then(|l| l.get("system_prompt_sha"))
-                            .is_some();
-                        // Which row: only for the report's first failure.
-                        if facts.invalid_calls > 0 || facts.leak.is_some() {
-                            meta.where_ = row
-                                .get("rollout_id")
-                                .and_then(Value::as_str)
-                                .unwrap_or("?")
-                                .to_owned();
+                            .and_then(|m| m.first())
+                            .is_some_and(|m| m["role"] == "system");
+                        meta.with_tools |= r.get("tools").is_some();
+                        if let Some(g) = r.get("group_id").and_then(Value::as_str) {
+                            meta.group = Some(g.to_owned());
                         }
-                        Ok((bytes, facts, meta))
+                        let written = if parquet {
+                            serde_json::to_writer(&mut bytes, &for_parquet(r))
+                        } else {
+                            serde_json::to_writer(&mut bytes, r)
+                        };
+                        written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
+                        bytes.push(b'\n');
+                    }
+                    meta.reward = row.get("reward").and_then(Value::as_f64);
+                    meta.eval_sourced = row
+                        .get("lineage")
+                        .and_then(|l| l.get("source"))
+                        .and_then(Value::as_str)
+                        == Some("eval");
+                    meta.calls_tools = row
+                        .get("tools_used")
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| !a.is_empty())
+                        || row
+                            .get("steps")
+                            .and_then(Value::as_array)
+                            .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
+                    meta.has_policy_sha = row
+                        .get("lineage")
+                        .and_then(|l| l.get("system_prompt_sha"))
+                        .is_some();
+                    // Which row: only for the report's first failure.
+                    if facts.invalid_calls > 0 || facts.leak.is_some() {
+                        meta.where_ = row
+                            .get("rollout_id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                            .to_owned();
+                    }
+                    Ok((bytes, facts, meta))
+                };
+                let chunks: Vec<Vec<(Vec<u8>, export::RowFacts, RowMeta)>> = (0..n.div_ceil(256))
+                    .into_par_iter()
+                    .map(|c| {
+                        let mut cache = export::NeedleCache::default();
+                        (c * 256..((c + 1) * 256).min(n))
+                            .map(|i| {
+                                let mut bytes = Vec::with_capacity(2048);
+                                if parquet {
+                                    return general(i);
+                                }
+                                match wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)? {
+                                    Some((facts, side)) => {
+                                        let where_ =
+                                            if facts.invalid_calls > 0 || facts.leak.is_some() {
+                                                rollout
+                                                    .filter(|r| r.is_valid(i))
+                                                    .map_or("?", |r| r.value(i))
+                                                    .to_owned()
+                                            } else {
+                                                String::new()
+                                            };
+                                        let meta = RowMeta {
+                                            written: 1,
+                                            with_system: side.with_system,
+                                            with_tools: side.with_tools,
+                                            group: side.group,
+                                            reward: side.reward,
+                                            eval_sourced: side.eval_sourced,
+                                            calls_tools: side.calls_tools,
+                                            has_policy_sha: side.has_policy_sha,
+                                            where_,
+                                        };
+                                        Ok((bytes, facts, meta))
+                                    }
+                                    None => general(i),
+                                }
+                            })
+                            .collect::<Result<Vec<_>>>()
                     })
                     .collect::<Result<_>>()?;
+                let done = chunks.into_iter().flatten();
                 for (bytes, facts, meta) in done {
                     w.write_all(&bytes).map_err(|e| Error::io(&jsonl_path, e))?;
                     t.add(&facts, &meta);

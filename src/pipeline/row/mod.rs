@@ -106,3 +106,34 @@ pub struct Record {
     pub sampling: Option<String>,
     pub extra: Option<String>,
 }
+
+/// Test helpers: rows as a batch, as ingest would store them.
+#[cfg(test)]
+pub(crate) mod testing {
+    use datafusion::arrow::array::RecordBatch;
+    use serde_json::Value;
+
+    use super::{Builder, decode};
+
+    /// `rows` as one batch (rows ingest would set aside are left out; a missing rollout id is
+    /// made up from the position).
+    pub(crate) fn batch_of(rows: impl IntoIterator<Item = Value>) -> RecordBatch {
+        let mut b = Builder::new();
+        for (n, v) in rows.into_iter().enumerate() {
+            let Ok(mut record) = decode(v) else { continue };
+            record.rollout_id.get_or_insert_with(|| format!("r{n}"));
+            b.push(&record).expect("pushed");
+        }
+        b.finish().expect("batch")
+    }
+
+    /// The rows of a JSONL file in `tests/fixtures`.
+    pub(crate) fn fixture(name: &str) -> Vec<Value> {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("fixture");
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect()
+    }
+}

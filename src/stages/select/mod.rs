@@ -1396,34 +1396,14 @@ impl std::fmt::Display for PairReport {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::pipeline::row::{Builder, decode};
-
-    fn batch_of(rows: impl IntoIterator<Item = Value>) -> datafusion::arrow::array::RecordBatch {
-        let mut b = Builder::new();
-        for (n, v) in rows.into_iter().enumerate() {
-            // Rows ingest would set aside are not rows.
-            let Ok(mut record) = decode(v) else { continue };
-            record.rollout_id.get_or_insert_with(|| format!("r{n}"));
-            b.push(&record).expect("pushed");
-        }
-        b.finish().expect("batch")
-    }
-
-    fn fixture(name: &str) -> Vec<Value> {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).expect("fixture");
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).expect("JSON"))
-            .collect()
-    }
+    use crate::pipeline::row::testing::{batch_of, fixture};
 
     /// Rows made to reach every gate the fixtures do not: truncation four ways, harness text,
     /// markup, a long unfinished reply with and without `overlong`, an eval source, a leak in a
     /// middle turn, a planned fault, a bare question back.
-    fn made_rows() -> Vec<Value> {
+    pub(crate) fn made_rows() -> Vec<Value> {
         let long = "word ".repeat(130);
         let msgs = |reply: &str| {
             serde_json::json!([{"role": "user", "content": "Refund A1001 please"},
@@ -1473,6 +1453,14 @@ mod tests {
         r["reward"] = serde_json::json!(0.5);
         r["label_source"] = "gold".into();
         rows.push(r);
+        // A thinking block, a call without an id and with string arguments, a tool turn that
+        // names no call, a system turn.
+        rows.push(serde_json::json!({"task_id": "t0", "prompt": "Where is A1?", "final_text": "<think>plan</think> It shipped.",
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Where is A1?"},
+                {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "lookup", "arguments": "{\"id\": \"A1\"}"}}]},
+                {"role": "tool", "content": "{\"status\": \"ok\", \"data\": \"shipped on Monday\"}"},
+                {"role": "assistant", "content": "<think>plan</think> It shipped."}],
+            "reward": 1, "lineage": {"source": "eval", "system_prompt_sha": "abc"}, "tools_used": ["lookup"]}));
         rows
     }
 

@@ -14,6 +14,10 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha1::{Digest, Sha1};
 
+pub use columns::{NeedleCache, Side, Wire};
+
+mod columns;
+
 /// The wire shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -96,7 +100,7 @@ static THINK: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?is)<think>.*?</think>\s*").expect("a valid pattern"));
 
 /// Per-row facts the report sums.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowFacts {
     /// Tool calls checked by the round-trip gate.
     pub calls: u64,
@@ -447,26 +451,34 @@ impl Groups {
 
     /// Stamps `group_id, k, n0, n1, reward_mean, reward_std` when some task repeats.
     fn stamp(&self, row: &Map<String, Value>, out: &mut Map<String, Value>) {
-        if !self.repeats {
-            return;
+        for (k, v) in self.fields(&task_key(row)) {
+            out.insert(k.into(), v);
         }
-        let key = task_key(row);
-        let Some(&(k, n0, n1, sum, sq, n)) = self.stats.get(&key) else {
-            return;
+    }
+
+    /// The group fields of task `key`, when some task repeats.
+    pub(crate) fn fields(&self, key: &str) -> Vec<(&'static str, Value)> {
+        if !self.repeats {
+            return Vec::new();
+        }
+        let Some(&(k, n0, n1, sum, sq, n)) = self.stats.get(key) else {
+            return Vec::new();
         };
-        out.insert("group_id".into(), Value::String(group_id(&key)));
-        out.insert("k".into(), json!(k));
-        out.insert("n0".into(), json!(n0));
-        out.insert("n1".into(), json!(n1));
-        if n > 0 {
+        let (mean, std) = if n > 0 {
             let mean = sum / n as f64;
             let var = (sq / n as f64 - mean * mean).max(0.0);
-            out.insert("reward_mean".into(), json!(mean));
-            out.insert("reward_std".into(), json!(var.sqrt()));
+            (json!(mean), json!(var.sqrt()))
         } else {
-            out.insert("reward_mean".into(), Value::Null);
-            out.insert("reward_std".into(), Value::Null);
-        }
+            (Value::Null, Value::Null)
+        };
+        vec![
+            ("group_id", Value::String(group_id(key))),
+            ("k", json!(k)),
+            ("n0", json!(n0)),
+            ("n1", json!(n1)),
+            ("reward_mean", mean),
+            ("reward_std", std),
+        ]
     }
 }
 
@@ -837,5 +849,113 @@ mod tests {
         let msgs = conversation(&r);
         assert_eq!(msgs.last().unwrap()["content"], "Done.");
         assert_eq!(msgs.len(), 3);
+    }
+
+    #[test]
+    fn column_rows_equal_the_general_ones_on_every_fixture() {
+        use crate::pipeline::row::testing::{batch_of, fixture};
+        use crate::pipeline::row::{BatchView, encode};
+        let option_sets = [
+            opts(Format::Openai),
+            Options {
+                system_prompt: None,
+                tools: None,
+                strip_think: false,
+                mask_mode: MaskMode::Final,
+                unroll: false,
+                max_tool_output_chars: Some(20),
+                format: Format::Openai,
+            },
+            Options {
+                system_prompt: Some(String::new()),
+                tools: Some(Vec::new()),
+                strip_think: true,
+                mask_mode: MaskMode::Assistant,
+                unroll: false,
+                max_tool_output_chars: Some(0),
+                format: Format::Openai,
+            },
+        ];
+        let mut fast_rows = 0;
+        let mut stamped = 0;
+        let mut seen_eval = false;
+        let sets = [
+            "example_scored.jsonl",
+            "example_rows.jsonl",
+            "odd_rows.jsonl",
+            "chat_rollouts.jsonl",
+            "hack_scan_planted.jsonl",
+            "grade_transcripts.jsonl",
+            "tau_bench_airline_rewards.jsonl",
+            "eval_variance_runs.jsonl",
+        ]
+        .map(|f| (f, fixture(f)));
+        for (name, rows) in sets
+            .into_iter()
+            .chain([("made", crate::stages::select::tests::made_rows())])
+        {
+            let batch = batch_of(rows);
+            let view = BatchView::new(&batch).expect("view");
+            let wire = Wire::of(&batch).expect("columns");
+            let encoded: Vec<Map<String, Value>> = (0..batch.num_rows())
+                .map(|i| encode(&view, i).expect("row"))
+                .collect();
+            let mut groups = Groups::default();
+            for r in &encoded {
+                groups.add(&task_key(r), r.get("reward").and_then(Value::as_f64));
+            }
+            for o in &option_sets {
+                let mut cache = NeedleCache::default();
+                for (i, row) in encoded.iter().enumerate() {
+                    let mut fast = Vec::new();
+                    let Some((facts, side)) = wire
+                        .write_row(i, o, &groups, &mut cache, &mut fast)
+                        .expect("written")
+                    else {
+                        assert!(fast.is_empty());
+                        continue;
+                    };
+                    fast_rows += 1;
+                    let (general, general_facts) = training_rows(row, o, &groups);
+                    assert_eq!(general.len(), 1);
+                    let mut bytes = serde_json::to_vec(&general[0]).expect("JSON");
+                    bytes.push(b'\n');
+                    assert_eq!(
+                        String::from_utf8_lossy(&fast),
+                        String::from_utf8_lossy(&bytes),
+                        "{name} row {i}"
+                    );
+                    assert_eq!(facts, general_facts, "{name} row {i}");
+                    assert_eq!(side.with_tools, general[0].contains_key("tools"));
+                    assert_eq!(
+                        side.group.as_deref(),
+                        general[0].get("group_id").and_then(Value::as_str)
+                    );
+                    stamped += usize::from(side.group.is_some());
+                    assert_eq!(side.reward, row.get("reward").and_then(Value::as_f64));
+                    let lineage = |k: &str| row.get("lineage").and_then(|l| l.get(k)).cloned();
+                    assert_eq!(side.eval_sourced, lineage("source") == Some(json!("eval")));
+                    assert_eq!(side.has_policy_sha, lineage("system_prompt_sha").is_some());
+                    assert_eq!(
+                        side.calls_tools,
+                        row.get("tools_used")
+                            .and_then(Value::as_array)
+                            .is_some_and(|a| !a.is_empty())
+                            || row
+                                .get("steps")
+                                .and_then(Value::as_array)
+                                .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()))
+                    );
+                    assert_eq!(
+                        side.with_system,
+                        general[0]["messages"][0]["role"] == "system"
+                    );
+                    seen_eval |= side.eval_sourced && side.has_policy_sha;
+                }
+            }
+        }
+        assert!(fast_rows > 1000, "{fast_rows} rows took the column path");
+        assert!(stamped > 0);
+        assert!(seen_eval);
     }
 }

@@ -1,0 +1,499 @@
+//! OpenAI training rows written straight from a batch's columns, without making each row a JSON
+//! object first: the fast path of [`super::training_rows`] for `--format openai` without
+//! `--unroll`.
+//!
+//! A row takes this path when it has messages and its `extra` holds no field that a column read
+//! here also holds (`extra` wins over its column); other rows, and other formats, are encoded and
+//! converted the general way. A test holds the two paths' bytes, facts and side facts equal on
+//! every fixture under several option sets.
+
+use std::collections::VecDeque;
+use std::io::Write;
+
+use datafusion::arrow::array::{
+    Array, AsArray, Float64Array, ListArray, RecordBatch, StringArray, StructArray,
+};
+use datafusion::arrow::datatypes::Float64Type;
+use serde_json::{Map, Value};
+
+use super::{CARRY, Format, Groups, MaskMode, Needles, Options, RowFacts, THINK, decode_args};
+use crate::error::{Error, Result};
+use crate::schema::col;
+use crate::stages::conversation::usize_of;
+
+/// What the command's report needs of a row besides its facts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Side {
+    /// The first message is a system prompt.
+    pub with_system: bool,
+    /// The row carries tool schemas.
+    pub with_tools: bool,
+    /// Its group id, when stamped.
+    pub group: Option<String>,
+    /// Its reward.
+    pub reward: Option<f64>,
+    /// `lineage.source == "eval"`.
+    pub eval_sourced: bool,
+    /// It calls tools.
+    pub calls_tools: bool,
+    /// `lineage.system_prompt_sha` is set.
+    pub has_policy_sha: bool,
+}
+
+/// Fields of `extra` that send a row the general way: columns read here for more than carrying.
+fn overrides_a_column(key: &str) -> bool {
+    matches!(
+        key,
+        col::MESSAGES
+            | col::STEPS
+            | col::FINAL_TEXT
+            | col::PRIVILEGED
+            | col::FINISH_REASON
+            | col::ROLLOUT_ID
+            | col::ROLLOUT_INDEX
+            | col::TOOLS_USED
+            | col::TASK_ID
+            | col::LINEAGE
+            | col::REWARD
+            | col::PROMPT
+    )
+}
+
+/// Carried keys that are plain text columns.
+const TEXT_CARRY: [&str; 7] = [
+    col::REASON,
+    col::JUDGE_STATUS,
+    col::JUDGE_NAME,
+    col::POLICY_VERSION,
+    col::WRITER_MODEL,
+    col::USER_MODEL,
+    col::PROMPT,
+];
+
+fn text(a: &StringArray, i: usize) -> Option<&str> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+fn parse(t: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(t)
+        .map_err(|e| Error::Internal(format!("the `{what}` column holds invalid JSON: {e}")))
+}
+
+/// A reward as a row writes it: an integer when it is one.
+fn score(v: f64) -> Value {
+    if v.fract() == 0.0 && v.is_finite() && v.abs() < 9.0e15 {
+        #[allow(clippy::cast_possible_truncation)]
+        Value::Number((v as i64).into())
+    } else {
+        serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// Typed views of the columns a training row is written from.
+pub struct Wire<'a> {
+    task_id: &'a StringArray,
+    prompt: &'a StringArray,
+    final_text: &'a StringArray,
+    finish_reason: &'a StringArray,
+    reward: &'a Float64Array,
+    privileged: &'a StringArray,
+    lineage: &'a StringArray,
+    sampling: &'a StringArray,
+    extra: &'a StringArray,
+    text_carry: Vec<(&'static str, &'a StringArray)>,
+    tools_used: &'a ListArray,
+    steps: &'a ListArray,
+    step_tool: &'a StringArray,
+    messages: &'a ListArray,
+    role: &'a StringArray,
+    content: &'a StringArray,
+    name: &'a StringArray,
+    tool_call_id: &'a StringArray,
+    calls: &'a ListArray,
+    call_id: &'a StringArray,
+    call_name: &'a StringArray,
+    call_arguments: &'a StringArray,
+    call_arguments_text: &'a StringArray,
+}
+
+/// The needles of the last privileged text seen (rows of a task share it).
+#[derive(Default)]
+pub struct NeedleCache {
+    privileged: String,
+    needles: Option<Needles>,
+}
+
+impl<'a> Wire<'a> {
+    /// The columns of `batch`.
+    pub fn of(batch: &'a RecordBatch) -> Result<Self> {
+        let column = |name: &str| -> Result<&'a dyn Array> {
+            batch
+                .column_by_name(name)
+                .map(AsRef::as_ref)
+                .ok_or_else(|| Error::missing_column("export", name, &batch.schema()))
+        };
+        let s = |name: &str| -> Result<&'a StringArray> {
+            column(name)?
+                .as_string_opt::<i32>()
+                .ok_or_else(|| Error::Internal(format!("`{name}` is not text")))
+        };
+        let list = |name: &str| -> Result<&'a ListArray> {
+            column(name)?
+                .as_list_opt::<i32>()
+                .ok_or_else(|| Error::Internal(format!("`{name}` is not a list")))
+        };
+        fn field<'b>(s: &'b StructArray, name: &str) -> Result<&'b StringArray> {
+            s.column_by_name(name)
+                .and_then(|a| a.as_string_opt::<i32>())
+                .ok_or_else(|| Error::Internal(format!("no text `{name}` in a nested column")))
+        }
+        let messages = list(col::MESSAGES)?;
+        let m = messages.values().as_struct();
+        let calls = m
+            .column_by_name("tool_calls")
+            .and_then(|a| a.as_list_opt::<i32>())
+            .ok_or_else(|| Error::Internal("no `tool_calls` list in `messages`".into()))?;
+        let c = calls.values().as_struct();
+        let steps = list(col::STEPS)?;
+        Ok(Self {
+            task_id: s(col::TASK_ID)?,
+            prompt: s(col::PROMPT)?,
+            final_text: s(col::FINAL_TEXT)?,
+            finish_reason: s(col::FINISH_REASON)?,
+            reward: column(col::REWARD)?
+                .as_primitive_opt::<Float64Type>()
+                .ok_or_else(|| Error::Internal("`reward` is not a float".into()))?,
+            privileged: s(col::PRIVILEGED)?,
+            lineage: s(col::LINEAGE)?,
+            sampling: s(col::SAMPLING)?,
+            extra: s(col::EXTRA)?,
+            text_carry: TEXT_CARRY
+                .iter()
+                .map(|k| Ok((*k, s(k)?)))
+                .collect::<Result<_>>()?,
+            tools_used: list(col::TOOLS_USED)?,
+            step_tool: field(steps.values().as_struct(), "tool")?,
+            steps,
+            role: field(m, "role")?,
+            content: field(m, "content")?,
+            name: field(m, "name")?,
+            tool_call_id: field(m, "tool_call_id")?,
+            messages,
+            call_id: field(c, "id")?,
+            call_name: field(c, "name")?,
+            call_arguments: field(c, "arguments")?,
+            call_arguments_text: field(c, "arguments_text")?,
+            calls,
+        })
+    }
+
+    /// Writes row `i`'s training row (one JSON line) to `out`, or returns `None` (writing
+    /// nothing) when the row needs the general path.
+    ///
+    /// # Errors
+    /// A JSON text column that does not parse.
+    pub fn write_row(
+        &self,
+        i: usize,
+        opts: &Options,
+        groups: &Groups,
+        cache: &mut NeedleCache,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<(RowFacts, Side)>> {
+        if opts.format != Format::Openai
+            || opts.unroll
+            || !self.messages.is_valid(i)
+            || self.messages.value_length(i) == 0
+        {
+            return Ok(None);
+        }
+        let extra: Option<Map<String, Value>> = match text(self.extra, i) {
+            Some(t) => match parse(t, col::EXTRA)? {
+                Value::Object(m) => Some(m),
+                _ => return Ok(None),
+            },
+            None => None,
+        };
+        if extra
+            .as_ref()
+            .is_some_and(|m| m.keys().any(|k| overrides_a_column(k)))
+        {
+            return Ok(None);
+        }
+        let side_field = |k: &str| extra.as_ref().and_then(|m| m.get(k));
+        let mut facts = RowFacts::default();
+        let mut side = Side::default();
+        let final_text = text(self.final_text, i).unwrap_or("");
+        // Messages, converted.
+        struct Turn {
+            role: &'static str,
+            content: String,
+            name: Option<String>,
+            tool_call_id: Option<String>,
+            calls: Vec<(String, String, String)>,
+        }
+        let o = self.messages.value_offsets();
+        let source = usize_of(o[i])..usize_of(o[i + 1]);
+        let mut turns: Vec<Turn> = Vec::with_capacity(source.len() + 1);
+        if let Some(sys) = opts.system_prompt.as_deref().filter(|s| !s.is_empty()) {
+            turns.push(Turn {
+                role: "system",
+                content: sys.to_owned(),
+                name: None,
+                tool_call_id: None,
+                calls: Vec::new(),
+            });
+        }
+        let mut assistant_texts: Vec<&str> = Vec::new();
+        let mut pending: VecDeque<String> = VecDeque::new();
+        let mut call_index = 0usize;
+        for j in source {
+            let content = text(self.content, j).unwrap_or("");
+            match text(self.role, j).unwrap_or("") {
+                "assistant" => {
+                    assistant_texts.push(content);
+                    let content = if opts.strip_think {
+                        THINK.replace_all(content, "").trim().to_owned()
+                    } else {
+                        content.to_owned()
+                    };
+                    let mut calls = Vec::new();
+                    if self.calls.is_valid(j) {
+                        let co = self.calls.value_offsets();
+                        for c in usize_of(co[j])..usize_of(co[j + 1]) {
+                            let id = text(self.call_id, c)
+                                .filter(|s| !s.is_empty())
+                                .map_or_else(|| format!("call_{call_index:04}"), str::to_owned);
+                            call_index += 1;
+                            pending.push_back(id.clone());
+                            let args = match (
+                                text(self.call_arguments_text, c),
+                                text(self.call_arguments, c),
+                            ) {
+                                (Some(t), _) => decode_args(&Value::String(t.to_owned())),
+                                (None, Some(t)) => decode_args(&parse(t, "tool_calls.arguments")?),
+                                (None, None) => decode_args(&Value::Null),
+                            };
+                            facts.calls += 1;
+                            if !args.is_object() {
+                                facts.invalid_calls += 1;
+                            }
+                            let args = match args {
+                                Value::String(s) => s,
+                                other => other.to_string(),
+                            };
+                            let name = text(self.call_name, c).unwrap_or("").to_owned();
+                            calls.push((id, name, args));
+                        }
+                    }
+                    turns.push(Turn {
+                        role: "assistant",
+                        content,
+                        name: None,
+                        tool_call_id: None,
+                        calls,
+                    });
+                }
+                "tool" => {
+                    let mut content = content.to_owned();
+                    if let Some(cap) = opts.max_tool_output_chars {
+                        let n = content.chars().count();
+                        if n > cap {
+                            let cut = n - cap;
+                            content = format!(
+                                "{}\n[... {cut} chars of tool output truncated]",
+                                content.chars().take(cap).collect::<String>()
+                            );
+                            facts.outputs_cut += 1;
+                            facts.chars_cut += cut as u64;
+                        }
+                    }
+                    let id = text(self.tool_call_id, j).map(str::to_owned);
+                    if let Some(id) = &id {
+                        pending.retain(|p| p != id);
+                    }
+                    turns.push(Turn {
+                        role: "tool",
+                        content,
+                        name: text(self.name, j).map(str::to_owned),
+                        tool_call_id: id.or_else(|| pending.pop_front()),
+                        calls: Vec::new(),
+                    });
+                }
+                role @ ("user" | "system") => turns.push(Turn {
+                    role: if role == "user" { "user" } else { "system" },
+                    content: content.to_owned(),
+                    name: None,
+                    tool_call_id: None,
+                    calls: Vec::new(),
+                }),
+                _ => {}
+            }
+        }
+        // The leak check, as the general path reads it.
+        if let Some(p) = text(self.privileged, i) {
+            if cache.privileged != p || cache.privileged.is_empty() {
+                let v = parse(p, col::PRIVILEGED)?;
+                cache.needles = v.is_object().then(|| Needles::of(&v));
+                p.clone_into(&mut cache.privileged);
+            }
+            if let Some(n) = &cache.needles {
+                facts.privileged = true;
+                let texts: Vec<&str> = std::iter::once(final_text)
+                    .chain(assistant_texts.iter().copied())
+                    .collect();
+                facts.leak = n.quoted(&texts).cloned();
+            }
+        }
+        facts.truncated = text(self.finish_reason, i) == Some("length");
+        // The mask.
+        let last_assistant = turns.iter().rposition(|t| t.role == "assistant");
+        let mask: Vec<u8> = turns
+            .iter()
+            .enumerate()
+            .map(|(k, t)| match opts.mask_mode {
+                MaskMode::Final if last_assistant.is_some() => u8::from(Some(k) == last_assistant),
+                _ => u8::from(t.role == "assistant"),
+            })
+            .collect();
+        facts.trained += mask.iter().filter(|m| **m == 1).count() as u64;
+        facts.masked += mask.iter().filter(|m| **m == 0).count() as u64;
+        side.with_system = turns.first().is_some_and(|t| t.role == "system");
+        // Write.
+        let json = |out: &mut Vec<u8>, v: &Value| -> Result<()> {
+            serde_json::to_writer(out, v)
+                .map_err(|e| Error::Internal(format!("writing a row: {e}")))
+        };
+        let string = |out: &mut Vec<u8>, s: &str| -> Result<()> {
+            serde_json::to_writer(out, s)
+                .map_err(|e| Error::Internal(format!("writing a row: {e}")))
+        };
+        let put = |out: &mut Vec<u8>, b: &[u8]| out.extend_from_slice(b);
+        put(out, b"{\"messages\":[");
+        for (k, t) in turns.iter().enumerate() {
+            if k > 0 {
+                put(out, b",");
+            }
+            put(out, b"{\"role\":");
+            string(out, t.role)?;
+            put(out, b",\"content\":");
+            string(out, &t.content)?;
+            if !t.calls.is_empty() {
+                put(out, b",\"tool_calls\":[");
+                for (c, (id, name, args)) in t.calls.iter().enumerate() {
+                    if c > 0 {
+                        put(out, b",");
+                    }
+                    put(out, b"{\"id\":");
+                    string(out, id)?;
+                    put(out, b",\"type\":\"function\",\"function\":{\"name\":");
+                    string(out, name)?;
+                    put(out, b",\"arguments\":");
+                    string(out, args)?;
+                    put(out, b"}}");
+                }
+                put(out, b"]");
+            }
+            if let Some(n) = &t.name {
+                put(out, b",\"name\":");
+                string(out, n)?;
+            }
+            if let Some(id) = &t.tool_call_id {
+                put(out, b",\"tool_call_id\":");
+                string(out, id)?;
+            }
+            put(out, b"}");
+        }
+        put(out, b"]");
+        if facts.outputs_cut > 0 {
+            let _ = write!(
+                out,
+                ",\"tool_output_truncated\":{},\"tool_output_chars_cut\":{}",
+                facts.outputs_cut, facts.chars_cut
+            );
+        }
+        put(out, b",\"loss_mask\":[");
+        for (k, m) in mask.iter().enumerate() {
+            if k > 0 {
+                put(out, b",");
+            }
+            put(out, if *m == 1 { b"1" } else { b"0" });
+        }
+        put(out, b"]");
+        if let Some(t) = opts.tools.as_ref().filter(|t| !t.is_empty()) {
+            put(out, b",\"tools\":");
+            serde_json::to_writer(&mut *out, t)
+                .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
+            side.with_tools = true;
+        }
+        let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
+        let lineage = match text(self.lineage, i) {
+            Some(l) => Some(parse(l, col::LINEAGE)?),
+            None => None,
+        };
+        for k in CARRY {
+            let value: Option<Value> = match side_field(k) {
+                Some(v) => Some(v.clone()),
+                None => match k {
+                    col::REWARD => reward.map(score),
+                    col::LINEAGE => lineage.clone(),
+                    col::SAMPLING => match text(self.sampling, i) {
+                        Some(t) => Some(parse(t, col::SAMPLING)?),
+                        None => None,
+                    },
+                    _ => self
+                        .text_carry
+                        .iter()
+                        .find(|(name, _)| *name == k)
+                        .and_then(|(_, a)| text(a, i))
+                        .map(|t| Value::String(t.to_owned())),
+                },
+            };
+            if let Some(v) = value.filter(|v| !v.is_null()) {
+                put(out, b",");
+                string(out, k)?;
+                put(out, b":");
+                json(out, &v)?;
+            }
+        }
+        put(out, b",\"schema_version\":\"1\"");
+        // Group fields.
+        let key = side_field("scenario_id")
+            .filter(|v| !v.is_null())
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .filter(|s| !s.is_empty())
+            .or_else(|| Some(self.task_id.value(i).to_owned()).filter(|t| !t.is_empty()))
+            .or_else(|| {
+                text(self.prompt, i)
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        for (k, v) in groups.fields(&key) {
+            if k == "group_id" {
+                side.group = v.as_str().map(str::to_owned);
+            }
+            put(out, b",");
+            string(out, k)?;
+            put(out, b":");
+            json(out, &v)?;
+        }
+        put(out, b"}\n");
+        side.reward = reward.map(score).as_ref().and_then(Value::as_f64);
+        side.eval_sourced = lineage
+            .as_ref()
+            .and_then(|l| l.get("source"))
+            .and_then(Value::as_str)
+            == Some("eval");
+        side.has_policy_sha = lineage
+            .as_ref()
+            .and_then(|l| l.get("system_prompt_sha"))
+            .is_some();
+        side.calls_tools = (self.tools_used.is_valid(i) && self.tools_used.value_length(i) > 0)
+            || (self.steps.is_valid(i) && {
+                let so = self.steps.value_offsets();
+                (usize_of(so[i])..usize_of(so[i + 1])).any(|j| self.step_tool.is_valid(j))
+            });
+        Ok(Some((facts, side)))
+    }
+}
