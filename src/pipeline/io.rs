@@ -294,9 +294,49 @@ impl ParquetSink {
     }
 }
 
+impl ParquetSink {
+    /// `batch` with its columns in the file's order, picked by name (the encoder goes by
+    /// position, and a table read from a file keeps that file's order).
+    fn aligned(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let same_order = batch.num_columns() == self.schema.fields().len()
+            && batch
+                .schema()
+                .fields()
+                .iter()
+                .zip(self.schema.fields())
+                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+        if same_order {
+            return Ok(batch.clone());
+        }
+        let columns = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let c = batch.column_by_name(f.name()).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "a batch without column `{}` written to a Parquet file",
+                        f.name()
+                    ))
+                })?;
+                if c.data_type() != f.data_type() {
+                    return Err(Error::Internal(format!(
+                        "column `{}` is {} in a batch written to a Parquet file of {}",
+                        f.name(),
+                        c.data_type(),
+                        f.data_type()
+                    )));
+                }
+                Ok(Arc::clone(c))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+}
+
 impl Sink for ParquetSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let mut batch = batch.clone();
+        let mut batch = self.aligned(batch)?;
         while batch.num_rows() > 0 {
             let room = ROW_GROUP_ROWS - self.pending_rows;
             let take = room.min(batch.num_rows());

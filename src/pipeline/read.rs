@@ -292,6 +292,27 @@ mod tests {
         })
         .expect("read");
         assert_eq!(next, total);
+        // Columns in another order are written by name.
+        let swapped = dir.path().join("swapped.parquet");
+        let mut sink = Box::new(ParquetSink::create(&swapped, Arc::clone(&schema)).expect("sink"));
+        let b = rows(&schema, 0, 10);
+        let reordered = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                schema.field(1).clone(),
+                schema.field(0).clone(),
+            ])),
+            vec![Arc::clone(b.column(1)), Arc::clone(b.column(0))],
+        )
+        .expect("batch");
+        sink.write(&reordered).expect("written");
+        sink.finish().expect("finished");
+        let mut first = None;
+        read_local_parquet(&swapped, &mut |b| {
+            first.get_or_insert(b.column(0).as_primitive::<Int64Type>().value(3));
+            Ok(())
+        })
+        .expect("read");
+        assert_eq!(first, Some(3));
         // A consumer that stops early stops the decoding threads.
         let mut seen = 0;
         let stopped = read_local_parquet(&path, &mut |_| {
