@@ -494,3 +494,37 @@ fn odd_rows_after_review() {
         serde_json::json!([{"role": "assistant", "content": "A1 is open."}])
     );
 }
+
+#[test]
+fn group_fields_follow_the_rows_own_task_key() {
+    // A numeric scenario id groups its rows (ingest keeps it as the task id, so the first pass's
+    // key and the row's own key agree).
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let row = |scenario: serde_json::Value, reward: i64| {
+        serde_json::json!({"task_id": "t", "scenario_id": scenario, "prompt": "Where is A1?",
+            "messages": [{"role": "user", "content": "Where is A1?"}, {"role": "assistant", "content": "Shipped."}],
+            "final_text": "Shipped.", "reward": reward})
+    };
+    crate::support::write_rows(
+        &rows,
+        &[
+            row(serde_json::json!(7), 1),
+            row(serde_json::json!(7), 0),
+            row(serde_json::json!("s"), 1),
+        ],
+    );
+    let out = dir.path().join("train.jsonl");
+    succeeded(wai().arg("export").arg(&rows).arg("--out").arg(&out));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["k"], 2, "{}", lines[0]);
+    assert_eq!(lines[0]["n1"], 1);
+    assert_eq!(lines[0]["group_id"], lines[1]["group_id"]);
+    assert_eq!(lines[2]["k"], 1);
+    assert_ne!(lines[2]["group_id"], lines[0]["group_id"]);
+}
