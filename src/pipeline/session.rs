@@ -78,6 +78,38 @@ pub async fn collect_in_file_order(
     Ok(partitions.into_iter().flatten().collect())
 }
 
+/// The partitions of `sql` on `ctx`, in file order, each decoding on its own task into a buffer
+/// of two batches (a closed receiver stops its decoding).
+async fn decoding_ahead(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<
+    Vec<
+        futures::channel::mpsc::Receiver<
+            datafusion::error::Result<datafusion::arrow::array::RecordBatch>,
+        >,
+    >,
+> {
+    use futures::{SinkExt, StreamExt};
+    keep_file_order(ctx).await?;
+    let streams = ctx.sql(sql).await?.execute_stream_partitioned().await?;
+    Ok(streams
+        .into_iter()
+        .map(|mut stream| {
+            let (mut tx, rx) = futures::channel::mpsc::channel(2);
+            tokio::spawn(async move {
+                while let Some(batch) = stream.next().await {
+                    let failed = batch.is_err();
+                    if tx.send(batch).await.is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            rx
+        })
+        .collect())
+}
+
 /// Calls `f` on the batches of `sql` on `ctx` in file order (as [`collect_in_file_order`]),
 /// holding only a few batches at a time: each partition decodes ahead into a small buffer while
 /// the partitions before it are consumed.
@@ -89,26 +121,8 @@ pub async fn for_each_in_file_order(
     sql: &str,
     mut f: impl FnMut(datafusion::arrow::array::RecordBatch) -> Result<()>,
 ) -> Result<()> {
-    use futures::{SinkExt, StreamExt};
-    keep_file_order(ctx).await?;
-    let streams = ctx.sql(sql).await?.execute_stream_partitioned().await?;
-    let receivers: Vec<_> = streams
-        .into_iter()
-        .map(|mut stream| {
-            let (mut tx, rx) = futures::channel::mpsc::channel(2);
-            tokio::spawn(async move {
-                while let Some(batch) = stream.next().await {
-                    let failed = batch.is_err();
-                    // A closed receiver means the consumer stopped: stop decoding.
-                    if tx.send(batch).await.is_err() || failed {
-                        break;
-                    }
-                }
-            });
-            rx
-        })
-        .collect();
-    for mut rx in receivers {
+    use futures::StreamExt;
+    for mut rx in decoding_ahead(ctx, sql).await? {
         while let Some(batch) = rx.next().await {
             f(batch?)?;
         }
@@ -129,21 +143,12 @@ pub async fn for_each_by_partition(
     sql: &str,
     mut f: impl FnMut(usize, datafusion::arrow::array::RecordBatch) -> Result<()>,
 ) -> Result<()> {
-    use futures::{SinkExt, StreamExt};
-    keep_file_order(ctx).await?;
-    let streams = ctx.sql(sql).await?.execute_stream_partitioned().await?;
-    let receivers = streams.into_iter().enumerate().map(|(p, mut stream)| {
-        let (mut tx, rx) = futures::channel::mpsc::channel(2);
-        tokio::spawn(async move {
-            while let Some(batch) = stream.next().await {
-                let failed = batch.is_err();
-                if tx.send(batch).await.is_err() || failed {
-                    break;
-                }
-            }
-        });
-        rx.map(move |b| (p, b))
-    });
+    use futures::StreamExt;
+    let receivers = decoding_ahead(ctx, sql)
+        .await?
+        .into_iter()
+        .enumerate()
+        .map(|(p, rx)| rx.map(move |b| (p, b)));
     let mut all = futures::stream::select_all(receivers);
     while let Some((p, batch)) = all.next().await {
         f(p, batch?)?;
