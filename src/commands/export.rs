@@ -130,24 +130,21 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                     .and_then(|a| a.as_string_opt::<i32>());
                 let n = batch.num_rows();
                 // The general path: the row as a JSON object, converted.
-                let general = |i: usize| -> Result<(Vec<u8>, export::RowFacts, RowMeta)> {
+                let general = |i: usize| -> Result<(Vec<u8>, export::RowFacts, u64, export::Side)> {
                     let row = encode(&view, i)?;
                     let (rows, facts) = export::training_rows(&row, &opts, &groups);
                     let mut bytes = Vec::with_capacity(2048);
-                    let mut meta = RowMeta {
-                        written: rows.len() as u64,
-                        ..RowMeta::default()
-                    };
+                    let mut side = export::Side::default();
                     for r in &rows {
-                        meta.with_system |= r
+                        side.with_system |= r
                             .get("messages")
                             .or_else(|| r.get("prompt"))
                             .and_then(Value::as_array)
                             .and_then(|m| m.first())
                             .is_some_and(|m| m["role"] == "system");
-                        meta.with_tools |= r.get("tools").is_some();
+                        side.with_tools |= r.get("tools").is_some();
                         if let Some(g) = r.get("group_id").and_then(Value::as_str) {
-                            meta.group = Some(g.to_owned());
+                            side.group = Some(g.to_owned());
                         }
                         let written = if parquet {
                             serde_json::to_writer(&mut bytes, &for_parquet(r))
@@ -157,13 +154,13 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                         written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
                         bytes.push(b'\n');
                     }
-                    meta.reward = row.get("reward").and_then(Value::as_f64);
-                    meta.eval_sourced = row
+                    side.reward = row.get("reward").and_then(Value::as_f64);
+                    side.eval_sourced = row
                         .get("lineage")
                         .and_then(|l| l.get("source"))
                         .and_then(Value::as_str)
                         == Some("eval");
-                    meta.calls_tools = row
+                    side.calls_tools = row
                         .get("tools_used")
                         .and_then(Value::as_array)
                         .is_some_and(|a| !a.is_empty())
@@ -171,19 +168,11 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                             .get("steps")
                             .and_then(Value::as_array)
                             .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
-                    meta.has_policy_sha = row
+                    side.has_policy_sha = row
                         .get("lineage")
                         .and_then(|l| l.get("system_prompt_sha"))
                         .is_some();
-                    // Which row: only for the report's first failure.
-                    if facts.invalid_calls > 0 || facts.leak.is_some() {
-                        meta.where_ = row
-                            .get("rollout_id")
-                            .and_then(Value::as_str)
-                            .unwrap_or("?")
-                            .to_owned();
-                    }
-                    Ok((bytes, facts, meta))
+                    Ok((bytes, facts, rows.len() as u64, side))
                 };
                 let chunks: Vec<Vec<(Vec<u8>, export::RowFacts, RowMeta)>> = (0..n.div_ceil(256))
                     .into_par_iter()
@@ -192,35 +181,33 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                         (c * 256..((c + 1) * 256).min(n))
                             .map(|i| {
                                 let mut bytes = Vec::with_capacity(2048);
-                                if parquet {
-                                    return general(i);
-                                }
-                                match wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)? {
-                                    Some((facts, side)) => {
-                                        let where_ =
-                                            if facts.invalid_calls > 0 || facts.leak.is_some() {
-                                                rollout
-                                                    .filter(|r| r.is_valid(i))
-                                                    .map_or("?", |r| r.value(i))
-                                                    .to_owned()
-                                            } else {
-                                                String::new()
-                                            };
-                                        let meta = RowMeta {
-                                            written: 1,
-                                            with_system: side.with_system,
-                                            with_tools: side.with_tools,
-                                            group: side.group,
-                                            reward: side.reward,
-                                            eval_sourced: side.eval_sourced,
-                                            calls_tools: side.calls_tools,
-                                            has_policy_sha: side.has_policy_sha,
-                                            where_,
-                                        };
-                                        Ok((bytes, facts, meta))
-                                    }
-                                    None => general(i),
-                                }
+                                let fast = if parquet {
+                                    None
+                                } else {
+                                    wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)?
+                                };
+                                let (bytes, facts, written, side) = match fast {
+                                    Some((facts, side)) => (bytes, facts, 1, side),
+                                    None => general(i)?,
+                                };
+                                // Which row: only for the report's first failure.
+                                let where_ = if facts.invalid_calls > 0 || facts.leak.is_some() {
+                                    rollout
+                                        .filter(|r| r.is_valid(i))
+                                        .map_or("?", |r| r.value(i))
+                                        .to_owned()
+                                } else {
+                                    String::new()
+                                };
+                                Ok((
+                                    bytes,
+                                    facts,
+                                    RowMeta {
+                                        written,
+                                        side,
+                                        where_,
+                                    },
+                                ))
                             })
                             .collect::<Result<Vec<_>>>()
                     })
@@ -229,7 +216,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                 for (bytes, facts, meta) in done {
                     w.write_all(&bytes).map_err(|e| Error::io(&jsonl_path, e))?;
                     t.add(&facts, &meta);
-                    if let Some(g) = meta.group {
+                    if let Some(g) = meta.side.group {
                         group_ids.insert(g);
                     }
                 }
@@ -389,16 +376,12 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     })
 }
 
-#[derive(Default)]
+/// What the report needs of a row besides its facts.
 struct RowMeta {
+    /// Training rows written.
     written: u64,
-    with_system: bool,
-    with_tools: bool,
-    group: Option<String>,
-    reward: Option<f64>,
-    eval_sourced: bool,
-    calls_tools: bool,
-    has_policy_sha: bool,
+    side: export::Side,
+    /// Its rollout id, when it failed a gate.
     where_: String,
 }
 
@@ -430,10 +413,11 @@ struct Tally {
 
 impl Tally {
     fn add(&mut self, f: &export::RowFacts, m: &RowMeta) {
+        let (s, written) = (&m.side, m.written);
         self.rows += 1;
-        self.written += m.written;
-        self.with_system += u64::from(m.with_system) * m.written;
-        self.with_tools += u64::from(m.with_tools) * m.written;
+        self.written += written;
+        self.with_system += u64::from(s.with_system) * written;
+        self.with_tools += u64::from(s.with_tools) * written;
         self.calls += f.calls;
         self.invalid_calls += f.invalid_calls;
         if f.invalid_calls > 0 && self.first_invalid.is_none() {
@@ -451,14 +435,14 @@ impl Tally {
             }
         }
         self.truncated += u64::from(f.truncated);
-        match m.reward {
+        match s.reward {
             Some(r) if r >= 0.5 => self.pass += 1,
             Some(_) => self.fail += 1,
             None => self.ungraded += 1,
         }
-        self.eval_sourced += u64::from(m.eval_sourced);
-        self.calls_tools += u64::from(m.calls_tools);
-        self.has_policy_sha += u64::from(m.has_policy_sha);
+        self.eval_sourced += u64::from(s.eval_sourced);
+        self.calls_tools += u64::from(s.calls_tools);
+        self.has_policy_sha += u64::from(s.has_policy_sha);
         self.no_completion += u64::from(f.no_completion);
     }
 }
