@@ -99,12 +99,13 @@ impl<'a> BatchView<'a> {
     }
 }
 
-fn text(a: &StringArray, i: usize) -> Option<&str> {
+/// Row `i` of a text column (`None` when null).
+pub(crate) fn text(a: &StringArray, i: usize) -> Option<&str> {
     a.is_valid(i).then(|| a.value(i))
 }
 
 /// A score as the reference writes it: an integer when it is one.
-fn score(v: f64) -> Value {
+pub(crate) fn score(v: f64) -> Value {
     if v.fract() == 0.0 && v.is_finite() && v.abs() < 9.0e15 {
         #[allow(clippy::cast_possible_truncation)]
         Value::Number(Number::from(v as i64))
@@ -120,6 +121,32 @@ fn float(v: f64) -> Value {
 fn parse(text: &str) -> Result<Value> {
     serde_json::from_str(text)
         .map_err(|e| Error::Internal(format!("a JSON text column holds invalid JSON: {e}")))
+}
+
+/// The JSON in row `i` of the JSON text column `what` (`None` when null).
+pub(crate) fn json_at(a: &StringArray, i: usize, what: &str) -> Result<Option<Value>> {
+    text(a, i)
+        .map(|t| {
+            serde_json::from_str(t).map_err(|e| {
+                Error::Internal(format!("the `{what}` column holds invalid JSON: {e}"))
+            })
+        })
+        .transpose()
+}
+
+/// Row `i`'s `extra` fields, for a reader that takes the fields `read` from their own columns;
+/// `None` when `extra` is not an object or holds one of `read` (an `extra` field wins over its
+/// column, so that column would not say what the row says). No `extra` is an empty map.
+pub(crate) fn extra_beside(
+    extra: &StringArray,
+    i: usize,
+    read: &[&str],
+) -> Result<Option<Map<String, Value>>> {
+    match json_at(extra, i, col::EXTRA)? {
+        None => Ok(Some(Map::new())),
+        Some(Value::Object(m)) if !m.keys().any(|k| read.contains(&k.as_str())) => Ok(Some(m)),
+        Some(_) => Ok(None),
+    }
 }
 
 fn struct_text(s: &StructArray, field: usize, i: usize) -> Option<&str> {

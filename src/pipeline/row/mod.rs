@@ -21,6 +21,7 @@ pub use decode::{
     kind, prompt_task_id,
 };
 pub use encode::{BatchView, encode};
+pub(crate) use encode::{extra_beside, json_at, score, text};
 
 /// One tool call of an assistant message.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -114,6 +115,19 @@ pub(crate) mod testing {
     use serde_json::Value;
 
     use super::{Builder, decode};
+
+    /// The row fixtures of every shape: the reference's rows, odd rows, chat and trace imports,
+    /// public benchmark rewards.
+    pub(crate) const ROW_FIXTURES: [&str; 8] = [
+        "example_scored.jsonl",
+        "example_rows.jsonl",
+        "odd_rows.jsonl",
+        "chat_rollouts.jsonl",
+        "hack_scan_planted.jsonl",
+        "grade_transcripts.jsonl",
+        "tau_bench_airline_rewards.jsonl",
+        "eval_variance_runs.jsonl",
+    ];
 
     /// `rows` as one batch (rows ingest would set aside are left out; a missing rollout id is
     /// made up from the position).

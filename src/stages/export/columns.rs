@@ -14,10 +14,14 @@ use datafusion::arrow::array::{
     Array, AsArray, Float64Array, ListArray, RecordBatch, StringArray, StructArray,
 };
 use datafusion::arrow::datatypes::Float64Type;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{CARRY, Format, Groups, MaskMode, Needles, Options, RowFacts, THINK, decode_args};
+use super::{
+    CARRY, Format, Groups, MaskMode, NeedleCache, Options, RowFacts, THINK, column_task_key,
+    decode_args,
+};
 use crate::error::{Error, Result};
+use crate::pipeline::row::{extra_beside, json_at, score, text};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 
@@ -40,24 +44,22 @@ pub struct Side {
     pub has_policy_sha: bool,
 }
 
-/// Fields of `extra` that send a row the general way: columns read here for more than carrying.
-fn overrides_a_column(key: &str) -> bool {
-    matches!(
-        key,
-        col::MESSAGES
-            | col::STEPS
-            | col::FINAL_TEXT
-            | col::PRIVILEGED
-            | col::FINISH_REASON
-            | col::ROLLOUT_ID
-            | col::ROLLOUT_INDEX
-            | col::TOOLS_USED
-            | col::TASK_ID
-            | col::LINEAGE
-            | col::REWARD
-            | col::PROMPT
-    )
-}
+/// Columns read here for more than carrying, which an `extra` field could override (then the
+/// row goes the general way; carried columns are read `extra` first, as the row reads them).
+const READ: [&str; 12] = [
+    col::MESSAGES,
+    col::STEPS,
+    col::FINAL_TEXT,
+    col::PRIVILEGED,
+    col::FINISH_REASON,
+    col::ROLLOUT_ID,
+    col::ROLLOUT_INDEX,
+    col::TOOLS_USED,
+    col::TASK_ID,
+    col::LINEAGE,
+    col::REWARD,
+    col::PROMPT,
+];
 
 /// Carried keys that are plain text columns.
 const TEXT_CARRY: [&str; 7] = [
@@ -69,25 +71,6 @@ const TEXT_CARRY: [&str; 7] = [
     col::USER_MODEL,
     col::PROMPT,
 ];
-
-fn text(a: &StringArray, i: usize) -> Option<&str> {
-    a.is_valid(i).then(|| a.value(i))
-}
-
-fn parse(t: &str, what: &str) -> Result<Value> {
-    serde_json::from_str(t)
-        .map_err(|e| Error::Internal(format!("the `{what}` column holds invalid JSON: {e}")))
-}
-
-/// A reward as a row writes it: an integer when it is one.
-fn score(v: f64) -> Value {
-    if v.fract() == 0.0 && v.is_finite() && v.abs() < 9.0e15 {
-        #[allow(clippy::cast_possible_truncation)]
-        Value::Number((v as i64).into())
-    } else {
-        serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
-    }
-}
 
 /// Typed views of the columns a training row is written from.
 pub struct Wire<'a> {
@@ -114,13 +97,6 @@ pub struct Wire<'a> {
     call_name: &'a StringArray,
     call_arguments: &'a StringArray,
     call_arguments_text: &'a StringArray,
-}
-
-/// The needles of the last privileged text seen (rows of a task share it).
-#[derive(Default)]
-pub struct NeedleCache {
-    privileged: String,
-    needles: Option<Needles>,
 }
 
 impl<'a> Wire<'a> {
@@ -207,20 +183,10 @@ impl<'a> Wire<'a> {
         {
             return Ok(None);
         }
-        let extra: Option<Map<String, Value>> = match text(self.extra, i) {
-            Some(t) => match parse(t, col::EXTRA)? {
-                Value::Object(m) => Some(m),
-                _ => return Ok(None),
-            },
-            None => None,
-        };
-        if extra
-            .as_ref()
-            .is_some_and(|m| m.keys().any(|k| overrides_a_column(k)))
-        {
+        let Some(extra) = extra_beside(self.extra, i, &READ)? else {
             return Ok(None);
-        }
-        let side_field = |k: &str| extra.as_ref().and_then(|m| m.get(k));
+        };
+        let side_field = |k: &str| extra.get(k);
         let mut facts = RowFacts::default();
         let mut side = Side::default();
         let final_text = text(self.final_text, i).unwrap_or("");
@@ -271,7 +237,10 @@ impl<'a> Wire<'a> {
                                 text(self.call_arguments, c),
                             ) {
                                 (Some(t), _) => decode_args(&Value::String(t.to_owned())),
-                                (None, Some(t)) => decode_args(&parse(t, "tool_calls.arguments")?),
+                                (None, Some(_)) => decode_args(
+                                    &json_at(self.call_arguments, c, "tool_calls.arguments")?
+                                        .unwrap_or(Value::Null),
+                                ),
                                 (None, None) => decode_args(&Value::Null),
                             };
                             facts.calls += 1;
@@ -332,12 +301,7 @@ impl<'a> Wire<'a> {
         }
         // The leak check, as the general path reads it.
         if let Some(p) = text(self.privileged, i) {
-            if cache.privileged != p || cache.privileged.is_empty() {
-                let v = parse(p, col::PRIVILEGED)?;
-                cache.needles = v.is_object().then(|| Needles::of(&v));
-                p.clone_into(&mut cache.privileged);
-            }
-            if let Some(n) = &cache.needles {
+            if let Some(n) = cache.needles(p)? {
                 facts.privileged = true;
                 let texts: Vec<&str> = std::iter::once(final_text)
                     .chain(assistant_texts.iter().copied())
@@ -427,20 +391,14 @@ impl<'a> Wire<'a> {
             side.with_tools = true;
         }
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
-        let lineage = match text(self.lineage, i) {
-            Some(l) => Some(parse(l, col::LINEAGE)?),
-            None => None,
-        };
+        let lineage = json_at(self.lineage, i, col::LINEAGE)?;
         for k in CARRY {
             let value: Option<Value> = match side_field(k) {
                 Some(v) => Some(v.clone()),
                 None => match k {
                     col::REWARD => reward.map(score),
                     col::LINEAGE => lineage.clone(),
-                    col::SAMPLING => match text(self.sampling, i) {
-                        Some(t) => Some(parse(t, col::SAMPLING)?),
-                        None => None,
-                    },
+                    col::SAMPLING => json_at(self.sampling, i, col::SAMPLING)?,
                     _ => self
                         .text_carry
                         .iter()
@@ -458,17 +416,11 @@ impl<'a> Wire<'a> {
         }
         put(out, b",\"schema_version\":\"1\"");
         // Group fields.
-        let key = side_field("scenario_id")
-            .filter(|v| !v.is_null())
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-            .filter(|s| !s.is_empty())
-            .or_else(|| Some(self.task_id.value(i).to_owned()).filter(|t| !t.is_empty()))
-            .or_else(|| {
-                text(self.prompt, i)
-                    .filter(|p| !p.is_empty())
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default();
+        let key = column_task_key(
+            side_field("scenario_id"),
+            self.task_id.value(i),
+            text(self.prompt, i),
+        );
         for (k, v) in groups.fields(&key) {
             if k == "group_id" {
                 side.group = v.as_str().map(str::to_owned);

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha1::{Digest, Sha1};
 
-pub use columns::{NeedleCache, Side, Wire};
+pub use columns::{Side, Wire};
 
 mod columns;
 
@@ -401,17 +401,56 @@ impl Needles {
     }
 }
 
+/// The needles of the last privileged text seen (rows of a task share it), for readers that
+/// go through rows in order.
+#[derive(Default)]
+pub struct NeedleCache {
+    privileged: String,
+    /// `None`: the text is not a JSON object.
+    needles: Option<Needles>,
+}
+
+impl NeedleCache {
+    /// The needles of `privileged` (JSON text), `None` when it is not an object.
+    pub(crate) fn needles(&mut self, privileged: &str) -> crate::error::Result<Option<&Needles>> {
+        if self.privileged != privileged || self.privileged.is_empty() {
+            let v: Value = serde_json::from_str(privileged).map_err(|e| {
+                crate::error::Error::Internal(format!(
+                    "the `privileged` column holds invalid JSON: {e}"
+                ))
+            })?;
+            self.needles = v.is_object().then(|| Needles::of(&v));
+            privileged.clone_into(&mut self.privileged);
+        }
+        Ok(self.needles.as_ref())
+    }
+}
+
 /// The task key of a row: `scenario_id`, else `task_id`, else the prompt.
 fn task_key(row: &Map<String, Value>) -> String {
-    for k in ["scenario_id", "task_id", "prompt"] {
-        if let Some(v) = row.get(k).filter(|v| !v.is_null()) {
-            let s = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-            if !s.is_empty() {
-                return s;
-            }
-        }
-    }
-    String::new()
+    ["scenario_id", "task_id", "prompt"]
+        .iter()
+        .find_map(|k| key_text(row.get(*k)))
+        .unwrap_or_default()
+}
+
+/// The task key a field gives: a non-null, non-empty value, as text (JSON text if not a string).
+pub(crate) fn key_text(v: Option<&Value>) -> Option<String> {
+    v.filter(|v| !v.is_null())
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+        .filter(|s| !s.is_empty())
+}
+
+/// [`task_key`] of a row read from its columns: `extra`'s `scenario_id`, the task id, the prompt.
+pub(crate) fn column_task_key(
+    scenario_id: Option<&Value>,
+    task_id: &str,
+    prompt: Option<&str>,
+) -> String {
+    key_text(scenario_id)
+        .or_else(|| Some(task_id).filter(|t| !t.is_empty()).map(str::to_owned))
+        .or_else(|| prompt.filter(|p| !p.is_empty()).map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// `sha1hex(key)[:12]`: the reference's export group id.
@@ -853,7 +892,7 @@ mod tests {
 
     #[test]
     fn column_rows_equal_the_general_ones_on_every_fixture() {
-        use crate::pipeline::row::testing::{batch_of, fixture};
+        use crate::pipeline::row::testing::{ROW_FIXTURES, batch_of, fixture};
         use crate::pipeline::row::{BatchView, encode};
         let option_sets = [
             opts(Format::Openai),
@@ -879,17 +918,7 @@ mod tests {
         let mut fast_rows = 0;
         let mut stamped = 0;
         let mut seen_eval = false;
-        let sets = [
-            "example_scored.jsonl",
-            "example_rows.jsonl",
-            "odd_rows.jsonl",
-            "chat_rollouts.jsonl",
-            "hack_scan_planted.jsonl",
-            "grade_transcripts.jsonl",
-            "tau_bench_airline_rewards.jsonl",
-            "eval_variance_runs.jsonl",
-        ]
-        .map(|f| (f, fixture(f)));
+        let sets = ROW_FIXTURES.map(|f| (f, fixture(f)));
         for (name, rows) in sets
             .into_iter()
             .chain([("made", crate::stages::select::tests::made_rows())])

@@ -11,33 +11,30 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{Float64Type, Int32Type};
 use rayon::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{Parts, RowInfo, key_text, planned_fault, result_fault, row_info, side_wants_tool};
+use super::{Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_tool};
 use crate::error::{Error, Result};
-use crate::pipeline::row::{BatchView, encode};
+use crate::pipeline::row::{BatchView, encode, extra_beside, json_at, text};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
-use crate::stages::export::Needles;
+use crate::stages::export::{NeedleCache, column_task_key};
 
-/// Fields of `extra` that make a row take the general path: the columns this path reads (an
-/// `extra` field wins over its column, as when a value could not be stored in it exactly).
-fn overrides_a_column(key: &str) -> bool {
-    matches!(
-        key,
-        col::TASK_ID
-            | col::ROLLOUT_INDEX
-            | col::PROMPT
-            | col::MESSAGES
-            | col::STEPS
-            | col::FINAL_TEXT
-            | col::FINISH_REASON
-            | col::REASON
-            | col::REWARD
-            | col::PRIVILEGED
-            | col::LINEAGE
-    )
-}
+/// The columns this path reads that an `extra` field could override (then the row takes the
+/// general path).
+const READ: [&str; 11] = [
+    col::TASK_ID,
+    col::ROLLOUT_INDEX,
+    col::PROMPT,
+    col::MESSAGES,
+    col::STEPS,
+    col::FINAL_TEXT,
+    col::FINISH_REASON,
+    col::REASON,
+    col::REWARD,
+    col::PRIVILEGED,
+    col::LINEAGE,
+];
 
 /// A result that is an object with a success `status` and no `data` or `stale` field anywhere,
 /// told from its text without parsing it (the usual result; [`result_fault`] reads the rest).
@@ -82,15 +79,6 @@ struct Columns<'a> {
     tool: &'a StringArray,
     result: &'a StringArray,
     truncated: &'a BooleanArray,
-}
-
-fn text(a: &StringArray, i: usize) -> Option<&str> {
-    a.is_valid(i).then(|| a.value(i))
-}
-
-fn parse(t: &str, what: &str) -> Result<Value> {
-    serde_json::from_str(t)
-        .map_err(|e| Error::Internal(format!("the `{what}` column holds invalid JSON: {e}")))
 }
 
 impl<'a> Columns<'a> {
@@ -140,30 +128,13 @@ impl<'a> Columns<'a> {
         if !self.messages.is_valid(i) || self.messages.value_length(i) == 0 {
             return Ok(None);
         }
-        let extra: Option<Map<String, Value>> = match text(self.extra, i) {
-            Some(t) => match parse(t, col::EXTRA)? {
-                Value::Object(m) => Some(m),
-                _ => return Ok(None),
-            },
-            None => None,
-        };
-        if extra
-            .as_ref()
-            .is_some_and(|m| m.keys().any(|k| overrides_a_column(k)))
-        {
+        let Some(extra) = extra_beside(self.extra, i, &READ)? else {
             return Ok(None);
-        }
-        let side = |k: &str| extra.as_ref().and_then(|m| m.get(k));
+        };
+        let side = |k: &str| extra.get(k);
         let side_text = |k: &str| side(k).and_then(Value::as_str).unwrap_or("");
         let prompt = text(self.prompt, i);
-        let key = key_text(side("scenario_id"))
-            .or_else(|| {
-                Some(self.task_id.value(i))
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_owned)
-            })
-            .or_else(|| prompt.filter(|p| !p.is_empty()).map(str::to_owned))
-            .unwrap_or_default();
+        let key = column_task_key(side("scenario_id"), self.task_id.value(i), prompt);
         let final_text = text(self.final_text, i).unwrap_or("");
         // Messages.
         let o = self.messages.value_offsets();
@@ -193,7 +164,11 @@ impl<'a> Columns<'a> {
                     && let Some(r) = text(self.result, j)
                     && !plainly_ok(r)
                 {
-                    fault = result_fault(&parse(r, "steps.result")?);
+                    fault = result_fault(&serde_json::from_str(r).map_err(|e| {
+                        Error::Internal(format!(
+                            "the `steps.result` column holds invalid JSON: {e}"
+                        ))
+                    })?);
                 }
             }
         }
@@ -203,7 +178,7 @@ impl<'a> Columns<'a> {
         // The privileged context an assistant turn quotes.
         let leak = match text(self.privileged, i) {
             Some(p) => {
-                let needles = cache.needles(p)?;
+                let needles = cache.needles.needles(p)?;
                 match needles {
                     None => (false, None),
                     Some(n) => {
@@ -216,15 +191,10 @@ impl<'a> Columns<'a> {
             }
             None => (false, None),
         };
-        let eval_sourced = match text(self.lineage, i) {
-            Some(l) if l.contains("eval") => {
-                parse(l, col::LINEAGE)?
-                    .get("source")
-                    .and_then(Value::as_str)
-                    == Some("eval")
-            }
-            _ => false,
-        };
+        // Only a lineage that says "eval" somewhere is parsed.
+        let eval_sourced = text(self.lineage, i).is_some_and(|l| l.contains("eval"))
+            && json_at(self.lineage, i, col::LINEAGE)?.and_then(|l| l.get("source").cloned())
+                == Some(Value::String("eval".into()));
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
         Ok(Some(
             Parts {
@@ -269,22 +239,11 @@ impl<'a> Columns<'a> {
 /// What the last row's privileged text and prompt gave (rows of a task share them).
 #[derive(Default)]
 struct Cache {
-    privileged: String,
-    /// `None`: the text is not a JSON object.
-    needles: Option<Needles>,
+    needles: NeedleCache,
     prompt: Option<(String, bool)>,
 }
 
 impl Cache {
-    fn needles(&mut self, privileged: &str) -> Result<Option<&Needles>> {
-        if self.privileged != privileged || self.privileged.is_empty() {
-            let v = parse(privileged, col::PRIVILEGED)?;
-            self.needles = v.is_object().then(|| Needles::of(&v));
-            privileged.clone_into(&mut self.privileged);
-        }
-        Ok(self.needles.as_ref())
-    }
-
     fn prompt_wants_tool(&mut self, prompt: &str) -> bool {
         match &self.prompt {
             Some((p, wants)) if p == prompt => *wants,

@@ -19,7 +19,7 @@ use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::export::{conversation, leak, normalize};
+use super::export::{conversation, key_text, leak, normalize};
 pub use columns::row_infos;
 
 mod columns;
@@ -188,13 +188,6 @@ fn prompt_wants_tool(prompt: &str) -> bool {
     let low = prompt.to_lowercase();
     INTENT_WORDS.iter().any(|w| low.contains(w))
         || super::simulate::tools::KNOWN_ID.is_match(prompt)
-}
-
-/// The group key a side field gives: a non-null, non-empty value, as text.
-fn key_text(v: Option<&Value>) -> Option<String> {
-    v.filter(|v| !v.is_null())
-        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-        .filter(|s| !s.is_empty())
 }
 
 /// What a row summary is made of, borrowed from wherever the row is read: a JSON object
@@ -1398,7 +1391,7 @@ impl std::fmt::Display for PairReport {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::pipeline::row::testing::{batch_of, fixture};
+    use crate::pipeline::row::testing::{ROW_FIXTURES, batch_of, fixture};
 
     /// Rows made to reach every gate the fixtures do not: truncation four ways, harness text,
     /// markup, a long unfinished reply with and without `overlong`, an eval source, a leak in a
@@ -1499,20 +1492,10 @@ pub(crate) mod tests {
     fn column_summaries_equal_the_general_ones_on_every_fixture() {
         let mut fast_rows = 0;
         let mut seen = std::collections::BTreeSet::new();
-        for (fixture, rows) in [("made", made_rows())].into_iter().chain(
-            [
-                "example_scored.jsonl",
-                "example_rows.jsonl",
-                "odd_rows.jsonl",
-                "chat_rollouts.jsonl",
-                "hack_scan_planted.jsonl",
-                "grade_transcripts.jsonl",
-                "tau_bench_airline_rewards.jsonl",
-                "eval_variance_runs.jsonl",
-            ]
+        for (fixture, rows) in [("made", made_rows())]
             .into_iter()
-            .map(|f| (f, fixture(f))),
-        ) {
+            .chain(ROW_FIXTURES.into_iter().map(|f| (f, fixture(f))))
+        {
             let batch = batch_of(rows);
             let (fast, general) = row_infos(&batch).expect("summaries");
             let slow = columns::general_infos(&batch).expect("summaries");
