@@ -54,7 +54,7 @@ pub fn stream_rows(
     output: &RowsOut,
     format: Format,
     what: &str,
-    each: &mut dyn FnMut(RecordBatch) -> Result<RecordBatch>,
+    each: &mut dyn FnMut(RecordBatch) -> Result<Vec<RecordBatch>>,
 ) -> Result<ReadCounts> {
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, what);
@@ -71,7 +71,12 @@ pub fn stream_rows(
         Box::new(|n| bar.inc(n)),
     );
     for input in inputs {
-        reader.read(input, &mut |batch| out.write(&each(batch)?))?;
+        reader.read(input, &mut |batch| {
+            for piece in each(batch)? {
+                out.write(&piece)?;
+            }
+            Ok(())
+        })?;
     }
     let counts = reader.counts;
     drop(reader);
@@ -95,7 +100,7 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
         &args.output,
         format,
         "converting",
-        &mut |batch| Ok(batch),
+        &mut |batch| Ok(vec![batch]),
     )?;
     let elapsed = started.elapsed();
     let mut text = format!(

@@ -75,6 +75,27 @@ impl Embedder {
 }
 
 /// Runs `wai decontaminate`.
+/// The kept rows of `batch` as zero-copy slices, one per run of kept rows, in order: the
+/// writer encodes them where a filter would first copy every column of the batch.
+fn kept_runs(batch: &RecordBatch, keep: &BooleanArray) -> Vec<RecordBatch> {
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (i, k) in keep.values().iter().enumerate() {
+        match (k, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                runs.push(batch.slice(s, i - s));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        runs.push(batch.slice(s, batch.num_rows() - s));
+    }
+    runs
+}
+
 #[allow(clippy::too_many_lines)]
 pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     if args.n == 0 {
@@ -265,9 +286,7 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
             for h in hits.into_iter().flatten() {
                 tally.add(h);
             }
-            Ok(datafusion::arrow::compute::filter_record_batch(
-                &batch, &keep,
-            )?)
+            Ok(kept_runs(&batch, &keep))
         },
     )?;
     if let Some((path, file, writer)) = dropped {
@@ -382,4 +401,41 @@ fn semantic(
         }
     }
     Ok(missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int32Array, RecordBatch};
+    use datafusion::arrow::compute::{concat_batches, filter_record_batch};
+
+    use super::{BooleanArray, kept_runs};
+
+    #[test]
+    fn kept_runs_are_the_filtered_rows_in_order() {
+        let values: Vec<i32> = (0..50).collect();
+        let batch = RecordBatch::try_from_iter([(
+            "v",
+            Arc::new(Int32Array::from(values)) as datafusion::arrow::array::ArrayRef,
+        )])
+        .unwrap();
+        for pattern in [
+            vec![true; 50],
+            vec![false; 50],
+            (0..50).map(|i| i % 7 != 0).collect(),
+            (0..50).map(|i| i % 2 == 0).collect(),
+            (0..50).map(|i| i < 3 || i > 45).collect(),
+            (0..50)
+                .map(|i| (10..20).contains(&i))
+                .collect::<Vec<bool>>(),
+        ] {
+            let keep = BooleanArray::from(pattern.clone());
+            let runs = kept_runs(&batch, &keep);
+            assert!(runs.iter().all(|r| r.num_rows() > 0));
+            let want = filter_record_batch(&batch, &keep).unwrap();
+            let got = concat_batches(&batch.schema(), &runs).unwrap();
+            assert_eq!(got, want, "{pattern:?}");
+        }
+    }
 }

@@ -177,7 +177,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
         &mut |batch| {
             let verdicts = panel.judge(&batch)?;
             tally.add(&verdicts);
-            grade::apply(&batch, &verdicts, &stamp)
+            Ok(vec![grade::apply(&batch, &verdicts, &stamp)?])
         },
     )?;
     let notes = panel.notes();

@@ -58,7 +58,14 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
         &args.output,
         format,
         "labeling",
-        &mut |batch| labels::apply(&batch, &plan, args.replace, &mut report),
+        &mut |batch| {
+            Ok(vec![labels::apply(
+                &batch,
+                &plan,
+                args.replace,
+                &mut report,
+            )?])
+        },
     )?;
     if report.ties > 0 {
         report.warnings.push(format!(

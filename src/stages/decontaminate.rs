@@ -325,17 +325,34 @@ pub fn check(index: &EvalIndex, opts: &Options, row: &Row<'_>, at: u64) -> Optio
 }
 
 /// The lexical verdicts on `rows` (the first at input position `start`), checked in parallel;
-/// the same at any thread count.
+/// the same at any thread count. A row with the task and texts of the row before it (a task's
+/// rollouts usually sit together) takes that row's verdict at its own position, unchecked.
 pub fn check_batch(
     index: &EvalIndex,
     opts: &Options,
     rows: &[Row<'_>],
     start: u64,
 ) -> Vec<Option<Hit>> {
-    rows.par_iter()
+    const CHUNK: usize = 256;
+    let chunks: Vec<Vec<Option<Hit>>> = rows
+        .par_chunks(CHUNK)
         .enumerate()
-        .map(|(i, r)| check(index, opts, r, start + i as u64))
-        .collect()
+        .map(|(c, chunk)| {
+            let mut out: Vec<Option<Hit>> = Vec::with_capacity(chunk.len());
+            for (j, r) in chunk.iter().enumerate() {
+                let at = start + (c * CHUNK + j) as u64;
+                let same = j > 0 && chunk[j - 1].task == r.task && chunk[j - 1].texts == r.texts;
+                let hit = if same {
+                    out[j - 1].clone().map(|h| Hit { index: at, ..h })
+                } else {
+                    check(index, opts, r, at)
+                };
+                out.push(hit);
+            }
+            out
+        })
+        .collect();
+    chunks.into_iter().flatten().collect()
 }
 
 /// L2-normalised `v` (zero stays zero).
@@ -767,6 +784,46 @@ mod tests {
         assert_eq!(m, 4);
         // One pair is not a distribution.
         assert!(calibrate(&eval[..2], &prompts[..2]).is_none());
+    }
+
+    #[test]
+    fn a_batch_gives_each_row_its_own_verdict_at_its_own_position() {
+        let ix = index();
+        let opts = Options {
+            overlap: 0.5,
+            ..Options::default()
+        };
+        let prompts = [
+            "Cancel order 9911.",
+            "Where is order 4473?",
+            "Please cancel my order 9911 today because the shoes did not fit me well at all",
+        ];
+        let tasks = [None, Some("e1"), Some("s2")];
+        // Runs of one to five equal rows, some runs differing only in their task, across the
+        // parallel chunks' edges.
+        let mut rows = Vec::new();
+        for k in 0..300_usize {
+            for _ in 0..=(k % 5) {
+                rows.push(Row {
+                    task: tasks[(k / 3) % 3],
+                    texts: vec![prompts[k % 3]],
+                });
+            }
+        }
+        let batch = check_batch(&ix, &opts, &rows, 1000);
+        assert_eq!(batch.len(), rows.len());
+        let mut hits = 0;
+        for (i, (got, row)) in batch.iter().zip(&rows).enumerate() {
+            let want = check(&ix, &opts, row, 1000 + i as u64);
+            assert_eq!(
+                serde_json::to_value(got).unwrap(),
+                serde_json::to_value(&want).unwrap(),
+                "row {i}"
+            );
+            assert_eq!(got.as_ref().map(|h| h.rule), want.map(|h| h.rule));
+            hits += usize::from(got.is_some());
+        }
+        assert!(hits > 0 && hits < rows.len());
     }
 
     #[test]
