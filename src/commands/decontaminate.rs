@@ -74,7 +74,6 @@ impl Embedder {
     }
 }
 
-/// Runs `wai decontaminate`.
 /// The kept rows of `batch` as zero-copy slices, one per run of kept rows, in order: the
 /// writer encodes them where a filter would first copy every column of the batch.
 fn kept_runs(batch: &RecordBatch, keep: &BooleanArray) -> Vec<RecordBatch> {
@@ -96,6 +95,7 @@ fn kept_runs(batch: &RecordBatch, keep: &BooleanArray) -> Vec<RecordBatch> {
     runs
 }
 
+/// Runs `wai decontaminate`.
 #[allow(clippy::too_many_lines)]
 pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     if args.n == 0 {
