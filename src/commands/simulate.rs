@@ -295,6 +295,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     opts.prefer_success = args.all_faults.then_some(false);
     opts.probes = !args.no_probes;
     opts.runs = args.runs;
+    opts.wave = args.wave.map(|w| usize::try_from(w).unwrap_or(usize::MAX));
     for a in &args.axes {
         let (name, values) = a
             .split_once('=')

@@ -260,6 +260,65 @@ fn a_command_agent_calls_tools_through_the_pipe() {
 }
 
 #[test]
+fn a_command_agents_rows_do_not_depend_on_the_worker_count() {
+    // Successive allocation decides between waves which asks get more rollouts, so a wave that
+    // followed `--workers` gave other rows at another worker count.
+    let dir = tempfile::tempdir().unwrap();
+    let agent = format!(
+        "cmd:python3 {}",
+        fixture("agents/lookup_agent.py").display()
+    );
+    let run = |out: &str, workers: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--mode",
+            "rl",
+            "--budget",
+            "150",
+            "--agent",
+            &agent,
+            "--workers",
+            workers,
+        ];
+        args.extend_from_slice(extra);
+        simulate(dir.path(), out, &args)
+    };
+    let strip = |rows: Vec<Value>| -> Vec<Value> {
+        rows.into_iter()
+            .map(|mut r| {
+                // Wall-clock fields, if any, are not the schedule.
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("latency_ms");
+                }
+                r
+            })
+            .collect()
+    };
+    let one = strip(run("one.jsonl", "1", &[]));
+    let three = strip(run("three.jsonl", "3", &[]));
+    assert_eq!(one.len(), 150);
+    assert_eq!(one, three);
+    // Several waves were decided (a group filled after its probe), so the test could fail.
+    let mut per_task: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &one {
+        *per_task.entry(text(r, "task_id")).or_default() += 1;
+    }
+    assert!(per_task.values().any(|n| *n > 2), "{per_task:?}");
+    // Another wave is another schedule, and says so in the settings digest.
+    let small = strip(run("small.jsonl", "3", &["--wave", "8"]));
+    assert_ne!(
+        small[0]["lineage"]["settings"],
+        one[0]["lineage"]["settings"]
+    );
+    let tasks =
+        |rows: &[Value]| -> Vec<String> { rows.iter().map(|r| text(r, "task_id")).collect() };
+    assert_ne!(
+        tasks(&small),
+        tasks(&one),
+        "the wave should change the schedule"
+    );
+}
+
+#[test]
 fn a_killed_run_resumes_from_its_checkpoint_without_duplicates() {
     let dir = tempfile::tempdir().unwrap();
     let (tools, policy, _) = world(dir.path());

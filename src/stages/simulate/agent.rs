@@ -93,8 +93,9 @@ pub trait Agent: Send {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
-    /// Rollouts per wave. The seeded agent keeps [`super::WAVE`], so its schedule is the same on
-    /// every machine; a slow agent takes small waves, so the checkpoint keeps up with it.
+    /// Rollouts per wave (`--wave` overrides it). A constant of the agent, never of the
+    /// machine or the worker count, so the schedule is the same everywhere: the seeded agent
+    /// keeps [`super::WAVE`]; a slow agent takes small waves, so the checkpoint keeps up.
     fn wave(&self) -> usize {
         super::WAVE
     }

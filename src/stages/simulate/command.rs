@@ -25,20 +25,17 @@ pub struct CommandAgent {
     pool: Pool,
     name: String,
     issued: u64,
-    workers: usize,
 }
 
 impl CommandAgent {
     /// Starts the pool.
     pub fn start(opts: Options) -> Result<Self> {
-        let workers = opts.workers.max(1);
         let pool = Pool::start(opts)?;
         let name = format!("cmd:{}", pool.name());
         Ok(Self {
             pool,
             name,
             issued: 0,
-            workers,
         })
     }
 }
@@ -63,8 +60,11 @@ impl Agent for CommandAgent {
         self.pool.noise_note().into_iter().collect()
     }
 
+    /// A fixed size, whatever `--workers`: the schedule (which asks get more rollouts) is
+    /// decided between waves, so a size that followed the workers would give other rows at
+    /// another worker count.
     fn wave(&self) -> usize {
-        (self.workers * 8).max(16)
+        super::COMMAND_WAVE
     }
 
     fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {

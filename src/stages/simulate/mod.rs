@@ -43,6 +43,9 @@ use crate::pipeline::row::{Builder, Message, Record, ToolCall, canonical_json, d
 
 /// Rollouts per wave: fixed, so the schedule does not depend on the machine.
 pub const WAVE: usize = 2048;
+/// Rollouts per wave of a command agent: small, so a slow agent's checkpoint keeps up with it,
+/// and fixed, so its schedule does not depend on `--workers`.
+pub const COMMAND_WAVE: usize = 64;
 /// Rollouts of a new ask under the successive policy before the group is judged mixed or not.
 pub const PROBE: u32 = 2;
 /// Default mistake-free share of fault cells kept as faults when not in rl mode.
@@ -141,6 +144,8 @@ pub struct Options {
     pub tasks: Option<Vec<Pinned>>,
     /// Runs of the same task set (`eval_run` 0..N).
     pub runs: u32,
+    /// Rollouts per wave, the schedule's unit (`None`: the agent's own, [`Agent::wave`]).
+    pub wave: Option<usize>,
 }
 
 impl Options {
@@ -165,6 +170,7 @@ impl Options {
             probes: true,
             tasks: None,
             runs: 1,
+            wave: None,
         }
     }
 }
@@ -1021,7 +1027,7 @@ pub fn simulate(
     };
     let policy_sha = sha256_hex(&opts.policy)[..16].to_owned();
     let agent_name = agent.name().to_owned();
-    let wave_size = agent.wave().max(1);
+    let wave_size = opts.wave.unwrap_or_else(|| agent.wave()).max(1);
     // What decides the schedule and the rows (not the budget: a resumed run may go further).
     let settings = {
         let tools: Vec<&Value> = opts.tools.iter().map(|t| &t.function).collect();
@@ -1032,7 +1038,7 @@ pub fn simulate(
             .map(|t| t.prompt.as_str())
             .collect();
         let text = format!(
-            "{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{:?}|{}|{}",
+            "{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{:?}|{}|{}|{}",
             serde_json::to_string(&tools).unwrap_or_default(),
             opts.policy,
             seeds,
@@ -1050,7 +1056,8 @@ pub fn simulate(
             opts.probes,
             pinned,
             opts.runs,
-            agent_name
+            agent_name,
+            wave_size
         );
         sha256_hex(&text)[..12].to_owned()
     };
