@@ -144,7 +144,11 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
 }
 
 /// Converts JSONL inputs to Parquet files in `scratch`, so every table is scanned as Parquet.
-fn as_parquet(ctx: &Context, inputs: Vec<Input>, scratch: &std::path::Path) -> Result<Vec<Input>> {
+pub(crate) fn as_parquet(
+    ctx: &Context,
+    inputs: Vec<Input>,
+    scratch: &std::path::Path,
+) -> Result<Vec<Input>> {
     let mut out = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.into_iter().enumerate() {
         if input.format == Format::Parquet {

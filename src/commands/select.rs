@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::take_record_batch;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use rayon::prelude::*;
 use serde_json::{Value, json};
@@ -11,11 +10,13 @@ use serde_json::{Value, json};
 use super::{Context, Outcome};
 use crate::cli::{SelectArgs, SelectMode, SelectTruncated};
 use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::io::OnBadRow;
+use crate::pipeline::read::Reader;
 use crate::pipeline::row::{BatchView, encode};
-use crate::pipeline::session::for_each_by_partition;
+use crate::pipeline::source;
 use crate::schema::col;
 use crate::stages::hack_scan;
-use crate::stages::select::{self, Options, RowInfo, Truncated};
+use crate::stages::select::{self, Options, Truncated};
 
 /// The second pass did not see the rows the first did.
 fn changed() -> Error {
@@ -23,6 +24,76 @@ fn changed() -> Error {
         stage: "select".into(),
         message: "the input changed while it was read (the second pass saw other rows)".into(),
     }
+}
+
+/// The hack scan of the selected rows, from memory.
+fn scan(ctx: &Context, rows: &[RecordBatch], endorsed: &[String]) -> Result<hack_scan::Report> {
+    let session = crate::pipeline::session::new_context(None)?;
+    let schema = rows
+        .first()
+        .map_or_else(crate::schema::row_schema, RecordBatch::schema);
+    // Contiguous parts, one per core, read in order.
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let parts: Vec<Vec<RecordBatch>> = rows
+        .chunks(rows.len().div_ceil(cores).max(1))
+        .map(<[RecordBatch]>::to_vec)
+        .collect();
+    let table = datafusion::datasource::MemTable::try_new(schema, parts)?;
+    session.register_table("rows", Arc::new(table))?;
+    let opts = hack_scan::Options {
+        endorsed: endorsed.to_vec(),
+        top_features: Some(5),
+        ..hack_scan::Options::default()
+    };
+    ctx.runtime
+        .block_on(hack_scan::scan(&session, "rows", &opts))
+}
+
+/// The chosen rows (indices into the inputs read one after another, `rows` in all), read from
+/// `inputs` in input order, and where each chosen row landed: `at[k]` is the batch and row of
+/// `chosen[k]`.
+fn take_chosen(
+    reader: &mut Reader<'_>,
+    inputs: &[source::Input],
+    file_rows: &[usize],
+    rows: usize,
+    chosen: &[usize],
+) -> Result<(Vec<RecordBatch>, Vec<(usize, usize)>)> {
+    let mut picked = vec![false; rows];
+    let mut slot = vec![u32::MAX; rows];
+    for (k, &i) in chosen.iter().enumerate() {
+        picked[i] = true;
+        slot[i] = u32::try_from(k).map_err(|_| Error::Internal("too many rows chosen".into()))?;
+    }
+    // The chosen rows in input order: the order the reading meets them.
+    let mut in_order: Vec<usize> = chosen.to_vec();
+    in_order.sort_unstable();
+    let mut taken: Vec<RecordBatch> = Vec::new();
+    let mut at = vec![(0usize, 0usize); chosen.len()];
+    let mut met = 0;
+    let mut start = 0;
+    for (input, &n) in inputs.iter().zip(file_rows) {
+        let marks = &picked[start..start + n];
+        start += n;
+        if !marks.contains(&true) {
+            continue;
+        }
+        reader.read_rows(input, marks, &mut |batch| {
+            for j in 0..batch.num_rows() {
+                let Some(&i) = in_order.get(met) else {
+                    return Err(changed());
+                };
+                at[slot[i] as usize] = (taken.len(), j);
+                met += 1;
+            }
+            taken.push(batch);
+            Ok(())
+        })?;
+    }
+    if met != in_order.len() {
+        return Err(changed());
+    }
+    Ok((taken, at))
 }
 
 /// Runs `wai select`.
@@ -54,30 +125,17 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         let batches = super::all_rows(ctx, &args.inputs)?;
         return preference(args, &batches, started);
     }
-    // Pass 1: every row's summary, in file order; the rows themselves are not kept.
-    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
-    let mut parts: Vec<Vec<RowInfo>> = Vec::new();
-    ctx.runtime.block_on(for_each_by_partition(
-        &context,
-        "SELECT * FROM rows",
-        |p, batch| {
-            if parts.len() <= p {
-                parts.resize_with(p + 1, Vec::new);
-            }
-            parts[p].extend(select::row_infos(&batch)?.0);
-            Ok(())
-        },
-    ))?;
-    // Where each partition starts, for the second pass.
-    let starts: Vec<usize> = parts
-        .iter()
-        .scan(0, |at, p| {
-            let start = *at;
-            *at += p.len();
-            Some(start)
-        })
-        .collect();
-    let infos: Vec<RowInfo> = parts.into_iter().flatten().collect();
+    // Pass 1: every row's summary, in the inputs' order; the rows themselves are not kept.
+    // JSONL inputs are converted to Parquet first, so the passes can pick columns and rows.
+    let resolved = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    let scratch = super::scratch()?;
+    let inputs = super::as_parquet(ctx, resolved, scratch.path())?;
+    let mut reader = Reader::new(
+        ctx.runtime.handle().clone(),
+        OnBadRow::Fail,
+        Box::new(|_| {}),
+    );
+    let (infos, file_rows) = select::read_summaries(&mut reader, &inputs)?;
     let (chosen, marked, report) = match args.mode {
         SelectMode::Rl => select::rl(&infos, &opts),
         SelectMode::Sft | SelectMode::Preference => {
@@ -85,46 +143,13 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
             (c, Vec::new(), r)
         }
     };
-    // Pass 2: the chosen rows, taken as they stream by (memory follows the selection, not the
-    // input), then written in training order.
-    let mut slot = vec![u32::MAX; infos.len()];
-    for (k, &i) in chosen.iter().enumerate() {
-        slot[i] = u32::try_from(k).map_err(|_| Error::Internal("too many rows chosen".into()))?;
-    }
-    let mut taken: Vec<RecordBatch> = Vec::new();
-    let mut at = vec![(0usize, 0usize); chosen.len()];
-    if !chosen.is_empty() {
-        let mut next = starts.clone();
-        ctx.runtime.block_on(for_each_by_partition(
-            &context,
-            "SELECT * FROM rows",
-            |p, batch| {
-                let n = batch.num_rows();
-                let Some(offset) = next.get_mut(p) else {
-                    return Err(changed());
-                };
-                if *offset + n > starts.get(p + 1).copied().unwrap_or(slot.len()) {
-                    return Err(changed());
-                }
-                let mut take = Vec::new();
-                for (j, k) in slot[*offset..*offset + n].iter().enumerate() {
-                    if *k != u32::MAX {
-                        at[*k as usize] = (taken.len(), take.len());
-                        take.push(j as u32);
-                    }
-                }
-                if !take.is_empty() {
-                    taken.push(take_record_batch(&batch, &UInt32Array::from(take))?);
-                }
-                *offset += n;
-                Ok(())
-            },
-        ))?;
-        let ends = starts.iter().skip(1).copied().chain([slot.len()]);
-        if next.iter().zip(ends).any(|(a, b)| *a != b) {
-            return Err(changed());
-        }
-    }
+    // Pass 2: only the chosen rows are decoded (memory follows the selection, not the input),
+    // then written in training order.
+    let rows = infos.len();
+    // A million summaries take a while to free: off the critical path.
+    let freed = std::thread::spawn(move || drop(infos));
+    let (taken, at) = take_chosen(&mut reader, &inputs, &file_rows, rows, &chosen)?;
+    drop(reader);
     // Rows the truncation marking touched carry `overlong: true`; under `penalize` their reward
     // is 0 and the judge's is kept as `reward_before_penalty`.
     let marked: std::collections::HashSet<usize> = marked.into_iter().collect();
@@ -132,6 +157,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
     let refs: Vec<&RecordBatch> = taken.iter().collect();
+    let mut outs: Vec<RecordBatch> = Vec::with_capacity(chosen.len().div_ceil(8192));
     for (c, chunk) in chosen.chunks(8192).enumerate() {
         let idx = &at[c * 8192..c * 8192 + chunk.len()];
         let mut out = datafusion::arrow::compute::interleave_record_batch(&refs, idx)?;
@@ -172,23 +198,33 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
             cols[epos] = Arc::new(datafusion::arrow::array::StringArray::from(extras));
             out = RecordBatch::try_new(schema, cols)?;
         }
-        sink.write(&out)?;
+        outs.push(out);
     }
-    sink.finish()?;
-    // RL: what the selection's reward teaches.
+    drop(refs);
+    drop(taken);
+    // RL: what the selection's reward teaches, scanned from the rows in memory while they are
+    // written.
+    let scan_rows = args.mode == SelectMode::Rl && !chosen.is_empty();
+    let (written, scanned) = std::thread::scope(|scope| {
+        let rows = &outs;
+        let writer = scope.spawn(move || -> Result<()> {
+            for out in rows {
+                sink.write(out)?;
+            }
+            sink.finish()
+        });
+        let scanned = scan_rows.then(|| scan(ctx, &outs, &args.endorsed));
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(Error::Internal("the select writer panicked".into())));
+        (written, scanned)
+    });
+    written?;
+    let _ = freed.join();
     let mut scan_line = None;
     let mut scan_json = Value::Null;
-    if args.mode == SelectMode::Rl && !chosen.is_empty() {
-        let (sel_ctx, _s) = super::rows_session(ctx, &[args.out.display().to_string()])?;
-        let opts = hack_scan::Options {
-            endorsed: args.endorsed.clone(),
-            top_features: Some(5),
-            ..hack_scan::Options::default()
-        };
-        match ctx
-            .runtime
-            .block_on(hack_scan::scan(&sel_ctx, "rows", &opts))
-        {
+    if let Some(scanned) = scanned {
+        match scanned {
             Ok(scan) => {
                 let regime = serde_json::to_value(scan.regime)
                     .ok()

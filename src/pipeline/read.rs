@@ -2,9 +2,19 @@
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatchOptions, StructArray,
+    new_null_array,
+};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::parquet::arrow::ProjectionMask;
+use datafusion::parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 #[allow(deprecated)]
 use datafusion::parquet::arrow::async_reader::ParquetObjectReader;
+use datafusion::parquet::schema::types::SchemaDescriptor;
 use futures::StreamExt;
 
 use super::io::{self, Identity, OnBadRow, ReadCounts};
@@ -62,12 +72,75 @@ impl<'a> Reader<'a> {
         }
     }
 
-    // `ParquetObjectReader` is deprecated in parquet 59 in favour of a hand-written
-    // `AsyncFileReader`; it still works, and replacing it is tracked for the next upgrade.
-    #[allow(deprecated)]
+    /// Reads only the rows of one Parquet input that `rows` marks (`rows[i]` for the file's row
+    /// `i`, one mark per row of the file), passing them to `emit` in file order. Pages are still
+    /// read, but the unmarked rows' values are skipped rather than decoded, and row groups with
+    /// no marked row are not read at all: for a second pass over a file that takes a few of its
+    /// rows. `counts.rows` counts the rows emitted.
+    ///
+    /// # Errors
+    /// A JSONL input (convert it first), a file whose row count is not `rows.len()` (it changed
+    /// since it was counted), or a read failure.
+    pub fn read_rows(
+        &mut self,
+        input: &Input,
+        rows: &[bool],
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        if input.format != Format::Parquet {
+            return Err(Error::Internal(format!(
+                "`{}`: rows are picked from Parquet files only",
+                input.display
+            )));
+        }
+        let plan = Plan {
+            rows: Some(rows),
+            leaves: None,
+        };
+        self.read_parquet_rows(input, plan, emit)
+    }
+
+    /// Reads one Parquet input decoding only the leaf columns `leaves` names (Parquet column
+    /// paths, as `messages.list.item.content`); the batches still have the row schema, with
+    /// every other column, and every other field of a nested one, null. For a pass that reads
+    /// a few of the columns of every row.
+    ///
+    /// # Errors
+    /// A JSONL input (convert it first), a required column left out, or a read failure.
+    pub fn read_leaves(
+        &mut self,
+        input: &Input,
+        leaves: &[&str],
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        if input.format != Format::Parquet {
+            return Err(Error::Internal(format!(
+                "`{}`: columns are picked from Parquet files only",
+                input.display
+            )));
+        }
+        let plan = Plan {
+            rows: None,
+            leaves: Some(leaves),
+        };
+        self.read_parquet_rows(input, plan, emit)
+    }
+
     fn read_parquet(
         &mut self,
         input: &Input,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        self.read_parquet_rows(input, Plan::default(), emit)
+    }
+
+    // `ParquetObjectReader` is deprecated in parquet 59 in favour of a hand-written
+    // `AsyncFileReader`; it still works, and replacing it is tracked for the next upgrade.
+    #[allow(deprecated)]
+    fn read_parquet_rows(
+        &mut self,
+        input: &Input,
+        plan: Plan<'_>,
         emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
         let mut take = |batch: RecordBatch, counts: &mut ReadCounts| -> Result<()> {
@@ -76,21 +149,38 @@ impl<'a> Reader<'a> {
         };
         match &input.location {
             Location::Local(path) => {
-                read_local_parquet(path, &mut |batch| take(batch, &mut self.counts))?;
+                read_local_parquet_rows(path, plan, &mut |batch| take(batch, &mut self.counts))?;
             }
             Location::Remote { store, path, .. } => {
                 let mut object = ParquetObjectReader::new(store.clone(), path.clone());
                 if let Some(size) = input.size {
                     object = object.with_file_size(size);
                 }
-                let mut stream = self.handle.block_on(async {
-                    ParquetRecordBatchStreamBuilder::new(object)
+                let (mut stream, full) = self.handle.block_on(async {
+                    let mut builder = ParquetRecordBatchStreamBuilder::new(object)
                         .await?
-                        .with_batch_size(BATCH_ROWS)
-                        .build()
+                        .with_batch_size(BATCH_ROWS);
+                    let full = Arc::clone(builder.schema());
+                    if let Some(rows) = plan.rows {
+                        let picks = Picks::new(builder.metadata(), rows, &input.display)?;
+                        builder = builder
+                            .with_row_groups(picks.groups())
+                            .with_row_selection(picks.selection(None));
+                    }
+                    if let Some(leaves) = plan.leaves {
+                        let mask = projection(builder.parquet_schema(), leaves);
+                        builder = builder.with_projection(mask);
+                    }
+                    Ok::<_, Error>((builder.build()?, full))
                 })?;
                 while let Some(batch) = self.handle.block_on(stream.next()) {
-                    take(batch?, &mut self.counts)?;
+                    let batch = batch?;
+                    let batch = if plan.leaves.is_some() {
+                        widen(&batch, &full)?
+                    } else {
+                        batch
+                    };
+                    take(batch, &mut self.counts)?;
                 }
             }
         }
@@ -108,27 +198,228 @@ enum Piece {
     End,
 }
 
-/// Reads a local Parquet file's batches in file order, decoding row groups on several threads at
-/// once: thread `k` decodes row groups `k, k + n, ...`, each into its own small buffer, and the
-/// batches are taken from the threads in turn, so decoding runs ahead of the consumer by about
-/// one row group per thread.
-fn read_local_parquet(
+/// What to read of a Parquet file: which rows, which leaf columns (`None`: all).
+#[derive(Clone, Copy, Default)]
+struct Plan<'a> {
+    rows: Option<&'a [bool]>,
+    leaves: Option<&'a [&'a str]>,
+}
+
+/// The projection of the leaf columns named by their paths.
+fn projection(schema: &SchemaDescriptor, leaves: &[&str]) -> ProjectionMask {
+    let picked = (0..schema.num_columns()).filter(|&i| {
+        let path = schema.column(i).path().string();
+        leaves.contains(&path.as_str())
+    });
+    ProjectionMask::leaves(schema, picked)
+}
+
+/// `batch` (read with a projection) with the columns of `full`: the columns and nested fields
+/// it lacks are null.
+fn widen(batch: &RecordBatch, full: &SchemaRef) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    let columns = full
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) => widen_array(c, f.data_type()),
+            None => Ok(new_null_array(f.data_type(), n)),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(n));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(full),
+        columns,
+        &options,
+    )?)
+}
+
+/// `array` as `to`: struct fields it lacks (at any depth, through lists) are null.
+fn widen_array(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    if array.data_type() == to {
+        return Ok(Arc::clone(array));
+    }
+    match (array.data_type(), to) {
+        (DataType::Struct(_), DataType::Struct(fields)) => {
+            let s = array.as_struct();
+            let children = fields
+                .iter()
+                .map(|f| match s.column_by_name(f.name()) {
+                    Some(c) => widen_array(c, f.data_type()),
+                    None => Ok(new_null_array(f.data_type(), s.len())),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Arc::new(StructArray::try_new(
+                fields.clone(),
+                children,
+                s.nulls().cloned(),
+            )?))
+        }
+        (DataType::List(_), DataType::List(field)) => {
+            let l = array.as_list::<i32>();
+            Ok(Arc::new(ListArray::try_new(
+                Arc::clone(field),
+                l.offsets().clone(),
+                widen_array(l.values(), field.data_type())?,
+                l.nulls().cloned(),
+            )?))
+        }
+        (from, to) => Err(Error::Internal(format!(
+            "a projected column of {from} cannot stand for {to}"
+        ))),
+    }
+}
+
+/// The rows picked from one Parquet file, by row group.
+struct Picks<'a> {
+    rows: &'a [bool],
+    /// Each row group's first row and row count.
+    spans: Vec<(usize, usize)>,
+}
+
+impl<'a> Picks<'a> {
+    fn new(
+        meta: &datafusion::parquet::file::metadata::ParquetMetaData,
+        rows: &'a [bool],
+        display: &str,
+    ) -> Result<Self> {
+        let mut spans = Vec::with_capacity(meta.num_row_groups());
+        let mut at = 0;
+        for g in meta.row_groups() {
+            let n = usize::try_from(g.num_rows()).unwrap_or(0);
+            spans.push((at, n));
+            at += n;
+        }
+        if at != rows.len() {
+            return Err(Error::Input {
+                stage: "read".into(),
+                message: format!(
+                    "`{display}` has {at} rows where it had {} when first read: it changed in between",
+                    rows.len()
+                ),
+            });
+        }
+        Ok(Self { rows, spans })
+    }
+
+    /// Whether row group `g` has a picked row.
+    fn wanted(&self, g: usize) -> bool {
+        let (start, n) = self.spans[g];
+        self.rows[start..start + n].contains(&true)
+    }
+
+    /// The row groups with a picked row, in order.
+    fn groups(&self) -> Vec<usize> {
+        (0..self.spans.len()).filter(|&g| self.wanted(g)).collect()
+    }
+
+    /// Whether row group `g`'s picks are few runs (at least 256 rows a run on average), which
+    /// the decoder skips between faster than it decodes them.
+    fn sparse(&self, g: usize) -> bool {
+        let (start, n) = self.spans[g];
+        let marks = &self.rows[start..start + n];
+        let runs = usize::from(marks.first() == Some(&true))
+            + marks.windows(2).filter(|w| !w[0] && w[1]).count();
+        runs * 256 <= n
+    }
+
+    /// Row group `g`'s picks as a filter over its rows.
+    fn filter(&self, g: usize) -> BooleanArray {
+        let (start, n) = self.spans[g];
+        BooleanArray::from(self.rows[start..start + n].to_vec())
+    }
+
+    /// The selection over row group `group`'s rows, or over the rows of every wanted group.
+    fn selection(&self, group: Option<usize>) -> RowSelection {
+        let groups = group.map_or_else(|| self.groups(), |g| vec![g]);
+        let filters: Vec<BooleanArray> = groups.iter().map(|&g| self.filter(g)).collect();
+        RowSelection::from_filters(&filters)
+    }
+}
+
+/// Reads a local Parquet file's batches in file order (only the rows `rows` marks, when given),
+/// decoding row groups on several threads at once: thread `k` decodes row groups `k, k + n, ...`,
+/// each into its own small buffer, and the batches are taken from the threads in turn, so
+/// decoding runs ahead of the consumer by about one row group per thread.
+#[allow(clippy::too_many_lines)]
+fn read_local_parquet_rows(
     path: &std::path::Path,
+    plan: Plan<'_>,
     take: &mut dyn FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
     use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
     let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
     let meta = ArrowReaderMetadata::load(&open()?, ArrowReaderOptions::default())?;
+    let display = path.display().to_string();
+    let picks = plan
+        .rows
+        .map(|r| Picks::new(meta.metadata(), r, &display))
+        .transpose()?;
+    let picks = picks.as_ref();
+    let mask = plan.leaves.map(|l| projection(meta.parquet_schema(), l));
+    let full = Arc::clone(meta.schema());
+    let take = &mut |batch: RecordBatch| -> Result<()> {
+        if mask.is_some() {
+            take(widen(&batch, &full)?)
+        } else {
+            take(batch)
+        }
+    };
+    // Decodes row group `group`, passing its (picked) rows to `send` until it says stop. Picks
+    // that are few runs are skipped by the decoder; many short runs (as a sample of every tenth
+    // row) cost the decoder more to skip than to decode, so the group is decoded and filtered.
+    let decode_group = |group: usize, send: &mut dyn FnMut(RecordBatch) -> bool| -> Result<()> {
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(open()?, meta.clone())
+            .with_batch_size(BATCH_ROWS)
+            .with_row_groups(vec![group]);
+        let mut filter = None;
+        if let Some(p) = picks {
+            if !p.wanted(group) {
+                return Ok(());
+            }
+            if p.sparse(group) {
+                builder = builder.with_row_selection(p.selection(Some(group)));
+            } else {
+                filter = Some(p.filter(group));
+            }
+        }
+        if let Some(m) = &mask {
+            builder = builder.with_projection(m.clone());
+        }
+        let mut at = 0;
+        for batch in builder.build()? {
+            let mut batch = batch?;
+            if let Some(f) = &filter {
+                let n = batch.num_rows();
+                batch = filter_record_batch(&batch, &f.slice(at, n))?;
+                at += n;
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+            }
+            if !send(batch) {
+                break;
+            }
+        }
+        Ok(())
+    };
     let groups = meta.metadata().num_row_groups();
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .min(groups);
     if threads <= 1 {
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(open()?, meta)
-            .with_batch_size(BATCH_ROWS)
-            .build()?;
-        for batch in reader {
-            take(batch?)?;
+        let mut failed = None;
+        for group in 0..groups {
+            decode_group(group, &mut |batch| match take(batch) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
         }
         return Ok(());
     }
@@ -147,25 +438,12 @@ fn read_local_parquet(
         let receivers: Vec<std::sync::mpsc::Receiver<Result<Piece>>> = (0..threads)
             .map(|k| {
                 let (tx, rx) = std::sync::mpsc::sync_channel(per_group + 1);
-                let meta = meta.clone();
-                let open = &open;
+                let decode_group = &decode_group;
                 scope.spawn(move || {
                     for group in (k..groups).step_by(threads) {
-                        let decoded = (|| -> Result<()> {
-                            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
-                                open()?,
-                                meta.clone(),
-                            )
-                            .with_batch_size(BATCH_ROWS)
-                            .with_row_groups(vec![group])
-                            .build()?;
-                            for batch in reader {
-                                if tx.send(Ok(Piece::Batch(batch?))).is_err() {
-                                    return Ok(());
-                                }
-                            }
-                            Ok(())
-                        })();
+                        let decoded = decode_group(group, &mut |batch| {
+                            tx.send(Ok(Piece::Batch(batch))).is_ok()
+                        });
                         // A closed receiver means the consumer stopped.
                         let end = match decoded {
                             Ok(()) => Ok(Piece::End),
@@ -277,7 +555,7 @@ mod tests {
         assert_eq!(meta.metadata().num_row_groups(), 3);
         assert_eq!(meta.schema().as_ref(), schema.as_ref());
         let mut next = 0i64;
-        read_local_parquet(&path, &mut |b| {
+        read_local_parquet_rows(&path, Plan::default(), &mut |b| {
             let n = b.column(0).as_primitive::<Int64Type>();
             let items = b.column(1).as_list::<i32>();
             for i in 0..b.num_rows() {
@@ -307,7 +585,7 @@ mod tests {
         sink.write(&reordered).expect("written");
         sink.finish().expect("finished");
         let mut first = None;
-        read_local_parquet(&swapped, &mut |b| {
+        read_local_parquet_rows(&swapped, Plan::default(), &mut |b| {
             first.get_or_insert(b.column(0).as_primitive::<Int64Type>().value(3));
             Ok(())
         })
@@ -315,11 +593,72 @@ mod tests {
         assert_eq!(first, Some(3));
         // A consumer that stops early stops the decoding threads.
         let mut seen = 0;
-        let stopped = read_local_parquet(&path, &mut |_| {
+        let stopped = read_local_parquet_rows(&path, Plan::default(), &mut |_| {
             seen += 1;
             Err(Error::Internal("enough".into()))
         });
         assert!(stopped.is_err());
         assert_eq!(seen, 1);
+        let mut picked_ways: Vec<Vec<usize>> = Vec::new();
+        // Picked rows: in order, with every unpicked row and the untouched middle group skipped;
+        // many short runs in the first and last groups (decoded and filtered), then a few long
+        // ones in the last (skipped by the decoder).
+        let dense: Vec<bool> = (0..total)
+            .map(|n| {
+                let group = n / ROW_GROUP_ROWS as i64;
+                group != 1 && (n % 97 < 3 || n == total - 1 || n == 0)
+            })
+            .collect();
+        let sparse: Vec<bool> = (0..total)
+            .map(|n| (n > 2 * ROW_GROUP_ROWS as i64 + 100 && n % 5000 < 700) || n == 7)
+            .collect();
+        for marks in [dense, sparse] {
+            let groups: Vec<usize> = {
+                let meta = ParquetRecordBatchReaderBuilder::try_new(
+                    std::fs::File::open(&path).expect("file"),
+                )
+                .expect("footer");
+                let picks = Picks::new(meta.metadata(), &marks, "n").expect("picks");
+                (0..3)
+                    .filter(|&g| picks.wanted(g) && picks.sparse(g))
+                    .collect()
+            };
+            let want: Vec<i64> = (0..total).filter(|&n| marks[n as usize]).collect();
+            let mut got = Vec::new();
+            read_local_parquet_rows(
+                &path,
+                Plan {
+                    rows: Some(&marks),
+                    leaves: None,
+                },
+                &mut |b| {
+                    let n = b.column(0).as_primitive::<Int64Type>();
+                    let items = b.column(1).as_list::<i32>();
+                    for i in 0..b.num_rows() {
+                        let item = items.value(i);
+                        let text = item.as_struct().column(0).as_string::<i32>();
+                        assert_eq!(text.value(0), format!("row {}", n.value(i)));
+                        got.push(n.value(i));
+                    }
+                    Ok(())
+                },
+            )
+            .expect("picked");
+            assert_eq!(got, want);
+            picked_ways.push(groups);
+        }
+        // Both ways were taken: the dense picks filtered, the sparse ones skipped.
+        assert_eq!(picked_ways, vec![vec![], vec![0, 2]]);
+        let marks = vec![true; total as usize];
+        // A file that does not have the rows it had is refused.
+        let short = read_local_parquet_rows(
+            &path,
+            Plan {
+                rows: Some(&marks[1..]),
+                leaves: None,
+            },
+            &mut |_| Ok(()),
+        );
+        assert!(short.unwrap_err().to_string().contains("changed"));
     }
 }

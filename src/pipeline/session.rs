@@ -130,32 +130,6 @@ pub async fn for_each_in_file_order(
     Ok(())
 }
 
-/// Calls `f` on the batches of `sql` on `ctx` as they are decoded, every partition at once,
-/// with the index of the partition each came from. Partitions are contiguous ranges of the files
-/// in file order (as [`collect_in_file_order`]) and a partition's batches come in order, so a
-/// consumer that keeps its results per partition and joins them in partition order has them in
-/// file order, without waiting for one partition to finish before the next is decoded.
-///
-/// # Errors
-/// A query failure, or the first error of `f`.
-pub async fn for_each_by_partition(
-    ctx: &SessionContext,
-    sql: &str,
-    mut f: impl FnMut(usize, datafusion::arrow::array::RecordBatch) -> Result<()>,
-) -> Result<()> {
-    use futures::StreamExt;
-    let receivers = decoding_ahead(ctx, sql)
-        .await?
-        .into_iter()
-        .enumerate()
-        .map(|(p, rx)| rx.map(move |b| (p, b)));
-    let mut all = futures::stream::select_all(receivers);
-    while let Some((p, batch)) = all.next().await {
-        f(p, batch?)?;
-    }
-    Ok(())
-}
-
 /// The result of `sql` on `ctx` as one batch, rows in file order (a small result: a sample, the
 /// labeled rows).
 ///
@@ -269,21 +243,6 @@ mod tests {
             assert!(
                 got.windows(2).all(|w| w[0] + 1 == w[1]),
                 "rows out of file order"
-            );
-            let mut seen = vec![Vec::new(); 4];
-            rt.block_on(for_each_by_partition(&ctx, "SELECT n FROM t", |p, b| {
-                let v = b.column(0).as_primitive::<Int64Type>();
-                if seen.len() <= p {
-                    seen.resize(p + 1, Vec::new());
-                }
-                seen[p].extend(v.values().iter().copied());
-                Ok(())
-            }))
-            .expect("read");
-            let joined: Vec<i64> = seen.into_iter().flatten().collect();
-            assert!(
-                joined.windows(2).all(|w| w[0] + 1 == w[1]),
-                "partitions out of order"
             );
         }
     }

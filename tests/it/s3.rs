@@ -161,6 +161,26 @@ fn s3_objects_prefixes_and_sql() {
     let got: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
     assert_eq!(got["n"], 500);
 
+    // Select reads a Parquet object in place, its columns then its chosen rows, as it reads
+    // the same file on disk.
+    let selected = |input: &str, out: &str| -> String {
+        let out = dir.path().join(out);
+        let mut cmd = wai();
+        with_s3(&mut cmd, &moto);
+        cmd.args(["select", input, "--target", "60", "-o"])
+            .arg(&out)
+            .assert()
+            .success();
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let remote = selected(
+        &format!("s3://{BUCKET}/lake/part-0.parquet"),
+        "remote.jsonl",
+    );
+    let local = selected(generated.to_str().unwrap(), "local.jsonl");
+    assert!(remote.lines().count() >= 40, "{}", remote.lines().count());
+    assert_eq!(remote, local);
+
     // A missing object is missing input (66), named.
     let mut cmd = wai();
     with_s3(&mut cmd, &moto);

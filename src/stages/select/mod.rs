@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::export::{conversation, key_text, leak, normalize};
-pub use columns::row_infos;
+pub use columns::{LEAVES, read_summaries, row_infos};
 
 mod columns;
 use super::simulate::hash::sha256_hex;
@@ -1393,6 +1393,52 @@ pub(crate) mod tests {
     use super::*;
     use crate::pipeline::row::testing::{ROW_FIXTURES, batch_of, fixture};
 
+    /// The two readings of `read_summaries` (a few columns of every row, then the rows the
+    /// column path leaves over, whole) give every row of every fixture file its general summary.
+    fn summaries_read_from_files_equal_the_general_ones() {
+        use crate::pipeline::io::{OnBadRow, ParquetSink, Sink};
+        use crate::pipeline::source::{Format, Input, Location};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut inputs = Vec::new();
+        let mut want = Vec::new();
+        let mut general = 0;
+        for (k, (name, rows)) in [("made", made_rows())]
+            .into_iter()
+            .chain(ROW_FIXTURES.into_iter().map(|f| (f, fixture(f))))
+            .enumerate()
+        {
+            let batch = batch_of(rows);
+            general += row_infos(&batch).expect("summaries").1;
+            want.extend(columns::general_infos(&batch).expect("summaries"));
+            let path = dir.path().join(format!("{k}.parquet"));
+            let mut sink =
+                Box::new(ParquetSink::create(&path, crate::schema::row_schema()).expect("sink"));
+            sink.write(&batch).expect("written");
+            sink.finish().expect("finished");
+            inputs.push(Input {
+                display: name.to_owned(),
+                location: Location::Local(path),
+                format: Format::Parquet,
+                size: None,
+            });
+        }
+        // Some rows need the second, whole reading.
+        assert!(general > 0);
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let mut reader = crate::pipeline::read::Reader::new(
+            runtime.handle().clone(),
+            OnBadRow::Fail,
+            Box::new(|_| {}),
+        );
+        let (got, counts) = read_summaries(&mut reader, &inputs).expect("read");
+        assert_eq!(counts.len(), inputs.len());
+        assert_eq!(counts.iter().sum::<usize>(), want.len());
+        assert_eq!(got.len(), want.len());
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(a, b, "row {i}");
+        }
+    }
+
     /// Rows made to reach every gate the fixtures do not: truncation four ways, harness text,
     /// markup, a long unfinished reply with and without `overlong`, an eval source, a leak in a
     /// middle turn, a planned fault, a bare question back.
@@ -1513,6 +1559,7 @@ pub(crate) mod tests {
         }
         // The column path is the one taken, not only the fallback.
         assert!(fast_rows > 400, "{fast_rows} rows took the column path");
+        summaries_read_from_files_equal_the_general_ones();
         // What the rows reach, so the equality above covers it.
         for what in [
             "leak",
