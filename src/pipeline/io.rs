@@ -19,8 +19,9 @@ use datafusion::parquet::arrow::arrow_writer::{
     ArrowColumnChunk, ArrowLeafColumn, ArrowRowGroupWriterFactory, compute_leaves,
 };
 use datafusion::parquet::basic::{Compression, ZstdLevel};
-use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use datafusion::parquet::file::writer::SerializedFileWriter;
+use datafusion::parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -198,6 +199,25 @@ impl Drop for Background {
     }
 }
 
+/// The free-text leaf columns of the row schema (Parquet column paths). They are written
+/// without a dictionary (their values rarely repeat within a page, and zstd takes the repeats)
+/// and without statistics (the minimum and maximum of free text prune nothing, and computing
+/// them compares every value): about 10% less time to write a file of rows, and a file a little
+/// smaller.
+pub const FREE_TEXT: [&str; 11] = [
+    "messages.list.item.content",
+    "messages.list.item.tool_calls.list.item.arguments",
+    "messages.list.item.tool_calls.list.item.arguments_text",
+    "steps.list.item.arguments",
+    "steps.list.item.result",
+    "steps.list.item.text",
+    "steps.list.item.user",
+    "final_text",
+    "privileged",
+    "judge_meta",
+    "extra",
+];
+
 /// Writes row batches to a Parquet file (zstd level 1), its column chunks encoded in parallel:
 /// rows are gathered into a row group of [`ROW_GROUP_ROWS`], then every leaf column of the group
 /// is encoded and compressed on its own rayon task, and the chunks are appended in schema order.
@@ -215,10 +235,16 @@ impl ParquetSink {
     /// Starts a Parquet file at `path` with `schema`.
     pub fn create(path: &Path, schema: datafusion::arrow::datatypes::SchemaRef) -> Result<Self> {
         let out = AtomicFile::create(path)?;
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .build();
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+        for leaf in FREE_TEXT {
+            let path = ColumnPath::from(leaf.split('.').map(str::to_owned).collect::<Vec<_>>());
+            props = props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_statistics_enabled(path, EnabledStatistics::None);
+        }
+        let props = props.build();
         // The Arrow writer puts the Arrow schema in the file's metadata; its lower half writes.
         let (writer, factory) =
             ArrowWriter::try_new(out.handle()?, Arc::clone(&schema), Some(props))?
@@ -1084,5 +1110,54 @@ mod tests {
             (rejects[1].line, rejects[1].field.as_deref()),
             (3, Some("reward"))
         );
+    }
+
+    #[test]
+    fn free_text_is_written_without_dictionary_or_statistics() {
+        use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+
+        use crate::pipeline::row::testing::{batch_of, fixture};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("rows.parquet");
+        let batch = batch_of(fixture("example_scored.jsonl"));
+        let mut sink = Box::new(ParquetSink::create(&path, row_schema()).expect("sink"));
+        sink.write(&batch).expect("written");
+        sink.finish().expect("finished");
+        let file =
+            SerializedFileReader::new(std::fs::File::open(&path).expect("file")).expect("footer");
+        let group = file.metadata().row_group(0);
+        let mut found = 0;
+        for chunk in group.columns() {
+            let path = chunk.column_path().string();
+            if FREE_TEXT.contains(&path.as_str()) {
+                found += 1;
+                assert!(chunk.statistics().is_none(), "{path} has statistics");
+                assert!(
+                    chunk.dictionary_page_offset().is_none(),
+                    "{path} has a dictionary"
+                );
+            } else if path == "task_id" {
+                assert!(chunk.statistics().is_some(), "task_id lost its statistics");
+                assert!(
+                    chunk.dictionary_page_offset().is_some(),
+                    "task_id lost its dictionary"
+                );
+            }
+        }
+        // Every name in the list is a leaf of the row schema.
+        assert_eq!(found, FREE_TEXT.len());
+        // And the rows read back as written.
+        let back = crate::pipeline::session::new_context(Some(1)).expect("session");
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let batches = rt
+            .block_on(async {
+                back.register_parquet("t", path.to_str().expect("path"), Default::default())
+                    .await?;
+                back.sql("SELECT * FROM t").await?.collect().await
+            })
+            .expect("read");
+        let read = datafusion::arrow::compute::concat_batches(&batches[0].schema(), &batches)
+            .expect("one batch");
+        assert_eq!(conform(&read, "t").expect("conformed"), batch);
     }
 }
