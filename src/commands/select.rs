@@ -121,10 +121,6 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         has_tools: !args.no_tools,
         min_reward: args.min_reward,
     };
-    if args.mode == SelectMode::Preference {
-        let batches = super::all_rows(ctx, &args.inputs)?;
-        return preference(args, &batches, started);
-    }
     // Pass 1: every row's summary, in the inputs' order; the rows themselves are not kept.
     // JSONL inputs are converted to Parquet first, so the passes can pick columns and rows.
     let resolved = ctx.runtime.block_on(source::resolve(&args.inputs))?;
@@ -135,6 +131,9 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         OnBadRow::Fail,
         Box::new(|_| {}),
     );
+    if args.mode == SelectMode::Preference {
+        return preference(args, &mut reader, &inputs, started);
+    }
     let (infos, file_rows) = select::read_summaries(&mut reader, &inputs)?;
     let (chosen, marked, report) = match args.mode {
         SelectMode::Rl => select::rl(&infos, &opts),
@@ -270,10 +269,12 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     })
 }
 
-/// `--mode preference`: pairs of replies to the same ask, as JSONL.
+/// `--mode preference`: pairs of replies to the same ask, as JSONL. Two readings, as RL and SFT:
+/// what pairing needs of every row, then the paired rows whole.
 fn preference(
     args: &SelectArgs,
-    batches: &[RecordBatch],
+    reader: &mut Reader<'_>,
+    inputs: &[source::Input],
     started: std::time::Instant,
 ) -> Result<Outcome> {
     use std::io::Write;
@@ -283,21 +284,46 @@ fn preference(
             args.min_margin
         )));
     }
-    let mut rows = Vec::new();
-    for batch in batches {
-        let view = BatchView::new(batch)?;
-        let part: Vec<serde_json::Map<String, Value>> = (0..batch.num_rows())
-            .into_par_iter()
-            .map(|i| encode(&view, i))
-            .collect::<Result<_>>()?;
-        rows.extend(part);
-    }
     let opts = select::PairOptions {
         min_margin: args.min_margin,
         max_pairs_per_prompt: args.max_pairs_per_prompt.max(1),
         length_match: args.length_match,
     };
-    let (pairs, report) = select::pairs(&rows, &opts);
+    let mut infos: Vec<select::PairRow> = Vec::new();
+    let mut file_rows = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let before = infos.len();
+        reader.read(input, &mut |batch| {
+            let view = BatchView::new(&batch)?;
+            let part: Vec<select::PairRow> = (0..batch.num_rows())
+                .into_par_iter()
+                .map(|i| Ok(select::pair_row(&encode(&view, i)?, opts.length_match)))
+                .collect::<Result<_>>()?;
+            infos.extend(part);
+            Ok(())
+        })?;
+        file_rows.push(infos.len() - before);
+    }
+    let (plan, report) = select::plan_pairs(&infos, &opts);
+    // The paired rows, read whole, as JSON objects.
+    let mut needed: Vec<usize> = plan.iter().flat_map(|p| [p.chosen, p.rejected]).collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let (taken, at) = take_chosen(reader, inputs, &file_rows, infos.len(), &needed)?;
+    drop(infos);
+    let views = taken
+        .iter()
+        .map(BatchView::new)
+        .collect::<Result<Vec<_>>>()?;
+    let objects: Vec<serde_json::Map<String, Value>> = at
+        .par_iter()
+        .map(|&(b, j)| encode(&views[b], j))
+        .collect::<Result<_>>()?;
+    let row = |i: usize| {
+        let k = needed.binary_search(&i).expect("a planned row was read");
+        &objects[k]
+    };
+    let (pairs, report) = select::build_pairs(&plan, row, report);
     let file = crate::pipeline::io::AtomicFile::create(&args.out)?;
     let mut w = std::io::BufWriter::new(file.handle()?);
     for p in &pairs {

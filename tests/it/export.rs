@@ -292,6 +292,30 @@ fn preference_pairs_become_dpo_rows() {
         );
         assert_eq!(p["chosen"]["scenario_id"], p["rejected"]["scenario_id"]);
     }
+    // Split over two files (one JSONL, one Parquet), the rows make the same pairs: pairing reads
+    // every row's summary, then the paired rows whole, wherever they sit.
+    let text = std::fs::read_to_string(fixture("example_scored.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let (first, second) = lines.split_at(lines.len() / 2 + 7);
+    let head = dir.path().join("head.jsonl");
+    let tail = dir.path().join("tail.jsonl");
+    std::fs::write(&head, first.join("\n") + "\n").unwrap();
+    std::fs::write(&tail, second.join("\n") + "\n").unwrap();
+    let tail_parquet = dir.path().join("tail.parquet");
+    succeeded(wai().arg("convert").arg(&tail).arg("-o").arg(&tail_parquet));
+    let split = dir.path().join("split-pairs.jsonl");
+    succeeded(
+        wai()
+            .args(["select", "--mode", "preference"])
+            .arg(&head)
+            .arg(&tail_parquet)
+            .arg("--out")
+            .arg(&split),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&split).unwrap(),
+        std::fs::read_to_string(&pairs).unwrap()
+    );
     let out = dir.path().join("dpo.jsonl");
     succeeded(
         wai()

@@ -1210,81 +1210,117 @@ fn first_turn(row: &Map<String, Value>) -> String {
         .to_owned()
 }
 
-/// Chosen/rejected pairs from replies to the same ask (same task and prompt), at least
-/// `min_margin` apart in reward; each row used once.
-pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, PairReport) {
+/// What pairing needs of one row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PairRow {
+    /// Not judged ok, or no reward in [0, 1].
+    Skipped,
+    /// A reply that quotes its privileged context: no side of a pair.
+    Leak,
+    /// A candidate side.
+    Candidate {
+        /// The ask: task (or scenario) and normalized prompt.
+        key: String,
+        /// Its reward, in [0, 1].
+        reward: f64,
+        /// Its reply's characters, when pairs are length-matched.
+        chars: Option<usize>,
+    },
+}
+
+/// Row `r` as pairing reads it (`chars` counted when `length_match`).
+pub fn pair_row(r: &Map<String, Value>, length_match: bool) -> PairRow {
+    let ok = r
+        .get("judge_status")
+        .and_then(Value::as_str)
+        .is_none_or(|s| s == "ok");
+    let reward = r
+        .get("reward")
+        .filter(|v| !v.is_boolean())
+        .and_then(Value::as_f64)
+        .filter(|x| (0.0..=1.0).contains(x));
+    let Some(reward) = reward.filter(|_| ok) else {
+        return PairRow::Skipped;
+    };
+    let msgs = match r.get("messages").and_then(Value::as_array) {
+        Some(m) if !m.is_empty() => m.clone(),
+        _ => conversation(r),
+    };
+    if leak(r, &msgs).1.is_some() {
+        return PairRow::Leak;
+    }
+    let key = format!(
+        "{}\u{1f}{}",
+        ["scenario_id", "task_id"]
+            .iter()
+            .find_map(|k| r
+                .get(*k)
+                .filter(|v| !v.is_null())
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+            .unwrap_or_default(),
+        normalize(r.get("prompt").and_then(Value::as_str).unwrap_or(""))
+    );
+    PairRow::Candidate {
+        key,
+        reward,
+        chars: length_match.then(|| reply_chars(r)),
+    }
+}
+
+/// One planned pair: the chosen and rejected rows (positions in the input) and their scores.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pairing {
+    /// The chosen row.
+    pub chosen: usize,
+    /// The rejected row.
+    pub rejected: usize,
+    /// The chosen row's reward.
+    pub chosen_score: f64,
+    /// The rejected row's reward.
+    pub rejected_score: f64,
+}
+
+/// The pairs to make from `rows` (as [`pair_row`] read them), in output order: replies to the
+/// same ask, at least `min_margin` apart in reward, each row used once. The report holds what
+/// the rows alone say; [`build_pairs`] adds what the paired rows say.
+pub fn plan_pairs(rows: &[PairRow], opts: &PairOptions) -> (Vec<Pairing>, PairReport) {
     let mut report = PairReport {
         min_margin: opts.min_margin,
         ..PairReport::default()
     };
-    let mut groups: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::default();
+    let mut groups: Vec<Vec<(usize, f64, Option<usize>)>> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::default();
     for (i, r) in rows.iter().enumerate() {
-        let ok = r
-            .get("judge_status")
-            .and_then(Value::as_str)
-            .is_none_or(|s| s == "ok");
-        let reward = r
-            .get("reward")
-            .filter(|v| !v.is_boolean())
-            .and_then(Value::as_f64)
-            .filter(|x| (0.0..=1.0).contains(x));
-        let Some(reward) = reward.filter(|_| ok) else {
-            report.skipped += 1;
-            continue;
-        };
-        // A reply that quotes its privileged context is no side of a pair.
-        let msgs = match r.get("messages").and_then(Value::as_array) {
-            Some(m) if !m.is_empty() => m.clone(),
-            _ => conversation(r),
-        };
-        if leak(r, &msgs).1.is_some() {
-            report.leaks_dropped += 1;
-            continue;
+        match r {
+            PairRow::Skipped => report.skipped += 1,
+            PairRow::Leak => report.leaks_dropped += 1,
+            PairRow::Candidate { key, reward, chars } => {
+                let g = *index.entry(key.as_str()).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[g].push((i, *reward, *chars));
+            }
         }
-        let key = format!(
-            "{}\u{1f}{}",
-            ["scenario_id", "task_id"]
-                .iter()
-                .find_map(|k| r
-                    .get(*k)
-                    .filter(|v| !v.is_null())
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-                .unwrap_or_default(),
-            normalize(r.get("prompt").and_then(Value::as_str).unwrap_or(""))
-        );
-        let g = *index.entry(key.clone()).or_insert_with(|| {
-            groups.push((key, Vec::new()));
-            groups.len() - 1
-        });
-        groups[g].1.push((i, reward));
     }
     report.prompts_seen = groups.len();
-    let mut out = Vec::new();
-    let mut margins = 0.0;
-    for (_, mut members) in groups {
+    let mut plan = Vec::new();
+    for mut members in groups {
         // Best first; ties in file order.
         members.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut used = vec![false; members.len()];
-        let lengths: Vec<i64> = if opts.length_match {
-            members
-                .iter()
-                .map(|(i, _)| reply_chars(&rows[*i]) as i64)
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let length = |j: usize| members[j].2.unwrap_or(0) as i64;
         let mut made = 0;
         for c in 0..members.len() {
             if made >= opts.max_pairs_per_prompt || used[c] {
                 continue;
             }
-            let (ci, cs) = members[c];
+            let (ci, cs, _) = members[c];
             let candidates = (0..members.len())
                 .filter(|&j| j != c && !used[j] && cs - members[j].1 >= opts.min_margin - 1e-12);
             let pick = if opts.length_match {
-                let len = lengths[c];
-                candidates.min_by_key(|&j| (lengths[j] - len).abs())
+                let len = length(c);
+                candidates.min_by_key(|&j| (length(j) - len).abs())
             } else {
                 candidates.into_iter().next()
             };
@@ -1292,54 +1328,73 @@ pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, Pa
             used[c] = true;
             used[j] = true;
             made += 1;
-            let (ri, rs) = members[j];
-            let (chosen, rejected) = (&rows[ci], &rows[ri]);
-            let margin = ((cs - rs) * 1e6).round() / 1e6;
-            margins += margin;
-            let model =
-                |r: &Map<String, Value>| r.get("model_version").cloned().unwrap_or(Value::Null);
-            let same_policy = match (chosen.get("model_version"), rejected.get("model_version")) {
-                (Some(a), Some(b)) => Value::Bool(a == b),
-                _ => Value::Null,
-            };
-            let (lc, lr) = (reply_chars(chosen), reply_chars(rejected));
-            report.chosen_longer += usize::from(lc > lr);
-            let differs = first_turn(chosen) != first_turn(rejected);
-            report.first_turn_identical += usize::from(!differs);
-            report.partial_score_pairs +=
-                usize::from(![0.0, 1.0].contains(&cs) || ![0.0, 1.0].contains(&rs));
-            let eval = |r: &Map<String, Value>| {
-                r.get("lineage")
-                    .and_then(|l| l.get("source"))
-                    .and_then(Value::as_str)
-                    == Some("eval")
-            };
-            report.eval_sourced += usize::from(eval(chosen) || eval(rejected));
-            let failure = rejected
-                .get("failure_class")
-                .or_else(|| {
-                    rejected
-                        .get("judge_meta")
-                        .and_then(|m| m.get("failure_class"))
-                })
-                .cloned()
-                .unwrap_or(Value::Null);
-            out.push(serde_json::json!({
-                "prompt": chosen.get("prompt").cloned().unwrap_or(Value::Null),
-                "chosen": Value::Object(chosen.clone()),
-                "rejected": Value::Object(rejected.clone()),
-                "chosen_score": cs, "rejected_score": rs, "margin": margin,
-                "chosen_model": model(chosen), "rejected_model": model(rejected), "same_policy": same_policy,
-                "length_delta": lc as i64 - lr as i64, "first_turn_differs": differs,
-                "chosen_reason": chosen.get("reason").cloned().unwrap_or(Value::Null),
-                "rejected_reason": rejected.get("reason").cloned().unwrap_or(Value::Null),
-                "rejected_failure_class": failure,
-                "lineage": {"chosen": chosen.get("lineage").cloned().unwrap_or(Value::Null), "rejected": rejected.get("lineage").cloned().unwrap_or(Value::Null)},
-            }));
+            plan.push(Pairing {
+                chosen: ci,
+                rejected: members[j].0,
+                chosen_score: cs,
+                rejected_score: members[j].1,
+            });
         }
         if made > 0 {
             report.prompts_with_contrast += 1;
         }
+    }
+    (plan, report)
+}
+
+/// The pair records of `plan`, with `row(i)` the input's row `i` (every row `plan` names), and
+/// the report completed with what the paired rows say, and its warnings.
+pub fn build_pairs<'r>(
+    plan: &[Pairing],
+    row: impl Fn(usize) -> &'r Map<String, Value>,
+    mut report: PairReport,
+) -> (Vec<Value>, PairReport) {
+    let mut out = Vec::with_capacity(plan.len());
+    let mut margins = 0.0;
+    for p in plan {
+        let (chosen, rejected) = (row(p.chosen), row(p.rejected));
+        let (cs, rs) = (p.chosen_score, p.rejected_score);
+        let margin = ((cs - rs) * 1e6).round() / 1e6;
+        margins += margin;
+        let model = |r: &Map<String, Value>| r.get("model_version").cloned().unwrap_or(Value::Null);
+        let same_policy = match (chosen.get("model_version"), rejected.get("model_version")) {
+            (Some(a), Some(b)) => Value::Bool(a == b),
+            _ => Value::Null,
+        };
+        let (lc, lr) = (reply_chars(chosen), reply_chars(rejected));
+        report.chosen_longer += usize::from(lc > lr);
+        let differs = first_turn(chosen) != first_turn(rejected);
+        report.first_turn_identical += usize::from(!differs);
+        report.partial_score_pairs +=
+            usize::from(![0.0, 1.0].contains(&cs) || ![0.0, 1.0].contains(&rs));
+        let eval = |r: &Map<String, Value>| {
+            r.get("lineage")
+                .and_then(|l| l.get("source"))
+                .and_then(Value::as_str)
+                == Some("eval")
+        };
+        report.eval_sourced += usize::from(eval(chosen) || eval(rejected));
+        let failure = rejected
+            .get("failure_class")
+            .or_else(|| {
+                rejected
+                    .get("judge_meta")
+                    .and_then(|m| m.get("failure_class"))
+            })
+            .cloned()
+            .unwrap_or(Value::Null);
+        out.push(serde_json::json!({
+            "prompt": chosen.get("prompt").cloned().unwrap_or(Value::Null),
+            "chosen": Value::Object(chosen.clone()),
+            "rejected": Value::Object(rejected.clone()),
+            "chosen_score": cs, "rejected_score": rs, "margin": margin,
+            "chosen_model": model(chosen), "rejected_model": model(rejected), "same_policy": same_policy,
+            "length_delta": lc as i64 - lr as i64, "first_turn_differs": differs,
+            "chosen_reason": chosen.get("reason").cloned().unwrap_or(Value::Null),
+            "rejected_reason": rejected.get("reason").cloned().unwrap_or(Value::Null),
+            "rejected_failure_class": failure,
+            "lineage": {"chosen": chosen.get("lineage").cloned().unwrap_or(Value::Null), "rejected": rejected.get("lineage").cloned().unwrap_or(Value::Null)},
+        }));
     }
     report.pairs = out.len();
     report.mean_margin = if out.is_empty() {
@@ -1360,10 +1415,22 @@ pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, Pa
     if n == 0 {
         report.warnings.push(format!(
             "no pairs: no ask has two judged replies at least {} apart in reward",
-            opts.min_margin
+            report.min_margin
         ));
     }
     (out, report)
+}
+
+/// Chosen/rejected pairs from replies to the same ask (same task and prompt), at least
+/// `min_margin` apart in reward; each row used once. [`plan_pairs`] then [`build_pairs`], on
+/// rows in memory.
+pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, PairReport) {
+    let infos: Vec<PairRow> = rows
+        .iter()
+        .map(|r| pair_row(r, opts.length_match))
+        .collect();
+    let (plan, report) = plan_pairs(&infos, opts);
+    build_pairs(&plan, |i| &rows[i], report)
 }
 
 impl std::fmt::Display for PairReport {
