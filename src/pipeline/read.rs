@@ -5,11 +5,11 @@ use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, ListArray, RecordBatchOptions, StructArray,
-    new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, LargeListArray, ListArray, RecordBatchOptions,
+    StructArray, new_null_array,
 };
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 #[allow(deprecated)]
@@ -100,8 +100,8 @@ impl<'a> Reader<'a> {
         self.read_parquet_rows(input, plan, emit)
     }
 
-    /// Reads one Parquet input decoding only the leaf columns `leaves` names (Parquet column
-    /// paths, as `messages.list.item.content`); the batches still have the row schema, with
+    /// Reads one Parquet input decoding only the leaf columns `leaves` names (field paths with
+    /// lists looked through, as `messages.content`); the batches still have the row schema, with
     /// every other column, and every other field of a nested one, null. For a pass that reads
     /// a few of the columns of every row.
     ///
@@ -167,14 +167,17 @@ impl<'a> Reader<'a> {
                             .with_row_groups(picks.groups())
                             .with_row_selection(picks.selection(None));
                     }
-                    if let Some(leaves) = plan.leaves {
-                        let mask = projection(builder.parquet_schema(), leaves);
+                    if let Some(mask) = plan
+                        .leaves
+                        .and_then(|l| projection(builder.parquet_schema(), builder.schema(), l))
+                    {
                         builder = builder.with_projection(mask);
                     }
                     Ok::<_, Error>((builder.build()?, full))
                 })?;
                 while let Some(batch) = self.handle.block_on(stream.next()) {
                     let batch = batch?;
+                    // Widening an unprojected batch returns it as it is.
                     let batch = if plan.leaves.is_some() {
                         widen(&batch, &full)?
                     } else {
@@ -205,13 +208,45 @@ struct Plan<'a> {
     leaves: Option<&'a [&'a str]>,
 }
 
-/// The projection of the leaf columns named by their paths.
-fn projection(schema: &SchemaDescriptor, leaves: &[&str]) -> ProjectionMask {
-    let picked = (0..schema.num_columns()).filter(|&i| {
-        let path = schema.column(i).path().string();
-        leaves.contains(&path.as_str())
-    });
-    ProjectionMask::leaves(schema, picked)
+/// The projection of the leaf columns named by their field paths, lists looked through
+/// (`messages.content`, `messages.tool_calls.name`), whatever names the file's writer gave its
+/// list wrappers (`list.item`, `list.element`, ...): the leaves are walked in the Arrow schema,
+/// in the order the Parquet schema holds them. `None` (read every column) when the two do not
+/// line up.
+fn projection(
+    parquet: &SchemaDescriptor,
+    arrow: &Schema,
+    leaves: &[&str],
+) -> Option<ProjectionMask> {
+    fn walk(path: &str, ty: &DataType, out: &mut Vec<String>) {
+        match ty {
+            DataType::Struct(fields) => {
+                for f in fields {
+                    walk(&format!("{path}.{}", f.name()), f.data_type(), out);
+                }
+            }
+            DataType::List(f)
+            | DataType::LargeList(f)
+            | DataType::ListView(f)
+            | DataType::LargeListView(f)
+            | DataType::FixedSizeList(f, _) => walk(path, f.data_type(), out),
+            DataType::Map(entries, _) => walk(path, entries.data_type(), out),
+            _ => out.push(path.to_owned()),
+        }
+    }
+    let mut paths = Vec::with_capacity(parquet.num_columns());
+    for f in arrow.fields() {
+        walk(f.name(), f.data_type(), &mut paths);
+    }
+    if paths.len() != parquet.num_columns() {
+        return None;
+    }
+    let picked = paths
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| leaves.contains(&p.as_str()))
+        .map(|(i, _)| i);
+    Some(ProjectionMask::leaves(parquet, picked))
 }
 
 /// `batch` (read with a projection) with the columns of `full`: the columns and nested fields
@@ -258,6 +293,16 @@ fn widen_array(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
         (DataType::List(_), DataType::List(field)) => {
             let l = array.as_list::<i32>();
             Ok(Arc::new(ListArray::try_new(
+                Arc::clone(field),
+                l.offsets().clone(),
+                widen_array(l.values(), field.data_type())?,
+                l.nulls().cloned(),
+            )?))
+        }
+        // Files from other writers (Polars, for one) hold lists as large lists.
+        (DataType::LargeList(_), DataType::LargeList(field)) => {
+            let l = array.as_list::<i64>();
+            Ok(Arc::new(LargeListArray::try_new(
                 Arc::clone(field),
                 l.offsets().clone(),
                 widen_array(l.values(), field.data_type())?,
@@ -356,7 +401,9 @@ fn read_local_parquet_rows(
         .map(|r| Picks::new(meta.metadata(), r, &display))
         .transpose()?;
     let picks = picks.as_ref();
-    let mask = plan.leaves.map(|l| projection(meta.parquet_schema(), l));
+    let mask = plan
+        .leaves
+        .and_then(|l| projection(meta.parquet_schema(), meta.schema(), l));
     let full = Arc::clone(meta.schema());
     let take = &mut |batch: RecordBatch| -> Result<()> {
         if mask.is_some() {
@@ -521,6 +568,55 @@ mod tests {
             ],
         )
         .expect("batch")
+    }
+
+    #[test]
+    fn leaves_are_found_whatever_the_writer_named_its_lists() {
+        use datafusion::parquet::arrow::ArrowSchemaConverter;
+        let calls = Field::new_struct(
+            "element",
+            vec![
+                Field::new("id", DataType::Utf8, true),
+                Field::new("name", DataType::LargeUtf8, true),
+            ],
+            true,
+        );
+        let turn = Field::new_struct(
+            "element",
+            vec![
+                Field::new("role", DataType::Utf8, true),
+                Field::new("tool_calls", DataType::LargeList(Arc::new(calls)), true),
+                Field::new("content", DataType::Utf8, true),
+            ],
+            true,
+        );
+        let schema = Schema::new(vec![
+            Field::new("task_id", DataType::Utf8, false),
+            Field::new("messages", DataType::List(Arc::new(turn)), true),
+            Field::new("final_text", DataType::Utf8, true),
+        ]);
+        let parquet = ArrowSchemaConverter::new()
+            .convert(&schema)
+            .expect("schema");
+        // Leaves: task_id, role, tool_calls.id, tool_calls.name, content, final_text.
+        assert_eq!(parquet.num_columns(), 6);
+        assert!(parquet.column(4).path().string().contains("element"));
+        let mask = projection(
+            &parquet,
+            &schema,
+            &["task_id", "messages.content", "messages.tool_calls.name"],
+        )
+        .expect("a projection");
+        let picked: Vec<usize> = (0..6).filter(|&i| mask.leaf_included(i)).collect();
+        assert_eq!(picked, vec![0, 3, 4]);
+        // Every leaf select's first reading asks for is in a row file, so it is projected.
+        let rows = crate::schema::row_schema();
+        let parquet = ArrowSchemaConverter::new().convert(&rows).expect("schema");
+        let mask = projection(&parquet, &rows, &crate::stages::select::LEAVES).expect("lined up");
+        let picked = (0..parquet.num_columns())
+            .filter(|&i| mask.leaf_included(i))
+            .count();
+        assert_eq!(picked, crate::stages::select::LEAVES.len());
     }
 
     #[test]

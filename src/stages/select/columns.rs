@@ -290,7 +290,8 @@ fn column_infos(cols: &Columns<'_>, n: usize) -> Result<Vec<Option<RowInfo>>> {
     Ok(parts.into_iter().flatten().collect())
 }
 
-/// The leaf columns (Parquet column paths) the column path reads, and the row ids every row has.
+/// The leaf columns the column path reads (field paths, lists looked through), and the row ids
+/// every row has.
 pub const LEAVES: [&str; 17] = [
     "task_id",
     "rollout_id",
@@ -303,12 +304,12 @@ pub const LEAVES: [&str; 17] = [
     "privileged",
     "lineage",
     "extra",
-    "messages.list.item.role",
-    "messages.list.item.content",
-    "messages.list.item.tool_calls.list.item.name",
-    "steps.list.item.tool",
-    "steps.list.item.result",
-    "steps.list.item.truncated",
+    "messages.role",
+    "messages.content",
+    "messages.tool_calls.name",
+    "steps.tool",
+    "steps.result",
+    "steps.truncated",
 ];
 
 /// Every row's summary from `inputs` (Parquet files) in order, and each file's row count. The
