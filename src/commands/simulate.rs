@@ -364,6 +364,15 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     bar.finish_and_clear();
     sink.finish()?;
     let mut notes = agent.notes();
+    // The wave is a constant of the run (so rows do not follow the worker count); few
+    // rollouts per worker in a wave leave workers waiting at each wave's end.
+    let wave = opts.wave.unwrap_or_else(|| agent.wave());
+    if args.agent.starts_with("cmd:") && workers * 4 > wave {
+        notes.push(format!(
+            "waves of {wave} rollouts over {workers} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass --wave {} or more to keep them busy (the wave, not --workers, decides which rollouts are played)",
+            workers * 8
+        ));
+    }
     if torn {
         notes.push("the checkpoint's last line was cut off by the interrupted run; it was dropped and that rollout played again".into());
     }

@@ -187,7 +187,8 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        if let Some(size) = input.size {
+        // A reading of picked rows goes over a file read before: its bytes are counted once.
+        if let (Some(size), None) = (input.size, plan.rows) {
             self.counts.bytes += size;
             (self.progress)(size);
         }
@@ -241,12 +242,49 @@ fn projection(
     if paths.len() != parquet.num_columns() {
         return None;
     }
-    let picked = paths
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| leaves.contains(&p.as_str()))
-        .map(|(i, _)| i);
+    let included: Vec<bool> = paths.iter().map(|p| leaves.contains(&p.as_str())).collect();
+    // A field left out wholly is filled with nulls, so it must take them.
+    let mut next = included.iter().copied();
+    for f in arrow.fields() {
+        let (any, _, fillable) = fill_check(f.data_type(), &mut next);
+        if !fillable || (!any && !f.is_nullable()) {
+            return None;
+        }
+    }
+    let picked = (0..included.len()).filter(|&i| included[i]);
     Some(ProjectionMask::leaves(parquet, picked))
+}
+
+/// For a field of type `ty` whose leaves' inclusion `next` yields in order: whether any of its
+/// leaves is included, whether all are, and whether every part of it left out wholly can be
+/// filled with nulls (a struct read in part fills its left-out children; a part left out
+/// wholly is filled by its parent; a map or another kind of list is read whole or not at all).
+fn fill_check(ty: &DataType, next: &mut impl Iterator<Item = bool>) -> (bool, bool, bool) {
+    match ty {
+        DataType::Struct(fields) => {
+            let parts: Vec<((bool, bool, bool), bool)> = fields
+                .iter()
+                .map(|f| (fill_check(f.data_type(), next), f.is_nullable()))
+                .collect();
+            let any = parts.iter().any(|((a, _, _), _)| *a);
+            let all = parts.iter().all(|((_, l, _), _)| *l);
+            let ok = parts.iter().all(|((_, _, o), _)| *o)
+                && (!any || parts.iter().all(|((a, _, _), nullable)| *a || *nullable));
+            (any, all, ok)
+        }
+        DataType::List(f) | DataType::LargeList(f) => fill_check(f.data_type(), next),
+        DataType::Map(f, _)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _) => {
+            let (any, all, ok) = fill_check(f.data_type(), next);
+            (any, all, ok && (!any || all))
+        }
+        _ => {
+            let included = next.next().unwrap_or(false);
+            (included, included, true)
+        }
+    }
 }
 
 /// `batch` (read with a projection) with the columns of `full`: the columns and nested fields
@@ -609,6 +647,30 @@ mod tests {
         .expect("a projection");
         let picked: Vec<usize> = (0..6).filter(|&i| mask.leaf_included(i)).collect();
         assert_eq!(picked, vec![0, 3, 4]);
+        // A field that cannot hold nulls is never left out (the file is then read whole): a
+        // top-level one, or a struct's child when the struct is read in part.
+        assert!(projection(&parquet, &schema, &["messages.content"]).is_none());
+        let strict = Schema::new(vec![
+            Field::new("task_id", DataType::Utf8, false),
+            Field::new(
+                "messages",
+                DataType::List(Arc::new(Field::new_struct(
+                    "item",
+                    vec![
+                        Field::new("role", DataType::Utf8, false),
+                        Field::new("content", DataType::Utf8, true),
+                    ],
+                    true,
+                ))),
+                true,
+            ),
+        ]);
+        let parquet_strict = ArrowSchemaConverter::new()
+            .convert(&strict)
+            .expect("schema");
+        assert!(projection(&parquet_strict, &strict, &["task_id", "messages.content"]).is_none());
+        assert!(projection(&parquet_strict, &strict, &["task_id", "messages.role"]).is_some());
+        assert!(projection(&parquet_strict, &strict, &["task_id"]).is_some());
         // Every leaf select's first reading asks for is in a row file, so it is projected.
         let rows = crate::schema::row_schema();
         let parquet = ArrowSchemaConverter::new().convert(&rows).expect("schema");

@@ -316,6 +316,28 @@ fn a_command_agents_rows_do_not_depend_on_the_worker_count() {
         tasks(&one),
         "the wave should change the schedule"
     );
+    // More workers than a wave keeps busy: said, with the wave that would.
+    let (tools, policy, _) = world(dir.path());
+    let out = wai()
+        .args(["simulate", "--tools"])
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .args([
+            "--budget",
+            "20",
+            "--agent",
+            &agent,
+            "--workers",
+            "20",
+            "--out",
+        ])
+        .arg(dir.path().join("many.jsonl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("pass --wave 160"), "{text}");
 }
 
 #[test]

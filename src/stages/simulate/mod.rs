@@ -1038,7 +1038,7 @@ pub fn simulate(
             .map(|t| t.prompt.as_str())
             .collect();
         let text = format!(
-            "{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{:?}|{}|{}|{}",
+            "{}|{}|{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{:?}|{}|{}{}",
             serde_json::to_string(&tools).unwrap_or_default(),
             opts.policy,
             seeds,
@@ -1057,7 +1057,13 @@ pub fn simulate(
             pinned,
             opts.runs,
             agent_name,
-            wave_size
+            // Only a wave other than the agent's own is written in, so checkpoints from before
+            // `--wave` existed resume.
+            if wave_size == agent.wave() {
+                String::new()
+            } else {
+                format!("|wave={wave_size}")
+            }
         );
         sha256_hex(&text)[..12].to_owned()
     };
@@ -1067,7 +1073,7 @@ pub fn simulate(
         .find(|r| r.settings.as_deref() != Some(settings.as_str()))
     {
         return Err(Error::Usage(format!(
-            "the checkpoint's rows were written by a run with other settings (row `{}`): the seed, agent, tools, policy, seeds and allocation must be the same to resume; start a new --checkpoint file",
+            "the checkpoint's rows were written by a run with other settings (row `{}`): the seed, agent, tools, policy, seeds, allocation and --wave must be the same to resume; start a new --checkpoint file",
             r.record.rollout_id.as_deref().unwrap_or("?")
         )));
     }
