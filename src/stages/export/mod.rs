@@ -146,6 +146,15 @@ fn content_text(v: Option<&Value>) -> String {
         .unwrap_or_default()
 }
 
+/// A row's messages: its `messages` when it has some, else the conversation rebuilt from its
+/// prompt and steps ([`conversation`]).
+pub fn messages_of(row: &Map<String, Value>) -> std::borrow::Cow<'_, [Value]> {
+    match row.get("messages").and_then(Value::as_array) {
+        Some(m) if !m.is_empty() => std::borrow::Cow::Borrowed(m.as_slice()),
+        _ => std::borrow::Cow::Owned(conversation(row)),
+    }
+}
+
 /// Rebuilds the conversation of a row without `messages` from its prompt and steps (the final
 /// reply is always the last turn: the reference dropped it after a differing assistant text).
 pub fn conversation(row: &Map<String, Value>) -> Vec<Value> {
@@ -528,14 +537,7 @@ pub fn training_rows(
     groups: &Groups,
 ) -> (Vec<Map<String, Value>>, RowFacts) {
     let mut facts = RowFacts::default();
-    let rebuilt;
-    let source: &[Value] = match row.get("messages").and_then(Value::as_array) {
-        Some(m) if !m.is_empty() => m,
-        _ => {
-            rebuilt = conversation(row);
-            &rebuilt
-        }
-    };
+    let source = &*messages_of(row);
     let (has_privileged, leaked) = leak(row, &source);
     facts.privileged = has_privileged;
     facts.leak = leaked;

@@ -19,7 +19,7 @@ use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::export::{conversation, key_text, leak, normalize};
+use super::export::{key_text, leak, messages_of, normalize};
 pub use columns::{LEAVES, read_summaries, row_infos};
 
 mod columns;
@@ -398,14 +398,7 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
         .get("steps")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice);
-    let rebuilt;
-    let messages: &[Value] = match row.get("messages").and_then(Value::as_array) {
-        Some(m) if !m.is_empty() => m,
-        _ => {
-            rebuilt = conversation(row);
-            &rebuilt
-        }
-    };
+    let messages = &*messages_of(row);
     let fault_kind = steps
         .iter()
         .filter_map(|s| s.get("result"))
@@ -1130,13 +1123,10 @@ pub struct PairReport {
 
 /// Characters of every assistant turn, plus the final reply when it is not the last turn.
 fn reply_chars(row: &Map<String, Value>) -> usize {
-    let msgs = match row.get("messages").and_then(Value::as_array) {
-        Some(m) if !m.is_empty() => m.clone(),
-        _ => conversation(row),
-    };
+    let msgs = messages_of(row);
     let mut n = 0;
     let mut last = String::new();
-    for m in &msgs {
+    for m in msgs.iter() {
         if m.get("role").and_then(Value::as_str) == Some("assistant") {
             let c = m.get("content").and_then(Value::as_str).unwrap_or("");
             n += c.chars().count();
@@ -1242,11 +1232,7 @@ pub fn pair_row(r: &Map<String, Value>, length_match: bool) -> PairRow {
     let Some(reward) = reward.filter(|_| ok) else {
         return PairRow::Skipped;
     };
-    let msgs = match r.get("messages").and_then(Value::as_array) {
-        Some(m) if !m.is_empty() => m.clone(),
-        _ => conversation(r),
-    };
-    if leak(r, &msgs).1.is_some() {
+    if leak(r, &messages_of(r)).1.is_some() {
         return PairRow::Leak;
     }
     let key = format!(
