@@ -5,11 +5,11 @@ use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, LargeListArray, ListArray, RecordBatchOptions,
+    Array, ArrayRef, AsArray, BooleanArray, GenericListArray, OffsetSizeTrait, RecordBatchOptions,
     StructArray, new_null_array,
 };
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 #[allow(deprecated)]
@@ -328,29 +328,24 @@ fn widen_array(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
                 s.nulls().cloned(),
             )?))
         }
-        (DataType::List(_), DataType::List(field)) => {
-            let l = array.as_list::<i32>();
-            Ok(Arc::new(ListArray::try_new(
-                Arc::clone(field),
-                l.offsets().clone(),
-                widen_array(l.values(), field.data_type())?,
-                l.nulls().cloned(),
-            )?))
-        }
+        (DataType::List(_), DataType::List(field)) => widen_list::<i32>(array, field),
         // Files from other writers (Polars, for one) hold lists as large lists.
-        (DataType::LargeList(_), DataType::LargeList(field)) => {
-            let l = array.as_list::<i64>();
-            Ok(Arc::new(LargeListArray::try_new(
-                Arc::clone(field),
-                l.offsets().clone(),
-                widen_array(l.values(), field.data_type())?,
-                l.nulls().cloned(),
-            )?))
-        }
+        (DataType::LargeList(_), DataType::LargeList(field)) => widen_list::<i64>(array, field),
         (from, to) => Err(Error::Internal(format!(
             "a projected column of {from} cannot stand for {to}"
         ))),
     }
+}
+
+/// A list `array` whose items are widened to `field`'s type.
+fn widen_list<O: OffsetSizeTrait>(array: &ArrayRef, field: &FieldRef) -> Result<ArrayRef> {
+    let l = array.as_list::<O>();
+    Ok(Arc::new(GenericListArray::<O>::try_new(
+        Arc::clone(field),
+        l.offsets().clone(),
+        widen_array(l.values(), field.data_type())?,
+        l.nulls().cloned(),
+    )?))
 }
 
 /// The rows picked from one Parquet file, by row group.
@@ -679,6 +674,33 @@ mod tests {
             .filter(|&i| mask.leaf_included(i))
             .count();
         assert_eq!(picked, crate::stages::select::LEAVES.len());
+    }
+
+    #[test]
+    fn widening_fills_the_left_out_fields_of_lists_of_structs() {
+        use datafusion::arrow::array::LargeListArray;
+        let text = Field::new("text", DataType::Utf8, true);
+        let score = Field::new("score", DataType::Int64, true);
+        let read = StructArray::new(
+            Fields::from(vec![text.clone()]),
+            vec![Arc::new(StringArray::from(vec!["a", "b", "c"]))],
+            None,
+        );
+        let offsets = datafusion::arrow::buffer::OffsetBuffer::<i64>::from_lengths([2, 0, 1]);
+        let item = |fields: Vec<Field>| Arc::new(Field::new_struct("item", fields, true));
+        let projected: ArrayRef = Arc::new(LargeListArray::new(
+            item(vec![text.clone()]),
+            offsets,
+            Arc::new(read),
+            None,
+        ));
+        let full = DataType::LargeList(item(vec![text, score]));
+        let wide = widen_array(&projected, &full).expect("widened");
+        assert_eq!(wide.data_type(), &full);
+        let items = wide.as_list::<i64>().values().as_struct();
+        assert_eq!(items.column(0).as_string::<i32>().value(2), "c");
+        assert_eq!(items.column(1).null_count(), 3);
+        assert_eq!(wide.as_list::<i64>().value_length(0), 2);
     }
 
     #[test]
