@@ -18,14 +18,6 @@ use crate::schema::col;
 use crate::stages::hack_scan;
 use crate::stages::select::{self, Options, Truncated};
 
-/// The second pass did not see the rows the first did.
-fn changed() -> Error {
-    Error::Input {
-        stage: "select".into(),
-        message: "the input changed while it was read (the second pass saw other rows)".into(),
-    }
-}
-
 /// The hack scan of the selected rows, from memory.
 fn scan(ctx: &Context, rows: &[RecordBatch], endorsed: &[String]) -> Result<hack_scan::Report> {
     let session = crate::pipeline::session::new_context(None)?;
@@ -47,53 +39,6 @@ fn scan(ctx: &Context, rows: &[RecordBatch], endorsed: &[String]) -> Result<hack
     };
     ctx.runtime
         .block_on(hack_scan::scan(&session, "rows", &opts))
-}
-
-/// The chosen rows (indices into the inputs read one after another, `rows` in all), read from
-/// `inputs` in input order, and where each chosen row landed: `at[k]` is the batch and row of
-/// `chosen[k]`.
-fn take_chosen(
-    reader: &mut Reader<'_>,
-    inputs: &[source::Input],
-    file_rows: &[usize],
-    rows: usize,
-    chosen: &[usize],
-) -> Result<(Vec<RecordBatch>, Vec<(usize, usize)>)> {
-    let mut picked = vec![false; rows];
-    let mut slot = vec![u32::MAX; rows];
-    for (k, &i) in chosen.iter().enumerate() {
-        picked[i] = true;
-        slot[i] = u32::try_from(k).map_err(|_| Error::Internal("too many rows chosen".into()))?;
-    }
-    // The chosen rows in input order: the order the reading meets them.
-    let mut in_order: Vec<usize> = chosen.to_vec();
-    in_order.sort_unstable();
-    let mut taken: Vec<RecordBatch> = Vec::new();
-    let mut at = vec![(0usize, 0usize); chosen.len()];
-    let mut met = 0;
-    let mut start = 0;
-    for (input, &n) in inputs.iter().zip(file_rows) {
-        let marks = &picked[start..start + n];
-        start += n;
-        if !marks.contains(&true) {
-            continue;
-        }
-        reader.read_rows(input, marks, &mut |batch| {
-            for j in 0..batch.num_rows() {
-                let Some(&i) = in_order.get(met) else {
-                    return Err(changed());
-                };
-                at[slot[i] as usize] = (taken.len(), j);
-                met += 1;
-            }
-            taken.push(batch);
-            Ok(())
-        })?;
-    }
-    if met != in_order.len() {
-        return Err(changed());
-    }
-    Ok((taken, at))
 }
 
 /// Runs `wai select`.
@@ -144,10 +89,9 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     };
     // Pass 2: only the chosen rows are decoded (memory follows the selection, not the input),
     // then written in training order.
-    let rows = infos.len();
     // A million summaries take a while to free: off the critical path.
     let freed = std::thread::spawn(move || drop(infos));
-    let (taken, at) = take_chosen(&mut reader, &inputs, &file_rows, rows, &chosen)?;
+    let (taken, at) = reader.read_positions(&inputs, &file_rows, &chosen)?;
     drop(reader);
     // Rows the truncation marking touched carry `overlong: true`; under `penalize` their reward
     // is 0 and the judge's is kept as `reward_before_penalty`.
@@ -309,7 +253,7 @@ fn preference(
     let mut needed: Vec<usize> = plan.iter().flat_map(|p| [p.chosen, p.rejected]).collect();
     needed.sort_unstable();
     needed.dedup();
-    let (taken, at) = take_chosen(reader, inputs, &file_rows, infos.len(), &needed)?;
+    let (taken, at) = reader.read_positions(inputs, &file_rows, &needed)?;
     drop(infos);
     let views = taken
         .iter()

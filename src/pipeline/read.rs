@@ -100,6 +100,66 @@ impl<'a> Reader<'a> {
         self.read_parquet_rows(input, plan, emit)
     }
 
+    /// The rows at `positions` of `inputs` read one after another (`counts[i]` rows in input
+    /// `i`, Parquet files all; each position once, in any order), read whole with
+    /// [`Self::read_rows`]: the batches, in input order, and where each row landed (`at[k]` is
+    /// the batch and row of `positions[k]`). For a second reading of rows a first one chose.
+    ///
+    /// # Errors
+    /// A read failure, an input that changed since it was counted, or a position beyond the
+    /// inputs.
+    pub fn read_positions(
+        &mut self,
+        inputs: &[Input],
+        counts: &[usize],
+        positions: &[usize],
+    ) -> Result<(Vec<RecordBatch>, Vec<(usize, usize)>)> {
+        let changed = || Error::Input {
+            stage: "read".into(),
+            message: "an input changed while it was read (a second reading saw other rows)".into(),
+        };
+        // (position, k), in input order: the order the reading meets them.
+        let mut order: Vec<(usize, usize)> = positions.iter().copied().zip(0..).collect();
+        order.sort_unstable();
+        let mut taken = Vec::new();
+        let mut at = vec![(0, 0); positions.len()];
+        let (mut start, mut next) = (0, 0);
+        for (input, &n) in inputs.iter().zip(counts) {
+            let first = next;
+            while next < order.len() && order[next].0 < start + n {
+                next += 1;
+            }
+            let picks = &order[first..next];
+            if !picks.is_empty() {
+                let mut marks = vec![false; n];
+                for &(p, _) in picks {
+                    marks[p - start] = true;
+                }
+                let mut met = 0;
+                self.read_rows(input, &marks, &mut |batch| {
+                    for j in 0..batch.num_rows() {
+                        let &(_, k) = picks.get(met).ok_or_else(changed)?;
+                        at[k] = (taken.len(), j);
+                        met += 1;
+                    }
+                    taken.push(batch);
+                    Ok(())
+                })?;
+                if met != picks.len() {
+                    return Err(changed());
+                }
+            }
+            start += n;
+        }
+        if next != order.len() {
+            return Err(Error::Internal(format!(
+                "row {} asked of inputs of {start} rows",
+                order[next].0
+            )));
+        }
+        Ok((taken, at))
+    }
+
     /// Reads one Parquet input decoding only the leaf columns `leaves` names (field paths with
     /// lists looked through, as `messages.content`); the batches still have the row schema, with
     /// every other column, and every other field of a nested one, null. For a pass that reads

@@ -333,40 +333,25 @@ pub fn read_summaries(
         })?;
         counts.push(infos.len() - before);
     }
-    let changed = || Error::Input {
-        stage: "select".into(),
-        message: "the input changed while it was read (a second reading saw other rows)".into(),
-    };
-    let mut start = 0;
-    for (input, &n) in inputs.iter().zip(&counts) {
-        let rest: Vec<usize> = (start..start + n).filter(|&i| infos[i].is_none()).collect();
-        if !rest.is_empty() {
-            let marks: Vec<bool> = infos[start..start + n]
-                .iter()
-                .map(Option::is_none)
-                .collect();
-            let mut next = rest.iter();
-            reader.read_rows(input, &marks, &mut |batch| {
-                let cols = Columns::of(&batch)?;
-                let general: Vec<RowInfo> = (0..batch.num_rows())
-                    .into_par_iter()
-                    .map(|i| cols.general(i))
-                    .collect::<Result<_>>()?;
-                for info in general {
-                    let &i = next.next().ok_or_else(changed)?;
-                    infos[i] = Some(info);
-                }
-                Ok(())
-            })?;
-            if next.next().is_some() {
-                return Err(changed());
-            }
+    // The rows left to the general path, read whole.
+    let rest: Vec<usize> = (0..infos.len()).filter(|&i| infos[i].is_none()).collect();
+    if !rest.is_empty() {
+        let (batches, at) = reader.read_positions(inputs, &counts, &rest)?;
+        let cols = batches
+            .iter()
+            .map(Columns::of)
+            .collect::<Result<Vec<_>>>()?;
+        let general: Vec<RowInfo> = at
+            .par_iter()
+            .map(|&(b, j)| cols[b].general(j))
+            .collect::<Result<_>>()?;
+        for (i, info) in rest.into_iter().zip(general) {
+            infos[i] = Some(info);
         }
-        start += n;
     }
     let infos = infos
         .into_iter()
-        .map(|i| i.ok_or_else(changed))
+        .map(|i| i.ok_or_else(|| Error::Internal("a row without a summary".into())))
         .collect::<Result<_>>()?;
     Ok((infos, counts))
 }
