@@ -498,13 +498,6 @@ fn read_local_parquet_rows(
         .leaves
         .and_then(|l| projection(meta.parquet_schema(), meta.schema(), l));
     let full = Arc::clone(meta.schema());
-    let take = &mut |batch: RecordBatch| -> Result<()> {
-        if mask.is_some() {
-            take(widen(&batch, &full)?)
-        } else {
-            take(batch)
-        }
-    };
     // Decodes row group `group`, passing its (picked) rows to `send` until it says stop. Picks
     // that are few runs are skipped by the decoder; many short runs (as a sample of every tenth
     // row) cost the decoder more to skip than to decode, so the group is decoded and filtered.
@@ -536,6 +529,10 @@ fn read_local_parquet_rows(
                 if batch.num_rows() == 0 {
                     continue;
                 }
+            }
+            // Projected batches get the file's columns on the decoding thread.
+            if mask.is_some() {
+                batch = widen(&batch, &full)?;
             }
             if !send(batch) {
                 break;
