@@ -2,9 +2,11 @@
 
 use datafusion::arrow::array::{
     Array, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, MapArray,
-    RecordBatch, StringArray, StructArray,
+    PrimitiveArray, RecordBatch, StringArray, StructArray,
 };
-use datafusion::arrow::datatypes::{ArrowNativeType, Float64Type, Int32Type, Int64Type};
+use datafusion::arrow::datatypes::{
+    ArrowNativeType, ArrowPrimitiveType, Float64Type, Int32Type, Int64Type,
+};
 use serde_json::{Map, Number, Value};
 
 use crate::error::{Error, Result};
@@ -97,6 +99,63 @@ impl<'a> BatchView<'a> {
             extra: s(col::EXTRA)?,
         })
     }
+}
+
+/// Typed columns of a row batch, for the stages that read rows straight from their columns: a
+/// column that is missing or of another type is an error naming the stage, not a panic.
+pub(crate) struct Typed<'a> {
+    batch: &'a RecordBatch,
+    stage: &'static str,
+}
+
+impl<'a> Typed<'a> {
+    pub(crate) fn new(batch: &'a RecordBatch, stage: &'static str) -> Self {
+        Self { batch, stage }
+    }
+
+    fn column(&self, name: &str) -> Result<&'a dyn Array> {
+        self.batch
+            .column_by_name(name)
+            .map(AsRef::as_ref)
+            .ok_or_else(|| Error::missing_column(self.stage, name, &self.batch.schema()))
+    }
+
+    /// A text column.
+    pub(crate) fn string(&self, name: &str) -> Result<&'a StringArray> {
+        self.column(name)?
+            .as_string_opt::<i32>()
+            .ok_or_else(|| Error::Internal(format!("`{name}` is not text")))
+    }
+
+    /// A list column.
+    pub(crate) fn list(&self, name: &str) -> Result<&'a ListArray> {
+        self.column(name)?
+            .as_list_opt::<i32>()
+            .ok_or_else(|| Error::Internal(format!("`{name}` is not a list")))
+    }
+
+    /// A number column of type `T`.
+    pub(crate) fn number<T: ArrowPrimitiveType>(
+        &self,
+        name: &str,
+    ) -> Result<&'a PrimitiveArray<T>> {
+        self.column(name)?
+            .as_primitive_opt::<T>()
+            .ok_or_else(|| Error::Internal(format!("`{name}` is not {}", T::DATA_TYPE)))
+    }
+}
+
+/// Field `name` of the items of `list` (a list of structs), as `A`.
+pub(crate) fn item_field<'b, A: Array + 'static>(list: &'b ListArray, name: &str) -> Result<&'b A> {
+    list.values()
+        .as_struct_opt()
+        .and_then(|s| s.column_by_name(name))
+        .and_then(|a| a.as_any().downcast_ref::<A>())
+        .ok_or_else(|| {
+            Error::Internal(format!(
+                "no `{name}` of the expected type in a nested column"
+            ))
+        })
 }
 
 /// Row `i` of a text column (`None` when null).

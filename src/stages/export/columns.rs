@@ -10,9 +10,7 @@
 use std::collections::VecDeque;
 use std::io::Write;
 
-use datafusion::arrow::array::{
-    Array, AsArray, Float64Array, ListArray, RecordBatch, StringArray, StructArray,
-};
+use datafusion::arrow::array::{Array, Float64Array, ListArray, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::Float64Type;
 use serde_json::Value;
 
@@ -21,7 +19,7 @@ use super::{
     decode_args,
 };
 use crate::error::{Error, Result};
-use crate::pipeline::row::{extra_beside, json_at, score, text};
+use crate::pipeline::row::{Typed, extra_beside, item_field, json_at, score, text};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 
@@ -102,43 +100,18 @@ pub struct Wire<'a> {
 impl<'a> Wire<'a> {
     /// The columns of `batch`.
     pub fn of(batch: &'a RecordBatch) -> Result<Self> {
-        let column = |name: &str| -> Result<&'a dyn Array> {
-            batch
-                .column_by_name(name)
-                .map(AsRef::as_ref)
-                .ok_or_else(|| Error::missing_column("export", name, &batch.schema()))
-        };
-        let s = |name: &str| -> Result<&'a StringArray> {
-            column(name)?
-                .as_string_opt::<i32>()
-                .ok_or_else(|| Error::Internal(format!("`{name}` is not text")))
-        };
-        let list = |name: &str| -> Result<&'a ListArray> {
-            column(name)?
-                .as_list_opt::<i32>()
-                .ok_or_else(|| Error::Internal(format!("`{name}` is not a list")))
-        };
-        fn field<'b>(s: &'b StructArray, name: &str) -> Result<&'b StringArray> {
-            s.column_by_name(name)
-                .and_then(|a| a.as_string_opt::<i32>())
-                .ok_or_else(|| Error::Internal(format!("no text `{name}` in a nested column")))
-        }
-        let messages = list(col::MESSAGES)?;
-        let m = messages.values().as_struct();
-        let calls = m
-            .column_by_name("tool_calls")
-            .and_then(|a| a.as_list_opt::<i32>())
-            .ok_or_else(|| Error::Internal("no `tool_calls` list in `messages`".into()))?;
-        let c = calls.values().as_struct();
-        let steps = list(col::STEPS)?;
+        let t = Typed::new(batch, "export");
+        let s = |name: &str| t.string(name);
+        let messages = t.list(col::MESSAGES)?;
+        let calls: &ListArray = item_field(messages, "tool_calls")?;
+        let field = |list: &'a ListArray, name: &str| item_field::<StringArray>(list, name);
+        let steps = t.list(col::STEPS)?;
         Ok(Self {
             task_id: s(col::TASK_ID)?,
             prompt: s(col::PROMPT)?,
             final_text: s(col::FINAL_TEXT)?,
             finish_reason: s(col::FINISH_REASON)?,
-            reward: column(col::REWARD)?
-                .as_primitive_opt::<Float64Type>()
-                .ok_or_else(|| Error::Internal("`reward` is not a float".into()))?,
+            reward: t.number::<Float64Type>(col::REWARD)?,
             privileged: s(col::PRIVILEGED)?,
             lineage: s(col::LINEAGE)?,
             sampling: s(col::SAMPLING)?,
@@ -147,18 +120,18 @@ impl<'a> Wire<'a> {
                 .iter()
                 .map(|k| Ok((*k, s(k)?)))
                 .collect::<Result<_>>()?,
-            tools_used: list(col::TOOLS_USED)?,
-            step_tool: field(steps.values().as_struct(), "tool")?,
+            tools_used: t.list(col::TOOLS_USED)?,
+            step_tool: field(steps, "tool")?,
             steps,
-            role: field(m, "role")?,
-            content: field(m, "content")?,
-            name: field(m, "name")?,
-            tool_call_id: field(m, "tool_call_id")?,
+            role: field(messages, "role")?,
+            content: field(messages, "content")?,
+            name: field(messages, "name")?,
+            tool_call_id: field(messages, "tool_call_id")?,
             messages,
-            call_id: field(c, "id")?,
-            call_name: field(c, "name")?,
-            call_arguments: field(c, "arguments")?,
-            call_arguments_text: field(c, "arguments_text")?,
+            call_id: field(calls, "id")?,
+            call_name: field(calls, "name")?,
+            call_arguments: field(calls, "arguments")?,
+            call_arguments_text: field(calls, "arguments_text")?,
             calls,
         })
     }

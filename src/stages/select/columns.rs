@@ -7,7 +7,7 @@
 //! summaries equal on every fixture.
 
 use datafusion::arrow::array::{
-    Array, AsArray, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray,
+    Array, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray,
 };
 use datafusion::arrow::datatypes::{Float64Type, Int32Type};
 use rayon::prelude::*;
@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::{Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_tool};
 use crate::error::{Error, Result};
 use crate::pipeline::read::Reader;
-use crate::pipeline::row::{BatchView, encode, extra_beside, json_at, text};
+use crate::pipeline::row::{BatchView, Typed, encode, extra_beside, item_field, json_at, text};
 use crate::pipeline::source::Input;
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
@@ -87,41 +87,30 @@ impl<'a> Columns<'a> {
     fn of(batch: &'a RecordBatch) -> Result<Self> {
         // Checks every column of the row schema is there, with its type.
         let view = BatchView::new(batch)?;
-        let column = |name: &str| -> Result<&'a dyn Array> {
-            batch
-                .column_by_name(name)
-                .map(AsRef::as_ref)
-                .ok_or_else(|| Error::missing_column("select", name, &batch.schema()))
-        };
-        let s = |name: &str| -> Result<&'a StringArray> { Ok(column(name)?.as_string::<i32>()) };
-        let messages = column(col::MESSAGES)?.as_list::<i32>();
-        let m = messages.values().as_struct();
-        let steps = column(col::STEPS)?.as_list::<i32>();
-        let st = steps.values().as_struct();
-        let field = |s: &'a datafusion::arrow::array::StructArray, name: &str| {
-            s.column_by_name(name)
-                .ok_or_else(|| Error::Internal(format!("no `{name}` in a nested column")))
-        };
+        let t = Typed::new(batch, "select");
+        let s = |name: &str| t.string(name);
+        let messages = t.list(col::MESSAGES)?;
+        let steps = t.list(col::STEPS)?;
         Ok(Self {
             view,
             task_id: s(col::TASK_ID)?,
-            rollout_index: column(col::ROLLOUT_INDEX)?.as_primitive::<Int32Type>(),
+            rollout_index: t.number::<Int32Type>(col::ROLLOUT_INDEX)?,
             prompt: s(col::PROMPT)?,
             final_text: s(col::FINAL_TEXT)?,
             finish_reason: s(col::FINISH_REASON)?,
             reason: s(col::REASON)?,
-            reward: column(col::REWARD)?.as_primitive::<Float64Type>(),
+            reward: t.number::<Float64Type>(col::REWARD)?,
             privileged: s(col::PRIVILEGED)?,
             lineage: s(col::LINEAGE)?,
             extra: s(col::EXTRA)?,
+            role: item_field(messages, "role")?,
+            content: item_field(messages, "content")?,
+            calls: item_field(messages, "tool_calls")?,
             messages,
-            role: field(m, "role")?.as_string::<i32>(),
-            content: field(m, "content")?.as_string::<i32>(),
-            calls: field(m, "tool_calls")?.as_list::<i32>(),
+            tool: item_field(steps, "tool")?,
+            result: item_field(steps, "result")?,
+            truncated: item_field(steps, "truncated")?,
             steps,
-            tool: field(st, "tool")?.as_string::<i32>(),
-            result: field(st, "result")?.as_string::<i32>(),
-            truncated: field(st, "truncated")?.as_boolean(),
         })
     }
 
