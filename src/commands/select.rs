@@ -80,6 +80,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         return preference(args, &mut reader, &inputs, started);
     }
     let (infos, file_rows) = select::read_summaries(&mut reader, &inputs)?;
+    tracing::debug!(rows = infos.len(), elapsed = ?started.elapsed(), "select: summaries read");
     let (chosen, marked, report) = match args.mode {
         SelectMode::Rl => select::rl(&infos, &opts),
         SelectMode::Sft | SelectMode::Preference => {
@@ -91,7 +92,9 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     // then written in training order.
     // A million summaries take a while to free: off the critical path.
     let freed = std::thread::spawn(move || drop(infos));
+    tracing::debug!(chosen = chosen.len(), elapsed = ?started.elapsed(), "select: rows chosen");
     let (taken, at) = reader.read_positions(&inputs, &file_rows, &chosen)?;
+    tracing::debug!(batches = taken.len(), elapsed = ?started.elapsed(), "select: chosen rows read");
     drop(reader);
     // Rows the truncation marking touched carry `overlong: true`; under `penalize` their reward
     // is 0 and the judge's is kept as `reward_before_penalty`.
@@ -145,6 +148,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     }
     drop(refs);
     drop(taken);
+    tracing::debug!(elapsed = ?started.elapsed(), "select: rows in training order");
     // RL: what the selection's reward teaches, scanned from the rows in memory while they are
     // written.
     let scan_rows = args.mode == SelectMode::Rl && !chosen.is_empty();
@@ -154,9 +158,12 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
             for out in rows {
                 sink.write(out)?;
             }
-            sink.finish()
+            let finished = sink.finish();
+            tracing::debug!(elapsed = ?started.elapsed(), "select: rows written");
+            finished
         });
         let scanned = scan_rows.then(|| scan(ctx, &outs, &args.endorsed));
+        tracing::debug!(elapsed = ?started.elapsed(), "select: selection scanned");
         let written = writer
             .join()
             .unwrap_or_else(|_| Err(Error::Internal("the select writer panicked".into())));
@@ -269,7 +276,7 @@ fn preference(
     };
     let (pairs, report) = select::build_pairs(&plan, row, report);
     let file = crate::pipeline::io::AtomicFile::create(&args.out)?;
-    let mut w = std::io::BufWriter::new(file.handle()?);
+    let mut w = std::io::BufWriter::new(file.writer()?);
     for p in &pairs {
         serde_json::to_writer(&mut w, p)
             .map_err(|e| Error::Internal(format!("writing a pair: {e}")))?;
