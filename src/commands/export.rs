@@ -115,10 +115,23 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
             .map_err(|e| Error::io(&jsonl_path, e))?,
         (None, None) => return Err(Error::Internal("no export destination".into())),
     };
-    let mut w = BufWriter::with_capacity(1 << 20, handle);
+    // The lines are written on their own thread, a chunk of rows at a time, while the next
+    // chunks are converted (the copy into the page cache is a fifth of an export's time).
+    let (lines, written_lines) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+    let writer = {
+        let path = jsonl_path.clone();
+        let mut handle = crate::pipeline::io::Writeback::new(handle, &path)?;
+        std::thread::spawn(move || -> Result<()> {
+            for chunk in written_lines {
+                handle.write_all(&chunk).map_err(|e| Error::io(&path, e))?;
+            }
+            Ok(())
+        })
+    };
     let mut t = Tally::default();
     let mut group_ids: HashSet<String> = HashSet::new();
-    ctx.runtime
+    let converted = ctx
+        .runtime
         .block_on(crate::pipeline::session::for_each_in_file_order(
             &context,
             "SELECT * FROM rows",
@@ -174,21 +187,26 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                         .is_some();
                     Ok((bytes, facts, rows.len() as u64, side))
                 };
-                let chunks: Vec<Vec<(Vec<u8>, export::RowFacts, RowMeta)>> = (0..n.div_ceil(256))
+                // Chunks of rows: the lines of a chunk in one buffer, and each row's facts.
+                let chunks: Vec<(Vec<u8>, Vec<(export::RowFacts, RowMeta)>)> = (0..n.div_ceil(256))
                     .into_par_iter()
                     .map(|c| {
                         let mut cache = export::NeedleCache::default();
-                        (c * 256..((c + 1) * 256).min(n))
+                        let mut bytes = Vec::with_capacity(256 * 2048);
+                        let facts = (c * 256..((c + 1) * 256).min(n))
                             .map(|i| {
-                                let mut bytes = Vec::with_capacity(2048);
                                 let fast = if parquet {
                                     None
                                 } else {
                                     wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)?
                                 };
-                                let (bytes, facts, written, side) = match fast {
-                                    Some((facts, side)) => (bytes, facts, 1, side),
-                                    None => general(i)?,
+                                let (facts, written, side) = match fast {
+                                    Some((facts, side)) => (facts, 1, side),
+                                    None => {
+                                        let (row_bytes, facts, written, side) = general(i)?;
+                                        bytes.extend_from_slice(&row_bytes);
+                                        (facts, written, side)
+                                    }
                                 };
                                 // Which row: only for the report's first failure.
                                 let where_ = if facts.invalid_calls > 0 || facts.leak.is_some() {
@@ -200,7 +218,6 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                                     String::new()
                                 };
                                 Ok((
-                                    bytes,
                                     facts,
                                     RowMeta {
                                         written,
@@ -209,22 +226,32 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                                     },
                                 ))
                             })
-                            .collect::<Result<Vec<_>>>()
+                            .collect::<Result<Vec<_>>>()?;
+                        Ok((bytes, facts))
                     })
                     .collect::<Result<_>>()?;
-                let done = chunks.into_iter().flatten();
-                for (bytes, facts, meta) in done {
-                    w.write_all(&bytes).map_err(|e| Error::io(&jsonl_path, e))?;
-                    t.add(&facts, &meta);
-                    if let Some(g) = meta.side.group {
-                        group_ids.insert(g);
+                for (bytes, facts) in chunks {
+                    for (facts, meta) in facts {
+                        t.add(&facts, &meta);
+                        if let Some(g) = meta.side.group {
+                            group_ids.insert(g);
+                        }
+                    }
+                    if lines.send(bytes).is_err() {
+                        // The writer stopped on an error: joining it below says which.
+                        return Err(Error::Internal("the export writer stopped".into()));
                     }
                 }
                 Ok(())
             },
-        ))?;
-    w.flush().map_err(|e| Error::io(&jsonl_path, e))?;
-    drop(w);
+        ));
+    drop(lines);
+    let wrote = writer
+        .join()
+        .unwrap_or_else(|_| Err(Error::Internal("the export writer panicked".into())));
+    // The writer's error first: a full disk is the cause, the stopped reading its effect.
+    wrote?;
+    converted?;
     // The gates.
     let validate = !args.no_validate;
     let encoding = if opts.format == Format::Trl {
@@ -487,7 +514,7 @@ fn write_dataset(jsonl: &Path, out: &Path, shown: &Path) -> Result<Vec<String>> 
         }
         let file = AtomicFile::create(&path)?;
         let mut writer =
-            parquet::arrow::ArrowWriter::try_new(file.handle()?, Arc::clone(&schema), None)?;
+            parquet::arrow::ArrowWriter::try_new(file.writer()?, Arc::clone(&schema), None)?;
         let decoder = ReaderBuilder::new(Arc::clone(&schema))
             .with_batch_size(4096)
             .build(std::io::Cursor::new(chunk))?;
@@ -544,7 +571,7 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
     };
     let groups = Groups::default();
     let file = AtomicFile::create(&args.out)?;
-    let mut w = BufWriter::new(file.handle()?);
+    let mut w = BufWriter::new(file.writer()?);
     let (mut pairs, mut written, mut dropped, mut calls, mut invalid, mut leaks, mut longer) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for input in &args.inputs {

@@ -163,7 +163,7 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
     match (&args.out, args.format) {
         (Some(path), table::Format::Parquet) => {
             let file = AtomicFile::create(path)?;
-            let mut w = ArrowWriter::try_new(file.handle()?, schema, None)?;
+            let mut w = ArrowWriter::try_new(file.writer()?, schema, None)?;
             while let Some(batch) = next() {
                 let batch = batch?;
                 rows += batch.num_rows() as u64;
@@ -182,7 +182,7 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
             match out {
                 Some(path) => {
                     let file = AtomicFile::create(path)?;
-                    let mut w = std::io::BufWriter::new(file.handle()?);
+                    let mut w = std::io::BufWriter::new(file.writer()?);
                     table::write(format, &schema, &batches, &mut w)?;
                     w.flush().map_err(|e| Error::io(path, e))?;
                     drop(w);
