@@ -7,6 +7,7 @@
 //! converted the general way. A test holds the two paths' bytes, facts and side facts equal on
 //! every fixture under several option sets.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::Write;
 
@@ -70,6 +71,16 @@ const TEXT_CARRY: [&str; 7] = [
     col::PROMPT,
 ];
 
+/// Where a carried key's value comes from when `extra` does not hold it.
+enum Carried<'a> {
+    Reward,
+    Lineage,
+    Sampling,
+    Text(&'a StringArray),
+    /// Only from `extra`.
+    Extra,
+}
+
 /// Typed views of the columns a training row is written from.
 pub struct Wire<'a> {
     task_id: &'a StringArray,
@@ -81,7 +92,7 @@ pub struct Wire<'a> {
     lineage: &'a StringArray,
     sampling: &'a StringArray,
     extra: &'a StringArray,
-    text_carry: Vec<(&'static str, &'a StringArray)>,
+    carry: Vec<(&'static str, Carried<'a>)>,
     tools_used: &'a ListArray,
     steps: &'a ListArray,
     step_tool: &'a StringArray,
@@ -116,9 +127,20 @@ impl<'a> Wire<'a> {
             lineage: s(col::LINEAGE)?,
             sampling: s(col::SAMPLING)?,
             extra: s(col::EXTRA)?,
-            text_carry: TEXT_CARRY
+            carry: CARRY
                 .iter()
-                .map(|k| Ok((*k, s(k)?)))
+                .map(|&k| {
+                    Ok((
+                        k,
+                        match k {
+                            col::REWARD => Carried::Reward,
+                            col::LINEAGE => Carried::Lineage,
+                            col::SAMPLING => Carried::Sampling,
+                            k if TEXT_CARRY.contains(&k) => Carried::Text(s(k)?),
+                            _ => Carried::Extra,
+                        },
+                    ))
+                })
                 .collect::<Result<_>>()?,
             tools_used: t.list(col::TOOLS_USED)?,
             step_tool: field(steps, "tool")?,
@@ -164,12 +186,12 @@ impl<'a> Wire<'a> {
         let mut side = Side::default();
         let final_text = text(self.final_text, i).unwrap_or("");
         // Messages, converted.
-        struct Turn {
+        struct Turn<'t> {
             role: &'static str,
-            content: String,
-            name: Option<String>,
-            tool_call_id: Option<String>,
-            calls: Vec<(String, String, String)>,
+            content: Cow<'t, str>,
+            name: Option<&'t str>,
+            tool_call_id: Option<Cow<'t, str>>,
+            calls: Vec<(Cow<'t, str>, &'t str, String)>,
         }
         let o = self.messages.value_offsets();
         let source = usize_of(o[i])..usize_of(o[i + 1]);
@@ -177,14 +199,14 @@ impl<'a> Wire<'a> {
         if let Some(sys) = opts.system_prompt.as_deref().filter(|s| !s.is_empty()) {
             turns.push(Turn {
                 role: "system",
-                content: sys.to_owned(),
+                content: Cow::Borrowed(sys),
                 name: None,
                 tool_call_id: None,
                 calls: Vec::new(),
             });
         }
         let mut assistant_texts: Vec<&str> = Vec::new();
-        let mut pending: VecDeque<String> = VecDeque::new();
+        let mut pending: VecDeque<Cow<'_, str>> = VecDeque::new();
         let mut call_index = 0usize;
         for j in source {
             let content = text(self.content, j).unwrap_or("");
@@ -192,17 +214,18 @@ impl<'a> Wire<'a> {
                 "assistant" => {
                     assistant_texts.push(content);
                     let content = if opts.strip_think {
-                        THINK.replace_all(content, "").trim().to_owned()
+                        Cow::Owned(THINK.replace_all(content, "").trim().to_owned())
                     } else {
-                        content.to_owned()
+                        Cow::Borrowed(content)
                     };
                     let mut calls = Vec::new();
                     if self.calls.is_valid(j) {
                         let co = self.calls.value_offsets();
                         for c in usize_of(co[j])..usize_of(co[j + 1]) {
-                            let id = text(self.call_id, c)
-                                .filter(|s| !s.is_empty())
-                                .map_or_else(|| format!("call_{call_index:04}"), str::to_owned);
+                            let id = text(self.call_id, c).filter(|s| !s.is_empty()).map_or_else(
+                                || Cow::Owned(format!("call_{call_index:04}")),
+                                Cow::Borrowed,
+                            );
                             call_index += 1;
                             pending.push_back(id.clone());
                             let args = match (
@@ -224,7 +247,7 @@ impl<'a> Wire<'a> {
                                 Value::String(s) => s,
                                 other => other.to_string(),
                             };
-                            let name = text(self.call_name, c).unwrap_or("").to_owned();
+                            let name = text(self.call_name, c).unwrap_or("");
                             calls.push((id, name, args));
                         }
                     }
@@ -237,34 +260,34 @@ impl<'a> Wire<'a> {
                     });
                 }
                 "tool" => {
-                    let mut content = content.to_owned();
+                    let mut content = Cow::Borrowed(content);
                     if let Some(cap) = opts.max_tool_output_chars {
                         let n = content.chars().count();
                         if n > cap {
                             let cut = n - cap;
-                            content = format!(
+                            content = Cow::Owned(format!(
                                 "{}\n[... {cut} chars of tool output truncated]",
                                 content.chars().take(cap).collect::<String>()
-                            );
+                            ));
                             facts.outputs_cut += 1;
                             facts.chars_cut += cut as u64;
                         }
                     }
-                    let id = text(self.tool_call_id, j).map(str::to_owned);
+                    let id = text(self.tool_call_id, j).map(Cow::Borrowed);
                     if let Some(id) = &id {
                         pending.retain(|p| p != id);
                     }
                     turns.push(Turn {
                         role: "tool",
                         content,
-                        name: text(self.name, j).map(str::to_owned),
+                        name: text(self.name, j),
                         tool_call_id: id.or_else(|| pending.pop_front()),
                         calls: Vec::new(),
                     });
                 }
                 role @ ("user" | "system") => turns.push(Turn {
                     role: if role == "user" { "user" } else { "system" },
-                    content: content.to_owned(),
+                    content: Cow::Borrowed(content),
                     name: None,
                     tool_call_id: None,
                     calls: Vec::new(),
@@ -331,7 +354,7 @@ impl<'a> Wire<'a> {
                 }
                 put(out, b"]");
             }
-            if let Some(n) = &t.name {
+            if let Some(n) = t.name {
                 put(out, b",\"name\":");
                 string(out, n)?;
             }
@@ -365,20 +388,39 @@ impl<'a> Wire<'a> {
         }
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
         let lineage = json_at(self.lineage, i, col::LINEAGE)?;
-        for k in CARRY {
-            let value: Option<Value> = match side_field(k) {
-                Some(v) => Some(v.clone()),
-                None => match k {
-                    col::REWARD => reward.map(score),
-                    col::LINEAGE => lineage.clone(),
-                    col::SAMPLING => json_at(self.sampling, i, col::SAMPLING)?,
-                    _ => self
-                        .text_carry
-                        .iter()
-                        .find(|(name, _)| *name == k)
-                        .and_then(|(_, a)| text(a, i))
-                        .map(|t| Value::String(t.to_owned())),
-                },
+        for (k, source) in &self.carry {
+            if let Some(v) = side_field(k) {
+                if !v.is_null() {
+                    put(out, b",");
+                    string(out, k)?;
+                    put(out, b":");
+                    json(out, v)?;
+                }
+                continue;
+            }
+            let value = match source {
+                Carried::Reward => reward.map(score),
+                Carried::Lineage => {
+                    if let Some(l) = lineage.as_ref().filter(|l| !l.is_null()) {
+                        put(out, b",");
+                        string(out, k)?;
+                        put(out, b":");
+                        json(out, l)?;
+                    }
+                    continue;
+                }
+                Carried::Sampling => json_at(self.sampling, i, col::SAMPLING)?,
+                Carried::Text(a) => {
+                    // Plain text needs no JSON value.
+                    if let Some(t) = text(a, i) {
+                        put(out, b",");
+                        string(out, k)?;
+                        put(out, b":");
+                        string(out, t)?;
+                    }
+                    continue;
+                }
+                Carried::Extra => None,
             };
             if let Some(v) = value.filter(|v| !v.is_null()) {
                 put(out, b",");
@@ -394,14 +436,9 @@ impl<'a> Wire<'a> {
             self.task_id.value(i),
             text(self.prompt, i),
         );
-        for (k, v) in groups.fields(&key) {
-            if k == "group_id" {
-                side.group = v.as_str().map(str::to_owned);
-            }
-            put(out, b",");
-            string(out, k)?;
-            put(out, b":");
-            json(out, &v)?;
+        if let Some((id, fields)) = groups.written(&key) {
+            side.group = Some(id.to_owned());
+            put(out, fields);
         }
         put(out, b"}\n");
         side.reward = reward.map(score).as_ref().and_then(Value::as_f64);

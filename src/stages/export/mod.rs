@@ -473,6 +473,9 @@ pub fn group_id(key: &str) -> String {
 pub struct Groups {
     stats: HashMap<String, (u64, u64, u64, f64, f64, u64)>,
     repeats: bool,
+    /// Each task's group id and its group fields as written in a JSON object (`,"group_id":…`),
+    /// made once, on first use, after the last [`Groups::add`].
+    written: std::sync::OnceLock<HashMap<String, (String, Vec<u8>)>>,
 }
 
 impl Groups {
@@ -495,6 +498,35 @@ impl Groups {
             e.4 += r * r;
             e.5 += 1;
         }
+    }
+
+    /// Task `key`'s group id and group fields as [`Groups::fields`] gives them, written as the
+    /// members of a JSON object, each after a comma; `None` when no task repeats.
+    pub(crate) fn written(&self, key: &str) -> Option<(&str, &[u8])> {
+        if !self.repeats {
+            return None;
+        }
+        let all = self.written.get_or_init(|| {
+            self.stats
+                .keys()
+                .map(|key| {
+                    let mut id = String::new();
+                    let mut bytes = Vec::with_capacity(128);
+                    for (k, v) in self.fields(key) {
+                        if k == "group_id" {
+                            id = v.as_str().unwrap_or_default().to_owned();
+                        }
+                        bytes.push(b',');
+                        // Writing JSON to a Vec cannot fail.
+                        let _ = serde_json::to_writer(&mut bytes, k);
+                        bytes.push(b':');
+                        let _ = serde_json::to_writer(&mut bytes, &v);
+                    }
+                    (key.clone(), (id, bytes))
+                })
+                .collect()
+        });
+        all.get(key).map(|(id, b)| (id.as_str(), b.as_slice()))
     }
 
     /// Stamps `group_id, k, n0, n1, reward_mean, reward_std` when some task repeats.
