@@ -662,7 +662,9 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         report.gates.entry(g.to_owned()).or_insert(0);
     }
     report.n_after_gates = after.len();
-    let mut rows_after_gates: HashMap<&str, usize> = HashMap::default();
+    // Maps over every row are sized up front (they were a third of choosing, rehashing).
+    let mut rows_after_gates: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(after.len() / 2, Default::default());
     for &i in &after {
         *rows_after_gates.entry(rows[i].key.as_str()).or_insert(0) += 1;
     }
@@ -671,7 +673,10 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     if !text_gates {
         live.clone_from(&after);
     }
-    let mut seen: HashMap<(&str, &str, u64), usize> = HashMap::default();
+    let mut seen: HashMap<(&str, &str, u64), usize> = HashMap::with_capacity_and_hasher(
+        if text_gates { after.len() } else { 0 },
+        Default::default(),
+    );
     let mut dup_asks: foldhash::HashSet<&str> = foldhash::HashSet::default();
     for &i in after.iter().filter(|_| text_gates) {
         let r = &rows[i];
@@ -714,7 +719,8 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     }
     // Groups: unanimous, then collapsed.
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-    let mut index: HashMap<&str, usize> = HashMap::default();
+    let mut index: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(rows_after_gates.len(), Default::default());
     for &i in &voting {
         let k = rows[i].key.as_str();
         let g = *index.entry(k).or_insert_with(|| {
@@ -870,7 +876,8 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         }
         report.warnings.push(w);
     }
-    let mut per_task: HashMap<&str, usize> = HashMap::default();
+    let mut per_task: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(rows_after_gates.len(), Default::default());
     for r in rows {
         *per_task.entry(r.key.as_str()).or_insert(0) += 1;
     }
