@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 use super::row::{self, BATCH_ROWS, BatchView, Builder, Record};
 use crate::error::{Error, Result};
-use crate::schema::row_schema;
+use crate::schema::{col, row_schema};
 
 /// Bytes of JSONL decoded per parallel chunk.
 pub const CHUNK_BYTES: usize = 4 << 20;
@@ -326,6 +326,9 @@ impl ParquetSink {
                 .set_column_dictionary_enabled(path.clone(), false)
                 .set_column_statistics_enabled(path, EnabledStatistics::None);
         }
+        // A rollout id is unique: its dictionary would hold every value, overflow and fall back
+        // to plain after most of a row group. Its statistics stay (lookups by id use them).
+        props = props.set_column_dictionary_enabled(ColumnPath::from(col::ROLLOUT_ID), false);
         let props = props.build();
         // The Arrow writer puts the Arrow schema in the file's metadata; its lower half writes.
         let (writer, factory) =
@@ -1238,6 +1241,15 @@ mod tests {
                 assert!(
                     chunk.dictionary_page_offset().is_none(),
                     "{path} has a dictionary"
+                );
+            } else if path == "rollout_id" {
+                assert!(
+                    chunk.statistics().is_some(),
+                    "rollout_id lost its statistics"
+                );
+                assert!(
+                    chunk.dictionary_page_offset().is_none(),
+                    "rollout_id has a dictionary"
                 );
             } else if path == "task_id" {
                 assert!(chunk.statistics().is_some(), "task_id lost its statistics");
