@@ -44,7 +44,21 @@ use wai::cli::Cli;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The generated data's folder, removed when the benches end (a static's `TempDir` is never
+/// dropped, and each run left 3 GB in the temp folder).
+static DATA_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 fn main() {
+    struct Cleanup;
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(dir) = DATA_DIR.get() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    // Dropped on return and on a panic's unwinding alike.
+    let _cleanup = Cleanup;
     divan::main();
 }
 
@@ -85,6 +99,7 @@ fn generate(dir: &Path, name: &str, rows: usize, seed: u64, extra: &[&str]) -> P
 
 static DATA: LazyLock<Data> = LazyLock::new(|| {
     let dir = tempfile::tempdir().expect("temp dir");
+    let _ = DATA_DIR.set(dir.path().to_path_buf());
     let d = dir.path();
     let jsonl_200k = generate(d, "rows-200k.jsonl", 200_000, 1, &[]);
     let parquet_100k = generate(d, "rows-100k.parquet", 100_000, 1, &[]);
