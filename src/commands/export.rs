@@ -191,7 +191,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                 let chunks: Vec<(Vec<u8>, Vec<(export::RowFacts, RowMeta)>)> = (0..n.div_ceil(256))
                     .into_par_iter()
                     .map(|c| {
-                        let mut cache = export::NeedleCache::default();
+                        let mut cache = export::WireCache::default();
                         let mut bytes = Vec::with_capacity(256 * 2048);
                         let facts = (c * 256..((c + 1) * 256).min(n))
                             .map(|i| {

@@ -71,6 +71,71 @@ const TEXT_CARRY: [&str; 7] = [
     col::PROMPT,
 ];
 
+/// What the last rows gave, for a reader that goes through rows in order (rows of a task sit
+/// together and share their privileged context, lineage and often their call arguments).
+#[derive(Default)]
+pub struct WireCache {
+    needles: NeedleCache,
+    /// The last lineage text and its value.
+    lineage: Option<(String, Value)>,
+    /// Call arguments to their wire string and whether they are an object, from
+    /// `arguments_text` (0) and from `arguments` (1); cleared when one grows past
+    /// [`WireCache::ARGS`].
+    args: [foldhash::HashMap<String, (String, bool)>; 2],
+}
+
+impl WireCache {
+    const ARGS: usize = 4096;
+
+    /// The wire string of a call's arguments and whether they are an object.
+    fn args(&mut self, from_text: bool, raw: Option<&str>) -> Result<(String, bool)> {
+        let Some(raw) = raw else {
+            let v = decode_args(&Value::Null);
+            return Ok((v.to_string(), v.is_object()));
+        };
+        let seen = &mut self.args[usize::from(!from_text)];
+        if let Some((wire, object)) = seen.get(raw) {
+            return Ok((wire.clone(), *object));
+        }
+        let v = if from_text {
+            decode_args(&Value::String(raw.to_owned()))
+        } else {
+            decode_args(&serde_json::from_str(raw).map_err(|e| {
+                Error::Internal(format!(
+                    "the `tool_calls.arguments` column holds invalid JSON: {e}"
+                ))
+            })?)
+        };
+        let object = v.is_object();
+        let wire = match v {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        if seen.len() >= Self::ARGS {
+            seen.clear();
+        }
+        seen.insert(raw.to_owned(), (wire.clone(), object));
+        Ok((wire, object))
+    }
+
+    /// Row `i`'s lineage, parsed once for a run of rows with the same text.
+    fn lineage(&mut self, a: &StringArray, i: usize) -> Result<Option<&Value>> {
+        let Some(t) = text(a, i) else {
+            return Ok(None);
+        };
+        if self.lineage.as_ref().is_none_or(|(last, _)| last != t) {
+            let v: Value = serde_json::from_str(t).map_err(|e| {
+                Error::Internal(format!(
+                    "the `{}` column holds invalid JSON: {e}",
+                    col::LINEAGE
+                ))
+            })?;
+            self.lineage = Some((t.to_owned(), v));
+        }
+        Ok(self.lineage.as_ref().map(|(_, v)| v))
+    }
+}
+
 /// Where a carried key's value comes from when `extra` does not hold it.
 enum Carried<'a> {
     Reward,
@@ -168,7 +233,7 @@ impl<'a> Wire<'a> {
         i: usize,
         opts: &Options,
         groups: &Groups,
-        cache: &mut NeedleCache,
+        cache: &mut WireCache,
         out: &mut Vec<u8>,
     ) -> Result<Option<(RowFacts, Side)>> {
         if opts.format != Format::Openai
@@ -228,25 +293,17 @@ impl<'a> Wire<'a> {
                             );
                             call_index += 1;
                             pending.push_back(id.clone());
-                            let args = match (
+                            let (args, object) = match (
                                 text(self.call_arguments_text, c),
                                 text(self.call_arguments, c),
                             ) {
-                                (Some(t), _) => decode_args(&Value::String(t.to_owned())),
-                                (None, Some(_)) => decode_args(
-                                    &json_at(self.call_arguments, c, "tool_calls.arguments")?
-                                        .unwrap_or(Value::Null),
-                                ),
-                                (None, None) => decode_args(&Value::Null),
+                                (Some(t), _) => cache.args(true, Some(t))?,
+                                (None, a) => cache.args(false, a)?,
                             };
                             facts.calls += 1;
-                            if !args.is_object() {
+                            if !object {
                                 facts.invalid_calls += 1;
                             }
-                            let args = match args {
-                                Value::String(s) => s,
-                                other => other.to_string(),
-                            };
                             let name = text(self.call_name, c).unwrap_or("");
                             calls.push((id, name, args));
                         }
@@ -297,7 +354,7 @@ impl<'a> Wire<'a> {
         }
         // The leak check, as the general path reads it.
         if let Some(p) = text(self.privileged, i) {
-            if let Some(n) = cache.needles(p)? {
+            if let Some(n) = cache.needles.needles(p)? {
                 facts.privileged = true;
                 let texts: Vec<&str> = std::iter::once(final_text)
                     .chain(assistant_texts.iter().copied())
@@ -387,7 +444,7 @@ impl<'a> Wire<'a> {
             side.with_tools = true;
         }
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
-        let lineage = json_at(self.lineage, i, col::LINEAGE)?;
+        let lineage = cache.lineage(self.lineage, i)?;
         for (k, source) in &self.carry {
             if let Some(v) = side_field(k) {
                 if !v.is_null() {
@@ -401,7 +458,7 @@ impl<'a> Wire<'a> {
             let value = match source {
                 Carried::Reward => reward.map(score),
                 Carried::Lineage => {
-                    if let Some(l) = lineage.as_ref().filter(|l| !l.is_null()) {
+                    if let Some(l) = lineage.filter(|l| !l.is_null()) {
                         put(out, b",");
                         string(out, k)?;
                         put(out, b":");
@@ -443,14 +500,10 @@ impl<'a> Wire<'a> {
         put(out, b"}\n");
         side.reward = reward.map(score).as_ref().and_then(Value::as_f64);
         side.eval_sourced = lineage
-            .as_ref()
             .and_then(|l| l.get("source"))
             .and_then(Value::as_str)
             == Some("eval");
-        side.has_policy_sha = lineage
-            .as_ref()
-            .and_then(|l| l.get("system_prompt_sha"))
-            .is_some();
+        side.has_policy_sha = lineage.and_then(|l| l.get("system_prompt_sha")).is_some();
         side.calls_tools = (self.tools_used.is_valid(i) && self.tools_used.value_length(i) > 0)
             || (self.steps.is_valid(i) && {
                 let so = self.steps.value_offsets();

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha1::{Digest, Sha1};
 
-pub use columns::{Side, Wire};
+pub use columns::{Side, Wire, WireCache};
 
 mod columns;
 
