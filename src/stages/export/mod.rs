@@ -968,7 +968,7 @@ mod tests {
                 groups.add(&task_key(r), r.get("reward").and_then(Value::as_f64));
             }
             for o in &option_sets {
-                let mut cache = NeedleCache::default();
+                let mut cache = WireCache::default();
                 for (i, row) in encoded.iter().enumerate() {
                     let mut fast = Vec::new();
                     let Some((facts, side)) = wire
