@@ -107,12 +107,15 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     let jsonl_path = temp
         .as_ref()
         .map_or_else(|| args.out.clone(), |t| t.path().to_path_buf());
-    let handle = match (&file, &temp) {
-        (Some(f), _) => f.handle()?,
-        (None, Some(t)) => t
-            .as_file()
-            .try_clone()
-            .map_err(|e| Error::io(&jsonl_path, e))?,
+    // The output's pages go to the disk as they are written; the scratch JSONL of a datasets
+    // folder is read back and deleted, so it is not written out.
+    let mut handle: Box<dyn Write + Send> = match (&file, &temp) {
+        (Some(f), _) => Box::new(f.writer()?),
+        (None, Some(t)) => Box::new(
+            t.as_file()
+                .try_clone()
+                .map_err(|e| Error::io(&jsonl_path, e))?,
+        ),
         (None, None) => return Err(Error::Internal("no export destination".into())),
     };
     // The lines are written on their own thread, a chunk of rows at a time, while the next
@@ -120,7 +123,6 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     let (lines, written_lines) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
     let writer = {
         let path = jsonl_path.clone();
-        let mut handle = crate::pipeline::io::Writeback::new(handle, &path)?;
         std::thread::spawn(move || -> Result<()> {
             for chunk in written_lines {
                 handle.write_all(&chunk).map_err(|e| Error::io(&path, e))?;
