@@ -182,15 +182,15 @@ fn parse(text: &str) -> Result<Value> {
         .map_err(|e| Error::Internal(format!("a JSON text column holds invalid JSON: {e}")))
 }
 
+/// The JSON of `text`, a value of the JSON text column `what` (named in the error).
+pub(crate) fn json_text(text: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::Internal(format!("the `{what}` column holds invalid JSON: {e}")))
+}
+
 /// The JSON in row `i` of the JSON text column `what` (`None` when null).
 pub(crate) fn json_at(a: &StringArray, i: usize, what: &str) -> Result<Option<Value>> {
-    text(a, i)
-        .map(|t| {
-            serde_json::from_str(t).map_err(|e| {
-                Error::Internal(format!("the `{what}` column holds invalid JSON: {e}"))
-            })
-        })
-        .transpose()
+    text(a, i).map(|t| json_text(t, what)).transpose()
 }
 
 /// Row `i`'s `extra` fields, for a reader that takes the fields `read` from their own columns;

@@ -423,11 +423,7 @@ impl NeedleCache {
     /// The needles of `privileged` (JSON text), `None` when it is not an object.
     pub(crate) fn needles(&mut self, privileged: &str) -> crate::error::Result<Option<&Needles>> {
         if self.privileged != privileged || self.privileged.is_empty() {
-            let v: Value = serde_json::from_str(privileged).map_err(|e| {
-                crate::error::Error::Internal(format!(
-                    "the `privileged` column holds invalid JSON: {e}"
-                ))
-            })?;
+            let v = crate::pipeline::row::json_text(privileged, "privileged")?;
             self.needles = v.is_object().then(|| Needles::of(&v));
             privileged.clone_into(&mut self.privileged);
         }

@@ -16,7 +16,9 @@ use serde_json::Value;
 use super::{Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_tool};
 use crate::error::{Error, Result};
 use crate::pipeline::read::Reader;
-use crate::pipeline::row::{BatchView, Typed, encode, extra_beside, item_field, json_at, text};
+use crate::pipeline::row::{
+    BatchView, Typed, encode, extra_beside, item_field, json_at, json_text, text,
+};
 use crate::pipeline::source::Input;
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
@@ -155,11 +157,7 @@ impl<'a> Columns<'a> {
                     && let Some(r) = text(self.result, j)
                     && !plainly_ok(r)
                 {
-                    fault = result_fault(&serde_json::from_str(r).map_err(|e| {
-                        Error::Internal(format!(
-                            "the `steps.result` column holds invalid JSON: {e}"
-                        ))
-                    })?);
+                    fault = result_fault(&json_text(r, "steps.result")?);
                 }
             }
         }
