@@ -20,7 +20,7 @@ use super::{
     decode_args,
 };
 use crate::error::{Error, Result};
-use crate::pipeline::row::{Typed, extra_beside, item_field, json_at, score, text};
+use crate::pipeline::row::{Typed, extra_beside, item_field, json_at, json_text, score, text};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 
@@ -100,11 +100,7 @@ impl WireCache {
         let v = if from_text {
             decode_args(&Value::String(raw.to_owned()))
         } else {
-            decode_args(&serde_json::from_str(raw).map_err(|e| {
-                Error::Internal(format!(
-                    "the `tool_calls.arguments` column holds invalid JSON: {e}"
-                ))
-            })?)
+            decode_args(&json_text(raw, "tool_calls.arguments")?)
         };
         let object = v.is_object();
         let wire = match v {
@@ -124,13 +120,7 @@ impl WireCache {
             return Ok(None);
         };
         if self.lineage.as_ref().is_none_or(|(last, _)| last != t) {
-            let v: Value = serde_json::from_str(t).map_err(|e| {
-                Error::Internal(format!(
-                    "the `{}` column holds invalid JSON: {e}",
-                    col::LINEAGE
-                ))
-            })?;
-            self.lineage = Some((t.to_owned(), v));
+            self.lineage = Some((t.to_owned(), json_text(t, col::LINEAGE)?));
         }
         Ok(self.lineage.as_ref().map(|(_, v)| v))
     }
@@ -445,45 +435,45 @@ impl<'a> Wire<'a> {
         }
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
         let lineage = cache.lineage(self.lineage, i)?;
+        // `,"key":` before a carried value.
+        let member = |out: &mut Vec<u8>, k: &str| -> Result<()> {
+            put(out, b",");
+            string(out, k)?;
+            put(out, b":");
+            Ok(())
+        };
         for (k, source) in &self.carry {
             if let Some(v) = side_field(k) {
                 if !v.is_null() {
-                    put(out, b",");
-                    string(out, k)?;
-                    put(out, b":");
+                    member(out, k)?;
                     json(out, v)?;
                 }
                 continue;
             }
+            let owned;
             let value = match source {
-                Carried::Reward => reward.map(score),
-                Carried::Lineage => {
-                    if let Some(l) = lineage.filter(|l| !l.is_null()) {
-                        put(out, b",");
-                        string(out, k)?;
-                        put(out, b":");
-                        json(out, l)?;
-                    }
-                    continue;
-                }
-                Carried::Sampling => json_at(self.sampling, i, col::SAMPLING)?,
+                // Plain text needs no JSON value.
                 Carried::Text(a) => {
-                    // Plain text needs no JSON value.
                     if let Some(t) = text(a, i) {
-                        put(out, b",");
-                        string(out, k)?;
-                        put(out, b":");
+                        member(out, k)?;
                         string(out, t)?;
                     }
                     continue;
                 }
+                Carried::Lineage => lineage,
+                Carried::Reward => {
+                    owned = reward.map(score);
+                    owned.as_ref()
+                }
+                Carried::Sampling => {
+                    owned = json_at(self.sampling, i, col::SAMPLING)?;
+                    owned.as_ref()
+                }
                 Carried::Extra => None,
             };
             if let Some(v) = value.filter(|v| !v.is_null()) {
-                put(out, b",");
-                string(out, k)?;
-                put(out, b":");
-                json(out, &v)?;
+                member(out, k)?;
+                json(out, v)?;
             }
         }
         put(out, b",\"schema_version\":\"1\"");
