@@ -144,11 +144,12 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                     .column_by_name(crate::schema::col::ROLLOUT_ID)
                     .and_then(|a| a.as_string_opt::<i32>());
                 let n = batch.num_rows();
-                // The general path: the row as a JSON object, converted.
-                let general = |i: usize| -> Result<(Vec<u8>, export::RowFacts, u64, export::Side)> {
+                // The general path: the row as a JSON object, converted; its lines go to `bytes`.
+                let general = |i: usize,
+                               bytes: &mut Vec<u8>|
+                 -> Result<(export::RowFacts, u64, export::Side)> {
                     let row = encode(&view, i)?;
                     let (rows, facts) = export::training_rows(&row, &opts, &groups);
-                    let mut bytes = Vec::with_capacity(2048);
                     let mut side = export::Side::default();
                     for r in &rows {
                         side.with_system |= r
@@ -162,9 +163,9 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                             side.group = Some(g.to_owned());
                         }
                         let written = if parquet {
-                            serde_json::to_writer(&mut bytes, &for_parquet(r))
+                            serde_json::to_writer(&mut *bytes, &for_parquet(r))
                         } else {
-                            serde_json::to_writer(&mut bytes, r)
+                            serde_json::to_writer(&mut *bytes, r)
                         };
                         written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
                         bytes.push(b'\n');
@@ -187,7 +188,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                         .get("lineage")
                         .and_then(|l| l.get("system_prompt_sha"))
                         .is_some();
-                    Ok((bytes, facts, rows.len() as u64, side))
+                    Ok((facts, rows.len() as u64, side))
                 };
                 // Chunks of rows: the lines of a chunk in one buffer, and each row's facts.
                 let chunks: Vec<(Vec<u8>, Vec<(export::RowFacts, RowMeta)>)> = (0..n.div_ceil(256))
@@ -204,11 +205,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                                 };
                                 let (facts, written, side) = match fast {
                                     Some((facts, side)) => (facts, 1, side),
-                                    None => {
-                                        let (row_bytes, facts, written, side) = general(i)?;
-                                        bytes.extend_from_slice(&row_bytes);
-                                        (facts, written, side)
-                                    }
+                                    None => general(i, &mut bytes)?,
                                 };
                                 // Which row: only for the report's first failure.
                                 let where_ = if facts.invalid_calls > 0 || facts.leak.is_some() {
