@@ -87,17 +87,11 @@ impl<'a> Reader<'a> {
         rows: &[bool],
         emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
-        if input.format != Format::Parquet {
-            return Err(Error::Internal(format!(
-                "`{}`: rows are picked from Parquet files only",
-                input.display
-            )));
-        }
         let plan = Plan {
             rows: Some(rows),
             leaves: None,
         };
-        self.read_parquet_rows(input, plan, emit)
+        self.read_part(input, plan, "rows", emit)
     }
 
     /// The rows at `positions` of `inputs` read one after another (`counts[i]` rows in input
@@ -173,16 +167,27 @@ impl<'a> Reader<'a> {
         leaves: &[&str],
         emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
-        if input.format != Format::Parquet {
-            return Err(Error::Internal(format!(
-                "`{}`: columns are picked from Parquet files only",
-                input.display
-            )));
-        }
         let plan = Plan {
             rows: None,
             leaves: Some(leaves),
         };
+        self.read_part(input, plan, "columns", emit)
+    }
+
+    /// Reads the part of a Parquet `input` that `plan` says (`what` is picked, for the error).
+    fn read_part(
+        &mut self,
+        input: &Input,
+        plan: Plan<'_>,
+        what: &str,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        if input.format != Format::Parquet {
+            return Err(Error::Internal(format!(
+                "`{}`: {what} are picked from Parquet files only",
+                input.display
+            )));
+        }
         self.read_parquet_rows(input, plan, emit)
     }
 
