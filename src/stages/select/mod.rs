@@ -1414,18 +1414,6 @@ pub fn build_pairs<'r>(
     (out, report)
 }
 
-/// Chosen/rejected pairs from replies to the same ask (same task and prompt), at least
-/// `min_margin` apart in reward; each row used once. [`plan_pairs`] then [`build_pairs`], on
-/// rows in memory.
-pub fn pairs(rows: &[Map<String, Value>], opts: &PairOptions) -> (Vec<Value>, PairReport) {
-    let infos: Vec<PairRow> = rows
-        .iter()
-        .map(|r| pair_row(r, opts.length_match))
-        .collect();
-    let (plan, report) = plan_pairs(&infos, opts);
-    build_pairs(&plan, |i| &rows[i], report)
-}
-
 impl std::fmt::Display for PairReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
