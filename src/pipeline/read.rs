@@ -507,14 +507,15 @@ fn read_local_parquet_rows(
     // that are few runs are skipped by the decoder; many short runs (as a sample of every tenth
     // row) cost the decoder more to skip than to decode, so the group is decoded and filtered.
     let decode_group = |group: usize, send: &mut dyn FnMut(RecordBatch) -> bool| -> Result<()> {
+        // A group without a picked row is not even opened.
+        if picks.is_some_and(|p| !p.wanted(group)) {
+            return Ok(());
+        }
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(open()?, meta.clone())
             .with_batch_size(BATCH_ROWS)
             .with_row_groups(vec![group]);
         let mut filter = None;
         if let Some(p) = picks {
-            if !p.wanted(group) {
-                return Ok(());
-            }
             if p.sparse(group) {
                 builder = builder.with_row_selection(p.selection(Some(group)));
             } else {
