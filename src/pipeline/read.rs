@@ -9,7 +9,7 @@ use datafusion::arrow::array::{
     StructArray, new_null_array,
 };
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Fields, Schema, SchemaRef};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 #[allow(deprecated)]
@@ -214,23 +214,29 @@ impl<'a> Reader<'a> {
         };
         match &input.location {
             Location::Local(path) => {
-                read_local_parquet_rows(path, plan, &mut |batch| take(batch, &mut self.counts))?;
+                read_local_parquet_rows(path, &input.display, plan, &mut |batch| {
+                    take(batch, &mut self.counts)
+                })?;
             }
             Location::Remote { store, path, .. } => {
                 let mut object = ParquetObjectReader::new(store.clone(), path.clone());
                 if let Some(size) = input.size {
                     object = object.with_file_size(size);
                 }
-                let (mut stream, full) = self.handle.block_on(async {
+                let (mut stream, full, mut sieve) = self.handle.block_on(async {
                     let mut builder = ParquetRecordBatchStreamBuilder::new(object)
                         .await?
                         .with_batch_size(BATCH_ROWS);
                     let full = Arc::clone(builder.schema());
+                    let mut sieve = None;
                     if let Some(rows) = plan.rows {
                         let picks = Picks::new(builder.metadata(), rows, &input.display)?;
+                        let groups = picks.groups();
+                        let (selection, after) = picks.plan(&groups);
+                        sieve = after;
                         builder = builder
-                            .with_row_groups(picks.groups())
-                            .with_row_selection(picks.selection(None));
+                            .with_row_groups(groups)
+                            .with_row_selection(selection);
                     }
                     if let Some(mask) = plan
                         .leaves
@@ -238,10 +244,16 @@ impl<'a> Reader<'a> {
                     {
                         builder = builder.with_projection(mask);
                     }
-                    Ok::<_, Error>((builder.build()?, full))
+                    Ok::<_, Error>((builder.build()?, full, sieve))
                 })?;
                 while let Some(batch) = self.handle.block_on(stream.next()) {
-                    let batch = batch?;
+                    let mut batch = batch?;
+                    if let Some(s) = &mut sieve {
+                        match s.pass(&batch)? {
+                            Some(kept) => batch = kept,
+                            None => continue,
+                        }
+                    }
                     // Widening an unprojected batch returns it as it is.
                     let batch = if plan.leaves.is_some() {
                         widen(&batch, &full)?
@@ -356,20 +368,29 @@ fn fill_check(ty: &DataType, next: &mut impl Iterator<Item = bool>) -> (bool, bo
 /// it lacks are null.
 fn widen(batch: &RecordBatch, full: &SchemaRef) -> Result<RecordBatch> {
     let n = batch.num_rows();
-    let columns = full
-        .fields()
-        .iter()
-        .map(|f| match batch.column_by_name(f.name()) {
-            Some(c) => widen_array(c, f.data_type()),
-            None => Ok(new_null_array(f.data_type(), n)),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let columns = widen_columns(full.fields(), n, |name| batch.column_by_name(name))?;
     let options = RecordBatchOptions::new().with_row_count(Some(n));
     Ok(RecordBatch::try_new_with_options(
         Arc::clone(full),
         columns,
         &options,
     )?)
+}
+
+/// The columns of `fields` (of `n` rows): each one `column` gives, widened to its field's type,
+/// else nulls.
+fn widen_columns<'a>(
+    fields: &Fields,
+    n: usize,
+    column: impl Fn(&str) -> Option<&'a ArrayRef>,
+) -> Result<Vec<ArrayRef>> {
+    fields
+        .iter()
+        .map(|f| match column(f.name()) {
+            Some(c) => widen_array(c, f.data_type()),
+            None => Ok(new_null_array(f.data_type(), n)),
+        })
+        .collect()
 }
 
 /// `array` as `to`: struct fields it lacks (at any depth, through lists) are null.
@@ -380,13 +401,7 @@ fn widen_array(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     match (array.data_type(), to) {
         (DataType::Struct(_), DataType::Struct(fields)) => {
             let s = array.as_struct();
-            let children = fields
-                .iter()
-                .map(|f| match s.column_by_name(f.name()) {
-                    Some(c) => widen_array(c, f.data_type()),
-                    None => Ok(new_null_array(f.data_type(), s.len())),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let children = widen_columns(fields, s.len(), |name| s.column_by_name(name))?;
             Ok(Arc::new(StructArray::try_new(
                 fields.clone(),
                 children,
@@ -472,11 +487,45 @@ impl<'a> Picks<'a> {
         BooleanArray::from(self.rows[start..start + n].to_vec())
     }
 
-    /// The selection over row group `group`'s rows, or over the rows of every wanted group.
-    fn selection(&self, group: Option<usize>) -> RowSelection {
-        let groups = group.map_or_else(|| self.groups(), |g| vec![g]);
-        let filters: Vec<BooleanArray> = groups.iter().map(|&g| self.filter(g)).collect();
-        RowSelection::from_filters(&filters)
+    /// How row groups `groups` are read, in order: the selection the decoder skips by (a sparse
+    /// group's picks; every row of a dense group), and the sieve over the rows it yields (a dense
+    /// group's picks), `None` when every group is sparse. Local files read one group at a time
+    /// and remote ones all wanted groups at once, by this one rule.
+    fn plan(&self, groups: &[usize]) -> (RowSelection, Option<Sieve>) {
+        let mut selection = Vec::with_capacity(groups.len());
+        let mut after: Vec<bool> = Vec::new();
+        for &g in groups {
+            let picks = self.filter(g);
+            if self.sparse(g) {
+                after.resize(after.len() + picks.true_count(), true);
+                selection.push(picks);
+            } else {
+                after.extend(picks.values().iter());
+                selection.push(BooleanArray::from(vec![true; picks.len()]));
+            }
+        }
+        let sieve = after.contains(&false).then(|| Sieve {
+            keep: BooleanArray::from(after),
+            at: 0,
+        });
+        (RowSelection::from_filters(&selection), sieve)
+    }
+}
+
+/// The rows to keep of the batches a reading yields, in order: `keep[at..]` is over the rows not
+/// yet seen.
+struct Sieve {
+    keep: BooleanArray,
+    at: usize,
+}
+
+impl Sieve {
+    /// The kept rows of the next batch, `None` when it keeps none.
+    fn pass(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>> {
+        let n = batch.num_rows();
+        let kept = filter_record_batch(batch, &self.keep.slice(self.at, n))?;
+        self.at += n;
+        Ok((kept.num_rows() > 0).then_some(kept))
     }
 }
 
@@ -487,16 +536,16 @@ impl<'a> Picks<'a> {
 #[allow(clippy::too_many_lines)]
 fn read_local_parquet_rows(
     path: &std::path::Path,
+    display: &str,
     plan: Plan<'_>,
     take: &mut dyn FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
     use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
     let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
     let meta = ArrowReaderMetadata::load(&open()?, ArrowReaderOptions::default())?;
-    let display = path.display().to_string();
     let picks = plan
         .rows
-        .map(|r| Picks::new(meta.metadata(), r, &display))
+        .map(|r| Picks::new(meta.metadata(), r, display))
         .transpose()?;
     let picks = picks.as_ref();
     let mask = plan
@@ -514,26 +563,21 @@ fn read_local_parquet_rows(
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(open()?, meta.clone())
             .with_batch_size(BATCH_ROWS)
             .with_row_groups(vec![group]);
-        let mut filter = None;
+        let mut sieve = None;
         if let Some(p) = picks {
-            if p.sparse(group) {
-                builder = builder.with_row_selection(p.selection(Some(group)));
-            } else {
-                filter = Some(p.filter(group));
-            }
+            let (selection, after) = p.plan(&[group]);
+            builder = builder.with_row_selection(selection);
+            sieve = after;
         }
         if let Some(m) = &mask {
             builder = builder.with_projection(m.clone());
         }
-        let mut at = 0;
         for batch in builder.build()? {
             let mut batch = batch?;
-            if let Some(f) = &filter {
-                let n = batch.num_rows();
-                batch = filter_record_batch(&batch, &f.slice(at, n))?;
-                at += n;
-                if batch.num_rows() == 0 {
-                    continue;
+            if let Some(s) = &mut sieve {
+                match s.pass(&batch)? {
+                    Some(kept) => batch = kept,
+                    None => continue,
                 }
             }
             // Projected batches get the file's columns on the decoding thread.
@@ -798,7 +842,7 @@ mod tests {
         assert_eq!(meta.metadata().num_row_groups(), 3);
         assert_eq!(meta.schema().as_ref(), schema.as_ref());
         let mut next = 0i64;
-        read_local_parquet_rows(&path, Plan::default(), &mut |b| {
+        read_local_parquet_rows(&path, "n", Plan::default(), &mut |b| {
             let n = b.column(0).as_primitive::<Int64Type>();
             let items = b.column(1).as_list::<i32>();
             for i in 0..b.num_rows() {
@@ -828,7 +872,7 @@ mod tests {
         sink.write(&reordered).expect("written");
         sink.finish().expect("finished");
         let mut first = None;
-        read_local_parquet_rows(&swapped, Plan::default(), &mut |b| {
+        read_local_parquet_rows(&swapped, "n", Plan::default(), &mut |b| {
             first.get_or_insert(b.column(0).as_primitive::<Int64Type>().value(3));
             Ok(())
         })
@@ -836,7 +880,7 @@ mod tests {
         assert_eq!(first, Some(3));
         // A consumer that stops early stops the decoding threads.
         let mut seen = 0;
-        let stopped = read_local_parquet_rows(&path, Plan::default(), &mut |_| {
+        let stopped = read_local_parquet_rows(&path, "n", Plan::default(), &mut |_| {
             seen += 1;
             Err(Error::Internal("enough".into()))
         });
@@ -870,6 +914,7 @@ mod tests {
             let mut got = Vec::new();
             read_local_parquet_rows(
                 &path,
+                "n",
                 Plan {
                     rows: Some(&marks),
                     leaves: None,
@@ -896,12 +941,47 @@ mod tests {
         // A file that does not have the rows it had is refused.
         let short = read_local_parquet_rows(
             &path,
+            "n",
             Plan {
                 rows: Some(&marks[1..]),
                 leaves: None,
             },
             &mut |_| Ok(()),
         );
-        assert!(short.unwrap_err().to_string().contains("changed"));
+        let refused = short.unwrap_err().to_string();
+        assert!(refused.contains("changed"), "{refused}");
+        // The error names the input as given, not the file read for it.
+        assert!(refused.contains("`n`"), "{refused}");
+        // All wanted groups at once (as a remote file is read): a dense group, a skipped one, a
+        // sparse one, by one selection and the sieve after it.
+        let mixed: Vec<bool> = (0..total)
+            .map(|n| match n / ROW_GROUP_ROWS as i64 {
+                0 => n % 97 < 3,
+                1 => false,
+                _ => n % 5000 < 700,
+            })
+            .collect();
+        let file = || std::fs::File::open(&path).expect("file");
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file()).expect("footer");
+        let picks = Picks::new(builder.metadata(), &mixed, "n").expect("picks");
+        let groups = picks.groups();
+        assert_eq!(groups, vec![0, 2]);
+        assert!(!picks.sparse(0) && picks.sparse(2));
+        let (selection, sieve) = picks.plan(&groups);
+        let mut sieve = sieve.expect("a dense group is sieved");
+        let mut got: Vec<i64> = Vec::new();
+        for batch in builder
+            .with_batch_size(1000)
+            .with_row_groups(groups)
+            .with_row_selection(selection)
+            .build()
+            .expect("reader")
+        {
+            if let Some(kept) = sieve.pass(&batch.expect("batch")).expect("sieve") {
+                got.extend(kept.column(0).as_primitive::<Int64Type>().values().iter());
+            }
+        }
+        let want: Vec<i64> = (0..total).filter(|&n| mixed[n as usize]).collect();
+        assert_eq!(got, want);
     }
 }
