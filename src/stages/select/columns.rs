@@ -249,8 +249,9 @@ impl Cache {
 const CHUNK: usize = 256;
 
 /// The summaries of every row of `batch`, in order, made in parallel; also how many took the
-/// general path.
-pub fn row_infos(batch: &RecordBatch) -> Result<(Vec<RowInfo>, usize)> {
+/// general path (for the tests that hold both paths equal).
+#[cfg(test)]
+pub(super) fn row_infos(batch: &RecordBatch) -> Result<(Vec<RowInfo>, usize)> {
     let cols = Columns::of(batch)?;
     let infos = column_infos(&cols, batch.num_rows())?;
     let general = infos.iter().filter(|i| i.is_none()).count();
