@@ -54,13 +54,6 @@ const JSON_COLUMNS: [&str; 4] = [
     col::SAMPLING,
 ];
 
-fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
-    batch
-        .column_by_name(name)
-        .map(AsRef::as_ref)
-        .ok_or_else(|| Error::missing_column("encode", name, &batch.schema()))
-}
-
 impl<'a> BatchView<'a> {
     /// Checks the batch has the row schema's columns and views them.
     pub fn new(batch: &'a RecordBatch) -> Result<Self> {
@@ -73,21 +66,22 @@ impl<'a> BatchView<'a> {
                 .collect::<Vec<_>>(),
             "encode",
         )?;
-        let s = |name| -> Result<&'a StringArray> { Ok(column(batch, name)?.as_string::<i32>()) };
+        let t = Typed::new(batch, "encode");
+        let s = |name| t.string(name);
         Ok(Self {
             task_id: s(col::TASK_ID)?,
             rollout_id: s(col::ROLLOUT_ID)?,
-            rollout_index: column(batch, col::ROLLOUT_INDEX)?.as_primitive::<Int32Type>(),
+            rollout_index: t.number::<Int32Type>(col::ROLLOUT_INDEX)?,
             prompt: s(col::PROMPT)?,
-            messages: column(batch, col::MESSAGES)?.as_list::<i32>(),
-            steps: column(batch, col::STEPS)?.as_list::<i32>(),
+            messages: t.list(col::MESSAGES)?,
+            steps: t.list(col::STEPS)?,
             final_text: s(col::FINAL_TEXT)?,
-            tools_used: column(batch, col::TOOLS_USED)?.as_list::<i32>(),
-            reward: column(batch, col::REWARD)?.as_primitive::<Float64Type>(),
-            eval_run: column(batch, col::EVAL_RUN)?.as_primitive::<Int32Type>(),
-            dims: column(batch, col::DIMS)?.as_map(),
-            markers: column(batch, col::MARKERS)?.as_map(),
-            gold_reward: column(batch, col::GOLD_REWARD)?.as_primitive::<Float64Type>(),
+            tools_used: t.list(col::TOOLS_USED)?,
+            reward: t.number::<Float64Type>(col::REWARD)?,
+            eval_run: t.number::<Int32Type>(col::EVAL_RUN)?,
+            dims: t.map(col::DIMS)?,
+            markers: t.map(col::MARKERS)?,
+            gold_reward: t.number::<Float64Type>(col::GOLD_REWARD)?,
             strings: TEXT_COLUMNS
                 .iter()
                 .map(|c| Ok((*c, s(c)?)))
@@ -132,6 +126,13 @@ impl<'a> Typed<'a> {
         self.column(name)?
             .as_list_opt::<i32>()
             .ok_or_else(|| Error::Internal(format!("`{name}` is not a list")))
+    }
+
+    /// A map column.
+    pub(crate) fn map(&self, name: &str) -> Result<&'a MapArray> {
+        self.column(name)?
+            .as_map_opt()
+            .ok_or_else(|| Error::Internal(format!("`{name}` is not a map")))
     }
 
     /// A number column of type `T`.
