@@ -20,9 +20,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::export::{key_text, leak, messages_of, normalize};
-pub use columns::{LEAVES, read_summaries};
 #[cfg(test)]
 use columns::row_infos;
+pub use columns::{LEAVES, read_summaries};
 
 mod columns;
 use super::simulate::hash::sha256_hex;
