@@ -129,8 +129,8 @@ impl Tokenizer {
             );
             return;
         }
-        self.lower
-            .extend(text.chars().map(|c| c.to_ascii_lowercase()));
+        self.lower.push_str(text);
+        self.lower.make_ascii_lowercase();
         let b = self.lower.as_bytes();
         let mut i = 0;
         while i < b.len() {

@@ -1595,9 +1595,32 @@ pub(crate) mod tests {
             format!("é{}", "a".repeat(30)),
             " a\tb\x0bc \x0cd\r\n e  ".into(),
             "\u{2003}two\u{a0}words\u{85}".into(),
+            // Separators Python splits on but `split_whitespace` does not.
+            "\x1ca\x1fb c".into(),
+            "   ".into(),
+            "x".into(),
+            "\x08tab\x0e".into(),
         ] {
             assert_eq!(repeats_30(&s), plain_repeat(&s), "{s:?}");
             assert_eq!(word_count(&s), s.split_whitespace().count(), "{s:?}");
+        }
+        // Texts across the 64-byte chunks word_count reads, every kind of white space.
+        let mut state = 7u64;
+        for len in 0..300 {
+            let text: String = (0..len)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1);
+                    [' ', '\t', '\n', 'a', 'b', '\x0b', '\x0c', '\r', 'c', '\x1c']
+                        [(state >> 60) as usize % 10]
+                })
+                .collect();
+            assert_eq!(
+                word_count(&text),
+                text.split_whitespace().count(),
+                "{text:?}"
+            );
         }
         assert_eq!(norm_hash("A  b\tC"), norm_hash("a b c"));
         assert_ne!(norm_hash("a b c"), norm_hash("a bc"));
