@@ -371,10 +371,6 @@ impl<'a> Wire<'a> {
             serde_json::to_writer(out, v)
                 .map_err(|e| Error::Internal(format!("writing a row: {e}")))
         };
-        let string = |out: &mut Vec<u8>, s: &str| -> Result<()> {
-            push_json_string(out, s);
-            Ok(())
-        };
         let put = |out: &mut Vec<u8>, b: &[u8]| out.extend_from_slice(b);
         put(out, b"{\"messages\":[");
         for (k, t) in turns.iter().enumerate() {
@@ -382,9 +378,9 @@ impl<'a> Wire<'a> {
                 put(out, b",");
             }
             put(out, b"{\"role\":");
-            string(out, t.role)?;
+            push_json_string(out, t.role);
             put(out, b",\"content\":");
-            string(out, &t.content)?;
+            push_json_string(out, &t.content);
             if !t.calls.is_empty() {
                 put(out, b",\"tool_calls\":[");
                 for (c, (id, name, args)) in t.calls.iter().enumerate() {
@@ -392,22 +388,22 @@ impl<'a> Wire<'a> {
                         put(out, b",");
                     }
                     put(out, b"{\"id\":");
-                    string(out, id)?;
+                    push_json_string(out, id);
                     put(out, b",\"type\":\"function\",\"function\":{\"name\":");
-                    string(out, name)?;
+                    push_json_string(out, name);
                     put(out, b",\"arguments\":");
-                    string(out, args)?;
+                    push_json_string(out, args);
                     put(out, b"}}");
                 }
                 put(out, b"]");
             }
             if let Some(n) = t.name {
                 put(out, b",\"name\":");
-                string(out, n)?;
+                push_json_string(out, n);
             }
             if let Some(id) = &t.tool_call_id {
                 put(out, b",\"tool_call_id\":");
-                string(out, id)?;
+                push_json_string(out, id);
             }
             put(out, b"}");
         }
@@ -436,16 +432,15 @@ impl<'a> Wire<'a> {
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
         let lineage = cache.lineage(self.lineage, i)?;
         // `,"key":` before a carried value.
-        let member = |out: &mut Vec<u8>, k: &str| -> Result<()> {
+        let member = |out: &mut Vec<u8>, k: &str| {
             put(out, b",");
-            string(out, k)?;
+            push_json_string(out, k);
             put(out, b":");
-            Ok(())
         };
         for (k, source) in &self.carry {
             if let Some(v) = side_field(k) {
                 if !v.is_null() {
-                    member(out, k)?;
+                    member(out, k);
                     json(out, v)?;
                 }
                 continue;
@@ -455,8 +450,8 @@ impl<'a> Wire<'a> {
                 // Plain text needs no JSON value.
                 Carried::Text(a) => {
                     if let Some(t) = text(a, i) {
-                        member(out, k)?;
-                        string(out, t)?;
+                        member(out, k);
+                        push_json_string(out, t);
                     }
                     continue;
                 }
@@ -472,7 +467,7 @@ impl<'a> Wire<'a> {
                 Carried::Extra => None,
             };
             if let Some(v) = value.filter(|v| !v.is_null()) {
-                member(out, k)?;
+                member(out, k);
                 json(out, v)?;
             }
         }

@@ -1604,7 +1604,7 @@ pub(crate) mod tests {
             assert_eq!(repeats_30(&s), plain_repeat(&s), "{s:?}");
             assert_eq!(word_count(&s), s.split_whitespace().count(), "{s:?}");
         }
-        // Texts across the 64-byte chunks word_count reads, every kind of white space.
+        // Longer texts of every kind of white space, and a separator it does not split on.
         let mut state = 7u64;
         for len in 0..300 {
             let text: String = (0..len)
