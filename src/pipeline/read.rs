@@ -8,10 +8,12 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, GenericListArray, OffsetSizeTrait, RecordBatchOptions,
     StructArray, new_null_array,
 };
-use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::compute::{cast, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, FieldRef, Fields, Schema, SchemaRef};
 use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+use datafusion::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+};
 #[allow(deprecated)]
 use datafusion::parquet::arrow::async_reader::ParquetObjectReader;
 use datafusion::parquet::schema::types::SchemaDescriptor;
@@ -224,10 +226,18 @@ impl<'a> Reader<'a> {
                     object = object.with_file_size(size);
                 }
                 let (mut stream, full, mut sieve) = self.handle.block_on(async {
-                    let mut builder = ParquetRecordBatchStreamBuilder::new(object)
-                        .await?
-                        .with_batch_size(BATCH_ROWS);
-                    let full = Arc::clone(builder.schema());
+                    let meta =
+                        ArrowReaderMetadata::load_async(&mut object, ArrowReaderOptions::new())
+                            .await?;
+                    let full = Arc::clone(meta.schema());
+                    let meta = if plan.is_partial() {
+                        partial(meta)
+                    } else {
+                        meta
+                    };
+                    let mut builder =
+                        ParquetRecordBatchStreamBuilder::new_with_metadata(object, meta)
+                            .with_batch_size(BATCH_ROWS);
                     let mut sieve = None;
                     if let Some(rows) = plan.rows {
                         let picks = Picks::new(builder.metadata(), rows, &input.display)?;
@@ -254,12 +264,8 @@ impl<'a> Reader<'a> {
                             None => continue,
                         }
                     }
-                    // Widening an unprojected batch returns it as it is.
-                    let batch = if plan.leaves.is_some() {
-                        widen(&batch, &full)?
-                    } else {
-                        batch
-                    };
+                    // Widening a whole batch returns it as it is.
+                    let batch = widen(&batch, &full)?;
                     take(batch, &mut self.counts)?;
                 }
             }
@@ -284,6 +290,13 @@ enum Piece {
 struct Plan<'a> {
     rows: Option<&'a [bool]>,
     leaves: Option<&'a [&'a str]>,
+}
+
+impl Plan<'_> {
+    /// Some rows or some columns, not the whole file.
+    fn is_partial(&self) -> bool {
+        self.rows.is_some() || self.leaves.is_some()
+    }
 }
 
 /// The projection of the leaf columns named by their field paths, lists looked through
@@ -393,6 +406,37 @@ fn widen_columns<'a>(
         .collect()
 }
 
+/// The reader metadata for a partial reading (picked rows, or some leaf columns): text is
+/// decoded as views into the decoded pages, and [`widen`] copies out only the rows kept (a
+/// sieved row group is decoded whole and most of it dropped). Plain strings copy every value as
+/// it is decoded, into buffers grown by doubling: select's second reading did a third more work.
+/// A whole reading keeps plain strings, which copy each value once all the same. `meta` as it
+/// is when its schema cannot be read as views.
+fn partial(meta: ArrowReaderMetadata) -> ArrowReaderMetadata {
+    fn fields(fields: &Fields) -> Fields {
+        fields
+            .iter()
+            .map(|f| Arc::new(f.as_ref().clone().with_data_type(view(f.data_type()))))
+            .collect()
+    }
+    fn view(t: &DataType) -> DataType {
+        match t {
+            DataType::Utf8 => DataType::Utf8View,
+            DataType::List(f) => DataType::List(Arc::new(
+                f.as_ref().clone().with_data_type(view(f.data_type())),
+            )),
+            DataType::Struct(f) => DataType::Struct(fields(f)),
+            other => other.clone(),
+        }
+    }
+    let schema = Schema::new(fields(meta.schema().fields()));
+    ArrowReaderMetadata::try_new(
+        Arc::clone(meta.metadata()),
+        ArrowReaderOptions::new().with_schema(Arc::new(schema)),
+    )
+    .unwrap_or(meta)
+}
+
 /// `array` as `to`: struct fields it lacks (at any depth, through lists) are null.
 fn widen_array(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     if array.data_type() == to {
@@ -408,6 +452,8 @@ fn widen_array(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
                 s.nulls().cloned(),
             )?))
         }
+        // Text a partial reading decoded as views (see `partial`).
+        (DataType::Utf8View, DataType::Utf8) => Ok(cast(array, to)?),
         (DataType::List(_), DataType::List(field)) => widen_list::<i32>(array, field),
         // Files from other writers (Polars, for one) hold lists as large lists.
         (DataType::LargeList(_), DataType::LargeList(field)) => widen_list::<i64>(array, field),
@@ -540,9 +586,14 @@ fn read_local_parquet_rows(
     plan: Plan<'_>,
     take: &mut dyn FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
-    use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
     let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
     let meta = ArrowReaderMetadata::load(&open()?, ArrowReaderOptions::default())?;
+    let full = Arc::clone(meta.schema());
+    let meta = if plan.is_partial() {
+        partial(meta)
+    } else {
+        meta
+    };
     let picks = plan
         .rows
         .map(|r| Picks::new(meta.metadata(), r, display))
@@ -551,7 +602,6 @@ fn read_local_parquet_rows(
     let mask = plan
         .leaves
         .and_then(|l| projection(meta.parquet_schema(), meta.schema(), l));
-    let full = Arc::clone(meta.schema());
     // Decodes row group `group`, passing its (picked) rows to `send` until it says stop. Picks
     // that are few runs are skipped by the decoder; many short runs (as a sample of every tenth
     // row) cost the decoder more to skip than to decode, so the group is decoded and filtered.
@@ -580,10 +630,9 @@ fn read_local_parquet_rows(
                     None => continue,
                 }
             }
-            // Projected batches get the file's columns on the decoding thread.
-            if mask.is_some() {
-                batch = widen(&batch, &full)?;
-            }
+            // Partial batches get the file's columns and types on the decoding thread
+            // (widening a whole batch returns it as it is).
+            batch = widen(&batch, &full)?;
             if !send(batch) {
                 break;
             }
@@ -920,6 +969,8 @@ mod tests {
                     leaves: None,
                 },
                 &mut |b| {
+                    // Text decoded as views comes back as plain strings, the file's types.
+                    assert_eq!(b.schema().as_ref(), schema.as_ref());
                     let n = b.column(0).as_primitive::<Int64Type>();
                     let items = b.column(1).as_list::<i32>();
                     for i in 0..b.num_rows() {
