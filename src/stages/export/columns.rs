@@ -20,7 +20,7 @@ use super::{
     decode_args,
 };
 use crate::error::{Error, Result};
-use crate::pipeline::row::{Typed, extra_beside, item_field, json_at, json_text, score, text};
+use crate::pipeline::row::{Typed, extra_beside, item_field, json_text, score, text};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 
@@ -76,8 +76,9 @@ const TEXT_CARRY: [&str; 7] = [
 #[derive(Default)]
 pub struct WireCache {
     needles: NeedleCache,
-    /// The last lineage text and its value.
-    lineage: Option<(String, Value)>,
+    /// The last lineage and sampling texts, parsed and written.
+    lineage: LastJson,
+    sampling: LastJson,
     /// Call arguments to their wire string and whether they are an object, from
     /// `arguments_text` (0) and from `arguments` (1); cleared when one grows past
     /// [`WireCache::ARGS`].
@@ -113,16 +114,43 @@ impl WireCache {
         seen.insert(raw.to_owned(), (wire.clone(), object));
         Ok((wire, object))
     }
+}
 
-    /// Row `i`'s lineage, parsed once for a run of rows with the same text.
-    fn lineage(&mut self, a: &StringArray, i: usize) -> Result<Option<&Value>> {
+/// A JSON text column's value in the last row read, parsed and written once for a run of rows
+/// with the same text (rows of a task share their lineage and sampling): parsing and writing
+/// them for each row was 2.5% of an export's instructions.
+#[derive(Default)]
+struct LastJson {
+    text: Option<String>,
+    value: Value,
+    /// `value` as JSON (`serde_json`'s bytes, as the row would write it).
+    written: Vec<u8>,
+    /// Lineage only: `source` is `"eval"`, `system_prompt_sha` is set.
+    eval_sourced: bool,
+    policy_sha: bool,
+}
+
+impl LastJson {
+    /// Row `i` of the JSON text column `what` (`None` when null).
+    fn at(&mut self, a: &StringArray, i: usize, what: &str) -> Result<Option<&Self>> {
         let Some(t) = text(a, i) else {
             return Ok(None);
         };
-        if self.lineage.as_ref().is_none_or(|(last, _)| last != t) {
-            self.lineage = Some((t.to_owned(), json_text(t, col::LINEAGE)?));
+        if self.text.as_deref() != Some(t) {
+            let value = json_text(t, what)?;
+            self.written = serde_json::to_vec(&value)
+                .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
+            self.eval_sourced = value.get("source").and_then(Value::as_str) == Some("eval");
+            self.policy_sha = value.get("system_prompt_sha").is_some();
+            self.value = value;
+            self.text = Some(t.to_owned());
         }
-        Ok(self.lineage.as_ref().map(|(_, v)| v))
+        Ok(Some(self))
+    }
+
+    /// The value, unless it is JSON `null`.
+    fn non_null(this: Option<&Self>) -> Option<&Self> {
+        this.filter(|j| !j.value.is_null())
     }
 }
 
@@ -430,7 +458,7 @@ impl<'a> Wire<'a> {
             side.with_tools = true;
         }
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
-        let lineage = cache.lineage(self.lineage, i)?;
+        let lineage = cache.lineage.at(self.lineage, i, col::LINEAGE)?;
         // `,"key":` before a carried value.
         let member = |out: &mut Vec<u8>, k: &str| {
             put(out, b",");
@@ -445,8 +473,7 @@ impl<'a> Wire<'a> {
                 }
                 continue;
             }
-            let owned;
-            let value = match source {
+            let written = match source {
                 // Plain text needs no JSON value.
                 Carried::Text(a) => {
                     if let Some(t) = text(a, i) {
@@ -455,20 +482,22 @@ impl<'a> Wire<'a> {
                     }
                     continue;
                 }
-                Carried::Lineage => lineage,
-                Carried::Reward => {
-                    owned = reward.map(score);
-                    owned.as_ref()
-                }
+                Carried::Lineage => LastJson::non_null(lineage),
                 Carried::Sampling => {
-                    owned = json_at(self.sampling, i, col::SAMPLING)?;
-                    owned.as_ref()
+                    LastJson::non_null(cache.sampling.at(self.sampling, i, col::SAMPLING)?)
+                }
+                Carried::Reward => {
+                    if let Some(v) = reward.map(score).filter(|v| !v.is_null()) {
+                        member(out, k);
+                        json(out, &v)?;
+                    }
+                    continue;
                 }
                 Carried::Extra => None,
             };
-            if let Some(v) = value.filter(|v| !v.is_null()) {
+            if let Some(j) = written {
                 member(out, k);
-                json(out, v)?;
+                put(out, &j.written);
             }
         }
         put(out, b",\"schema_version\":\"1\"");
@@ -484,11 +513,8 @@ impl<'a> Wire<'a> {
         }
         put(out, b"}\n");
         side.reward = reward.map(score).as_ref().and_then(Value::as_f64);
-        side.eval_sourced = lineage
-            .and_then(|l| l.get("source"))
-            .and_then(Value::as_str)
-            == Some("eval");
-        side.has_policy_sha = lineage.and_then(|l| l.get("system_prompt_sha")).is_some();
+        side.eval_sourced = lineage.is_some_and(|l| l.eval_sourced);
+        side.has_policy_sha = lineage.is_some_and(|l| l.policy_sha);
         side.calls_tools = (self.tools_used.is_valid(i) && self.tools_used.value_length(i) > 0)
             || (self.steps.is_valid(i) && {
                 let so = self.steps.value_offsets();
@@ -567,7 +593,55 @@ fn push_json_string(out: &mut Vec<u8>, s: &str) {
 mod tests {
     use proptest::prelude::*;
 
-    use super::push_json_string;
+    use super::{LastJson, push_json_string};
+    use datafusion::arrow::array::{Array, StringArray};
+
+    #[test]
+    fn last_json_follows_the_text_row_by_row() {
+        let a = StringArray::from(vec![
+            Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
+            Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
+            Some(r#"{ "source" : "sim" }"#),
+            None,
+            Some("null"),
+            Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
+        ]);
+        let mut last = LastJson::default();
+        let mut seen = Vec::new();
+        for i in 0..a.len() {
+            let j = last.at(&a, i, "lineage").expect("JSON");
+            seen.push(j.map(|j| {
+                (
+                    String::from_utf8(j.written.clone()).expect("UTF-8"),
+                    j.eval_sourced,
+                    j.policy_sha,
+                    LastJson::non_null(Some(j)).is_some(),
+                )
+            }));
+        }
+        let eval = Some((
+            r#"{"source":"eval","system_prompt_sha":"ab"}"#.to_owned(),
+            true,
+            true,
+            true,
+        ));
+        assert_eq!(
+            seen,
+            vec![
+                eval.clone(),
+                eval.clone(),
+                // Written as serde_json writes the value, not as the text was.
+                Some((r#"{"source":"sim"}"#.to_owned(), false, false, true)),
+                None,
+                Some(("null".to_owned(), false, false, false)),
+                eval,
+            ]
+        );
+        assert!(
+            last.at(&StringArray::from(vec!["{"]), 0, "lineage")
+                .is_err()
+        );
+    }
 
     fn ours(s: &str) -> String {
         let mut out = Vec::new();
