@@ -1098,7 +1098,16 @@ pub fn read_jsonl(
 /// Gives a batch read from a Parquet file the row schema: missing nullable columns become
 /// nulls, castable types are cast, extra columns are dropped.
 pub fn conform(batch: &RecordBatch, source: &str) -> Result<RecordBatch> {
-    let schema = row_schema();
+    conform_to(batch, source, &row_schema())
+}
+
+/// [`conform`] to `schema`, the row schema or a layout of it (its text as views).
+pub fn conform_to(
+    batch: &RecordBatch,
+    source: &str,
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+) -> Result<RecordBatch> {
+    let schema = Arc::clone(schema);
     let mut columns = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         match batch.column_by_name(field.name()) {

@@ -91,7 +91,7 @@ impl<'a> Reader<'a> {
     ) -> Result<()> {
         let plan = Plan {
             rows: Some(rows),
-            leaves: None,
+            ..Plan::default()
         };
         self.read_part(input, plan, "rows", emit)
     }
@@ -156,10 +156,28 @@ impl<'a> Reader<'a> {
         Ok((taken, at))
     }
 
+    /// Reads one Parquet input whole, its text as views into the decoded pages (the row schema,
+    /// its text read as [`crate::pipeline::row::Text`]): no text is copied out of the pages.
+    ///
+    /// # Errors
+    /// A JSONL input (convert it first), or a read failure.
+    pub fn read_views(
+        &mut self,
+        input: &Input,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        let plan = Plan {
+            views: true,
+            ..Plan::default()
+        };
+        self.read_part(input, plan, "text views", emit)
+    }
+
     /// Reads one Parquet input decoding only the leaf columns `leaves` names (field paths with
     /// lists looked through, as `messages.content`); the batches still have the row schema, with
-    /// every other column, and every other field of a nested one, null. For a pass that reads
-    /// a few of the columns of every row.
+    /// every other column, and every other field of a nested one, null, and their text as views
+    /// (read it as [`crate::pipeline::row::Text`]). For a pass that reads a few of the columns of
+    /// every row.
     ///
     /// # Errors
     /// A JSONL input (convert it first), a required column left out, or a read failure.
@@ -170,8 +188,9 @@ impl<'a> Reader<'a> {
         emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
         let plan = Plan {
-            rows: None,
             leaves: Some(leaves),
+            views: true,
+            ..Plan::default()
         };
         self.read_part(input, plan, "columns", emit)
     }
@@ -210,9 +229,14 @@ impl<'a> Reader<'a> {
         plan: Plan<'_>,
         emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
+        let schema = if plan.views {
+            row_schema_with_views()
+        } else {
+            crate::schema::row_schema()
+        };
         let mut take = |batch: RecordBatch, counts: &mut ReadCounts| -> Result<()> {
             counts.rows += batch.num_rows() as u64;
-            emit(io::conform(&batch, &input.display)?)
+            emit(io::conform_to(&batch, &input.display, &schema)?)
         };
         match &input.location {
             Location::Local(path) => {
@@ -229,12 +253,7 @@ impl<'a> Reader<'a> {
                     let meta =
                         ArrowReaderMetadata::load_async(&mut object, ArrowReaderOptions::new())
                             .await?;
-                    let full = Arc::clone(meta.schema());
-                    let meta = if plan.is_partial() {
-                        partial(meta)
-                    } else {
-                        meta
-                    };
+                    let (meta, full) = decoding(meta, &plan);
                     let mut builder =
                         ParquetRecordBatchStreamBuilder::new_with_metadata(object, meta)
                             .with_batch_size(BATCH_ROWS);
@@ -290,12 +309,19 @@ enum Piece {
 struct Plan<'a> {
     rows: Option<&'a [bool]>,
     leaves: Option<&'a [&'a str]>,
+    /// Text stays as views (the consumer reads [`crate::pipeline::row::Text`]).
+    views: bool,
 }
 
 impl Plan<'_> {
     /// Some rows or some columns, not the whole file.
     fn is_partial(&self) -> bool {
         self.rows.is_some() || self.leaves.is_some()
+    }
+
+    /// Text is decoded as views (see [`decoding`]).
+    fn decodes_views(&self) -> bool {
+        self.views || self.is_partial()
     }
 }
 
@@ -406,13 +432,8 @@ fn widen_columns<'a>(
         .collect()
 }
 
-/// The reader metadata for a partial reading (picked rows, or some leaf columns): text is
-/// decoded as views into the decoded pages, and [`widen`] copies out only the rows kept (a
-/// sieved row group is decoded whole and most of it dropped). Plain strings copy every value as
-/// it is decoded, into buffers grown by doubling: select's second reading did a third more work.
-/// A whole reading keeps plain strings, which copy each value once all the same. `meta` as it
-/// is when its schema cannot be read as views.
-fn partial(meta: ArrowReaderMetadata) -> ArrowReaderMetadata {
+/// `schema` with its text (at any depth, through lists and structs) as views.
+fn with_views(schema: &Schema) -> Schema {
     fn fields(fields: &Fields) -> Fields {
         fields
             .iter()
@@ -429,12 +450,42 @@ fn partial(meta: ArrowReaderMetadata) -> ArrowReaderMetadata {
             other => other.clone(),
         }
     }
-    let schema = Schema::new(fields(meta.schema().fields()));
-    ArrowReaderMetadata::try_new(
+    Schema::new_with_metadata(fields(schema.fields()), schema.metadata().clone())
+}
+
+/// The row schema with its text as views: what a reading that keeps views gives.
+pub(crate) fn row_schema_with_views() -> SchemaRef {
+    static SCHEMA: std::sync::LazyLock<SchemaRef> =
+        std::sync::LazyLock::new(|| Arc::new(with_views(&crate::schema::row_schema())));
+    Arc::clone(&SCHEMA)
+}
+
+/// The metadata to decode a file with, and the schema its batches are widened to.
+///
+/// Text is decoded as views into the decoded pages for a partial reading (picked rows, or some
+/// leaf columns), whose [`widen`] then copies out only the rows kept (a sieved row group is
+/// decoded whole and most of it dropped), and for a reading whose consumer reads views
+/// ([`Plan::views`]), which copies no text at all. Plain strings copy every value as it is
+/// decoded, into buffers grown by doubling: select's second reading did a third more work. A
+/// whole reading of plain strings copies each value once either way. A schema that cannot be
+/// read as views is read as it is.
+fn decoding(meta: ArrowReaderMetadata, plan: &Plan<'_>) -> (ArrowReaderMetadata, SchemaRef) {
+    let plain = Arc::clone(meta.schema());
+    if !plan.decodes_views() {
+        return (meta, plain);
+    }
+    let views = Arc::new(with_views(meta.schema()));
+    let meta = ArrowReaderMetadata::try_new(
         Arc::clone(meta.metadata()),
-        ArrowReaderOptions::new().with_schema(Arc::new(schema)),
+        ArrowReaderOptions::new().with_schema(views),
     )
-    .unwrap_or(meta)
+    .unwrap_or(meta);
+    let full = if plan.views {
+        Arc::clone(meta.schema())
+    } else {
+        plain
+    };
+    (meta, full)
 }
 
 /// `array` as `to`: struct fields it lacks (at any depth, through lists) are null.
@@ -588,12 +639,7 @@ fn read_local_parquet_rows(
 ) -> Result<()> {
     let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
     let meta = ArrowReaderMetadata::load(&open()?, ArrowReaderOptions::default())?;
-    let full = Arc::clone(meta.schema());
-    let meta = if plan.is_partial() {
-        partial(meta)
-    } else {
-        meta
-    };
+    let (meta, full) = decoding(meta, &plan);
     let picks = plan
         .rows
         .map(|r| Picks::new(meta.metadata(), r, display))
@@ -966,7 +1012,7 @@ mod tests {
                 "n",
                 Plan {
                     rows: Some(&marks),
-                    leaves: None,
+                    ..Plan::default()
                 },
                 &mut |b| {
                     // Text decoded as views comes back as plain strings, the file's types.
@@ -995,7 +1041,7 @@ mod tests {
             "n",
             Plan {
                 rows: Some(&marks[1..]),
-                leaves: None,
+                ..Plan::default()
             },
             &mut |_| Ok(()),
         );

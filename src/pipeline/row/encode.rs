@@ -2,7 +2,7 @@
 
 use datafusion::arrow::array::{
     Array, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, ListArray, MapArray,
-    PrimitiveArray, RecordBatch, StringArray, StructArray,
+    PrimitiveArray, RecordBatch, StringArray, StringViewArray, StructArray,
 };
 use datafusion::arrow::datatypes::{
     ArrowNativeType, ArrowPrimitiveType, Float64Type, Int32Type, Int64Type,
@@ -121,6 +121,11 @@ impl<'a> Typed<'a> {
             .ok_or_else(|| Error::Internal(format!("`{name}` is not text")))
     }
 
+    /// A text column of either layout, plain strings or views.
+    pub(crate) fn text(&self, name: &str) -> Result<Text<'a>> {
+        Text::of(self.column(name)?).ok_or_else(|| Error::Internal(format!("`{name}` is not text")))
+    }
+
     /// A list column.
     pub(crate) fn list(&self, name: &str) -> Result<&'a ListArray> {
         self.column(name)?
@@ -159,9 +164,60 @@ pub(crate) fn item_field<'b, A: Array + 'static>(list: &'b ListArray, name: &str
         })
 }
 
+/// Text field `name` of the items of `list` (a list of structs), of either layout.
+pub(crate) fn item_text<'b>(list: &'b ListArray, name: &str) -> Result<Text<'b>> {
+    list.values()
+        .as_struct_opt()
+        .and_then(|s| s.column_by_name(name))
+        .and_then(|a| Text::of(a.as_ref()))
+        .ok_or_else(|| Error::Internal(format!("no text `{name}` in a nested column")))
+}
+
+/// A text column in either of Arrow's layouts: plain strings (offsets into one buffer), or views
+/// into the decoded pages, as a partial reading gives them (no copy of the text at all).
+#[derive(Clone, Copy)]
+pub(crate) enum Text<'a> {
+    Plain(&'a StringArray),
+    View(&'a StringViewArray),
+}
+
+impl<'a> Text<'a> {
+    /// `a` as text, when it is text.
+    pub(crate) fn of(a: &'a dyn Array) -> Option<Self> {
+        a.as_string_opt::<i32>()
+            .map(Self::Plain)
+            .or_else(|| a.as_string_view_opt().map(Self::View))
+    }
+
+    /// Row `i` (`None` when null).
+    pub(crate) fn get(self, i: usize) -> Option<&'a str> {
+        match self {
+            Self::Plain(a) => a.is_valid(i).then(|| a.value(i)),
+            Self::View(a) => a.is_valid(i).then(|| a.value(i)),
+        }
+    }
+
+    /// Row `i`, `""` when null.
+    pub(crate) fn value(self, i: usize) -> &'a str {
+        self.get(i).unwrap_or("")
+    }
+}
+
+impl<'a> From<&'a StringArray> for Text<'a> {
+    fn from(a: &'a StringArray) -> Self {
+        Self::Plain(a)
+    }
+}
+
+impl<'a> From<&&'a StringArray> for Text<'a> {
+    fn from(a: &&'a StringArray) -> Self {
+        Self::Plain(a)
+    }
+}
+
 /// Row `i` of a text column (`None` when null).
-pub(crate) fn text(a: &StringArray, i: usize) -> Option<&str> {
-    a.is_valid(i).then(|| a.value(i))
+pub(crate) fn text<'a>(a: impl Into<Text<'a>>, i: usize) -> Option<&'a str> {
+    a.into().get(i)
 }
 
 /// A score as the reference writes it: an integer when it is one.
@@ -190,15 +246,15 @@ pub(crate) fn json_text(text: &str, what: &str) -> Result<Value> {
 }
 
 /// The JSON in row `i` of the JSON text column `what` (`None` when null).
-pub(crate) fn json_at(a: &StringArray, i: usize, what: &str) -> Result<Option<Value>> {
+pub(crate) fn json_at<'a>(a: impl Into<Text<'a>>, i: usize, what: &str) -> Result<Option<Value>> {
     text(a, i).map(|t| json_text(t, what)).transpose()
 }
 
 /// Row `i`'s `extra` fields, for a reader that takes the fields `read` from their own columns;
 /// `None` when `extra` is not an object or holds one of `read` (an `extra` field wins over its
 /// column, so that column would not say what the row says). No `extra` is an empty map.
-pub(crate) fn extra_beside(
-    extra: &StringArray,
+pub(crate) fn extra_beside<'a>(
+    extra: impl Into<Text<'a>>,
     i: usize,
     read: &[&str],
 ) -> Result<Option<Map<String, Value>>> {

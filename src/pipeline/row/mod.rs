@@ -21,7 +21,9 @@ pub use decode::{
     kind, prompt_task_id,
 };
 pub use encode::{BatchView, encode};
-pub(crate) use encode::{Typed, extra_beside, item_field, json_at, json_text, score, text};
+pub(crate) use encode::{
+    Text, Typed, extra_beside, item_field, item_text, json_at, json_text, score, text,
+};
 
 /// One tool call of an assistant message.
 #[derive(Debug, Clone, Default, PartialEq)]

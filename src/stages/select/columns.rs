@@ -7,7 +7,7 @@
 //! summaries equal on every fixture.
 
 use datafusion::arrow::array::{
-    Array, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray,
+    Array, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch,
 };
 use datafusion::arrow::datatypes::{Float64Type, Int32Type};
 use rayon::prelude::*;
@@ -17,7 +17,7 @@ use super::{Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_to
 use crate::error::{Error, Result};
 use crate::pipeline::read::Reader;
 use crate::pipeline::row::{
-    BatchView, Typed, encode, extra_beside, item_field, json_at, json_text, text,
+    BatchView, Text, Typed, encode, extra_beside, item_field, item_text, json_at, json_text,
 };
 use crate::pipeline::source::Input;
 use crate::schema::col;
@@ -62,39 +62,36 @@ fn plainly_ok(result: &str) -> bool {
         && crate::stages::simulate::world::SUCCESS.contains(&status.to_lowercase().as_str())
 }
 
-/// Typed views of the columns a summary reads.
+/// Typed views of the columns a summary reads (text of either layout: the first reading gives
+/// views).
 struct Columns<'a> {
-    view: BatchView<'a>,
-    task_id: &'a StringArray,
+    task_id: Text<'a>,
     rollout_index: &'a Int32Array,
-    prompt: &'a StringArray,
-    final_text: &'a StringArray,
-    finish_reason: &'a StringArray,
-    reason: &'a StringArray,
+    prompt: Text<'a>,
+    final_text: Text<'a>,
+    finish_reason: Text<'a>,
+    reason: Text<'a>,
     reward: &'a Float64Array,
-    privileged: &'a StringArray,
-    lineage: &'a StringArray,
-    extra: &'a StringArray,
+    privileged: Text<'a>,
+    lineage: Text<'a>,
+    extra: Text<'a>,
     messages: &'a ListArray,
-    role: &'a StringArray,
-    content: &'a StringArray,
+    role: Text<'a>,
+    content: Text<'a>,
     calls: &'a ListArray,
     steps: &'a ListArray,
-    tool: &'a StringArray,
-    result: &'a StringArray,
+    tool: Text<'a>,
+    result: Text<'a>,
     truncated: &'a BooleanArray,
 }
 
 impl<'a> Columns<'a> {
     fn of(batch: &'a RecordBatch) -> Result<Self> {
-        // Checks every column of the row schema is there, with its type.
-        let view = BatchView::new(batch)?;
         let t = Typed::new(batch, "select");
-        let s = |name: &str| t.string(name);
+        let s = |name: &str| t.text(name);
         let messages = t.list(col::MESSAGES)?;
         let steps = t.list(col::STEPS)?;
         Ok(Self {
-            view,
             task_id: s(col::TASK_ID)?,
             rollout_index: t.number::<Int32Type>(col::ROLLOUT_INDEX)?,
             prompt: s(col::PROMPT)?,
@@ -105,12 +102,12 @@ impl<'a> Columns<'a> {
             privileged: s(col::PRIVILEGED)?,
             lineage: s(col::LINEAGE)?,
             extra: s(col::EXTRA)?,
-            role: item_field(messages, "role")?,
-            content: item_field(messages, "content")?,
+            role: item_text(messages, "role")?,
+            content: item_text(messages, "content")?,
             calls: item_field(messages, "tool_calls")?,
             messages,
-            tool: item_field(steps, "tool")?,
-            result: item_field(steps, "result")?,
+            tool: item_text(steps, "tool")?,
+            result: item_text(steps, "result")?,
             truncated: item_field(steps, "truncated")?,
             steps,
         })
@@ -126,17 +123,17 @@ impl<'a> Columns<'a> {
         };
         let side = |k: &str| extra.get(k);
         let side_text = |k: &str| side(k).and_then(Value::as_str).unwrap_or("");
-        let prompt = text(self.prompt, i);
+        let prompt = self.prompt.get(i);
         let key = column_task_key(side("scenario_id"), self.task_id.value(i), prompt);
-        let final_text = text(self.final_text, i).unwrap_or("");
+        let final_text = self.final_text.get(i).unwrap_or("");
         // Messages.
         let o = self.messages.value_offsets();
         let turns = usize_of(o[i])..usize_of(o[i + 1]);
-        let role = |j: usize| text(self.role, j);
+        let role = |j: usize| self.role.get(j);
         let assistant: Vec<&str> = turns
             .clone()
             .filter(|&j| role(j) == Some("assistant"))
-            .map(|j| text(self.content, j).unwrap_or(""))
+            .map(|j| self.content.get(j).unwrap_or(""))
             .collect();
         let message_calls = turns
             .clone()
@@ -148,13 +145,13 @@ impl<'a> Columns<'a> {
         if self.steps.is_valid(i) {
             let o = self.steps.value_offsets();
             for j in usize_of(o[i])..usize_of(o[i + 1]) {
-                if let Some(t) = text(self.tool, j) {
+                if let Some(t) = self.tool.get(j) {
                     step_call = true;
                     step_tools.push(t);
                 }
                 step_truncated |= self.truncated.is_valid(j) && self.truncated.value(j);
                 if fault.is_none()
-                    && let Some(r) = text(self.result, j)
+                    && let Some(r) = self.result.get(j)
                     && !plainly_ok(r)
                 {
                     fault = result_fault(&json_text(r, "steps.result")?);
@@ -165,7 +162,7 @@ impl<'a> Columns<'a> {
             .or_else(|| planned_fault(side("faults")))
             .unwrap_or_else(|| "no fault".into());
         // The privileged context an assistant turn quotes.
-        let leak = match text(self.privileged, i) {
+        let leak = match self.privileged.get(i) {
             Some(p) => {
                 let needles = cache.needles.needles(p)?;
                 match needles {
@@ -181,7 +178,7 @@ impl<'a> Columns<'a> {
             None => (false, None),
         };
         // Only a lineage that says "eval" somewhere is parsed.
-        let eval_sourced = text(self.lineage, i).is_some_and(|l| l.contains("eval"))
+        let eval_sourced = self.lineage.get(i).is_some_and(|l| l.contains("eval"))
             && json_at(self.lineage, i, col::LINEAGE)?.and_then(|l| l.get("source").cloned())
                 == Some(Value::String("eval".into()));
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
@@ -193,8 +190,8 @@ impl<'a> Columns<'a> {
                 reward: reward.filter(|r| r.is_finite()),
                 label_source: side_text("label_source"),
                 final_text,
-                finish_reason: text(self.finish_reason, i).unwrap_or(""),
-                reason: text(self.reason, i).unwrap_or(""),
+                finish_reason: self.finish_reason.get(i).unwrap_or(""),
+                reason: self.reason.get(i).unwrap_or(""),
                 step_call,
                 step_tools,
                 step_truncated,
@@ -218,11 +215,11 @@ impl<'a> Columns<'a> {
             .summarize(),
         ))
     }
+}
 
-    /// Row `i`'s summary, by the general path.
-    fn general(&self, i: usize) -> Result<RowInfo> {
-        Ok(row_info(&encode(&self.view, i)?))
-    }
+/// Row `i`'s summary, by the general path.
+fn general(view: &BatchView<'_>, i: usize) -> Result<RowInfo> {
+    Ok(row_info(&encode(view, i)?))
 }
 
 /// What the last row's privileged text and prompt gave (rows of a task share them).
@@ -252,15 +249,21 @@ const CHUNK: usize = 256;
 /// general path (for the tests that hold both paths equal).
 #[cfg(test)]
 pub(super) fn row_infos(batch: &RecordBatch) -> Result<(Vec<RowInfo>, usize)> {
-    let cols = Columns::of(batch)?;
-    let infos = column_infos(&cols, batch.num_rows())?;
-    let general = infos.iter().filter(|i| i.is_none()).count();
+    // The column path reads views, as the first reading gives them.
+    let views = crate::pipeline::io::conform_to(
+        batch,
+        "test",
+        &crate::pipeline::read::row_schema_with_views(),
+    )?;
+    let infos = column_infos(&Columns::of(&views)?, batch.num_rows())?;
+    let general_rows = infos.iter().filter(|i| i.is_none()).count();
+    let view = BatchView::new(batch)?;
     let infos = infos
         .into_iter()
         .enumerate()
-        .map(|(i, info)| info.map_or_else(|| cols.general(i), Ok))
+        .map(|(i, info)| info.map_or_else(|| general(&view, i), Ok))
         .collect::<Result<_>>()?;
-    Ok((infos, general))
+    Ok((infos, general_rows))
 }
 
 /// The column path's summaries of the rows of `cols`, made in parallel: `None` for a row that
@@ -325,13 +328,13 @@ pub fn read_summaries(
     let rest: Vec<usize> = (0..infos.len()).filter(|&i| infos[i].is_none()).collect();
     if !rest.is_empty() {
         let (batches, at) = reader.read_positions(inputs, &counts, &rest)?;
-        let cols = batches
+        let views = batches
             .iter()
-            .map(Columns::of)
+            .map(BatchView::new)
             .collect::<Result<Vec<_>>>()?;
         let general: Vec<RowInfo> = at
             .par_iter()
-            .map(|&(b, j)| cols[b].general(j))
+            .map(|&(b, j)| general(&views[b], j))
             .collect::<Result<_>>()?;
         for (i, info) in rest.into_iter().zip(general) {
             infos[i] = Some(info);
@@ -370,6 +373,6 @@ fn plainly_ok_results_are_the_ones_without_a_fault() {
 /// Every row of `batch` summarized by the general path (for the test that holds both equal).
 #[cfg(test)]
 pub(super) fn general_infos(batch: &RecordBatch) -> Result<Vec<RowInfo>> {
-    let cols = Columns::of(batch)?;
-    (0..batch.num_rows()).map(|i| cols.general(i)).collect()
+    let view = BatchView::new(batch)?;
+    (0..batch.num_rows()).map(|i| general(&view, i)).collect()
 }
