@@ -3,17 +3,19 @@
 use std::collections::HashSet;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::{Context, Outcome};
 use crate::cli::{ExportArgs, ExportFormat, ExportMask};
 use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::io::AtomicFile;
-use crate::pipeline::row::{BatchView, encode};
+use crate::pipeline::io::{self, AtomicFile, OnBadRow};
+use crate::pipeline::read::Reader;
+use crate::pipeline::row::{BatchView, Text, encode};
+use crate::pipeline::{session, source};
 use crate::stages::export::{self, Format, Groups, MaskMode, Options};
 
 /// Largest Parquet shard of a datasets folder.
@@ -54,7 +56,14 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     if args.format == ExportFormat::Dpo {
         return dpo(args, &opts, started);
     }
-    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
+    // JSONL inputs are converted to Parquet first: the rows are read from Parquet, their text
+    // as views into the decoded pages.
+    let resolved = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    let scratch = super::scratch()?;
+    let inputs = super::as_parquet(ctx, resolved, scratch.path())?;
+    let context = session::new_context(None)?;
+    ctx.runtime
+        .block_on(session::register_parquet(&context, "rows", &inputs))?;
     // Pass 1: the groups (task key and reward of every row), read from two columns.
     let mut groups = Groups::default();
     let keys = ctx.runtime.block_on(crate::pipeline::session::collect_in_file_order(
@@ -132,118 +141,130 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     };
     let mut t = Tally::default();
     let mut group_ids: HashSet<String> = HashSet::new();
-    let converted = ctx
-        .runtime
-        .block_on(crate::pipeline::session::for_each_in_file_order(
-            &context,
-            "SELECT * FROM rows",
-            |batch| {
-                let view = BatchView::new(&batch)?;
-                let wire = export::Wire::of(&batch)?;
-                let rollout = batch
-                    .column_by_name(crate::schema::col::ROLLOUT_ID)
-                    .and_then(|a| a.as_string_opt::<i32>());
-                let n = batch.num_rows();
-                // The general path: the row as a JSON object, converted; its lines go to `bytes`.
-                let general = |i: usize,
-                               bytes: &mut Vec<u8>|
-                 -> Result<(export::RowFacts, u64, export::Side)> {
-                    let row = encode(&view, i)?;
-                    let (rows, facts) = export::training_rows(&row, &opts, &groups);
-                    let mut side = export::Side::default();
-                    for r in &rows {
-                        side.with_system |= r
-                            .get("messages")
-                            .or_else(|| r.get("prompt"))
-                            .and_then(Value::as_array)
-                            .and_then(|m| m.first())
-                            .is_some_and(|m| m["role"] == "system");
-                        side.with_tools |= r.get("tools").is_some();
-                        if let Some(g) = r.get("group_id").and_then(Value::as_str) {
-                            side.group = Some(g.to_owned());
-                        }
-                        let written = if parquet {
-                            serde_json::to_writer(&mut *bytes, &for_parquet(r))
-                        } else {
-                            serde_json::to_writer(&mut *bytes, r)
-                        };
-                        written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
-                        bytes.push(b'\n');
-                    }
-                    side.reward = row.get("reward").and_then(Value::as_f64);
-                    side.eval_sourced = row
-                        .get("lineage")
-                        .and_then(|l| l.get("source"))
-                        .and_then(Value::as_str)
-                        == Some("eval");
-                    side.calls_tools = row
-                        .get("tools_used")
-                        .and_then(Value::as_array)
-                        .is_some_and(|a| !a.is_empty())
-                        || row
-                            .get("steps")
-                            .and_then(Value::as_array)
-                            .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
-                    side.has_policy_sha = row
-                        .get("lineage")
-                        .and_then(|l| l.get("system_prompt_sha"))
-                        .is_some();
-                    Ok((facts, rows.len() as u64, side))
-                };
-                // Chunks of rows: the lines of a chunk in one buffer, and each row's facts.
-                let chunks: Vec<(Vec<u8>, Vec<(export::RowFacts, RowMeta)>)> = (0..n.div_ceil(256))
-                    .into_par_iter()
-                    .map(|c| {
-                        let mut cache = export::WireCache::default();
-                        let mut bytes = Vec::with_capacity(256 * 2048);
-                        let facts = (c * 256..((c + 1) * 256).min(n))
-                            .map(|i| {
-                                let fast = if parquet {
-                                    None
-                                } else {
-                                    wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)?
-                                };
-                                let (facts, written, side) = match fast {
-                                    Some((facts, side)) => (facts, 1, side),
-                                    None => general(i, &mut bytes)?,
-                                };
-                                // Which row: only for the report's first failure.
-                                let where_ = if facts.invalid_calls > 0 || facts.leak.is_some() {
-                                    rollout
-                                        .filter(|r| r.is_valid(i))
-                                        .map_or("?", |r| r.value(i))
-                                        .to_owned()
-                                } else {
-                                    String::new()
-                                };
-                                Ok((
-                                    facts,
-                                    RowMeta {
-                                        written,
-                                        side,
-                                        where_,
-                                    },
-                                ))
-                            })
-                            .collect::<Result<Vec<_>>>()?;
-                        Ok((bytes, facts))
-                    })
-                    .collect::<Result<_>>()?;
-                for (bytes, facts) in chunks {
-                    for (facts, meta) in facts {
-                        t.add(&facts, &meta);
-                        if let Some(g) = meta.side.group {
-                            group_ids.insert(g);
-                        }
-                    }
-                    if lines.send(bytes).is_err() {
-                        // The writer stopped on an error: joining it below says which.
-                        return Err(Error::Internal("the export writer stopped".into()));
-                    }
+    let mut reader = Reader::new(
+        ctx.runtime.handle().clone(),
+        OnBadRow::Fail,
+        Box::new(|_| {}),
+    );
+    let mut convert = |batch: RecordBatch| -> Result<()> {
+        let wire = export::Wire::of(&batch)?;
+        let rollout = batch
+            .column_by_name(crate::schema::col::ROLLOUT_ID)
+            .and_then(|a| Text::of(a.as_ref()));
+        let n = batch.num_rows();
+        // The general path reads plain text: the batch is copied out of its views once,
+        // when a row first needs it.
+        let plain: OnceLock<std::result::Result<RecordBatch, String>> = OnceLock::new();
+        let view: OnceLock<std::result::Result<BatchView<'_>, String>> = OnceLock::new();
+        // The general path: the row as a JSON object, converted; its lines go to `bytes`.
+        let general = |i: usize,
+                       bytes: &mut Vec<u8>|
+         -> Result<(export::RowFacts, u64, export::Side)> {
+            let view = view
+                .get_or_init(|| {
+                    let plain = plain
+                        .get_or_init(|| io::conform(&batch, "export").map_err(|e| e.to_string()))
+                        .as_ref()
+                        .map_err(Clone::clone)?;
+                    BatchView::new(plain).map_err(|e| e.to_string())
+                })
+                .as_ref()
+                .map_err(|e| Error::Internal(e.clone()))?;
+            let row = encode(view, i)?;
+            let (rows, facts) = export::training_rows(&row, &opts, &groups);
+            let mut side = export::Side::default();
+            for r in &rows {
+                side.with_system |= r
+                    .get("messages")
+                    .or_else(|| r.get("prompt"))
+                    .and_then(Value::as_array)
+                    .and_then(|m| m.first())
+                    .is_some_and(|m| m["role"] == "system");
+                side.with_tools |= r.get("tools").is_some();
+                if let Some(g) = r.get("group_id").and_then(Value::as_str) {
+                    side.group = Some(g.to_owned());
                 }
-                Ok(())
-            },
-        ));
+                let written = if parquet {
+                    serde_json::to_writer(&mut *bytes, &for_parquet(r))
+                } else {
+                    serde_json::to_writer(&mut *bytes, r)
+                };
+                written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
+                bytes.push(b'\n');
+            }
+            side.reward = row.get("reward").and_then(Value::as_f64);
+            side.eval_sourced = row
+                .get("lineage")
+                .and_then(|l| l.get("source"))
+                .and_then(Value::as_str)
+                == Some("eval");
+            side.calls_tools = row
+                .get("tools_used")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+                || row
+                    .get("steps")
+                    .and_then(Value::as_array)
+                    .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
+            side.has_policy_sha = row
+                .get("lineage")
+                .and_then(|l| l.get("system_prompt_sha"))
+                .is_some();
+            Ok((facts, rows.len() as u64, side))
+        };
+        // Chunks of rows: the lines of a chunk in one buffer, and each row's facts.
+        let chunks: Vec<(Vec<u8>, Vec<(export::RowFacts, RowMeta)>)> = (0..n.div_ceil(256))
+            .into_par_iter()
+            .map(|c| {
+                let mut cache = export::WireCache::default();
+                let mut bytes = Vec::with_capacity(256 * 2048);
+                let facts = (c * 256..((c + 1) * 256).min(n))
+                    .map(|i| {
+                        let fast = if parquet {
+                            None
+                        } else {
+                            wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)?
+                        };
+                        let (facts, written, side) = match fast {
+                            Some((facts, side)) => (facts, 1, side),
+                            None => general(i, &mut bytes)?,
+                        };
+                        // Which row: only for the report's first failure.
+                        let where_ = if facts.invalid_calls > 0 || facts.leak.is_some() {
+                            rollout.and_then(|r| r.get(i)).unwrap_or("?").to_owned()
+                        } else {
+                            String::new()
+                        };
+                        Ok((
+                            facts,
+                            RowMeta {
+                                written,
+                                side,
+                                where_,
+                            },
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((bytes, facts))
+            })
+            .collect::<Result<_>>()?;
+        for (bytes, facts) in chunks {
+            for (facts, meta) in facts {
+                t.add(&facts, &meta);
+                if let Some(g) = meta.side.group {
+                    group_ids.insert(g);
+                }
+            }
+            if lines.send(bytes).is_err() {
+                // The writer stopped on an error: joining it below says which.
+                return Err(Error::Internal("the export writer stopped".into()));
+            }
+        }
+        Ok(())
+    };
+    let converted = inputs
+        .iter()
+        .try_for_each(|input| reader.read_views(input, &mut convert));
     drop(lines);
     let wrote = writer
         .join()

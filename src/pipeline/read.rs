@@ -466,13 +466,14 @@ pub(crate) fn row_schema_with_views() -> SchemaRef {
 /// leaf columns), whose [`widen`] then copies out only the rows kept (a sieved row group is
 /// decoded whole and most of it dropped), and for a reading whose consumer reads views
 /// ([`Plan::views`]), which copies no text at all. Plain strings copy every value as it is
-/// decoded, into buffers grown by doubling: select's second reading did a third more work. A
-/// whole reading of plain strings copies each value once either way. A schema that cannot be
-/// read as views is read as it is.
+/// decoded, into buffers grown by doubling (views in select's sieved second reading took 3.6%
+/// off the whole command's instructions). A whole reading that gives plain strings is decoded
+/// as plain strings: copying out of views costs as much. A schema that cannot be read as views
+/// is read as it is.
 fn decoding(meta: ArrowReaderMetadata, plan: &Plan<'_>) -> (ArrowReaderMetadata, SchemaRef) {
-    let plain = Arc::clone(meta.schema());
+    let file_schema = Arc::clone(meta.schema());
     if !plan.decodes_views() {
-        return (meta, plain);
+        return (meta, file_schema);
     }
     let views = Arc::new(with_views(meta.schema()));
     let meta = ArrowReaderMetadata::try_new(
@@ -483,7 +484,7 @@ fn decoding(meta: ArrowReaderMetadata, plan: &Plan<'_>) -> (ArrowReaderMetadata,
     let full = if plan.views {
         Arc::clone(meta.schema())
     } else {
-        plain
+        file_schema
     };
     (meta, full)
 }

@@ -181,6 +181,25 @@ fn s3_objects_prefixes_and_sql() {
     assert!(remote.lines().count() >= 40, "{}", remote.lines().count());
     assert_eq!(remote, local);
 
+    // Export reads a Parquet object whole, its text as views, as it reads the file on disk.
+    let exported = |input: &str, out: &str| -> String {
+        let out = dir.path().join(out);
+        let mut cmd = wai();
+        with_s3(&mut cmd, &moto);
+        cmd.args(["export", input, "-o"])
+            .arg(&out)
+            .assert()
+            .success();
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let remote = exported(
+        &format!("s3://{BUCKET}/lake/part-0.parquet"),
+        "remote-train.jsonl",
+    );
+    let local = exported(generated.to_str().unwrap(), "local-train.jsonl");
+    assert_eq!(remote.lines().count(), 500);
+    assert_eq!(remote, local);
+
     // A missing object is missing input (66), named.
     let mut cmd = wai();
     with_s3(&mut cmd, &moto);

@@ -197,6 +197,14 @@ impl<'a> Text<'a> {
         }
     }
 
+    /// Row `i` is not null.
+    pub(crate) fn is_valid(self, i: usize) -> bool {
+        match self {
+            Self::Plain(a) => a.is_valid(i),
+            Self::View(a) => a.is_valid(i),
+        }
+    }
+
     /// Row `i`, `""` when null.
     pub(crate) fn value(self, i: usize) -> &'a str {
         self.get(i).unwrap_or("")

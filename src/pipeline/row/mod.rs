@@ -22,7 +22,7 @@ pub use decode::{
 };
 pub use encode::{BatchView, encode};
 pub(crate) use encode::{
-    Text, Typed, extra_beside, item_field, item_text, json_at, json_text, score, text,
+    Text, Typed, extra_beside, item_field, item_text, json_at, json_text, score,
 };
 
 /// One tool call of an assistant message.

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::Write;
 
-use datafusion::arrow::array::{Array, Float64Array, ListArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, Float64Array, ListArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use serde_json::Value;
 
@@ -20,7 +20,7 @@ use super::{
     decode_args,
 };
 use crate::error::{Error, Result};
-use crate::pipeline::row::{Typed, extra_beside, item_field, json_text, score, text};
+use crate::pipeline::row::{Text, Typed, extra_beside, item_field, item_text, json_text, score};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 
@@ -132,8 +132,8 @@ struct LastJson {
 
 impl LastJson {
     /// Row `i` of the JSON text column `what` (`None` when null).
-    fn at(&mut self, a: &StringArray, i: usize, what: &str) -> Result<Option<&Self>> {
-        let Some(t) = text(a, i) else {
+    fn at(&mut self, a: Text<'_>, i: usize, what: &str) -> Result<Option<&Self>> {
+        let Some(t) = a.get(i) else {
             return Ok(None);
         };
         if self.text.as_deref() != Some(t) {
@@ -159,46 +159,46 @@ enum Carried<'a> {
     Reward,
     Lineage,
     Sampling,
-    Text(&'a StringArray),
+    Text(Text<'a>),
     /// Only from `extra`.
     Extra,
 }
 
 /// Typed views of the columns a training row is written from.
 pub struct Wire<'a> {
-    task_id: &'a StringArray,
-    prompt: &'a StringArray,
-    final_text: &'a StringArray,
-    finish_reason: &'a StringArray,
+    task_id: Text<'a>,
+    prompt: Text<'a>,
+    final_text: Text<'a>,
+    finish_reason: Text<'a>,
     reward: &'a Float64Array,
-    privileged: &'a StringArray,
-    lineage: &'a StringArray,
-    sampling: &'a StringArray,
-    extra: &'a StringArray,
+    privileged: Text<'a>,
+    lineage: Text<'a>,
+    sampling: Text<'a>,
+    extra: Text<'a>,
     carry: Vec<(&'static str, Carried<'a>)>,
     tools_used: &'a ListArray,
     steps: &'a ListArray,
-    step_tool: &'a StringArray,
+    step_tool: Text<'a>,
     messages: &'a ListArray,
-    role: &'a StringArray,
-    content: &'a StringArray,
-    name: &'a StringArray,
-    tool_call_id: &'a StringArray,
+    role: Text<'a>,
+    content: Text<'a>,
+    name: Text<'a>,
+    tool_call_id: Text<'a>,
     calls: &'a ListArray,
-    call_id: &'a StringArray,
-    call_name: &'a StringArray,
-    call_arguments: &'a StringArray,
-    call_arguments_text: &'a StringArray,
+    call_id: Text<'a>,
+    call_name: Text<'a>,
+    call_arguments: Text<'a>,
+    call_arguments_text: Text<'a>,
 }
 
 impl<'a> Wire<'a> {
     /// The columns of `batch`.
     pub fn of(batch: &'a RecordBatch) -> Result<Self> {
         let t = Typed::new(batch, "export");
-        let s = |name: &str| t.string(name);
+        let s = |name: &str| t.text(name);
         let messages = t.list(col::MESSAGES)?;
         let calls: &ListArray = item_field(messages, "tool_calls")?;
-        let field = |list: &'a ListArray, name: &str| item_field::<StringArray>(list, name);
+        let field = |list: &'a ListArray, name: &str| item_text(list, name);
         let steps = t.list(col::STEPS)?;
         Ok(Self {
             task_id: s(col::TASK_ID)?,
@@ -267,7 +267,7 @@ impl<'a> Wire<'a> {
         let side_field = |k: &str| extra.get(k);
         let mut facts = RowFacts::default();
         let mut side = Side::default();
-        let final_text = text(self.final_text, i).unwrap_or("");
+        let final_text = self.final_text.get(i).unwrap_or("");
         // Messages, converted.
         struct Turn<'t> {
             role: &'static str,
@@ -292,8 +292,8 @@ impl<'a> Wire<'a> {
         let mut pending: VecDeque<Cow<'_, str>> = VecDeque::new();
         let mut call_index = 0usize;
         for j in source {
-            let content = text(self.content, j).unwrap_or("");
-            match text(self.role, j).unwrap_or("") {
+            let content = self.content.get(j).unwrap_or("");
+            match self.role.get(j).unwrap_or("") {
                 "assistant" => {
                     assistant_texts.push(content);
                     let content = if opts.strip_think {
@@ -305,24 +305,23 @@ impl<'a> Wire<'a> {
                     if self.calls.is_valid(j) {
                         let co = self.calls.value_offsets();
                         for c in usize_of(co[j])..usize_of(co[j + 1]) {
-                            let id = text(self.call_id, c).filter(|s| !s.is_empty()).map_or_else(
+                            let id = self.call_id.get(c).filter(|s| !s.is_empty()).map_or_else(
                                 || Cow::Owned(format!("call_{call_index:04}")),
                                 Cow::Borrowed,
                             );
                             call_index += 1;
                             pending.push_back(id.clone());
-                            let (args, object) = match (
-                                text(self.call_arguments_text, c),
-                                text(self.call_arguments, c),
-                            ) {
-                                (Some(t), _) => cache.args(true, Some(t))?,
-                                (None, a) => cache.args(false, a)?,
-                            };
+                            let (args, object) =
+                                match (self.call_arguments_text.get(c), self.call_arguments.get(c))
+                                {
+                                    (Some(t), _) => cache.args(true, Some(t))?,
+                                    (None, a) => cache.args(false, a)?,
+                                };
                             facts.calls += 1;
                             if !object {
                                 facts.invalid_calls += 1;
                             }
-                            let name = text(self.call_name, c).unwrap_or("");
+                            let name = self.call_name.get(c).unwrap_or("");
                             calls.push((id, name, args));
                         }
                     }
@@ -348,14 +347,14 @@ impl<'a> Wire<'a> {
                             facts.chars_cut += cut as u64;
                         }
                     }
-                    let id = text(self.tool_call_id, j).map(Cow::Borrowed);
+                    let id = self.tool_call_id.get(j).map(Cow::Borrowed);
                     if let Some(id) = &id {
                         pending.retain(|p| p != id);
                     }
                     turns.push(Turn {
                         role: "tool",
                         content,
-                        name: text(self.name, j),
+                        name: self.name.get(j),
                         tool_call_id: id.or_else(|| pending.pop_front()),
                         calls: Vec::new(),
                     });
@@ -371,7 +370,7 @@ impl<'a> Wire<'a> {
             }
         }
         // The leak check, as the general path reads it.
-        if let Some(p) = text(self.privileged, i) {
+        if let Some(p) = self.privileged.get(i) {
             if let Some(n) = cache.needles.needles(p)? {
                 facts.privileged = true;
                 let texts: Vec<&str> = std::iter::once(final_text)
@@ -380,7 +379,7 @@ impl<'a> Wire<'a> {
                 facts.leak = n.quoted(&texts).cloned();
             }
         }
-        facts.truncated = text(self.finish_reason, i) == Some("length");
+        facts.truncated = self.finish_reason.get(i) == Some("length");
         // The mask.
         let last_assistant = turns.iter().rposition(|t| t.role == "assistant");
         let mask: Vec<u8> = turns
@@ -476,7 +475,7 @@ impl<'a> Wire<'a> {
             let written = match source {
                 // Plain text needs no JSON value.
                 Carried::Text(a) => {
-                    if let Some(t) = text(a, i) {
+                    if let Some(t) = a.get(i) {
                         member(out, k);
                         push_json_string(out, t);
                     }
@@ -505,7 +504,7 @@ impl<'a> Wire<'a> {
         let key = column_task_key(
             side_field("scenario_id"),
             self.task_id.value(i),
-            text(self.prompt, i),
+            self.prompt.get(i),
         );
         if let Some((id, fields)) = groups.written(&key) {
             side.group = Some(id.to_owned());
@@ -594,53 +593,54 @@ mod tests {
     use proptest::prelude::*;
 
     use super::{LastJson, push_json_string};
-    use datafusion::arrow::array::{Array, StringArray};
+    use crate::pipeline::row::Text;
+    use datafusion::arrow::array::{StringArray, StringViewArray};
 
     #[test]
     fn last_json_follows_the_text_row_by_row() {
-        let a = StringArray::from(vec![
+        let texts = vec![
             Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
             Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
             Some(r#"{ "source" : "sim" }"#),
             None,
             Some("null"),
             Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
-        ]);
-        let mut last = LastJson::default();
-        let mut seen = Vec::new();
-        for i in 0..a.len() {
-            let j = last.at(&a, i, "lineage").expect("JSON");
-            seen.push(j.map(|j| {
-                (
-                    String::from_utf8(j.written.clone()).expect("UTF-8"),
-                    j.eval_sourced,
-                    j.policy_sha,
-                    LastJson::non_null(Some(j)).is_some(),
-                )
-            }));
-        }
+        ];
         let eval = Some((
             r#"{"source":"eval","system_prompt_sha":"ab"}"#.to_owned(),
             true,
             true,
             true,
         ));
-        assert_eq!(
-            seen,
-            vec![
-                eval.clone(),
-                eval.clone(),
-                // Written as serde_json writes the value, not as the text was.
-                Some((r#"{"source":"sim"}"#.to_owned(), false, false, true)),
-                None,
-                Some(("null".to_owned(), false, false, false)),
-                eval,
-            ]
-        );
-        assert!(
-            last.at(&StringArray::from(vec!["{"]), 0, "lineage")
-                .is_err()
-        );
+        let want = vec![
+            eval.clone(),
+            eval.clone(),
+            // Written as serde_json writes the value, not as the text was.
+            Some((r#"{"source":"sim"}"#.to_owned(), false, false, true)),
+            None,
+            Some(("null".to_owned(), false, false, false)),
+            eval,
+        ];
+        let plain = StringArray::from(texts.clone());
+        let views = StringViewArray::from(texts.clone());
+        for column in [Text::Plain(&plain), Text::View(&views)] {
+            let mut last = LastJson::default();
+            let mut seen = Vec::new();
+            for i in 0..texts.len() {
+                let j = last.at(column, i, "lineage").expect("JSON");
+                seen.push(j.map(|j| {
+                    (
+                        String::from_utf8(j.written.clone()).expect("UTF-8"),
+                        j.eval_sourced,
+                        j.policy_sha,
+                        LastJson::non_null(Some(j)).is_some(),
+                    )
+                }));
+            }
+            assert_eq!(seen, want);
+            let bad = StringArray::from(vec!["{"]);
+            assert!(last.at(Text::Plain(&bad), 0, "lineage").is_err());
+        }
     }
 
     fn ours(s: &str) -> String {
