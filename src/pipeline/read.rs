@@ -773,6 +773,115 @@ mod tests {
     use super::*;
     use crate::pipeline::io::{ParquetSink, ROW_GROUP_ROWS, Sink};
 
+    /// A file written with large text and large lists (as Polars writes them) is read as the
+    /// row schema three ways: whole, whole with text views, and some leaves with text views;
+    /// the views say what the plain strings say.
+    #[test]
+    fn large_types_read_as_the_row_schema_with_views_or_not() {
+        use crate::pipeline::row::testing::{ROW_FIXTURES, batch_of, fixture};
+        use crate::pipeline::source::{Format, Input, Location};
+        use datafusion::arrow::compute::concat_batches;
+        fn large(t: &DataType) -> DataType {
+            let field =
+                |f: &FieldRef| Arc::new(f.as_ref().clone().with_data_type(large(f.data_type())));
+            match t {
+                DataType::Utf8 => DataType::LargeUtf8,
+                DataType::List(f) => DataType::LargeList(field(f)),
+                DataType::Struct(fs) => DataType::Struct(fs.iter().map(field).collect()),
+                other => other.clone(),
+            }
+        }
+        let batch = batch_of(ROW_FIXTURES.iter().flat_map(|f| fixture(f)));
+        let schema = Arc::new(Schema::new(
+            batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_data_type(large(f.data_type())))
+                .collect::<Vec<_>>(),
+        ));
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| cast(c, f.data_type()).expect("cast"))
+            .collect();
+        let wide = RecordBatch::try_new(Arc::clone(&schema), columns).expect("batch");
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("large.parquet");
+        let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(&path).expect("file"),
+            schema,
+            None,
+        )
+        .expect("writer");
+        w.write(&wide).expect("written");
+        w.close().expect("closed");
+        let input = Input {
+            display: "large".into(),
+            location: Location::Local(path),
+            format: Format::Parquet,
+            size: None,
+        };
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let mut reader = Reader::new(runtime.handle().clone(), OnBadRow::Fail, Box::new(|_| {}));
+        let plain_of = |b: &RecordBatch| io::conform(b, "large").expect("plain");
+        let mut whole = Vec::new();
+        reader
+            .read(&input, &mut |b| {
+                whole.push(b);
+                Ok(())
+            })
+            .expect("whole");
+        let whole = concat_batches(&crate::schema::row_schema(), &whole).expect("concat");
+        assert_eq!(whole, batch);
+        let mut views = Vec::new();
+        reader
+            .read_views(&input, &mut |b| {
+                assert_eq!(b.schema(), row_schema_with_views());
+                views.push(plain_of(&b));
+                Ok(())
+            })
+            .expect("views");
+        let views = concat_batches(&crate::schema::row_schema(), &views).expect("concat");
+        assert_eq!(views, batch);
+        let mut leaves = Vec::new();
+        // The row ids are required: a projection leaves out only what can be null.
+        let picked = ["task_id", "rollout_id", "prompt", "messages.content"];
+        reader
+            .read_leaves(&input, &picked, &mut |b| {
+                assert_eq!(b.schema(), row_schema_with_views());
+                leaves.push(plain_of(&b));
+                Ok(())
+            })
+            .expect("leaves");
+        let leaves = concat_batches(&crate::schema::row_schema(), &leaves).expect("concat");
+        assert_eq!(
+            leaves.column_by_name("prompt"),
+            batch.column_by_name("prompt")
+        );
+        let content = |b: &RecordBatch| {
+            let m = b
+                .column_by_name("messages")
+                .expect("messages")
+                .as_list::<i32>();
+            let c = m
+                .values()
+                .as_struct()
+                .column_by_name("content")
+                .expect("content");
+            Arc::clone(c)
+        };
+        assert_eq!(&content(&leaves), &content(&batch));
+        assert_eq!(
+            leaves
+                .column_by_name("final_text")
+                .expect("column")
+                .null_count(),
+            batch.num_rows()
+        );
+    }
+
     /// Rows `from..to`: a number and a list of one or two `{text}` structs saying it.
     fn rows(schema: &Arc<Schema>, from: i64, to: i64) -> RecordBatch {
         let fields = Fields::from(vec![Field::new("text", DataType::Utf8, true)]);
