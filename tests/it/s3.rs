@@ -161,42 +161,33 @@ fn s3_objects_prefixes_and_sql() {
     let got: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
     assert_eq!(got["n"], 500);
 
+    // `wai ARGS -o OUT` for the object and for the same file on disk: the two outputs.
+    let both = |args: &[&str], out: &str| -> (String, String) {
+        let run = |input: &str, side: &str| {
+            let out = dir.path().join(format!("{side}-{out}"));
+            let mut cmd = wai();
+            with_s3(&mut cmd, &moto);
+            cmd.arg(args[0])
+                .arg(input)
+                .args(&args[1..])
+                .arg("-o")
+                .arg(&out)
+                .assert()
+                .success();
+            std::fs::read_to_string(&out).unwrap()
+        };
+        (
+            run(&format!("s3://{BUCKET}/lake/part-0.parquet"), "remote"),
+            run(generated.to_str().unwrap(), "local"),
+        )
+    };
     // Select reads a Parquet object in place, its columns then its chosen rows, as it reads
     // the same file on disk.
-    let selected = |input: &str, out: &str| -> String {
-        let out = dir.path().join(out);
-        let mut cmd = wai();
-        with_s3(&mut cmd, &moto);
-        cmd.args(["select", input, "--target", "60", "-o"])
-            .arg(&out)
-            .assert()
-            .success();
-        std::fs::read_to_string(&out).unwrap()
-    };
-    let remote = selected(
-        &format!("s3://{BUCKET}/lake/part-0.parquet"),
-        "remote.jsonl",
-    );
-    let local = selected(generated.to_str().unwrap(), "local.jsonl");
+    let (remote, local) = both(&["select", "--target", "60"], "selected.jsonl");
     assert!(remote.lines().count() >= 40, "{}", remote.lines().count());
     assert_eq!(remote, local);
-
     // Export reads a Parquet object whole, its text as views, as it reads the file on disk.
-    let exported = |input: &str, out: &str| -> String {
-        let out = dir.path().join(out);
-        let mut cmd = wai();
-        with_s3(&mut cmd, &moto);
-        cmd.args(["export", input, "-o"])
-            .arg(&out)
-            .assert()
-            .success();
-        std::fs::read_to_string(&out).unwrap()
-    };
-    let remote = exported(
-        &format!("s3://{BUCKET}/lake/part-0.parquet"),
-        "remote-train.jsonl",
-    );
-    let local = exported(generated.to_str().unwrap(), "local-train.jsonl");
+    let (remote, local) = both(&["export"], "train.jsonl");
     assert_eq!(remote.lines().count(), 500);
     assert_eq!(remote, local);
 
