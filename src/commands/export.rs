@@ -146,72 +146,82 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         OnBadRow::Fail,
         Box::new(|_| {}),
     );
+    // Openai rows are written straight from text views; the other formats, and unrolled rows,
+    // take the general way for every row, so they read plain strings.
+    let views = opts.format == Format::Openai && !opts.unroll && !parquet;
     let mut convert = |batch: RecordBatch| -> Result<()> {
         let wire = export::Wire::of(&batch)?;
         let rollout = batch
             .column_by_name(crate::schema::col::ROLLOUT_ID)
             .and_then(|a| Text::of(a.as_ref()));
         let n = batch.num_rows();
-        // The general path reads plain text: the batch is copied out of its views once,
-        // when a row first needs it.
-        let plain: OnceLock<std::result::Result<RecordBatch, String>> = OnceLock::new();
-        let view: OnceLock<std::result::Result<BatchView<'_>, String>> = OnceLock::new();
-        // The general path: the row as a JSON object, converted; its lines go to `bytes`.
-        let general = |i: usize,
-                       bytes: &mut Vec<u8>|
-         -> Result<(export::RowFacts, u64, export::Side)> {
-            let view = view
-                .get_or_init(|| {
-                    let plain = plain
-                        .get_or_init(|| io::conform(&batch, "export").map_err(|e| e.to_string()))
-                        .as_ref()
-                        .map_err(Clone::clone)?;
-                    BatchView::new(plain).map_err(|e| e.to_string())
-                })
-                .as_ref()
-                .map_err(|e| Error::Internal(e.clone()))?;
-            let row = encode(view, i)?;
-            let (rows, facts) = export::training_rows(&row, &opts, &groups);
-            let mut side = export::Side::default();
-            for r in &rows {
-                side.with_system |= r
-                    .get("messages")
-                    .or_else(|| r.get("prompt"))
-                    .and_then(Value::as_array)
-                    .and_then(|m| m.first())
-                    .is_some_and(|m| m["role"] == "system");
-                side.with_tools |= r.get("tools").is_some();
-                if let Some(g) = r.get("group_id").and_then(Value::as_str) {
-                    side.group = Some(g.to_owned());
-                }
-                let written = if parquet {
-                    serde_json::to_writer(&mut *bytes, &for_parquet(r))
-                } else {
-                    serde_json::to_writer(&mut *bytes, r)
-                };
-                written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
-                bytes.push(b'\n');
-            }
-            side.reward = row.get("reward").and_then(Value::as_f64);
-            side.eval_sourced = row
-                .get("lineage")
-                .and_then(|l| l.get("source"))
-                .and_then(Value::as_str)
-                == Some("eval");
-            side.calls_tools = row
-                .get("tools_used")
-                .and_then(Value::as_array)
-                .is_some_and(|a| !a.is_empty())
-                || row
-                    .get("steps")
-                    .and_then(Value::as_array)
-                    .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
-            side.has_policy_sha = row
-                .get("lineage")
-                .and_then(|l| l.get("system_prompt_sha"))
-                .is_some();
-            Ok((facts, rows.len() as u64, side))
+        // The general path reads plain text: a batch of views is copied out once, when a row
+        // first needs it.
+        let plain = if views {
+            None
+        } else {
+            Some(BatchView::new(&batch)?)
         };
+        let copied: OnceLock<Result<RecordBatch>> = OnceLock::new();
+        let copied_view: OnceLock<Result<BatchView<'_>>> = OnceLock::new();
+        // The general path: the row as a JSON object, converted; its lines go to `bytes`.
+        let general =
+            |i: usize, bytes: &mut Vec<u8>| -> Result<(export::RowFacts, u64, export::Side)> {
+                let view = match &plain {
+                    Some(view) => view,
+                    None => copied_view
+                        .get_or_init(|| {
+                            let plain = copied
+                                .get_or_init(|| io::conform(&batch, "export"))
+                                .as_ref()
+                                .map_err(again)?;
+                            BatchView::new(plain)
+                        })
+                        .as_ref()
+                        .map_err(again)?,
+                };
+                let row = encode(view, i)?;
+                let (rows, facts) = export::training_rows(&row, &opts, &groups);
+                let mut side = export::Side::default();
+                for r in &rows {
+                    side.with_system |= r
+                        .get("messages")
+                        .or_else(|| r.get("prompt"))
+                        .and_then(Value::as_array)
+                        .and_then(|m| m.first())
+                        .is_some_and(|m| m["role"] == "system");
+                    side.with_tools |= r.get("tools").is_some();
+                    if let Some(g) = r.get("group_id").and_then(Value::as_str) {
+                        side.group = Some(g.to_owned());
+                    }
+                    let written = if parquet {
+                        serde_json::to_writer(&mut *bytes, &for_parquet(r))
+                    } else {
+                        serde_json::to_writer(&mut *bytes, r)
+                    };
+                    written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
+                    bytes.push(b'\n');
+                }
+                side.reward = row.get("reward").and_then(Value::as_f64);
+                side.eval_sourced = row
+                    .get("lineage")
+                    .and_then(|l| l.get("source"))
+                    .and_then(Value::as_str)
+                    == Some("eval");
+                side.calls_tools = row
+                    .get("tools_used")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty())
+                    || row
+                        .get("steps")
+                        .and_then(Value::as_array)
+                        .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
+                side.has_policy_sha = row
+                    .get("lineage")
+                    .and_then(|l| l.get("system_prompt_sha"))
+                    .is_some();
+                Ok((facts, rows.len() as u64, side))
+            };
         // Chunks of rows: the lines of a chunk in one buffer, and each row's facts.
         let chunks: Vec<(Vec<u8>, Vec<(export::RowFacts, RowMeta)>)> = (0..n.div_ceil(256))
             .into_par_iter()
@@ -262,9 +272,13 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         }
         Ok(())
     };
-    let converted = inputs
-        .iter()
-        .try_for_each(|input| reader.read_views(input, &mut convert));
+    let converted = inputs.iter().try_for_each(|input| {
+        if views {
+            reader.read_views(input, &mut convert)
+        } else {
+            reader.read(input, &mut convert)
+        }
+    });
     drop(lines);
     let wrote = writer
         .join()
@@ -775,4 +789,43 @@ fn for_parquet(row: &serde_json::Map<String, Value>) -> serde_json::Map<String, 
             (k.clone(), v)
         })
         .collect()
+}
+
+/// An error a batch's rows share, given again to each row that meets it: an input's fault stays
+/// one (its exit status), anything else is internal.
+fn again(e: &Error) -> Error {
+    match e {
+        Error::Input { stage, message } => Error::Input {
+            stage: stage.clone(),
+            message: message.clone(),
+        },
+        Error::MissingColumn {
+            stage,
+            column,
+            found,
+        } => Error::MissingColumn {
+            stage: stage.clone(),
+            column: column.clone(),
+            found: found.clone(),
+        },
+        other => Error::Internal(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn a_shared_error_keeps_its_kind_for_every_row() {
+    let input = Error::Input {
+        stage: "export".into(),
+        message: "column `prompt` cannot be read as Utf8".into(),
+    };
+    let again_input = again(&input);
+    assert!(matches!(&again_input, Error::Input { stage, .. } if stage == "export"));
+    assert_eq!(again_input.to_string(), input.to_string());
+    let missing = Error::missing_column("export", "prompt", &crate::schema::row_schema());
+    let again_missing = again(&missing);
+    assert!(matches!(&again_missing, Error::MissingColumn { column, .. } if column == "prompt"));
+    assert_eq!(again_missing.to_string(), missing.to_string());
+    let io = Error::io("x.parquet", std::io::Error::other("gone"));
+    assert!(matches!(again(&io), Error::Internal(ref m) if m == &io.to_string()));
 }

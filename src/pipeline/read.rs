@@ -1,4 +1,5 @@
-//! Reads resolved inputs, whatever their format, as row-schema batches.
+//! Reads resolved inputs, whatever their format, as row-schema batches (their text as views
+//! into the decoded pages, for the readings that keep them).
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
@@ -170,7 +171,7 @@ impl<'a> Reader<'a> {
             views: true,
             ..Plan::default()
         };
-        self.read_part(input, plan, "text views", emit)
+        self.read_part(input, plan, "rows with text views", emit)
     }
 
     /// Reads one Parquet input decoding only the leaf columns `leaves` names (field paths with
@@ -403,8 +404,9 @@ fn fill_check(ty: &DataType, next: &mut impl Iterator<Item = bool>) -> (bool, bo
     }
 }
 
-/// `batch` (read with a projection) with the columns of `full`: the columns and nested fields
-/// it lacks are null.
+/// `batch` with the columns and types of `full`: the columns and nested fields a projection left
+/// out are null, and text decoded as views is copied out to plain strings when `full` says so
+/// (a batch that already fits is returned as it is).
 fn widen(batch: &RecordBatch, full: &SchemaRef) -> Result<RecordBatch> {
     let n = batch.num_rows();
     let columns = widen_columns(full.fields(), n, |name| batch.column_by_name(name))?;
@@ -504,13 +506,13 @@ fn widen_array(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
                 s.nulls().cloned(),
             )?))
         }
-        // Text a partial reading decoded as views (see `partial`).
+        // Text a partial reading decoded as views (see `decoding`).
         (DataType::Utf8View, DataType::Utf8) => Ok(cast(array, to)?),
         (DataType::List(_), DataType::List(field)) => widen_list::<i32>(array, field),
         // Files from other writers (Polars, for one) hold lists as large lists.
         (DataType::LargeList(_), DataType::LargeList(field)) => widen_list::<i64>(array, field),
         (from, to) => Err(Error::Internal(format!(
-            "a projected column of {from} cannot stand for {to}"
+            "a column read as {from} cannot stand for {to}"
         ))),
     }
 }

@@ -174,7 +174,8 @@ pub(crate) fn item_text<'b>(list: &'b ListArray, name: &str) -> Result<Text<'b>>
 }
 
 /// A text column in either of Arrow's layouts: plain strings (offsets into one buffer), or views
-/// into the decoded pages, as a partial reading gives them (no copy of the text at all).
+/// into the decoded pages, as `Reader::read_leaves` and `Reader::read_views` give them (no copy
+/// of the text at all).
 #[derive(Clone, Copy)]
 pub(crate) enum Text<'a> {
     Plain(&'a StringArray),
