@@ -20,7 +20,7 @@
 //! the runs of `[a-z0-9]` in the lowercased text. N-grams are compared by a 64-bit hash of their
 //! words (a false match needs a 64-bit collision).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
 
 use rayon::prelude::*;
@@ -121,16 +121,16 @@ pub struct EvalIndex {
     /// Eval rows with a recorded task id.
     pub n_with_task: u64,
     /// Recorded eval task ids.
-    pub tasks: HashSet<String>,
+    pub tasks: foldhash::HashSet<String>,
     /// Normalised eval texts, by text id.
-    norms: HashMap<String, u32>,
+    norms: foldhash::HashMap<String, u32>,
     /// The texts, by id (normalised).
     pub texts: Vec<String>,
     /// N-gram hash → the text ids holding it (ascending, no repeats).
-    ngrams: HashMap<u64, Vec<u32>>,
+    ngrams: foldhash::HashMap<u64, Vec<u32>>,
     /// Eval prompts for the semantic rule: (prompt, its task id), one per normalised prompt.
     pub prompts: Vec<(String, Option<String>)>,
-    prompt_norms: HashSet<String>,
+    prompt_norms: foldhash::HashSet<String>,
 }
 
 impl EvalIndex {
@@ -141,12 +141,12 @@ impl EvalIndex {
             hasher: Hasher::new(),
             n_rows: 0,
             n_with_task: 0,
-            tasks: HashSet::new(),
-            norms: HashMap::new(),
+            tasks: foldhash::HashSet::default(),
+            norms: foldhash::HashMap::default(),
             texts: Vec::new(),
-            ngrams: HashMap::new(),
+            ngrams: foldhash::HashMap::default(),
             prompts: Vec::new(),
-            prompt_norms: HashSet::new(),
+            prompt_norms: foldhash::HashSet::default(),
         }
     }
 
@@ -283,7 +283,8 @@ pub fn check(index: &EvalIndex, opts: &Options, row: &Row<'_>, at: u64) -> Optio
         // Per eval text hit: (the last shared window's start, positions covered so far, the
         // first shared window). Windows come in ascending order, so each adds the positions past
         // the previous one's end: min(n, i − last). No position vector per text.
-        let mut covered: HashMap<u32, (usize, usize, usize)> = HashMap::new();
+        let mut covered: foldhash::HashMap<u32, (usize, usize, usize)> =
+            foldhash::HashMap::default();
         for (i, h) in hashes.iter().enumerate() {
             if let Some(ids) = index.ngrams.get(h) {
                 for id in ids {
