@@ -148,37 +148,35 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     );
     // Openai rows are written straight from text views; the other formats, and unrolled rows,
     // take the general way for every row, so they read plain strings.
-    let views = opts.format == Format::Openai && !opts.unroll && !parquet;
+    let views = export::Wire::serves(&opts) && !parquet;
     let mut convert = |batch: RecordBatch| -> Result<()> {
         let wire = export::Wire::of(&batch)?;
         let rollout = batch
             .column_by_name(crate::schema::col::ROLLOUT_ID)
             .and_then(|a| Text::of(a.as_ref()));
         let n = batch.num_rows();
-        // The general path reads plain text: a batch of views is copied out once, when a row
-        // first needs it.
+        // The general path reads plain text: a batch of views (whose rows take it rarely) is
+        // copied out once, when a row first needs it.
         let plain = if views {
             None
         } else {
             Some(BatchView::new(&batch)?)
         };
         let copied: OnceLock<Result<RecordBatch>> = OnceLock::new();
-        let copied_view: OnceLock<Result<BatchView<'_>>> = OnceLock::new();
         // The general path: the row as a JSON object, converted; its lines go to `bytes`.
         let general =
             |i: usize, bytes: &mut Vec<u8>| -> Result<(export::RowFacts, u64, export::Side)> {
+                let copied_view;
                 let view = match &plain {
                     Some(view) => view,
-                    None => copied_view
-                        .get_or_init(|| {
-                            let plain = copied
-                                .get_or_init(|| io::conform(&batch, "export"))
-                                .as_ref()
-                                .map_err(again)?;
-                            BatchView::new(plain)
-                        })
-                        .as_ref()
-                        .map_err(again)?,
+                    None => {
+                        let b = copied
+                            .get_or_init(|| io::conform(&batch, "export"))
+                            .as_ref()
+                            .map_err(again)?;
+                        copied_view = BatchView::new(b)?;
+                        &copied_view
+                    }
                 };
                 let row = encode(view, i)?;
                 let (rows, facts) = export::training_rows(&row, &opts, &groups);
@@ -230,10 +228,10 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                 let mut bytes = Vec::with_capacity(256 * 2048);
                 let facts = (c * 256..((c + 1) * 256).min(n))
                     .map(|i| {
-                        let fast = if parquet {
-                            None
-                        } else {
+                        let fast = if views {
                             wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)?
+                        } else {
+                            None
                         };
                         let (facts, written, side) = match fast {
                             Some((facts, side)) => (facts, 1, side),

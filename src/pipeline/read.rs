@@ -436,23 +436,21 @@ fn widen_columns<'a>(
 
 /// `schema` with its text (at any depth, through lists and structs) as views.
 fn with_views(schema: &Schema) -> Schema {
-    fn fields(fields: &Fields) -> Fields {
-        fields
-            .iter()
-            .map(|f| Arc::new(f.as_ref().clone().with_data_type(view(f.data_type()))))
-            .collect()
+    fn field(f: &FieldRef) -> FieldRef {
+        Arc::new(f.as_ref().clone().with_data_type(view(f.data_type())))
     }
     fn view(t: &DataType) -> DataType {
         match t {
             DataType::Utf8 => DataType::Utf8View,
-            DataType::List(f) => DataType::List(Arc::new(
-                f.as_ref().clone().with_data_type(view(f.data_type())),
-            )),
-            DataType::Struct(f) => DataType::Struct(fields(f)),
+            DataType::List(f) => DataType::List(field(f)),
+            DataType::Struct(fields) => DataType::Struct(fields.iter().map(field).collect()),
             other => other.clone(),
         }
     }
-    Schema::new_with_metadata(fields(schema.fields()), schema.metadata().clone())
+    Schema::new_with_metadata(
+        schema.fields().iter().map(field).collect::<Fields>(),
+        schema.metadata().clone(),
+    )
 }
 
 /// The row schema with its text as views: what a reading that keeps views gives.

@@ -218,12 +218,6 @@ impl<'a> From<&'a StringArray> for Text<'a> {
     }
 }
 
-impl<'a> From<&&'a StringArray> for Text<'a> {
-    fn from(a: &&'a StringArray) -> Self {
-        Self::Plain(a)
-    }
-}
-
 /// Row `i` of a text column (`None` when null).
 pub(crate) fn text<'a>(a: impl Into<Text<'a>>, i: usize) -> Option<&'a str> {
     a.into().get(i)
@@ -424,9 +418,9 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
     if v.reward.is_valid(i) {
         out.insert(col::REWARD.into(), score(v.reward.value(i)));
     }
-    for (name, a) in &v.strings {
+    for &(name, a) in &v.strings {
         if let Some(t) = text(a, i) {
-            out.insert((*name).into(), Value::String(t.to_owned()));
+            out.insert(name.into(), Value::String(t.to_owned()));
         }
     }
     if v.markers.is_valid(i) {
@@ -447,9 +441,9 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
     if v.gold_reward.is_valid(i) {
         out.insert(col::GOLD_REWARD.into(), score(v.gold_reward.value(i)));
     }
-    for (name, a) in &v.json {
+    for &(name, a) in &v.json {
         if let Some(t) = text(a, i) {
-            out.insert((*name).into(), parse(t)?);
+            out.insert(name.into(), parse(t)?);
         }
     }
     if let Some(t) = text(v.extra, i) {

@@ -143,6 +143,17 @@ pub(crate) mod testing {
         b.finish().expect("batch")
     }
 
+    /// `batch` with its text as views, as `Reader::read_leaves` and `Reader::read_views` give
+    /// rows to the column paths.
+    pub(crate) fn with_text_views(batch: &RecordBatch) -> RecordBatch {
+        crate::pipeline::io::conform_to(
+            batch,
+            "test",
+            &crate::pipeline::read::row_schema_with_views(),
+        )
+        .expect("views")
+    }
+
     /// The rows of a JSONL file in `tests/fixtures`.
     pub(crate) fn fixture(name: &str) -> Vec<Value> {
         let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));

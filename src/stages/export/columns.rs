@@ -241,6 +241,11 @@ impl<'a> Wire<'a> {
         })
     }
 
+    /// This path writes rows under `opts`: OpenAI chat rows, not unrolled.
+    pub fn serves(opts: &Options) -> bool {
+        opts.format == Format::Openai && !opts.unroll
+    }
+
     /// Writes row `i`'s training row (one JSON line) to `out`, or returns `None` (writing
     /// nothing) when the row needs the general path.
     ///
@@ -254,11 +259,7 @@ impl<'a> Wire<'a> {
         cache: &mut WireCache,
         out: &mut Vec<u8>,
     ) -> Result<Option<(RowFacts, Side)>> {
-        if opts.format != Format::Openai
-            || opts.unroll
-            || !self.messages.is_valid(i)
-            || self.messages.value_length(i) == 0
-        {
+        if !Self::serves(opts) || !self.messages.is_valid(i) || self.messages.value_length(i) == 0 {
             return Ok(None);
         }
         let Some(extra) = extra_beside(self.extra, i, &READ)? else {
@@ -267,7 +268,7 @@ impl<'a> Wire<'a> {
         let side_field = |k: &str| extra.get(k);
         let mut facts = RowFacts::default();
         let mut side = Side::default();
-        let final_text = self.final_text.get(i).unwrap_or("");
+        let final_text = self.final_text.value(i);
         // Messages, converted.
         struct Turn<'t> {
             role: &'static str,
@@ -292,8 +293,8 @@ impl<'a> Wire<'a> {
         let mut pending: VecDeque<Cow<'_, str>> = VecDeque::new();
         let mut call_index = 0usize;
         for j in source {
-            let content = self.content.get(j).unwrap_or("");
-            match self.role.get(j).unwrap_or("") {
+            let content = self.content.value(j);
+            match self.role.value(j) {
                 "assistant" => {
                     assistant_texts.push(content);
                     let content = if opts.strip_think {
@@ -321,7 +322,7 @@ impl<'a> Wire<'a> {
                             if !object {
                                 facts.invalid_calls += 1;
                             }
-                            let name = self.call_name.get(c).unwrap_or("");
+                            let name = self.call_name.value(c);
                             calls.push((id, name, args));
                         }
                     }

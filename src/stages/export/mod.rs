@@ -956,12 +956,7 @@ mod tests {
             let batch = batch_of(rows);
             let view = BatchView::new(&batch).expect("view");
             // The column path reads text views, as `wai export` reads the rows.
-            let views = crate::pipeline::io::conform_to(
-                &batch,
-                "test",
-                &crate::pipeline::read::row_schema_with_views(),
-            )
-            .expect("views");
+            let views = crate::pipeline::row::testing::with_text_views(&batch);
             let wire = Wire::of(&views).expect("columns");
             let encoded: Vec<Map<String, Value>> = (0..batch.num_rows())
                 .map(|i| encode(&view, i).expect("row"))

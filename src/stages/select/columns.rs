@@ -125,7 +125,7 @@ impl<'a> Columns<'a> {
         let side_text = |k: &str| side(k).and_then(Value::as_str).unwrap_or("");
         let prompt = self.prompt.get(i);
         let key = column_task_key(side("scenario_id"), self.task_id.value(i), prompt);
-        let final_text = self.final_text.get(i).unwrap_or("");
+        let final_text = self.final_text.value(i);
         // Messages.
         let o = self.messages.value_offsets();
         let turns = usize_of(o[i])..usize_of(o[i + 1]);
@@ -133,7 +133,7 @@ impl<'a> Columns<'a> {
         let assistant: Vec<&str> = turns
             .clone()
             .filter(|&j| role(j) == Some("assistant"))
-            .map(|j| self.content.get(j).unwrap_or(""))
+            .map(|j| self.content.value(j))
             .collect();
         let message_calls = turns
             .clone()
@@ -190,8 +190,8 @@ impl<'a> Columns<'a> {
                 reward: reward.filter(|r| r.is_finite()),
                 label_source: side_text("label_source"),
                 final_text,
-                finish_reason: self.finish_reason.get(i).unwrap_or(""),
-                reason: self.reason.get(i).unwrap_or(""),
+                finish_reason: self.finish_reason.value(i),
+                reason: self.reason.value(i),
                 step_call,
                 step_tools,
                 step_truncated,
@@ -250,11 +250,7 @@ const CHUNK: usize = 256;
 #[cfg(test)]
 pub(super) fn row_infos(batch: &RecordBatch) -> Result<(Vec<RowInfo>, usize)> {
     // The column path reads views, as the first reading gives them.
-    let views = crate::pipeline::io::conform_to(
-        batch,
-        "test",
-        &crate::pipeline::read::row_schema_with_views(),
-    )?;
+    let views = crate::pipeline::row::testing::with_text_views(batch);
     let infos = column_infos(&Columns::of(&views)?, batch.num_rows())?;
     let general_rows = infos.iter().filter(|i| i.is_none()).count();
     let view = BatchView::new(batch)?;
