@@ -121,6 +121,35 @@ fn word_count(s: &str) -> usize {
     usize::from(!white(first)) + starts as usize
 }
 
+/// The signature of a row without one: the first 12 hex digits of the SHA-256 of its calls
+/// joined by commas, a bar, and its reply's length in dozens of words
+/// (`sha256_hex("check,refund|3")[..12]`), hashed in pieces (no string is built per row).
+fn stand_in_signature(tools: &[&str], dozens: usize) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let mut h = Sha256::new();
+    for (k, t) in tools.iter().enumerate() {
+        if k > 0 {
+            h.update(b",");
+        }
+        h.update(t.as_bytes());
+    }
+    h.update(b"|");
+    let mut digits = [0u8; 20];
+    let free = {
+        let mut w = &mut digits[..];
+        let _ = std::io::Write::write_fmt(&mut w, format_args!("{dozens}"));
+        w.len()
+    };
+    h.update(&digits[..20 - free]);
+    let digest = h.finalize();
+    let mut out = String::with_capacity(12);
+    for b in &digest[..6] {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
 /// The fault a step's result shows, if any (a result held as JSON text is read as JSON).
 fn result_fault(result: &Value) -> Option<String> {
     let parsed;
@@ -347,12 +376,7 @@ impl Parts<'_> {
         let signature = self.signature.map_or_else(
             || {
                 // No signature: the calls and the reply's length stand in.
-                sha256_hex(&format!(
-                    "{}|{}",
-                    self.step_tools.join(","),
-                    word_count(final_text) / 12
-                ))[..12]
-                    .to_owned()
+                stand_in_signature(&self.step_tools, word_count(final_text) / 12)
             },
             str::to_owned,
         );
@@ -1441,6 +1465,25 @@ impl std::fmt::Display for PairReport {
 pub(crate) mod tests {
     use super::*;
     use crate::pipeline::row::testing::{ROW_FIXTURES, batch_of, fixture};
+
+    /// A row without a signature gets the reference's stand-in, `sha256_hex("calls|dozens")`
+    /// cut to 12 digits, whatever its calls and length.
+    #[test]
+    fn stand_in_signatures_are_the_hash_of_calls_and_length() {
+        for (tools, dozens) in [
+            (vec![], 0),
+            (vec!["check_status"], 3),
+            (vec!["lookup_order", "issue_refund", "lookup_order"], 12_345),
+            (vec!["", "ünïcode"], usize::MAX),
+        ] {
+            let want = sha256_hex(&format!("{}|{}", tools.join(","), dozens))[..12].to_owned();
+            assert_eq!(
+                stand_in_signature(&tools, dozens),
+                want,
+                "{tools:?} {dozens}"
+            );
+        }
+    }
 
     /// The two readings of `read_summaries` (a few columns of every row, then the rows the
     /// column path leaves over, whole) give every row of every fixture file its general summary.
