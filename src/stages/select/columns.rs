@@ -264,17 +264,34 @@ pub(super) fn row_infos(batch: &RecordBatch) -> Result<(Vec<RowInfo>, usize)> {
 
 /// The column path's summaries of the rows of `cols`, made in parallel: `None` for a row that
 /// needs the general path.
+#[cfg(test)]
 fn column_infos(cols: &Columns<'_>, n: usize) -> Result<Vec<Option<RowInfo>>> {
-    let parts: Vec<Vec<Option<RowInfo>>> = (0..n.div_ceil(CHUNK))
-        .into_par_iter()
-        .map(|c| {
+    let mut infos = Vec::with_capacity(n);
+    append_column_infos(cols, n, &mut infos)?;
+    Ok(infos)
+}
+
+/// The column path's summaries of the rows of `cols` appended to `infos`, made in parallel and
+/// written in place (a million summaries are a quarter of a gigabyte: they are not gathered per
+/// chunk and copied over, on one thread, as they were); `None` for a row that needs the general
+/// path.
+fn append_column_infos(
+    cols: &Columns<'_>,
+    n: usize,
+    infos: &mut Vec<Option<RowInfo>>,
+) -> Result<()> {
+    let start = infos.len();
+    infos.resize_with(start + n, || None);
+    infos[start..]
+        .par_chunks_mut(CHUNK)
+        .enumerate()
+        .try_for_each(|(c, slots)| {
             let mut cache = Cache::default();
-            (c * CHUNK..((c + 1) * CHUNK).min(n))
-                .map(|i| cols.info(i, &mut cache))
-                .collect::<Result<Vec<_>>>()
+            for (k, slot) in slots.iter_mut().enumerate() {
+                *slot = cols.info(c * CHUNK + k, &mut cache)?;
+            }
+            Ok(())
         })
-        .collect::<Result<_>>()?;
-    Ok(parts.into_iter().flatten().collect())
 }
 
 /// The leaf columns the column path reads (field paths, lists looked through), and the row ids
@@ -315,8 +332,7 @@ pub fn read_summaries(
     for input in inputs {
         let before = infos.len();
         reader.read_leaves(input, &LEAVES, &mut |batch| {
-            infos.extend(column_infos(&Columns::of(&batch)?, batch.num_rows())?);
-            Ok(())
+            append_column_infos(&Columns::of(&batch)?, batch.num_rows(), &mut infos)
         })?;
         counts.push(infos.len() - before);
     }
