@@ -176,7 +176,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let penalize = args.truncated == SelectTruncated::Penalize;
     let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
-    let outs = training_order(&taken, &at, &chosen, &marked, penalize)?;
+    let ordered = training_order(&taken, &at, &chosen, &marked, penalize)?;
     // The read batches are freed off the critical path.
     std::thread::spawn(move || drop(taken));
     tracing::debug!(elapsed = ?started.elapsed(), "select: rows in training order");
@@ -184,7 +184,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     // written.
     let scan_rows = args.mode == SelectMode::Rl && !chosen.is_empty();
     let (written, scanned) = std::thread::scope(|scope| {
-        let rows = &outs;
+        let rows = &ordered;
         let writer = scope.spawn(move || -> Result<()> {
             for out in rows {
                 sink.write(out)?;
@@ -193,7 +193,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
             tracing::debug!(elapsed = ?started.elapsed(), "select: rows written");
             finished
         });
-        let scanned = scan_rows.then(|| scan(ctx, &outs, &args.endorsed));
+        let scanned = scan_rows.then(|| scan(ctx, &ordered, &args.endorsed));
         tracing::debug!(elapsed = ?started.elapsed(), "select: selection scanned");
         let written = writer
             .join()
@@ -352,7 +352,7 @@ mod tests {
     use super::*;
 
     /// Batches of rows `from..to` with an id, a reward (the id's parity) and an `extra`.
-    fn taken(cuts: &[i64]) -> Vec<RecordBatch> {
+    fn taken(cuts: &[usize]) -> Vec<RecordBatch> {
         let schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Int64, false),
             Field::new(col::REWARD, DataType::Float64, true),
@@ -360,16 +360,21 @@ mod tests {
         ]));
         cuts.windows(2)
             .map(|w| {
-                let ids: Vec<i64> = (w[0]..w[1]).collect();
+                let ids: Vec<i64> = (w[0]..w[1])
+                    .map(|i| i64::try_from(i).expect("a small id"))
+                    .collect();
                 let columns: Vec<ArrayRef> = vec![
                     Arc::new(Int64Array::from(ids.clone())),
-                    Arc::new(Float64Array::from_iter(
-                        ids.iter().map(|i| Some((i % 2) as f64)),
-                    )),
-                    Arc::new(StringArray::from_iter(
+                    Arc::new(
                         ids.iter()
-                            .map(|i| (i % 3 == 0).then(|| format!(r#"{{"n":{i}}}"#))),
-                    )),
+                            .map(|i| Some(f64::from(u8::from(i % 2 == 1))))
+                            .collect::<Float64Array>(),
+                    ),
+                    Arc::new(
+                        ids.iter()
+                            .map(|i| (i % 3 == 0).then(|| format!(r#"{{"n":{i}}}"#)))
+                            .collect::<StringArray>(),
+                    ),
                 ];
                 RecordBatch::try_new(schema.clone(), columns).expect("a batch")
             })
@@ -381,7 +386,7 @@ mod tests {
     /// 0 with the judge's kept.
     #[test]
     fn training_order_follows_the_choice_across_chunks() {
-        let cuts = [0, 7_000, 7_001, 19_000, 25_000];
+        let cuts: [usize; 5] = [0, 7_000, 7_001, 19_000, 25_000];
         let batches = taken(&cuts);
         let n = 25_000usize;
         // A fixed shuffle of every row: position k takes row (k * 7919) mod n.
@@ -389,11 +394,8 @@ mod tests {
         let at: Vec<(usize, usize)> = chosen
             .iter()
             .map(|&r| {
-                let b = cuts
-                    .iter()
-                    .rposition(|&c| c as usize <= r)
-                    .expect("a batch");
-                (b, r - cuts[b] as usize)
+                let b = cuts.iter().rposition(|&c| c <= r).expect("a batch");
+                (b, r - cuts[b])
             })
             .collect();
         let marked: HashSet<usize> = chosen.iter().copied().filter(|r| r % 97 == 0).collect();
@@ -407,15 +409,19 @@ mod tests {
                 let extras = out.column(2).as_string::<i32>();
                 for j in 0..out.num_rows() {
                     let row = chosen[k];
-                    assert_eq!(ids.value(j) as usize, row, "position {k}");
+                    assert_eq!(
+                        usize::try_from(ids.value(j)).ok(),
+                        Some(row),
+                        "position {k}"
+                    );
                     let extra: Option<Value> = extras
                         .is_valid(j)
                         .then(|| serde_json::from_str(extras.value(j)).expect("JSON"));
-                    let judged = (row % 2) as f64;
+                    let judged = f64::from(u8::from(row % 2 == 1));
                     if marked.contains(&row) {
                         let extra = extra.expect("a marked row has an extra");
                         assert_eq!(extra["overlong"], true);
-                        if row % 3 == 0 {
+                        if row.is_multiple_of(3) {
                             assert_eq!(extra["n"], row, "the row's own extra is kept");
                         }
                         if penalize {
@@ -427,7 +433,7 @@ mod tests {
                         }
                     } else {
                         assert_eq!(rewards.value(j), judged);
-                        assert_eq!(extra.is_some(), row % 3 == 0);
+                        assert_eq!(extra.is_some(), row.is_multiple_of(3));
                         assert!(extra.is_none_or(|e| e.get("overlong").is_none()));
                     }
                     k += 1;
