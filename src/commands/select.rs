@@ -177,8 +177,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
     let ordered = training_order(&taken, &at, &chosen, &marked, penalize)?;
-    // The read batches are freed off the critical path.
-    std::thread::spawn(move || drop(taken));
+    drop(taken);
     tracing::debug!(elapsed = ?started.elapsed(), "select: rows in training order");
     // RL: what the selection's reward teaches, scanned from the rows in memory while they are
     // written.

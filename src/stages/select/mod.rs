@@ -123,10 +123,10 @@ fn word_count(s: &str) -> usize {
 
 /// The signature of a row without one: the first 12 hex digits of the SHA-256 of its calls
 /// joined by commas, a bar, and its reply's length in dozens of words
-/// (`sha256_hex("check,refund|3")[..12]`), hashed in pieces (no string is built per row).
+/// (`sha256_hex("check,refund|3")[..12]`), hashed in pieces and only the 6 bytes kept encoded
+/// (the joined text and the whole hex were built per row before).
 fn stand_in_signature(tools: &[&str], dozens: usize) -> String {
     use sha2::{Digest, Sha256};
-    use std::fmt::Write as _;
     let mut h = Sha256::new();
     for (k, t) in tools.iter().enumerate() {
         if k > 0 {
@@ -135,19 +135,8 @@ fn stand_in_signature(tools: &[&str], dozens: usize) -> String {
         h.update(t.as_bytes());
     }
     h.update(b"|");
-    let mut digits = [0u8; 20];
-    let free = {
-        let mut w = &mut digits[..];
-        let _ = std::io::Write::write_fmt(&mut w, format_args!("{dozens}"));
-        w.len()
-    };
-    h.update(&digits[..20 - free]);
-    let digest = h.finalize();
-    let mut out = String::with_capacity(12);
-    for b in &digest[..6] {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    h.update(dozens.to_string().as_bytes());
+    super::simulate::hash::hex(&h.finalize()[..6])
 }
 
 /// The fault a step's result shows, if any (a result held as JSON text is read as JSON).

@@ -6,10 +6,14 @@ use sha2::{Digest, Sha256};
 
 /// Lowercase hex SHA-256 of `text`.
 pub fn sha256_hex(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// `bytes` in lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(text.as_bytes());
-    let mut out = String::with_capacity(64);
-    for b in digest {
+    let mut out = String::with_capacity(2 * bytes.len());
+    for &b in bytes {
         out.push(char::from(HEX[usize::from(b >> 4)]));
         out.push(char::from(HEX[usize::from(b & 15)]));
     }
