@@ -174,6 +174,23 @@ impl<'a> Reader<'a> {
         self.read_part(input, plan, "rows with text views", emit)
     }
 
+    /// How many rows a local Parquet `input` holds, from its footer; `None` for any other input
+    /// (a remote footer costs a request, and the count is only a hint for sizing).
+    ///
+    /// # Errors
+    /// A local Parquet file that cannot be opened or has no readable footer.
+    pub fn local_rows(input: &Input) -> Result<Option<usize>> {
+        let Location::Local(path) = &input.location else {
+            return Ok(None);
+        };
+        if input.format != Format::Parquet {
+            return Ok(None);
+        }
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())?;
+        Ok(usize::try_from(meta.metadata().file_metadata().num_rows()).ok())
+    }
+
     /// Reads one Parquet input decoding only the leaf columns `leaves` names (field paths with
     /// lists looked through, as `messages.content`); the batches still have the row schema, with
     /// every other column, and every other field of a nested one, null, and their text as views

@@ -327,7 +327,13 @@ pub fn read_summaries(
     reader: &mut Reader<'_>,
     inputs: &[Input],
 ) -> Result<(Vec<RowInfo>, Vec<usize>)> {
-    let mut infos: Vec<Option<RowInfo>> = Vec::new();
+    // Sized up front: grown by doubling, a million summaries were copied about twice over into
+    // fresh pages (a fifth of the first reading's page faults).
+    let mut rows = 0;
+    for input in inputs {
+        rows += Reader::local_rows(input)?.unwrap_or(0);
+    }
+    let mut infos: Vec<Option<RowInfo>> = Vec::with_capacity(rows);
     let mut counts = Vec::with_capacity(inputs.len());
     for input in inputs {
         let before = infos.len();
