@@ -13,7 +13,9 @@ use datafusion::arrow::datatypes::{Float64Type, Int32Type};
 use rayon::prelude::*;
 use serde_json::Value;
 
-use super::{Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_tool};
+use std::sync::Arc;
+
+use super::{NO_FAULT, Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_tool};
 use crate::error::{Error, Result};
 use crate::pipeline::read::Reader;
 use crate::pipeline::row::{
@@ -124,7 +126,11 @@ impl<'a> Columns<'a> {
         let side = |k: &str| extra.get(k);
         let side_text = |k: &str| side(k).and_then(Value::as_str).unwrap_or("");
         let prompt = self.prompt.get(i);
-        let key = column_task_key(side("scenario_id"), self.task_id.value(i), prompt);
+        let key = cache.key(column_task_key(
+            side("scenario_id"),
+            self.task_id.value(i),
+            prompt,
+        ));
         let final_text = self.final_text.value(i);
         // Messages.
         let o = self.messages.value_offsets();
@@ -158,9 +164,7 @@ impl<'a> Columns<'a> {
                 }
             }
         }
-        let fault_kind = fault
-            .or_else(|| planned_fault(side("faults")))
-            .unwrap_or_else(|| "no fault".into());
+        let fault_kind = cache.fault(fault.or_else(|| planned_fault(side("faults"))));
         // The privileged context an assistant turn quotes.
         let leak = match self.privileged.get(i) {
             Some(p) => {
@@ -182,10 +186,12 @@ impl<'a> Columns<'a> {
             && json_at(self.lineage, i, col::LINEAGE)?.and_then(|l| l.get("source").cloned())
                 == Some(Value::String("eval".into()));
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
+        let (shared_prompt, prompt_wants_tool) = cache.prompt(prompt.unwrap_or(""));
         Ok(Some(
             Parts {
                 key,
                 prompt: prompt.unwrap_or(""),
+                shared_prompt,
                 // A reward that is not a number (NaN) reads as none, as in JSON.
                 reward: reward.filter(|r| r.is_finite()),
                 label_source: side_text("label_source"),
@@ -201,7 +207,7 @@ impl<'a> Columns<'a> {
                 has_messages: true,
                 overlong: side("overlong").and_then(Value::as_bool) == Some(true),
                 side_wants_tool: side_wants_tool(side),
-                prompt_wants_tool: Some(cache.prompt_wants_tool(prompt.unwrap_or(""))),
+                prompt_wants_tool: Some(prompt_wants_tool),
                 signature: side("behavior_signature").and_then(Value::as_str),
                 leak,
                 fault_kind,
@@ -222,23 +228,60 @@ fn general(view: &BatchView<'_>, i: usize) -> Result<RowInfo> {
     Ok(row_info(&encode(view, i)?))
 }
 
-/// What the last row's privileged text and prompt gave (rows of a task share them).
+/// What the last row's privileged text, key and prompt gave (rows of a task share them), and
+/// the fault kinds seen: a run of rows of one task shares one key and one prompt allocation.
 #[derive(Default)]
 struct Cache {
     needles: NeedleCache,
-    prompt: Option<(String, bool)>,
+    key: Option<Arc<str>>,
+    /// The last prompt, and whether it wants a tool.
+    prompt: Option<(Arc<str>, bool)>,
+    faults: Vec<Arc<str>>,
 }
 
+/// Fault kinds a [`Cache`] keeps at most (a few in practice: the kinds of a tool world).
+const FAULT_KINDS: usize = 64;
+
 impl Cache {
-    fn prompt_wants_tool(&mut self, prompt: &str) -> bool {
-        match &self.prompt {
-            Some((p, wants)) if p == prompt => *wants,
+    /// `key`, shared with the last row's when they are the same.
+    fn key(&mut self, key: String) -> Arc<str> {
+        match &self.key {
+            Some(k) if **k == *key => Arc::clone(k),
             _ => {
-                let wants = super::prompt_wants_tool(prompt);
-                self.prompt = Some((prompt.to_owned(), wants));
-                wants
+                let k: Arc<str> = key.into();
+                self.key = Some(Arc::clone(&k));
+                k
             }
         }
+    }
+
+    /// `prompt` shared with the last row's when they are the same, and whether it wants a
+    /// tool.
+    fn prompt(&mut self, prompt: &str) -> (Arc<str>, bool) {
+        match &self.prompt {
+            Some((p, wants)) if **p == *prompt => (Arc::clone(p), *wants),
+            _ => {
+                let wants = super::prompt_wants_tool(prompt);
+                let p: Arc<str> = prompt.into();
+                self.prompt = Some((Arc::clone(&p), wants));
+                (p, wants)
+            }
+        }
+    }
+
+    /// The fault kind `fault` names (`no fault` for none), shared with the rows that met it.
+    fn fault(&mut self, fault: Option<String>) -> Arc<str> {
+        let Some(fault) = fault else {
+            return NO_FAULT.clone();
+        };
+        if let Some(f) = self.faults.iter().find(|f| ***f == *fault) {
+            return Arc::clone(f);
+        }
+        let f: Arc<str> = fault.into();
+        if self.faults.len() < FAULT_KINDS {
+            self.faults.push(Arc::clone(&f));
+        }
+        f
     }
 }
 

@@ -13,6 +13,7 @@
 //! reference's format; the caller writes the chosen rows.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use foldhash::HashMap;
 
@@ -44,20 +45,23 @@ const INTENT_WORDS: [&str; 7] = [
 ];
 
 /// What selection needs of one row.
+///
+/// A million of these are held at once, so the texts rows share (the key, the prompt, the
+/// fault) are shared, one allocation for a run of rows of one task, and the rest are boxed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowInfo {
     /// The group key: `scenario_id`, else `task_id`, else the prompt.
-    pub key: String,
+    pub key: Arc<str>,
     /// The prompt as written.
-    pub prompt: String,
+    pub prompt: Arc<str>,
     /// A numeric reward.
     pub reward: Option<f64>,
     /// The reward when it is exactly 0 or 1.
     pub label: Option<u8>,
     /// Who labelled it.
-    pub label_source: String,
+    pub label_source: Box<str>,
     /// The behaviour signature.
-    pub signature: String,
+    pub signature: Box<str>,
     /// A hash of the final reply, whitespace collapsed and lowercased.
     pub final_norm: u64,
     /// Some trainable content: a tool call, a reply, an assistant message.
@@ -71,15 +75,15 @@ pub struct RowInfo {
     /// Cut by the token cap.
     pub truncated: bool,
     /// The privileged field and text the reply quotes.
-    pub leak: Option<String>,
+    pub leak: Option<Box<str>>,
     /// The row had a privileged block.
     pub privileged: bool,
     /// The first fault the rollout met.
-    pub fault_kind: String,
+    pub fault_kind: Arc<str>,
     /// `lineage.source == "eval"`.
     pub eval_sourced: bool,
     /// For the leak report.
-    pub scenario_id: String,
+    pub scenario_id: Box<str>,
     /// For the leak report.
     pub rollout_index: Option<i64>,
 }
@@ -212,8 +216,10 @@ fn prompt_wants_tool(prompt: &str) -> bool {
 /// What a row summary is made of, borrowed from wherever the row is read: a JSON object
 /// ([`row_info`]) or a batch's columns ([`columns`]).
 struct Parts<'a> {
-    key: String,
+    key: Arc<str>,
     prompt: &'a str,
+    /// `prompt`, shared with the rows of its task the reader has seen.
+    shared_prompt: Arc<str>,
     reward: Option<f64>,
     label_source: &'a str,
     final_text: &'a str,
@@ -238,11 +244,14 @@ struct Parts<'a> {
     prompt_wants_tool: Option<bool>,
     signature: Option<&'a str>,
     leak: (bool, Option<String>),
-    fault_kind: String,
+    fault_kind: Arc<str>,
     eval_sourced: bool,
     scenario_id: &'a str,
     rollout_index: Option<i64>,
 }
+
+/// The fault kind of a rollout that met none.
+static NO_FAULT: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from("no fault"));
 
 /// Harness text in a reply.
 static HARNESS_TEXT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
@@ -365,9 +374,9 @@ impl Parts<'_> {
         let signature = self.signature.map_or_else(
             || {
                 // No signature: the calls and the reply's length stand in.
-                stand_in_signature(&self.step_tools, word_count(final_text) / 12)
+                stand_in_signature(&self.step_tools, word_count(final_text) / 12).into()
             },
-            str::to_owned,
+            Box::from,
         );
         let label = self
             .reward
@@ -377,7 +386,7 @@ impl Parts<'_> {
             key: self.key,
             reward: self.reward,
             label,
-            label_source: self.label_source.to_owned(),
+            label_source: self.label_source.into(),
             signature,
             final_norm: norm_hash(final_text),
             trainable,
@@ -385,13 +394,13 @@ impl Parts<'_> {
             junk,
             wants_tool,
             truncated,
-            leak: self.leak.1,
+            leak: self.leak.1.map(String::into_boxed_str),
             privileged: self.leak.0,
             fault_kind: self.fault_kind,
             eval_sourced: self.eval_sourced,
-            scenario_id: self.scenario_id.to_owned(),
+            scenario_id: self.scenario_id.into(),
             rollout_index: self.rollout_index,
-            prompt: prompt.to_owned(),
+            prompt: self.shared_prompt,
         }
     }
 }
@@ -418,10 +427,11 @@ pub fn row_info(row: &Map<String, Value>) -> RowInfo {
         .filter_map(|s| s.get("result"))
         .find_map(result_fault)
         .or_else(|| planned_fault(row.get("faults")))
-        .unwrap_or_else(|| "no fault".into());
+        .map_or_else(|| NO_FAULT.clone(), Arc::from);
     Parts {
-        key,
+        key: key.into(),
         prompt: text("prompt"),
+        shared_prompt: text("prompt").into(),
         reward,
         label_source: text("label_source"),
         final_text: text("final_text"),
@@ -611,7 +621,7 @@ fn leak_gate(rows: &[RowInfo], report: &mut Report) -> Vec<usize> {
             report.privileged_leaks_dropped += 1;
             if report.leaks.len() < 20 {
                 report.leaks.push(Leak {
-                    scenario_id: r.scenario_id.clone(),
+                    scenario_id: r.scenario_id.to_string(),
                     rollout_index: r.rollout_index,
                     needle: n.chars().take(80).collect(),
                 });
@@ -680,7 +690,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut rows_after_gates: HashMap<&str, usize> =
         HashMap::with_capacity_and_hasher(after.len() / 2, Default::default());
     for &i in &after {
-        *rows_after_gates.entry(rows[i].key.as_str()).or_insert(0) += 1;
+        *rows_after_gates.entry(&*rows[i].key).or_insert(0) += 1;
     }
     // Duplicates within a prompt (with the text gates).
     live = Vec::with_capacity(after.len());
@@ -694,16 +704,16 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut dup_asks: foldhash::HashSet<&str> = foldhash::HashSet::default();
     for &i in after.iter().filter(|_| text_gates) {
         let r = &rows[i];
-        match seen.get(&(r.prompt.as_str(), r.signature.as_str(), r.final_norm)) {
+        match seen.get(&(&*r.prompt, &*r.signature, r.final_norm)) {
             Some(&first) => {
                 report.duplicates_dropped += 1;
-                dup_asks.insert(r.prompt.as_str());
+                dup_asks.insert(&*r.prompt);
                 if label_of(first) != label_of(i) {
                     report.conflicting_rewards += 1;
                 }
             }
             None => {
-                seen.insert((r.prompt.as_str(), r.signature.as_str(), r.final_norm), i);
+                seen.insert((&*r.prompt, &*r.signature, r.final_norm), i);
                 live.push(i);
             }
         }
@@ -736,7 +746,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut index: HashMap<&str, usize> =
         HashMap::with_capacity_and_hasher(rows_after_gates.len(), Default::default());
     for &i in &voting {
-        let k = rows[i].key.as_str();
+        let k = &*rows[i].key;
         let g = *index.entry(k).or_insert_with(|| {
             groups.push((k.to_owned(), Vec::new()));
             groups.len() - 1
@@ -790,7 +800,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         .map(|(n, g)| (g.0.clone(), n))
         .collect();
     for &i in &riders {
-        if let Some(&n) = at.get(&rows[i].key) {
+        if let Some(&n) = at.get(&*rows[i].key) {
             banded[n].1.push(i);
         }
     }
@@ -798,7 +808,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut buckets: BTreeMap<String, Vec<(String, Vec<usize>, f64)>> = BTreeMap::new();
     for g in banded {
         buckets
-            .entry(rows[g.1[0]].fault_kind.clone())
+            .entry(rows[g.1[0]].fault_kind.to_string())
             .or_default()
             .push(g);
     }
@@ -893,7 +903,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut per_task: HashMap<&str, usize> =
         HashMap::with_capacity_and_hasher(rows_after_gates.len(), Default::default());
     for r in rows {
-        *per_task.entry(r.key.as_str()).or_insert(0) += 1;
+        *per_task.entry(&*r.key).or_insert(0) += 1;
     }
     let mut counts: Vec<usize> = per_task.values().copied().collect();
     counts.sort_unstable();
@@ -982,7 +992,7 @@ pub fn sft(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Report) {
     let mut buckets: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &i in &picked {
         buckets
-            .entry(rows[i].signature.clone())
+            .entry(rows[i].signature.to_string())
             .or_default()
             .push(i);
     }
@@ -1010,7 +1020,7 @@ pub fn sft(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Report) {
         }
     }
     let covered: std::collections::HashSet<&str> =
-        chosen.iter().map(|&i| rows[i].signature.as_str()).collect();
+        chosen.iter().map(|&i| &*rows[i].signature).collect();
     report.behaviors.1 = covered.len();
     report.n_selected = chosen.len();
     report.eval_sourced = chosen.iter().filter(|&&i| rows[i].eval_sourced).count();
