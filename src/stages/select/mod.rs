@@ -614,6 +614,65 @@ fn empty_report(mode: &'static str, n: usize, opts: &Options) -> Report {
     }
 }
 
+/// A group of rows: its key, its rows, its pass rate.
+type Group = (Arc<str>, Vec<usize>, f64);
+
+/// A hash of `text` after `seed`.
+fn text_hash(text: &str, seed: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x5e1e_c7ed).build_hasher();
+    h.write_u64(seed);
+    h.write(text.as_bytes());
+    h.finish()
+}
+
+/// Rows in runs: the rows of a run are the same under some comparison, in row order.
+struct Runs {
+    rows: Vec<usize>,
+    /// Where each run ends in `rows`.
+    ends: Vec<usize>,
+}
+
+impl Runs {
+    /// The rows `of` in runs of rows the same under `same`, found by sorting their `hash`es in
+    /// parallel: rows with one hash are one run, unless `same` tells them apart (a collision),
+    /// when they are sorted by `same` and split.
+    fn of(
+        of: &[usize],
+        hash: impl Fn(usize) -> u64 + Sync,
+        same: impl Fn(usize, usize) -> std::cmp::Ordering,
+    ) -> Self {
+        use rayon::prelude::*;
+        let mut v: Vec<(u64, usize)> = of.par_iter().map(|&i| (hash(i), i)).collect();
+        v.par_sort_unstable();
+        let mut rows = Vec::with_capacity(v.len());
+        let mut ends = Vec::new();
+        for run in v.chunk_by_mut(|a, b| a.0 == b.0) {
+            let first = run[0].1;
+            if run[1..].iter().all(|p| same(first, p.1).is_eq()) {
+                rows.extend(run.iter().map(|p| p.1));
+                ends.push(rows.len());
+                continue;
+            }
+            run.sort_by(|a, b| same(a.1, b.1).then(a.1.cmp(&b.1)));
+            for sub in run.chunk_by(|a, b| same(a.1, b.1).is_eq()) {
+                rows.extend(sub.iter().map(|p| p.1));
+                ends.push(rows.len());
+            }
+        }
+        Self { rows, ends }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[usize]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let run = &self.rows[start..end];
+            start = end;
+            run
+        })
+    }
+}
+
 fn leak_gate(rows: &[RowInfo], report: &mut Report) -> Vec<usize> {
     let mut kept = Vec::with_capacity(rows.len());
     for (i, r) in rows.iter().enumerate() {
@@ -637,7 +696,7 @@ fn leak_gate(rows: &[RowInfo], report: &mut Report) -> Vec<usize> {
 /// truncated (kept as riders or penalized, by `opts.truncated`), and the report.
 pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) {
     let mut report = empty_report("rl", rows.len(), opts);
-    let mut live = leak_gate(rows, &mut report);
+    let live = leak_gate(rows, &mut report);
     // Truncation marking: under `penalize` a truncated row's label is 0 from here on.
     let mut penalized = vec![false; rows.len()];
     if opts.truncated == Truncated::Penalize {
@@ -686,43 +745,53 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         report.gates.entry(g.to_owned()).or_insert(0);
     }
     report.n_after_gates = after.len();
-    // Maps over every row are sized up front (they were a third of choosing, rehashing).
-    let mut rows_after_gates: HashMap<&str, usize> =
-        HashMap::with_capacity_and_hasher(after.len() / 2, Default::default());
-    for &i in &after {
-        *rows_after_gates.entry(&*rows[i].key).or_insert(0) += 1;
-    }
-    // Duplicates within a prompt (with the text gates).
-    live = Vec::with_capacity(after.len());
-    if !text_gates {
-        live.clone_from(&after);
-    }
-    let mut seen: HashMap<(&str, &str, u64), usize> = HashMap::with_capacity_and_hasher(
-        if text_gates { after.len() } else { 0 },
-        Default::default(),
-    );
-    let mut dup_asks: foldhash::HashSet<&str> = foldhash::HashSet::default();
-    for &i in after.iter().filter(|_| text_gates) {
-        let r = &rows[i];
-        match seen.get(&(&*r.prompt, &*r.signature, r.final_norm)) {
-            Some(&first) => {
+    // Rows of one key, and rows that say the same thing, are found by sorting their hashes in
+    // parallel: hash maps over a million rows, on one core, were three quarters of choosing.
+    // Every row is sorted by key (the median rollouts per task counts them all).
+    let all: Vec<usize> = (0..rows.len()).collect();
+    // Rows of a task read together share their key's allocation.
+    let same_key = |a: usize, b: usize| {
+        let (a, b) = (&rows[a].key, &rows[b].key);
+        if Arc::ptr_eq(a, b) {
+            std::cmp::Ordering::Equal
+        } else {
+            a.cmp(b)
+        }
+    };
+    let by_key = Runs::of(&all, |i| text_hash(&rows[i].key, 0), same_key);
+    drop(all);
+    // Duplicates within a prompt (with the text gates): the first row of each run is kept.
+    let mut dropped = vec![false; rows.len()];
+    if text_gates {
+        let says = |i: usize| (&*rows[i].prompt, &*rows[i].signature, rows[i].final_norm);
+        let same = |a: usize, b: usize| says(a).cmp(&says(b));
+        let hash = |i: usize| {
+            text_hash(
+                &rows[i].signature,
+                text_hash(&rows[i].prompt, rows[i].final_norm),
+            )
+        };
+        let by_says = Runs::of(&after, hash, same);
+        let mut dup_asks: foldhash::HashSet<&str> = foldhash::HashSet::default();
+        for run in by_says.iter() {
+            let first = run[0];
+            for &i in &run[1..] {
                 report.duplicates_dropped += 1;
-                dup_asks.insert(&*r.prompt);
+                dup_asks.insert(&*rows[i].prompt);
                 if label_of(first) != label_of(i) {
                     report.conflicting_rewards += 1;
                 }
-            }
-            None => {
-                seen.insert((&*r.prompt, &*r.signature, r.final_norm), i);
-                live.push(i);
+                dropped[i] = true;
             }
         }
+        report.duplicate_asks = dup_asks.len();
     }
-    report.duplicate_asks = dup_asks.len();
-    // Truncated rows.
-    let mut riders: Vec<usize> = Vec::new();
-    let mut voting = Vec::with_capacity(live.len());
-    for &i in &live {
+    // Truncated rows: riders do not vote.
+    const GATED: u8 = 0;
+    const VOTING: u8 = 1;
+    const RIDER: u8 = 2;
+    let mut role = vec![GATED; rows.len()];
+    for &i in after.iter().filter(|&&i| !dropped[i]) {
         if rows[i].truncated {
             match opts.truncated {
                 Truncated::Drop => {
@@ -731,7 +800,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                 }
                 Truncated::Keep => {
                     *report.truncated.entry("kept".into()).or_insert(0) += 1;
-                    riders.push(i);
+                    role[i] = RIDER;
                     continue;
                 }
                 Truncated::Penalize => {
@@ -739,40 +808,44 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                 }
             }
         }
-        voting.push(i);
+        role[i] = VOTING;
     }
-    // Groups: unanimous, then collapsed.
-    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-    let mut index: HashMap<&str, usize> =
-        HashMap::with_capacity_and_hasher(rows_after_gates.len(), Default::default());
-    for &i in &voting {
-        let k = &*rows[i].key;
-        let g = *index.entry(k).or_insert_with(|| {
-            groups.push((k.to_owned(), Vec::new()));
-            groups.len() - 1
-        });
-        groups[g].1.push(i);
+    // Groups (a key's voting rows in row order, and its riders): unanimous, then collapsed.
+    // Their order here does not matter: they are ordered below by fault, pass rate and a hash
+    // of the key.
+    let mut passed = vec![false; rows.len()];
+    for &i in &after {
+        passed[i] = true;
     }
+    let mut per_task: Vec<usize> = Vec::new();
     let mut kept_groups = Vec::new();
-    for (key, members) in groups {
+    for run in by_key.iter() {
+        per_task.push(run.len());
+        let in_role =
+            |r: u8| -> Vec<usize> { run.iter().copied().filter(|&i| role[i] == r).collect() };
+        let members = in_role(VOTING);
+        if members.is_empty() {
+            continue;
+        }
+        let rows_after_gates = run.iter().filter(|&&i| passed[i]).count();
         let labels: Vec<u8> = members.iter().filter_map(|&i| label_of(i)).collect();
         let unanimous = labels.len() >= 2 && labels.iter().all(|l| *l == labels[0]);
-        let collapsed = !unanimous
-            && labels.len() < 2
-            && rows_after_gates.get(key.as_str()).copied().unwrap_or(0) >= 2;
+        let collapsed = !unanimous && labels.len() < 2 && rows_after_gates >= 2;
         if unanimous {
             report.unanimous_groups_dropped += 1;
         } else if collapsed {
             report.collapsed_groups_dropped += 1;
             report.unanimous_groups_dropped += 1;
         } else {
-            kept_groups.push((key, members, labels));
+            let key = Arc::clone(&rows[members[0]].key);
+            kept_groups.push((key, members, labels, in_role(RIDER)));
         }
     }
+    drop(by_key);
     // The band.
     let (lo, hi) = opts.band;
     let mut banded = Vec::new();
-    for (key, members, labels) in kept_groups {
+    for (key, mut members, labels, riders) in kept_groups {
         let n = labels.len();
         let p = if n == 0 {
             f64::NAN
@@ -789,30 +862,21 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                 continue;
             }
         }
+        // Riders rejoin their groups.
+        members.extend(riders);
         banded.push((key, members, p));
     }
     report.band_dropped.entry("too_easy".into()).or_insert(0);
     report.band_dropped.entry("too_hard".into()).or_insert(0);
-    // Riders rejoin their groups.
-    let at: HashMap<String, usize> = banded
-        .iter()
-        .enumerate()
-        .map(|(n, g)| (g.0.clone(), n))
-        .collect();
-    for &i in &riders {
-        if let Some(&n) = at.get(&*rows[i].key) {
-            banded[n].1.push(i);
-        }
-    }
     // Order: buckets by fault kind; within one, spread over pass rates; round-robin buckets.
-    let mut buckets: BTreeMap<String, Vec<(String, Vec<usize>, f64)>> = BTreeMap::new();
+    let mut buckets: BTreeMap<String, Vec<Group>> = BTreeMap::new();
     for g in banded {
         buckets
             .entry(rows[g.1[0]].fault_kind.to_string())
             .or_default()
             .push(g);
     }
-    let mut ordered_buckets: Vec<(String, Vec<(String, Vec<usize>, f64)>)> = buckets
+    let mut ordered_buckets: Vec<(String, Vec<Group>)> = buckets
         .into_iter()
         .map(|(kind, gs)| {
             // In-band asks (mixed, inside the band) before the rest; within each, one ask per
@@ -824,9 +888,9 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
             (kind, spread)
         })
         .collect();
-    fn spread_rates(gs: Vec<(String, Vec<usize>, f64)>) -> Vec<(String, Vec<usize>, f64)> {
+    fn spread_rates(gs: Vec<Group>) -> Vec<Group> {
         {
-            let mut by_rate: BTreeMap<i64, Vec<(String, Vec<usize>, f64)>> = BTreeMap::new();
+            let mut by_rate: BTreeMap<i64, Vec<Group>> = BTreeMap::new();
             for g in gs {
                 by_rate
                     .entry(if g.2.is_nan() {
@@ -838,8 +902,14 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                     .push(g);
             }
             for v in by_rate.values_mut() {
-                v.sort_by_cached_key(|g| sha256_hex(&format!(":{}", g.0)));
-                v.reverse();
+                // By a hash of the key, made in parallel; reversed, to pop from the end.
+                use rayon::prelude::*;
+                let mut keyed: Vec<(String, Group)> = std::mem::take(v)
+                    .into_par_iter()
+                    .map(|g| (sha256_hex(&format!(":{}", g.0)), g))
+                    .collect();
+                keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                *v = keyed.into_iter().rev().map(|(_, g)| g).collect();
             }
             let mut spread = Vec::new();
             loop {
@@ -900,12 +970,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         }
         report.warnings.push(w);
     }
-    let mut per_task: HashMap<&str, usize> =
-        HashMap::with_capacity_and_hasher(rows_after_gates.len(), Default::default());
-    for r in rows {
-        *per_task.entry(&*r.key).or_insert(0) += 1;
-    }
-    let mut counts: Vec<usize> = per_task.values().copied().collect();
+    let mut counts = per_task;
     counts.sort_unstable();
     let median = counts.get(counts.len() / 2).copied().unwrap_or(0);
     if median > 0 && median < 16 {
@@ -1464,6 +1529,31 @@ impl std::fmt::Display for PairReport {
 pub(crate) mod tests {
     use super::*;
     use crate::pipeline::row::testing::{ROW_FIXTURES, batch_of, fixture};
+
+    /// Rows are put in runs by what they say, in row order, whether their hashes are the texts'
+    /// own or all collide (then the texts tell them apart).
+    #[test]
+    fn runs_hold_the_rows_that_say_the_same_in_row_order() {
+        let texts = ["b", "a", "b", "c", "a", "b", "d"];
+        let of: Vec<usize> = (0..texts.len()).collect();
+        let same = |a: usize, b: usize| texts[a].cmp(texts[b]);
+        let runs_of = |runs: &Runs| {
+            let mut r: Vec<Vec<usize>> = runs.iter().map(<[usize]>::to_vec).collect();
+            r.sort();
+            r
+        };
+        let want = vec![vec![0, 2, 5], vec![1, 4], vec![3], vec![6]];
+        let own = Runs::of(&of, |i| text_hash(texts[i], 0), same);
+        assert_eq!(runs_of(&own), want);
+        let colliding = Runs::of(&of, |_| 7, same);
+        assert_eq!(runs_of(&colliding), want);
+        // Some collide, some do not.
+        let some = Runs::of(&of, |i| u64::from(texts[i] > "a"), same);
+        assert_eq!(runs_of(&some), want);
+        // Only the rows asked for.
+        let part = Runs::of(&[2, 3, 5], |_| 1, same);
+        assert_eq!(runs_of(&part), vec![vec![2, 5], vec![3]]);
+    }
 
     /// A row without a signature gets the reference's stand-in, `sha256_hex("calls|dozens")`
     /// cut to 12 digits, whatever its calls and length.
