@@ -33,6 +33,8 @@ pub struct Tokenizer {
     lower: String,
     /// Token spans in `lower`.
     spans: Vec<(u32, u32)>,
+    /// The tokens' keys.
+    keys: Vec<u64>,
 }
 
 /// A term of the current text: its key, and how to spell it.
@@ -69,32 +71,36 @@ fn pair_key(a: u64, b: u64) -> u64 {
 }
 
 impl Tokenizer {
-    /// Every term of `text`, a term as often as it occurs: each token, then each pair of
-    /// consecutive tokens.
-    pub fn terms(&mut self, text: &str) -> impl Iterator<Item = Term> + '_ {
+    /// Every term of `text`, a term as often as it occurs: each token, then the pair it ends.
+    pub fn terms(&mut self, text: &str) -> Vec<Term> {
         self.split(text);
-        self.current()
+        let mut terms = Vec::with_capacity(2 * self.keys.len());
+        self.each_term(|t| terms.push(t));
+        terms
     }
 
-    /// The terms of the text last split.
-    fn current(&self) -> impl Iterator<Item = Term> + '_ {
-        let mut previous: Option<u64> = None;
-        self.spans.iter().enumerate().flat_map(move |(t, &(a, b))| {
-            let key = token_key(&self.lower[a as usize..b as usize]);
-            let t = u32::try_from(t).unwrap_or(u32::MAX);
-            let pair = previous.map(|p| Term {
-                key: pair_key(p, key),
-                token: t - 1,
-                pair: true,
-            });
-            previous = Some(key);
-            std::iter::once(Term {
+    /// The keys of the tokens of the text last split, in order (what [`holders`] reads).
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    /// Calls `f` with every term of the text last split, as [`Tokenizer::terms`] orders them.
+    fn each_term(&self, mut f: impl FnMut(Term)) {
+        for (t, &key) in self.keys.iter().enumerate() {
+            let token = u32::try_from(t).unwrap_or(u32::MAX);
+            f(Term {
                 key,
-                token: t,
+                token,
                 pair: false,
-            })
-            .chain(pair)
-        })
+            });
+            if t > 0 {
+                f(Term {
+                    key: pair_key(self.keys[t - 1], key),
+                    token: token - 1,
+                    pair: true,
+                });
+            }
+        }
     }
 
     /// How `term` (of the current text) is spelled.
@@ -110,8 +116,20 @@ impl Tokenizer {
         }
     }
 
-    /// Lowercases `text` into `lower` and finds its token spans.
+    /// Lowercases `text` into `lower` and finds its token spans and keys.
     fn split(&mut self, text: &str) {
+        self.spans_of(text);
+        self.keys.clear();
+        let lower = &self.lower;
+        self.keys.extend(
+            self.spans
+                .iter()
+                .map(|&(a, b)| token_key(&lower[a as usize..b as usize])),
+        );
+    }
+
+    /// Lowercases `text` into `lower` and finds its token spans.
+    fn spans_of(&mut self, text: &str) {
         self.lower.clear();
         self.spans.clear();
         let span = |a: usize, b: usize| {
@@ -162,7 +180,7 @@ impl Tokenizer {
 /// The tokens of `text` (lowercased first).
 pub fn tokens(text: &str) -> Vec<String> {
     let mut t = Tokenizer::default();
-    t.split(text);
+    t.spans_of(text);
     t.spans
         .iter()
         .map(|&(a, b)| t.lower[a as usize..b as usize].to_owned())
@@ -178,25 +196,24 @@ pub struct DocFreq {
 }
 
 impl DocFreq {
-    /// Counts the distinct terms of `text` once.
+    /// Counts the distinct terms of `text` once; its token keys are left in `tokenizer`
+    /// ([`Tokenizer::keys`]).
     pub fn add(&mut self, tokenizer: &mut Tokenizer, text: &str) {
         self.texts += 1;
         let doc = self.texts;
         tokenizer.split(text);
-        for term in tokenizer.current() {
-            match self.counts.get_mut(&term.key) {
-                Some(c) => {
-                    if c.1 != doc {
-                        c.0 += 1;
-                        c.1 = doc;
-                    }
-                }
-                None => {
-                    self.counts
-                        .insert(term.key, (1, doc, tokenizer.spell(term)));
+        let counts = &mut self.counts;
+        tokenizer.each_term(|term| match counts.get_mut(&term.key) {
+            Some(c) => {
+                if c.1 != doc {
+                    c.0 += 1;
+                    c.1 = doc;
                 }
             }
-        }
+            None => {
+                counts.insert(term.key, (1, doc, tokenizer.spell(term)));
+            }
+        });
     }
 
     /// Adds the counts of `other` (over other texts).
@@ -226,21 +243,32 @@ impl DocFreq {
     }
 }
 
-/// Which of `texts` hold each term of `vocab` (from [`DocFreq::vocabulary`]): one bitset per
-/// term, bit `i` for text `i`. Chunks of 64 texts are tokenized in parallel, each filling one word
-/// of every term's bitset.
-pub fn holders<T: AsRef<str> + Sync>(texts: &[T], vocab: &[(String, u64, usize)]) -> Vec<Vec<u64>> {
+/// Which texts hold each term of `vocab` (from [`DocFreq::vocabulary`]), the texts given by
+/// their token keys ([`Tokenizer::keys`], kept from counting them, so no text is split twice):
+/// one bitset per term, bit `i` for text `i`. Chunks of 64 texts are read in parallel, each
+/// filling one word of every term's bitset.
+pub fn holders<K: AsRef<[u64]> + Sync>(
+    texts: &[K],
+    vocab: &[(String, u64, usize)],
+) -> Vec<Vec<u64>> {
     // Keys are hashes already: a fast hasher, not SipHash (which was a twentieth of the scan).
     let index: HashMap<u64, usize, foldhash::fast::FixedState> =
         vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect();
     let chunks: Vec<Vec<u64>> = texts
         .par_chunks(64)
-        .map_init(Tokenizer::default, |t, chunk| {
+        .map(|chunk| {
             let mut word = vec![0u64; vocab.len()];
-            for (bit, text) in chunk.iter().enumerate() {
-                for term in t.terms(text.as_ref()) {
-                    if let Some(&at) = index.get(&term.key) {
+            for (bit, keys) in chunk.iter().enumerate() {
+                let keys = keys.as_ref();
+                let mut hold = |key: u64| {
+                    if let Some(&at) = index.get(&key) {
                         word[at] |= 1 << bit;
+                    }
+                };
+                for (t, &key) in keys.iter().enumerate() {
+                    hold(key);
+                    if t > 0 {
+                        hold(pair_key(keys[t - 1], key));
                     }
                 }
             }
@@ -257,11 +285,13 @@ pub fn holders<T: AsRef<str> + Sync>(texts: &[T], vocab: &[(String, u64, usize)]
 pub fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, Vec<u64>)> {
     let mut tokenizer = Tokenizer::default();
     let mut df = DocFreq::default();
+    let mut keys = Vec::with_capacity(texts.len());
     for t in texts {
         df.add(&mut tokenizer, t);
+        keys.push(tokenizer.keys().to_vec());
     }
     let vocab = df.vocabulary(texts.len(), min_obs, top_k);
-    let bits = holders(texts, &vocab);
+    let bits = holders(&keys, &vocab);
     vocab.into_iter().map(|v| v.0).zip(bits).collect()
 }
 
@@ -280,7 +310,7 @@ mod tests {
             ]
         );
         let mut tokenizer = Tokenizer::default();
-        let terms: Vec<Term> = tokenizer.terms("ready ### ready").collect();
+        let terms: Vec<Term> = tokenizer.terms("ready ### ready");
         let mut t: Vec<String> = terms.iter().map(|x| tokenizer.spell(*x)).collect();
         t.sort();
         // Every occurrence: three `#`, two `# #`, and so on.

@@ -246,7 +246,8 @@ struct Read {
     profiles: Vec<u64>,
     /// (name, rows, values) in creation order.
     columns: Vec<(String, Vec<u32>, Vec<f64>)>,
-    texts: Vec<String>,
+    /// Each text's token keys (the auto tier's terms are found in them).
+    texts: Vec<Box<[u64]>>,
     df: DocFreq,
 }
 
@@ -316,23 +317,32 @@ fn add_batch(
         .into_par_iter()
         .map(|i| cols.row(i, names))
         .collect();
+    // The texts are split once: counted, and their token keys kept for finding the
+    // vocabulary's holders.
+    let mut keys: Vec<Box<[u64]>> = Vec::new();
     if opts.auto {
-        let df = rows
-            .par_iter()
-            .fold(
-                || (Tokenizer::default(), DocFreq::default()),
-                |(mut t, mut df), r| {
-                    df.add(&mut t, &r.text);
-                    (t, df)
-                },
-            )
-            .map(|(_, df)| df)
-            .reduce(DocFreq::default, |mut a, b| {
-                a.merge(b);
-                a
-            });
-        out.df.merge(df);
+        let parts = rayon::current_num_threads().max(1) * 2;
+        let counted: Vec<(DocFreq, Vec<Box<[u64]>>)> = rows
+            .par_chunks(rows.len().div_ceil(parts).max(1))
+            .map(|chunk| {
+                let (mut t, mut df) = (Tokenizer::default(), DocFreq::default());
+                let keys = chunk
+                    .iter()
+                    .map(|r| {
+                        df.add(&mut t, &r.text);
+                        Box::from(t.keys())
+                    })
+                    .collect();
+                (df, keys)
+            })
+            .collect();
+        keys.reserve(rows.len());
+        for (df, k) in counted {
+            out.df.merge(df);
+            keys.extend(k);
+        }
     }
+    let mut keys = keys.into_iter();
     for r in rows {
         let at = u32::try_from(out.rewards.len())
             .map_err(|_| Error::Usage("hack-scan reads at most 2^32 rows".into()))?;
@@ -346,8 +356,8 @@ fn add_batch(
         out.tasks.push(r.task);
         out.rewards.push(r.reward);
         out.profiles.push(r.profile);
-        if opts.auto {
-            out.texts.push(r.text);
+        if let Some(k) = keys.next() {
+            out.texts.push(k);
         }
     }
     Ok(())
