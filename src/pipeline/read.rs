@@ -174,12 +174,49 @@ impl<'a> Reader<'a> {
         self.read_part(input, plan, "rows with text views", emit)
     }
 
-    /// How many rows a local Parquet `input` holds, from its footer; `None` for any other input
-    /// (a remote footer costs a request, and the count is only a hint for sizing).
+    /// Decodes the leaf columns `leaves` of a local Parquet `input` (as
+    /// [`Reader::read_leaves`] gives them) and passes each batch, with its row group and the position of its first row in the group, to `each` on the thread that
+    /// decoded it (groups as [`Reader::local_groups`] counts them): row groups are decoded in
+    /// parallel and a group's batches in order, but batches of different groups come in any
+    /// order. A consumer that places its results by row (as one that fills a vector sized up
+    /// front) does its work beside the decoding, and no decoder waits on a consumer thread.
+    /// `Ok(false)`, having read nothing, for an input it does not read this way (not a local
+    /// Parquet file): read that one with [`Reader::read_leaves`].
+    ///
+    /// # Errors
+    /// A read failure, or the first error `each` returns (the other threads stop at their
+    /// next batch).
+    pub fn par_leaves(
+        &mut self,
+        input: &Input,
+        leaves: &[&str],
+        each: &(dyn Fn(usize, usize, RecordBatch) -> Result<()> + Sync),
+    ) -> Result<bool> {
+        let Location::Local(path) = &input.location else {
+            return Ok(false);
+        };
+        if input.format != Format::Parquet {
+            return Ok(false);
+        }
+        let plan = Plan {
+            leaves: Some(leaves),
+            views: true,
+            ..Plan::default()
+        };
+        let schema = row_schema_with_views();
+        let rows = par_local_parquet_batches(path, plan, &|group, at, batch| {
+            each(group, at, io::conform_to(&batch, &input.display, &schema)?)
+        })?;
+        self.counts.rows += rows;
+        Ok(true)
+    }
+
+    /// How many rows each row group of a local Parquet `input` holds, from its footer; `None`
+    /// for any other input (a remote footer costs a request, and the counts are for sizing).
     ///
     /// # Errors
     /// A local Parquet file that cannot be opened or has no readable footer.
-    pub fn local_rows(input: &Input) -> Result<Option<usize>> {
+    pub fn local_groups(input: &Input) -> Result<Option<Vec<usize>>> {
         let Location::Local(path) = &input.location else {
             return Ok(None);
         };
@@ -188,7 +225,13 @@ impl<'a> Reader<'a> {
         }
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())?;
-        Ok(usize::try_from(meta.metadata().file_metadata().num_rows()).ok())
+        Ok(Some(
+            meta.metadata()
+                .row_groups()
+                .iter()
+                .map(|g| usize::try_from(g.num_rows()).unwrap_or(0))
+                .collect(),
+        ))
     }
 
     /// Reads one Parquet input decoding only the leaf columns `leaves` names (field paths with
@@ -808,6 +851,89 @@ fn read_local_parquet_rows(
     })
 }
 
+/// Decodes the row groups of the local Parquet file `path` as `plan` says (its leaves, not
+/// its rows), groups in parallel (each on one thread, taken in turn), passing each batch, its
+/// group and the position of its first row in the group to `each` on that thread; the rows
+/// read.
+fn par_local_parquet_batches(
+    path: &std::path::Path,
+    plan: Plan<'_>,
+    each: &(dyn Fn(usize, usize, RecordBatch) -> Result<()> + Sync),
+) -> Result<u64> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
+    let meta = ArrowReaderMetadata::load(&open()?, ArrowReaderOptions::default())?;
+    let (meta, full) = decoding(meta, &plan);
+    let mask = plan
+        .leaves
+        .and_then(|l| projection(meta.parquet_schema(), meta.schema(), l));
+    let groups = meta.metadata().num_row_groups();
+    let rows: i64 = meta
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| g.num_rows())
+        .sum();
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let work = || -> Result<()> {
+        loop {
+            let group = next.fetch_add(1, Ordering::Relaxed);
+            if group >= groups || failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let mut builder =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(open()?, meta.clone())
+                    .with_batch_size(BATCH_ROWS)
+                    .with_row_groups(vec![group]);
+            if let Some(m) = &mask {
+                builder = builder.with_projection(m.clone());
+            }
+            let mut at = 0;
+            for batch in builder.build()? {
+                if failed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                let batch = widen(&batch?, &full)?;
+                let n = batch.num_rows();
+                each(group, at, batch)?;
+                at += n;
+            }
+        }
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(groups)
+        .max(1);
+    std::thread::scope(|scope| {
+        let running: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let done = work();
+                    if done.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    done
+                })
+            })
+            .collect();
+        let mut first_error = None;
+        for r in running {
+            let done = r.join().unwrap_or_else(|_| {
+                Err(Error::Internal(format!(
+                    "a Parquet decoding thread panicked on `{}`",
+                    path.display()
+                )))
+            });
+            if let Err(e) = done {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })?;
+    Ok(u64::try_from(rows).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -1135,6 +1261,32 @@ mod tests {
         })
         .expect("read");
         assert_eq!(next, total);
+        // Groups decoded and consumed in parallel: each batch says where it is in its group.
+        let seen = std::sync::Mutex::new(Vec::new());
+        let read = par_local_parquet_batches(&path, Plan::default(), &|group, at, b| {
+            let n = b.column(0).as_primitive::<Int64Type>();
+            let first = group as i64 * ROW_GROUP_ROWS as i64 + at as i64;
+            for i in 0..b.num_rows() {
+                assert_eq!(n.value(i), first + i as i64, "group {group} at {at}");
+            }
+            seen.lock().expect("lock").push((first, b.num_rows()));
+            Ok(())
+        })
+        .expect("read");
+        assert_eq!(read, total as u64);
+        let mut seen = seen.into_inner().expect("lock");
+        seen.sort_unstable();
+        let mut covered = 0i64;
+        for (first, n) in seen {
+            assert_eq!(first, covered, "a gap or an overlap");
+            covered += n as i64;
+        }
+        assert_eq!(covered, total);
+        // A consumer's error ends the reading with it.
+        let failed = par_local_parquet_batches(&path, Plan::default(), &|_, _, _| {
+            Err(Error::Internal("enough".into()))
+        });
+        assert!(matches!(failed, Err(Error::Internal(m)) if m == "enough"));
         // Columns in another order are written by name.
         let swapped = dir.path().join("swapped.parquet");
         let mut sink = Box::new(ParquetSink::create(&swapped, Arc::clone(&schema)).expect("sink"));

@@ -325,7 +325,13 @@ fn append_column_infos(
 ) -> Result<()> {
     let start = infos.len();
     infos.resize_with(start + n, || None);
-    infos[start..]
+    fill_column_infos(cols, &mut infos[start..])
+}
+
+/// The column path's summaries of the first `slots.len()` rows of `cols`, written into
+/// `slots` in parallel.
+fn fill_column_infos(cols: &Columns<'_>, slots: &mut [Option<RowInfo>]) -> Result<()> {
+    slots
         .par_chunks_mut(CHUNK)
         .enumerate()
         .try_for_each(|(c, slots)| {
@@ -372,14 +378,50 @@ pub fn read_summaries(
 ) -> Result<(Vec<RowInfo>, Vec<usize>)> {
     // Sized up front: grown by doubling, a million summaries were copied about twice over into
     // fresh pages (a fifth of the first reading's page faults).
-    let mut rows = 0;
+    let mut groups = Vec::with_capacity(inputs.len());
     for input in inputs {
-        rows += Reader::local_rows(input)?.unwrap_or(0);
+        groups.push(Reader::local_groups(input)?);
     }
+    let rows = groups.iter().flatten().flatten().sum();
     let mut infos: Vec<Option<RowInfo>> = Vec::with_capacity(rows);
     let mut counts = Vec::with_capacity(inputs.len());
-    for input in inputs {
+    for (input, groups) in inputs.iter().zip(groups) {
         let before = infos.len();
+        if let Some(groups) = groups {
+            // A local file: its row groups are summarized where they are decoded, each into
+            // its own part of the vector (the decoders no longer wait on one consumer).
+            let rows: usize = groups.iter().sum();
+            infos.resize_with(before + rows, || None);
+            let mut parts = Vec::with_capacity(groups.len());
+            let mut rest = &mut infos[before..];
+            for n in groups {
+                let (part, after) = rest.split_at_mut(n);
+                parts.push(std::sync::Mutex::new(part));
+                rest = after;
+            }
+            let summarize = |group: usize, at: usize, batch: RecordBatch| -> Result<()> {
+                let part = parts.get(group).ok_or_else(|| {
+                    Error::Internal(format!("`{}`: no row group {group}", input.display))
+                })?;
+                let mut part = part
+                    .lock()
+                    .map_err(|_| Error::Internal("a summarizing thread panicked".into()))?;
+                let slots = part.get_mut(at..at + batch.num_rows()).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "`{}` changed while it was read: row group {group} has fewer rows",
+                        input.display
+                    ))
+                })?;
+                fill_column_infos(&Columns::of(&batch)?, slots)
+            };
+            if reader.par_leaves(input, &LEAVES, &summarize)? {
+                drop(parts);
+                counts.push(rows);
+                continue;
+            }
+            drop(parts);
+            infos.truncate(before);
+        }
         reader.read_leaves(input, &LEAVES, &mut |batch| {
             append_column_infos(&Columns::of(&batch)?, batch.num_rows(), &mut infos)
         })?;

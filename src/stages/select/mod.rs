@@ -1612,9 +1612,29 @@ pub(crate) mod tests {
             } else {
                 batch
             };
-            let mut sink = Box::new(ParquetSink::create(&path, batch.schema()).expect("sink"));
-            sink.write(&batch).expect("written");
-            sink.finish().expect("finished");
+            if k % 2 == 0 {
+                let mut sink = Box::new(ParquetSink::create(&path, batch.schema()).expect("sink"));
+                sink.write(&batch).expect("written");
+                sink.finish().expect("finished");
+            } else {
+                // Row groups of 7 rows, in batches of 3: several groups are summarized at once,
+                // on the decoding threads, each batch in its place.
+                let props = datafusion::parquet::file::properties::WriterProperties::builder()
+                    .set_max_row_group_row_count(Some(7))
+                    .build();
+                let file = std::fs::File::create(&path).expect("file");
+                let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(
+                    file,
+                    batch.schema(),
+                    Some(props),
+                )
+                .expect("writer");
+                for at in (0..batch.num_rows()).step_by(3) {
+                    w.write(&batch.slice(at, 3.min(batch.num_rows() - at)))
+                        .expect("written");
+                }
+                w.close().expect("closed");
+            }
             inputs.push(Input {
                 display: name.to_owned(),
                 location: Location::Local(path),
