@@ -213,7 +213,7 @@ impl<'a> Columns<'a> {
             if truncated { 1.0 } else { 0.0 },
             words(&text) as f64,
             digits as f64,
-            text.matches('\n').count() as f64,
+            memchr::memchr_iter(b'\n', text.as_bytes()).count() as f64,
             punct as f64,
             if chars == 0 {
                 0.0
@@ -356,18 +356,26 @@ fn is_punct(c: char) -> bool {
 
 /// Python's `len(text.split())`.
 fn words(text: &str) -> usize {
-    if text.is_ascii() {
-        // A word starts at each non-space byte after a space (or at the start).
-        let mut after_space = true;
-        let mut n = 0;
-        for b in text.bytes() {
-            let space = is_space(char::from(b));
-            n += usize::from(after_space && !space);
-            after_space = space;
-        }
-        return n;
+    let b = text.as_bytes();
+    if !text.is_ascii() {
+        return text.split(is_space).filter(|w| !w.is_empty()).count();
     }
-    text.split(is_space).filter(|w| !w.is_empty()).count()
+    let Some(&first) = b.first() else { return 0 };
+    // A word starts at the first byte, or where white space gives way to a word byte. Counted
+    // in 32 bits on pairs of bytes, compared rather than branched on, which the compiler
+    // vectorizes (a branch per byte was a twentieth of the scan).
+    let starts: u32 = b
+        .iter()
+        .zip(&b[1..])
+        .map(|(&x, &y)| u32::from(ascii_space(x) & !ascii_space(y)))
+        .sum();
+    usize::from(!ascii_space(first)) + starts as usize
+}
+
+/// [`is_space`] for an ASCII byte: tab to carriage return, the separators \x1c-\x1f, and
+/// space; compared, not branched on.
+fn ascii_space(b: u8) -> bool {
+    (b == b' ') | (b.wrapping_sub(b'\t') < 5) | (b.wrapping_sub(0x1c) < 4)
 }
 
 /// Characters, `[A-Z]`, digits and `[^\w\s]` of `text`.
@@ -378,9 +386,7 @@ fn counts(text: &str) -> (usize, usize, usize, usize) {
                 n + 1,
                 u + usize::from(b.is_ascii_uppercase()),
                 d + usize::from(b.is_ascii_digit()),
-                p + usize::from(
-                    !(b.is_ascii_alphanumeric() || b == b'_' || is_space(char::from(b))),
-                ),
+                p + usize::from(!(b.is_ascii_alphanumeric() | (b == b'_') | ascii_space(b))),
             )
         });
     }
@@ -478,6 +484,34 @@ pub fn looks_finished(reply: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte rules read white space as Python does, and count words as `len(text.split())`
+    /// on texts of every ASCII byte in runs of every length.
+    #[test]
+    fn ascii_space_and_words_match_the_char_rules() {
+        for b in 0..128u8 {
+            assert_eq!(ascii_space(b), is_space(char::from(b)), "byte {b}");
+        }
+        let want = |t: &str| t.split(is_space).filter(|w| !w.is_empty()).count();
+        let mut texts: Vec<String> = vec![
+            String::new(),
+            " ".into(),
+            "a".into(),
+            "\x1f\x1ca\x0b".into(),
+        ];
+        for b in 0..128u8 {
+            for run in [1, 2, 33] {
+                let c = char::from(b).to_string().repeat(run);
+                texts.push(format!("{c}word{c}"));
+                texts.push(format!("x {c}y\t{c}"));
+            }
+        }
+        for t in &texts {
+            assert_eq!(words(t), want(t), "{t:?}");
+        }
+        // Non-ASCII texts take the char rule.
+        assert_eq!(words("a\u{2003}b\u{85}c é"), 4);
+    }
 
     #[test]
     fn finished_replies_are_told_from_cut_ones() {
