@@ -663,6 +663,12 @@ impl Runs {
         Self { rows, ends }
     }
 
+    /// Run `r`.
+    fn run(&self, r: usize) -> &[usize] {
+        let start = if r == 0 { 0 } else { self.ends[r - 1] };
+        &self.rows[start..self.ends[r]]
+    }
+
     fn iter(&self) -> impl Iterator<Item = &[usize]> {
         let mut start = 0;
         self.ends.iter().map(move |&end| {
@@ -817,31 +823,58 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     for &i in &after {
         passed[i] = true;
     }
-    let mut per_task: Vec<usize> = Vec::new();
+    /// What became of a key's rows.
+    enum Fate {
+        /// No voting row.
+        Empty,
+        Unanimous,
+        Collapsed,
+        /// Kept: the key, its voting rows, their labels, its riders.
+        Kept(Arc<str>, Vec<usize>, Vec<u8>, Vec<usize>),
+    }
+    let per_task: Vec<usize> = by_key.iter().map(<[usize]>::len).collect();
+    let fates: Vec<Fate> = {
+        use rayon::prelude::*;
+        (0..by_key.ends.len())
+            .into_par_iter()
+            .map(|r| {
+                let run = by_key.run(r);
+                let in_role = |k: u8| -> Vec<usize> {
+                    run.iter().copied().filter(|&i| role[i] == k).collect()
+                };
+                let members = in_role(VOTING);
+                if members.is_empty() {
+                    return Fate::Empty;
+                }
+                let rows_after_gates = run.iter().filter(|&&i| passed[i]).count();
+                let labels: Vec<u8> = members.iter().filter_map(|&i| label_of(i)).collect();
+                let unanimous = labels.len() >= 2 && labels.iter().all(|l| *l == labels[0]);
+                if unanimous {
+                    Fate::Unanimous
+                } else if labels.len() < 2 && rows_after_gates >= 2 {
+                    Fate::Collapsed
+                } else {
+                    let key = Arc::clone(&rows[members[0]].key);
+                    Fate::Kept(key, members, labels, in_role(RIDER))
+                }
+            })
+            .collect()
+    };
+    drop(by_key);
     let mut kept_groups = Vec::new();
-    for run in by_key.iter() {
-        per_task.push(run.len());
-        let in_role =
-            |r: u8| -> Vec<usize> { run.iter().copied().filter(|&i| role[i] == r).collect() };
-        let members = in_role(VOTING);
-        if members.is_empty() {
-            continue;
-        }
-        let rows_after_gates = run.iter().filter(|&&i| passed[i]).count();
-        let labels: Vec<u8> = members.iter().filter_map(|&i| label_of(i)).collect();
-        let unanimous = labels.len() >= 2 && labels.iter().all(|l| *l == labels[0]);
-        let collapsed = !unanimous && labels.len() < 2 && rows_after_gates >= 2;
-        if unanimous {
-            report.unanimous_groups_dropped += 1;
-        } else if collapsed {
-            report.collapsed_groups_dropped += 1;
-            report.unanimous_groups_dropped += 1;
-        } else {
-            let key = Arc::clone(&rows[members[0]].key);
-            kept_groups.push((key, members, labels, in_role(RIDER)));
+    for fate in fates {
+        match fate {
+            Fate::Empty => {}
+            Fate::Unanimous => report.unanimous_groups_dropped += 1,
+            Fate::Collapsed => {
+                report.collapsed_groups_dropped += 1;
+                report.unanimous_groups_dropped += 1;
+            }
+            Fate::Kept(key, members, labels, riders) => {
+                kept_groups.push((key, members, labels, riders));
+            }
         }
     }
-    drop(by_key);
     // The band.
     let (lo, hi) = opts.band;
     let mut banded = Vec::new();
@@ -1553,6 +1586,10 @@ pub(crate) mod tests {
         // Only the rows asked for.
         let part = Runs::of(&[2, 3, 5], |_| 1, same);
         assert_eq!(runs_of(&part), vec![vec![2, 5], vec![3]]);
+        // A run by its number is the run the iterator gives.
+        for (r, run) in own.iter().enumerate() {
+            assert_eq!(own.run(r), run);
+        }
     }
 
     /// A row without a signature gets the reference's stand-in, `sha256_hex("calls|dozens")`
