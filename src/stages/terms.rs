@@ -177,6 +177,21 @@ impl Tokenizer {
     }
 }
 
+/// How many words an ASCII text `b` has, split on the bytes `space` says are white space: a
+/// word starts at the first byte, or where white space gives way to another byte. Counted in
+/// 32 bits (a text is under 4 GB) on pairs of bytes, compared rather than branched on, which
+/// the compiler vectorizes (a third fewer instructions than a lookup table, and a branch per
+/// byte was a twentieth of the hack scan).
+pub(crate) fn ascii_words(b: &[u8], space: impl Fn(u8) -> bool) -> usize {
+    let Some(&first) = b.first() else { return 0 };
+    let starts: u32 = b
+        .iter()
+        .zip(&b[1..])
+        .map(|(&x, &y)| u32::from(space(x) & !space(y)))
+        .sum();
+    usize::from(!space(first)) + starts as usize
+}
+
 /// The tokens of `text` (lowercased first).
 pub fn tokens(text: &str) -> Vec<String> {
     let mut t = Tokenizer::default();

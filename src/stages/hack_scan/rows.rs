@@ -356,20 +356,10 @@ fn is_punct(c: char) -> bool {
 
 /// Python's `len(text.split())`.
 fn words(text: &str) -> usize {
-    let b = text.as_bytes();
     if !text.is_ascii() {
         return text.split(is_space).filter(|w| !w.is_empty()).count();
     }
-    let Some(&first) = b.first() else { return 0 };
-    // A word starts at the first byte, or where white space gives way to a word byte. Counted
-    // in 32 bits on pairs of bytes, compared rather than branched on, which the compiler
-    // vectorizes (a branch per byte was a twentieth of the scan).
-    let starts: u32 = b
-        .iter()
-        .zip(&b[1..])
-        .map(|(&x, &y)| u32::from(ascii_space(x) & !ascii_space(y)))
-        .sum();
-    usize::from(!ascii_space(first)) + starts as usize
+    crate::stages::terms::ascii_words(text.as_bytes(), ascii_space)
 }
 
 /// [`is_space`] for an ASCII byte: tab to carriage return, the separators \x1c-\x1f, and
