@@ -391,7 +391,9 @@ pub fn read_summaries(
             // A local file: its row groups are summarized where they are decoded, each into
             // its own part of the vector (the decoders no longer wait on one consumer).
             let rows: usize = groups.iter().sum();
-            infos.resize_with(before + rows, || None);
+            // Written in parallel: the first touch of a few hundred megabytes is page faults,
+            // taken on every core.
+            infos.par_extend((0..rows).into_par_iter().map(|_| None));
             let mut parts = Vec::with_capacity(groups.len());
             let mut rest = &mut infos[before..];
             for n in groups {
