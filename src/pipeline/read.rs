@@ -872,7 +872,7 @@ fn par_local_parquet_batches(
         .metadata()
         .row_groups()
         .iter()
-        .map(|g| g.num_rows())
+        .map(datafusion::parquet::file::metadata::RowGroupMetaData::num_rows)
         .sum();
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);

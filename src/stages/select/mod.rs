@@ -604,6 +604,21 @@ fn empty_report(mode: &'static str, n: usize, opts: &Options) -> Report {
     }
 }
 
+/// A row's part in choosing: gated out, voting, or riding along with its group.
+const GATED: u8 = 0;
+const VOTING: u8 = 1;
+const RIDER: u8 = 2;
+
+/// What became of a key's rows.
+enum Fate {
+    /// No voting row.
+    Empty,
+    Unanimous,
+    Collapsed,
+    /// Kept: the key, its voting rows, their labels, its riders.
+    Kept(Arc<str>, Vec<usize>, Vec<u8>, Vec<usize>),
+}
+
 /// A group of rows: its key, its rows, its pass rate.
 type Group = (Arc<str>, Vec<usize>, f64);
 
@@ -783,9 +798,6 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
         report.duplicate_asks = dup_asks.len();
     }
     // Truncated rows: riders do not vote.
-    const GATED: u8 = 0;
-    const VOTING: u8 = 1;
-    const RIDER: u8 = 2;
     let mut role = vec![GATED; rows.len()];
     for &i in after.iter().filter(|&&i| !dropped[i]) {
         if rows[i].truncated {
@@ -812,15 +824,6 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     let mut passed = vec![false; rows.len()];
     for &i in &after {
         passed[i] = true;
-    }
-    /// What became of a key's rows.
-    enum Fate {
-        /// No voting row.
-        Empty,
-        Unanimous,
-        Collapsed,
-        /// Kept: the key, its voting rows, their labels, its riders.
-        Kept(Arc<str>, Vec<usize>, Vec<u8>, Vec<usize>),
     }
     let per_task: Vec<usize> = by_key.iter().map(<[usize]>::len).collect();
     let fates: Vec<Fate> = {
