@@ -50,8 +50,10 @@ fn is_word_byte(b: u8) -> bool {
     b.is_ascii_lowercase() || b == b'_'
 }
 
-fn is_space_byte(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1f)
+/// An ASCII white-space byte as Python's `str.isspace` reads it: tab to carriage return, the
+/// separators \x1c-\x1f, and space; compared, not branched on, so loops over a text vectorize.
+pub(crate) fn is_space_byte(b: u8) -> bool {
+    (b == b' ') | (b.wrapping_sub(b'\t') < 5) | (b.wrapping_sub(0x1c) < 4)
 }
 
 /// The key of a token.

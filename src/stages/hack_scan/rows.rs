@@ -14,6 +14,7 @@ use regex::Regex;
 
 use crate::error::{Error, Result};
 use crate::stages::conversation::{Conversations, reply_length, usize_of};
+use crate::stages::terms::is_space_byte;
 
 /// The built-in features every row has, in the order the reference creates them.
 pub(super) const FIXED: [&str; 9] = [
@@ -359,13 +360,7 @@ fn words(text: &str) -> usize {
     if !text.is_ascii() {
         return text.split(is_space).filter(|w| !w.is_empty()).count();
     }
-    crate::stages::terms::ascii_words(text.as_bytes(), ascii_space)
-}
-
-/// [`is_space`] for an ASCII byte: tab to carriage return, the separators \x1c-\x1f, and
-/// space; compared, not branched on.
-fn ascii_space(b: u8) -> bool {
-    (b == b' ') | (b.wrapping_sub(b'\t') < 5) | (b.wrapping_sub(0x1c) < 4)
+    crate::stages::terms::ascii_words(text.as_bytes(), is_space_byte)
 }
 
 /// Characters, `[A-Z]`, digits and `[^\w\s]` of `text`.
@@ -376,7 +371,7 @@ fn counts(text: &str) -> (usize, usize, usize, usize) {
                 n + 1,
                 u + usize::from(b.is_ascii_uppercase()),
                 d + usize::from(b.is_ascii_digit()),
-                p + usize::from(!(b.is_ascii_alphanumeric() | (b == b'_') | ascii_space(b))),
+                p + usize::from(!(b.is_ascii_alphanumeric() | (b == b'_') | is_space_byte(b))),
             )
         });
     }
@@ -480,7 +475,7 @@ mod tests {
     #[test]
     fn ascii_space_and_words_match_the_char_rules() {
         for b in 0..128u8 {
-            assert_eq!(ascii_space(b), is_space(char::from(b)), "byte {b}");
+            assert_eq!(is_space_byte(b), is_space(char::from(b)), "byte {b}");
         }
         let want = |t: &str| t.split(is_space).filter(|w| !w.is_empty()).count();
         let mut texts: Vec<String> = vec![
