@@ -447,15 +447,24 @@ pub(crate) fn key_text(v: Option<&Value>) -> Option<String> {
 }
 
 /// [`task_key`] of a row read from its columns: `extra`'s `scenario_id`, the task id, the prompt.
-pub(crate) fn column_task_key(
+/// Borrowed from the row unless `scenario_id` makes it, so the usual key costs no allocation.
+pub(crate) fn column_task_key<'a>(
     scenario_id: Option<&Value>,
-    task_id: &str,
-    prompt: Option<&str>,
-) -> String {
-    key_text(scenario_id)
-        .or_else(|| Some(task_id).filter(|t| !t.is_empty()).map(str::to_owned))
-        .or_else(|| prompt.filter(|p| !p.is_empty()).map(str::to_owned))
-        .unwrap_or_default()
+    task_id: &'a str,
+    prompt: Option<&'a str>,
+) -> std::borrow::Cow<'a, str> {
+    use std::borrow::Cow;
+    key_text(scenario_id).map_or_else(
+        || {
+            Cow::Borrowed(
+                Some(task_id)
+                    .filter(|t| !t.is_empty())
+                    .or_else(|| prompt.filter(|p| !p.is_empty()))
+                    .unwrap_or_default(),
+            )
+        },
+        Cow::Owned,
+    )
 }
 
 /// `sha1hex(key)[:12]`: the reference's export group id.

@@ -126,11 +126,10 @@ impl<'a> Columns<'a> {
         let side = |k: &str| extra.get(k);
         let side_text = |k: &str| side(k).and_then(Value::as_str).unwrap_or("");
         let prompt = self.prompt.get(i);
-        let key = cache.key(column_task_key(
-            side("scenario_id"),
-            self.task_id.value(i),
-            prompt,
-        ));
+        let (key, _) = shared(
+            &mut cache.key,
+            &column_task_key(side("scenario_id"), self.task_id.value(i), prompt),
+        );
         let final_text = self.final_text.value(i);
         // Messages.
         let o = self.messages.value_offsets();
@@ -186,7 +185,10 @@ impl<'a> Columns<'a> {
             && json_at(self.lineage, i, col::LINEAGE)?.and_then(|l| l.get("source").cloned())
                 == Some(Value::String("eval".into()));
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
-        let (shared_prompt, prompt_wants_tool) = cache.prompt(prompt.unwrap_or(""));
+        let (shared_prompt, new) = shared(&mut cache.prompt, prompt.unwrap_or(""));
+        if new {
+            cache.wants_tool = super::prompt_wants_tool(&shared_prompt);
+        }
         Ok(Some(
             Parts {
                 key,
@@ -207,7 +209,7 @@ impl<'a> Columns<'a> {
                 has_messages: true,
                 overlong: side("overlong").and_then(Value::as_bool) == Some(true),
                 side_wants_tool: side_wants_tool(side),
-                prompt_wants_tool: Some(prompt_wants_tool),
+                prompt_wants_tool: Some(cache.wants_tool),
                 signature: side("behavior_signature").and_then(Value::as_str),
                 leak,
                 fault_kind,
@@ -234,41 +236,24 @@ fn general(view: &BatchView<'_>, i: usize) -> Result<RowInfo> {
 struct Cache {
     needles: NeedleCache,
     key: Option<Arc<str>>,
-    /// The last prompt, and whether it wants a tool.
-    prompt: Option<(Arc<str>, bool)>,
+    prompt: Option<Arc<str>>,
+    /// Whether `prompt` wants a tool.
+    wants_tool: bool,
     faults: Vec<Arc<str>>,
+}
+
+/// `text`, shared with `last` when it is the same, else made and kept there (then `true`).
+fn shared(last: &mut Option<Arc<str>>, text: &str) -> (Arc<str>, bool) {
+    match last {
+        Some(l) if **l == *text => (Arc::clone(l), false),
+        _ => (Arc::clone(last.insert(text.into())), true),
+    }
 }
 
 /// Fault kinds a [`Cache`] keeps at most (a few in practice: the kinds of a tool world).
 const FAULT_KINDS: usize = 64;
 
 impl Cache {
-    /// `key`, shared with the last row's when they are the same.
-    fn key(&mut self, key: String) -> Arc<str> {
-        match &self.key {
-            Some(k) if **k == *key => Arc::clone(k),
-            _ => {
-                let k: Arc<str> = key.into();
-                self.key = Some(Arc::clone(&k));
-                k
-            }
-        }
-    }
-
-    /// `prompt` shared with the last row's when they are the same, and whether it wants a
-    /// tool.
-    fn prompt(&mut self, prompt: &str) -> (Arc<str>, bool) {
-        match &self.prompt {
-            Some((p, wants)) if **p == *prompt => (Arc::clone(p), *wants),
-            _ => {
-                let wants = super::prompt_wants_tool(prompt);
-                let p: Arc<str> = prompt.into();
-                self.prompt = Some((Arc::clone(&p), wants));
-                (p, wants)
-            }
-        }
-    }
-
     /// The fault kind `fault` names (`no fault` for none), shared with the rows that met it.
     fn fault(&mut self, fault: Option<String>) -> Arc<str> {
         let Some(fault) = fault else {
