@@ -25,6 +25,43 @@ use super::row::BATCH_ROWS;
 use super::source::{self, Format, Input, Location};
 use crate::error::{Error, Result};
 
+/// A local Parquet input with its footer, read once: what sizes a reading's output and what
+/// [`Reader::par_leaves`] decodes with.
+pub struct LocalParquet<'a> {
+    input: &'a Input,
+    path: &'a std::path::Path,
+    meta: ArrowReaderMetadata,
+}
+
+impl<'a> LocalParquet<'a> {
+    /// `input` with its footer; `None` for any other input (a remote footer costs a request,
+    /// and the remote reading has its own).
+    ///
+    /// # Errors
+    /// A local Parquet file that cannot be opened or has no readable footer.
+    pub fn open(input: &'a Input) -> Result<Option<Self>> {
+        let Location::Local(path) = &input.location else {
+            return Ok(None);
+        };
+        if input.format != Format::Parquet {
+            return Ok(None);
+        }
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())?;
+        Ok(Some(Self { input, path, meta }))
+    }
+
+    /// How many rows each row group holds.
+    pub fn group_rows(&self) -> Vec<usize> {
+        self.meta
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| usize::try_from(g.num_rows()).unwrap_or(0))
+            .collect()
+    }
+}
+
 /// Reads inputs one after another, keeping row identity across all of them.
 pub struct Reader<'a> {
     handle: tokio::runtime::Handle,
@@ -174,64 +211,36 @@ impl<'a> Reader<'a> {
         self.read_part(input, plan, "rows with text views", emit)
     }
 
-    /// Decodes the leaf columns `leaves` of a local Parquet `input` (as
-    /// [`Reader::read_leaves`] gives them) and passes each batch, with its row group and the position of its first row in the group, to `each` on the thread that
-    /// decoded it (groups as [`Reader::local_groups`] counts them): row groups are decoded in
-    /// parallel and a group's batches in order, but batches of different groups come in any
-    /// order. A consumer that places its results by row (as one that fills a vector sized up
-    /// front) does its work beside the decoding, and no decoder waits on a consumer thread.
-    /// `Ok(false)`, having read nothing, for an input it does not read this way (not a local
-    /// Parquet file): read that one with [`Reader::read_leaves`].
+    /// Decodes the leaf columns `leaves` of a local Parquet file (as [`Reader::read_leaves`]
+    /// gives them) and passes each batch, with its row group and the position of its first row
+    /// in the group, to `each` on the thread that decoded it: row groups are decoded in parallel
+    /// and a group's batches in order, but batches of different groups come in any order. A
+    /// consumer that places its results by row (as one that fills a vector sized from
+    /// [`LocalParquet::group_rows`]) does its work beside the decoding, and no decoder waits on
+    /// a consumer thread.
     ///
     /// # Errors
     /// A read failure, or the first error `each` returns (the other threads stop at their
     /// next batch).
     pub fn par_leaves(
         &mut self,
-        input: &Input,
+        file: &LocalParquet<'_>,
         leaves: &[&str],
         each: &(dyn Fn(usize, usize, RecordBatch) -> Result<()> + Sync),
-    ) -> Result<bool> {
-        let Location::Local(path) = &input.location else {
-            return Ok(false);
-        };
-        if input.format != Format::Parquet {
-            return Ok(false);
-        }
+    ) -> Result<()> {
         let plan = Plan {
             leaves: Some(leaves),
             views: true,
             ..Plan::default()
         };
         let schema = row_schema_with_views();
-        let rows = par_local_parquet_batches(path, plan, &|group, at, batch| {
-            each(group, at, io::conform_to(&batch, &input.display, &schema)?)
-        })?;
+        let display = &file.input.display;
+        let rows =
+            par_local_parquet_batches(file.path, file.meta.clone(), plan, &|group, at, batch| {
+                each(group, at, io::conform_to(&batch, display, &schema)?)
+            })?;
         self.counts.rows += rows;
-        Ok(true)
-    }
-
-    /// How many rows each row group of a local Parquet `input` holds, from its footer; `None`
-    /// for any other input (a remote footer costs a request, and the counts are for sizing).
-    ///
-    /// # Errors
-    /// A local Parquet file that cannot be opened or has no readable footer.
-    pub fn local_groups(input: &Input) -> Result<Option<Vec<usize>>> {
-        let Location::Local(path) = &input.location else {
-            return Ok(None);
-        };
-        if input.format != Format::Parquet {
-            return Ok(None);
-        }
-        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())?;
-        Ok(Some(
-            meta.metadata()
-                .row_groups()
-                .iter()
-                .map(|g| usize::try_from(g.num_rows()).unwrap_or(0))
-                .collect(),
-        ))
+        Ok(())
     }
 
     /// Reads one Parquet input decoding only the leaf columns `leaves` names (field paths with
@@ -747,17 +756,12 @@ fn read_local_parquet_rows(
         if picks.is_some_and(|p| !p.wanted(group)) {
             return Ok(());
         }
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(open()?, meta.clone())
-            .with_batch_size(BATCH_ROWS)
-            .with_row_groups(vec![group]);
+        let mut builder = group_reader(path, &meta, group, mask.as_ref())?;
         let mut sieve = None;
         if let Some(p) = picks {
             let (selection, after) = p.plan(&[group]);
             builder = builder.with_row_selection(selection);
             sieve = after;
-        }
-        if let Some(m) = &mask {
-            builder = builder.with_projection(m.clone());
         }
         for batch in builder.build()? {
             let mut batch = batch?;
@@ -851,18 +855,35 @@ fn read_local_parquet_rows(
     })
 }
 
-/// Decodes the row groups of the local Parquet file `path` as `plan` says (its leaves, not
+/// A reader of row group `group` of the local Parquet file `path` (its footer `meta`), in
+/// batches of [`BATCH_ROWS`], decoding only `mask`'s leaves when given.
+fn group_reader(
+    path: &std::path::Path,
+    meta: &ArrowReaderMetadata,
+    group: usize,
+    mask: Option<&ProjectionMask>,
+) -> Result<ParquetRecordBatchReaderBuilder<std::fs::File>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
+        .with_batch_size(BATCH_ROWS)
+        .with_row_groups(vec![group]);
+    Ok(match mask {
+        Some(m) => builder.with_projection(m.clone()),
+        None => builder,
+    })
+}
+
+/// Decodes the row groups of the local Parquet file `path` (its footer `meta`) as `plan` says (its leaves, not
 /// its rows), groups in parallel (each on one thread, taken in turn), passing each batch, its
 /// group and the position of its first row in the group to `each` on that thread; the rows
 /// read.
 fn par_local_parquet_batches(
     path: &std::path::Path,
+    meta: ArrowReaderMetadata,
     plan: Plan<'_>,
     each: &(dyn Fn(usize, usize, RecordBatch) -> Result<()> + Sync),
 ) -> Result<u64> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let open = || std::fs::File::open(path).map_err(|e| Error::io(path, e));
-    let meta = ArrowReaderMetadata::load(&open()?, ArrowReaderOptions::default())?;
     let (meta, full) = decoding(meta, &plan);
     let mask = plan
         .leaves
@@ -882,15 +903,8 @@ fn par_local_parquet_batches(
             if group >= groups || failed.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            let mut builder =
-                ParquetRecordBatchReaderBuilder::new_with_metadata(open()?, meta.clone())
-                    .with_batch_size(BATCH_ROWS)
-                    .with_row_groups(vec![group]);
-            if let Some(m) = &mask {
-                builder = builder.with_projection(m.clone());
-            }
             let mut at = 0;
-            for batch in builder.build()? {
+            for batch in group_reader(path, &meta, group, mask.as_ref())?.build()? {
                 if failed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
@@ -1263,7 +1277,14 @@ mod tests {
         assert_eq!(next, total);
         // Groups decoded and consumed in parallel: each batch says where it is in its group.
         let seen = std::sync::Mutex::new(Vec::new());
-        let read = par_local_parquet_batches(&path, Plan::default(), &|group, at, b| {
+        let footer = || {
+            ArrowReaderMetadata::load(
+                &std::fs::File::open(&path).expect("file"),
+                ArrowReaderOptions::default(),
+            )
+            .expect("footer")
+        };
+        let read = par_local_parquet_batches(&path, footer(), Plan::default(), &|group, at, b| {
             let n = b.column(0).as_primitive::<Int64Type>();
             let first = group as i64 * ROW_GROUP_ROWS as i64 + at as i64;
             for i in 0..b.num_rows() {
@@ -1283,7 +1304,7 @@ mod tests {
         }
         assert_eq!(covered, total);
         // A consumer's error ends the reading with it.
-        let failed = par_local_parquet_batches(&path, Plan::default(), &|_, _, _| {
+        let failed = par_local_parquet_batches(&path, footer(), Plan::default(), &|_, _, _| {
             Err(Error::Internal("enough".into()))
         });
         assert!(matches!(failed, Err(Error::Internal(m)) if m == "enough"));

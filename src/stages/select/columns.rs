@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::{NO_FAULT, Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_tool};
 use crate::error::{Error, Result};
-use crate::pipeline::read::Reader;
+use crate::pipeline::read::{LocalParquet, Reader};
 use crate::pipeline::row::{
     BatchView, Text, Typed, encode, extra_beside, item_field, item_text, json_at, json_text,
 };
@@ -363,18 +363,22 @@ pub fn read_summaries(
 ) -> Result<(Vec<RowInfo>, Vec<usize>)> {
     // Sized up front: grown by doubling, a million summaries were copied about twice over into
     // fresh pages (a fifth of the first reading's page faults).
-    let mut groups = Vec::with_capacity(inputs.len());
-    for input in inputs {
-        groups.push(Reader::local_groups(input)?);
-    }
+    let files = inputs
+        .iter()
+        .map(LocalParquet::open)
+        .collect::<Result<Vec<_>>>()?;
+    let groups: Vec<Option<Vec<usize>>> = files
+        .iter()
+        .map(|f| f.as_ref().map(LocalParquet::group_rows))
+        .collect();
     let rows = groups.iter().flatten().flatten().sum();
     let mut infos: Vec<Option<RowInfo>> = Vec::with_capacity(rows);
     let mut counts = Vec::with_capacity(inputs.len());
-    for (input, groups) in inputs.iter().zip(groups) {
+    for ((input, file), groups) in inputs.iter().zip(&files).zip(groups) {
         let before = infos.len();
-        if let Some(groups) = groups {
+        if let (Some(file), Some(groups)) = (file, groups) {
             // A local file: its row groups are summarized where they are decoded, each into
-            // its own part of the vector (the decoders no longer wait on one consumer).
+            // its own part of the vector (the decoders do not wait on one consumer).
             let rows: usize = groups.iter().sum();
             // Written in parallel: the first touch of a few hundred megabytes is page faults,
             // taken on every core.
@@ -387,27 +391,20 @@ pub fn read_summaries(
                 rest = after;
             }
             let summarize = |group: usize, at: usize, batch: RecordBatch| -> Result<()> {
-                let part = parts.get(group).ok_or_else(|| {
-                    Error::Internal(format!("`{}`: no row group {group}", input.display))
-                })?;
-                let mut part = part
+                let mut part = parts[group]
                     .lock()
                     .map_err(|_| Error::Internal("a summarizing thread panicked".into()))?;
                 let slots = part.get_mut(at..at + batch.num_rows()).ok_or_else(|| {
                     Error::Internal(format!(
-                        "`{}` changed while it was read: row group {group} has fewer rows",
+                        "`{}`: row group {group} has more rows than its footer says",
                         input.display
                     ))
                 })?;
                 fill_column_infos(&Columns::of(&batch)?, slots)
             };
-            if reader.par_leaves(input, &LEAVES, &summarize)? {
-                drop(parts);
-                counts.push(rows);
-                continue;
-            }
-            drop(parts);
-            infos.truncate(before);
+            reader.par_leaves(file, &LEAVES, &summarize)?;
+            counts.push(rows);
+            continue;
         }
         reader.read_leaves(input, &LEAVES, &mut |batch| {
             append_column_infos(&Columns::of(&batch)?, batch.num_rows(), &mut infos)
