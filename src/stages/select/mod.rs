@@ -604,10 +604,14 @@ fn empty_report(mode: &'static str, n: usize, opts: &Options) -> Report {
     }
 }
 
-/// A row's part in choosing: gated out, voting, or riding along with its group.
+/// A row's part in choosing: gated out by the row gates; past them, as a duplicate, or dropped
+/// as truncated (it still counts toward its key's rows after the gates); voting; or riding
+/// along with its group.
 const GATED: u8 = 0;
-const VOTING: u8 = 1;
-const RIDER: u8 = 2;
+const PASSED: u8 = 1;
+const DUPLICATE: u8 = 2;
+const VOTING: u8 = 3;
+const RIDER: u8 = 4;
 
 /// What became of a key's rows.
 enum Fate {
@@ -771,8 +775,11 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     };
     let by_key = Runs::of(&all, |i| text_hash(&rows[i].key, 0), same_key);
     drop(all);
+    let mut role = vec![GATED; rows.len()];
+    for &i in &after {
+        role[i] = PASSED;
+    }
     // Duplicates within a prompt (with the text gates): the first row of each run is kept.
-    let mut dropped = vec![false; rows.len()];
     if text_gates {
         let says = |i: usize| (&*rows[i].prompt, &*rows[i].signature, rows[i].final_norm);
         let same = |a: usize, b: usize| says(a).cmp(&says(b));
@@ -792,14 +799,16 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                 if label_of(first) != label_of(i) {
                     report.conflicting_rewards += 1;
                 }
-                dropped[i] = true;
+                role[i] = DUPLICATE;
             }
         }
         report.duplicate_asks = dup_asks.len();
     }
     // Truncated rows: riders do not vote.
-    let mut role = vec![GATED; rows.len()];
-    for &i in after.iter().filter(|&&i| !dropped[i]) {
+    for &i in &after {
+        if role[i] != PASSED {
+            continue;
+        }
         if rows[i].truncated {
             match opts.truncated {
                 Truncated::Drop => {
@@ -821,10 +830,6 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     // Groups (a key's voting rows in row order, and its riders): unanimous, then collapsed.
     // Their order here does not matter: they are ordered below by fault, pass rate and a hash
     // of the key.
-    let mut passed = vec![false; rows.len()];
-    for &i in &after {
-        passed[i] = true;
-    }
     let per_task: Vec<usize> = by_key.iter().map(<[usize]>::len).collect();
     let fates: Vec<Fate> = {
         use rayon::prelude::*;
@@ -839,7 +844,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
                 if members.is_empty() {
                     return Fate::Empty;
                 }
-                let rows_after_gates = run.iter().filter(|&&i| passed[i]).count();
+                let rows_after_gates = run.iter().filter(|&&i| role[i] != GATED).count();
                 let labels: Vec<u8> = members.iter().filter_map(|&i| label_of(i)).collect();
                 let unanimous = labels.len() >= 2 && labels.iter().all(|l| *l == labels[0]);
                 if unanimous {
@@ -854,24 +859,23 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
             .collect()
     };
     drop(by_key);
-    let mut kept_groups = Vec::new();
+    // The band, on the groups kept.
+    let (lo, hi) = opts.band;
+    let mut banded = Vec::new();
     for fate in fates {
-        match fate {
-            Fate::Empty => {}
-            Fate::Unanimous => report.unanimous_groups_dropped += 1,
+        let (key, mut members, labels, riders) = match fate {
+            Fate::Empty => continue,
+            Fate::Unanimous => {
+                report.unanimous_groups_dropped += 1;
+                continue;
+            }
             Fate::Collapsed => {
                 report.collapsed_groups_dropped += 1;
                 report.unanimous_groups_dropped += 1;
+                continue;
             }
-            Fate::Kept(key, members, labels, riders) => {
-                kept_groups.push((key, members, labels, riders));
-            }
-        }
-    }
-    // The band.
-    let (lo, hi) = opts.band;
-    let mut banded = Vec::new();
-    for (key, mut members, labels, riders) in kept_groups {
+            Fate::Kept(key, members, labels, riders) => (key, members, labels, riders),
+        };
         let n = labels.len();
         let p = if n == 0 {
             f64::NAN
@@ -895,14 +899,14 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
     report.band_dropped.entry("too_easy".into()).or_insert(0);
     report.band_dropped.entry("too_hard".into()).or_insert(0);
     // Order: buckets by fault kind; within one, spread over pass rates; round-robin buckets.
-    let mut buckets: BTreeMap<String, Vec<Group>> = BTreeMap::new();
+    let mut buckets: BTreeMap<Arc<str>, Vec<Group>> = BTreeMap::new();
     for g in banded {
         buckets
-            .entry(rows[g.1[0]].fault_kind.to_string())
+            .entry(Arc::clone(&rows[g.1[0]].fault_kind))
             .or_default()
             .push(g);
     }
-    let mut ordered_buckets: Vec<(String, Vec<Group>)> = buckets
+    let mut ordered_buckets: Vec<(Arc<str>, Vec<Group>)> = buckets
         .into_iter()
         .map(|(kind, gs)| {
             // In-band asks (mixed, inside the band) before the rest; within each, one ask per
@@ -965,7 +969,7 @@ pub fn rl(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Vec<usize>, Report) 
             if let Some(g) = gs.get(cursors[b]) {
                 cursors[b] += 1;
                 any = true;
-                *report.fault_kinds.entry(kind.clone()).or_insert(0) += 1;
+                *report.fault_kinds.entry(kind.to_string()).or_insert(0) += 1;
                 report.groups_selected += 1;
                 chosen.extend(g.1.iter().copied());
             }
