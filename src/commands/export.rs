@@ -24,6 +24,11 @@ const SHARD_BYTES: u64 = 500 * 1024 * 1024;
 /// Runs `wai export`.
 pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     let started = std::time::Instant::now();
+    if args.unroll && args.mask_mode == ExportMask::Final {
+        return Err(Error::Usage(
+            "--unroll and --mask-mode final do not combine: --unroll already trains each assistant turn in a row of its own (the earlier turns as its prompt), and --mask-mode final trains only the last turn of each whole conversation; pick one".into(),
+        ));
+    }
     let system_prompt = match &args.system_prompt {
         Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?),
         None => None,
@@ -47,10 +52,12 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         },
         unroll: args.unroll,
         max_tool_output_chars: args.max_tool_output_chars,
-        format: if matches!(args.format, ExportFormat::Trl | ExportFormat::Dpo) {
-            Format::Trl
-        } else {
+        // The Hugging Face deliverables (trl, the datasets folder, dpo) hold TRL rows: arguments
+        // as objects, which the chat templates TRL ships render with `tojson`.
+        format: if args.format == ExportFormat::Openai {
             Format::Openai
+        } else {
+            Format::Trl
         },
     };
     if args.format == ExportFormat::Dpo {
@@ -113,6 +120,12 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         }
         _ => (Some(AtomicFile::create(&args.out)?), None),
     };
+    // An OpenAI fine-tuning file holds `messages` and `tools` only; each row's metadata (its
+    // reward, reason, provenance and group fields) goes line for line to a file beside it.
+    let meta_file = match args.format {
+        ExportFormat::Openai => Some(AtomicFile::create(&meta_path(&args.out))?),
+        _ => None,
+    };
     let jsonl_path = temp
         .as_ref()
         .map_or_else(|| args.out.clone(), |t| t.path().to_path_buf());
@@ -129,12 +142,24 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     };
     // The lines are written on their own thread, a chunk of rows at a time, while the next
     // chunks are converted (the copy into the page cache is a fifth of an export's time).
-    let (lines, written_lines) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+    let mut meta_handle: Option<Box<dyn Write + Send>> = match &meta_file {
+        Some(f) => Some(Box::new(f.writer()?)),
+        None => None,
+    };
+    let (lines, written_lines) = std::sync::mpsc::sync_channel::<(Vec<u8>, Vec<u8>)>(16);
     let writer = {
         let path = jsonl_path.clone();
+        let meta_path = meta_file.as_ref().map(|f| f.path().to_path_buf());
         std::thread::spawn(move || -> Result<()> {
-            for chunk in written_lines {
+            for (chunk, meta) in written_lines {
                 handle.write_all(&chunk).map_err(|e| Error::io(&path, e))?;
+                if let (Some(h), Some(p)) = (meta_handle.as_mut(), meta_path.as_ref()) {
+                    h.write_all(&meta).map_err(|e| Error::io(p, e))?;
+                }
+            }
+            handle.flush().map_err(|e| Error::io(&path, e))?;
+            if let (Some(h), Some(p)) = (meta_handle.as_mut(), meta_path.as_ref()) {
+                h.flush().map_err(|e| Error::io(p, e))?;
             }
             Ok(())
         })
@@ -164,81 +189,94 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         };
         let copied: OnceLock<Result<RecordBatch>> = OnceLock::new();
         // The general path: the row as a JSON object, converted; its lines go to `bytes`.
-        let general =
-            |i: usize, bytes: &mut Vec<u8>| -> Result<(export::RowFacts, u64, export::Side)> {
-                let copied_view;
-                let view = match &plain {
-                    Some(view) => view,
-                    None => {
-                        let b = copied
-                            .get_or_init(|| io::conform(&batch, "export"))
-                            .as_ref()
-                            .map_err(again)?;
-                        copied_view = BatchView::new(b)?;
-                        &copied_view
-                    }
-                };
-                let row = encode(view, i)?;
-                let (rows, facts) = export::training_rows(&row, &opts, &groups);
-                let mut side = export::Side::default();
-                for r in &rows {
-                    side.with_system |= r
-                        .get("messages")
-                        .or_else(|| r.get("prompt"))
-                        .and_then(Value::as_array)
-                        .and_then(|m| m.first())
-                        .is_some_and(|m| m["role"] == "system");
-                    side.with_tools |= r.get("tools").is_some();
-                    if let Some(g) = r.get("group_id").and_then(Value::as_str) {
-                        side.group = Some(g.to_owned());
-                    }
-                    let written = if parquet {
-                        serde_json::to_writer(&mut *bytes, &for_parquet(r))
-                    } else {
-                        serde_json::to_writer(&mut *bytes, r)
-                    };
-                    written.map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
-                    bytes.push(b'\n');
+        let general = |i: usize,
+                       bytes: &mut Vec<u8>,
+                       meta: &mut Vec<u8>|
+         -> Result<(export::RowFacts, u64, export::Side)> {
+            let copied_view;
+            let view = match &plain {
+                Some(view) => view,
+                None => {
+                    let b = copied
+                        .get_or_init(|| io::conform(&batch, "export"))
+                        .as_ref()
+                        .map_err(again)?;
+                    copied_view = BatchView::new(b)?;
+                    &copied_view
                 }
-                side.reward = row.get("reward").and_then(Value::as_f64);
-                side.eval_sourced = row
-                    .get("lineage")
-                    .and_then(|l| l.get("source"))
-                    .and_then(Value::as_str)
-                    == Some("eval");
-                side.calls_tools = row
-                    .get("tools_used")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| !a.is_empty())
-                    || row
-                        .get("steps")
-                        .and_then(Value::as_array)
-                        .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
-                side.has_policy_sha = row
-                    .get("lineage")
-                    .and_then(|l| l.get("system_prompt_sha"))
-                    .is_some();
-                Ok((facts, rows.len() as u64, side))
             };
+            let row = encode(view, i)?;
+            let (rows, facts) = export::training_rows(&row, &opts, &groups);
+            let mut side = export::Side::default();
+            for r in &rows {
+                side.with_system |= r
+                    .get("messages")
+                    .or_else(|| r.get("prompt"))
+                    .and_then(Value::as_array)
+                    .and_then(|m| m.first())
+                    .is_some_and(|m| m["role"] == "system");
+                side.with_tools |= r.get("tools").is_some();
+                if let Some(g) = r.get("group_id").and_then(Value::as_str) {
+                    side.group = Some(g.to_owned());
+                }
+                let failed = |e: serde_json::Error| Error::Internal(format!("writing a row: {e}"));
+                if parquet {
+                    serde_json::to_writer(&mut *bytes, &for_parquet(r)).map_err(failed)?;
+                } else if opts.format == Format::Openai {
+                    let (line, row_meta) = export::split_openai(r);
+                    serde_json::to_writer(&mut *bytes, &line).map_err(failed)?;
+                    serde_json::to_writer(&mut *meta, &row_meta).map_err(failed)?;
+                    meta.push(b'\n');
+                } else {
+                    serde_json::to_writer(&mut *bytes, r).map_err(failed)?;
+                }
+                bytes.push(b'\n');
+            }
+            side.reward = row.get("reward").and_then(Value::as_f64);
+            side.eval_sourced = row
+                .get("lineage")
+                .and_then(|l| l.get("source"))
+                .and_then(Value::as_str)
+                == Some("eval");
+            side.calls_tools = row
+                .get("tools_used")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+                || row
+                    .get("steps")
+                    .and_then(Value::as_array)
+                    .is_some_and(|s| s.iter().any(|x| x.get("tool").is_some()));
+            side.has_policy_sha = row
+                .get("lineage")
+                .and_then(|l| l.get("system_prompt_sha"))
+                .is_some();
+            Ok((facts, rows.len() as u64, side))
+        };
         // Chunks of rows: the lines of a chunk in one buffer, and each row's facts.
-        let chunks: Vec<(Vec<u8>, Vec<(export::RowFacts, RowMeta)>)> = (0..n.div_ceil(256))
+        type Chunk = (Vec<u8>, Vec<u8>, Vec<(export::RowFacts, RowMeta)>);
+        let chunks: Vec<Chunk> = (0..n.div_ceil(256))
             .into_par_iter()
             .map(|c| {
                 let mut cache = export::WireCache::default();
                 let mut bytes = Vec::with_capacity(256 * 2048);
+                let mut meta = Vec::with_capacity(if views { 256 * 1024 } else { 0 });
                 let facts = (c * 256..((c + 1) * 256).min(n))
                     .map(|i| {
                         let fast = if views {
-                            wire.write_row(i, &opts, &groups, &mut cache, &mut bytes)?
+                            wire.write_row(i, &opts, &groups, &mut cache, &mut bytes, &mut meta)?
                         } else {
                             None
                         };
                         let (facts, written, side) = match fast {
                             Some((facts, side)) => (facts, 1, side),
-                            None => general(i, &mut bytes)?,
+                            None => general(i, &mut bytes, &mut meta)?,
                         };
-                        // Which row: only for the report's first failure.
-                        let where_ = if facts.invalid_calls > 0 || facts.leak.is_some() {
+                        // Which row: only for the report's first failure or warning.
+                        let where_ = if facts.invalid_calls > 0
+                            || facts.leak.is_some()
+                            || facts.trailing_cut > 0
+                            || facts.no_completion
+                        {
                             rollout.and_then(|r| r.get(i)).unwrap_or("?").to_owned()
                         } else {
                             String::new()
@@ -253,17 +291,17 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                         ))
                     })
                     .collect::<Result<Vec<_>>>()?;
-                Ok((bytes, facts))
+                Ok((bytes, meta, facts))
             })
             .collect::<Result<_>>()?;
-        for (bytes, facts) in chunks {
+        for (bytes, meta, facts) in chunks {
             for (facts, meta) in facts {
                 t.add(&facts, &meta);
                 if let Some(g) = meta.side.group {
                     group_ids.insert(g);
                 }
             }
-            if lines.send(bytes).is_err() {
+            if lines.send((bytes, meta)).is_err() {
                 // The writer stopped on an error: joining it below says which.
                 return Err(Error::Internal("the export writer stopped".into()));
             }
@@ -345,11 +383,32 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         warnings.push(format!("{} row(s) were made under a system prompt (lineage.system_prompt_sha) and the file has none: pass --system-prompt FILE", t.has_policy_sha));
     }
     if t.no_completion > 0 {
-        warnings.push(format!("{} row(s) had no assistant turn after the prompt and were dropped (no_completion_dropped)", t.no_completion));
+        warnings.push(format!(
+            "{} row(s) have no assistant turn to train (after the prompt) and were not written (no_completion_dropped; first: row `{}`)",
+            t.no_completion,
+            t.first_no_completion.as_deref().unwrap_or("?")
+        ));
+    }
+    if t.trailing_rows > 0 {
+        warnings.push(format!(
+            "{} row(s) ended on a tool or user turn after the last assistant turn: those {} turn(s) were cut, so each conversation ends on what the policy wrote (first: row `{}`)",
+            t.trailing_rows,
+            t.trailing_turns,
+            t.first_trailing.as_deref().unwrap_or("?")
+        ));
+    }
+    if opts.format == Format::Openai && t.trl_trained != t.trained {
+        warnings.push(format!(
+            "TRL reads no `weight`: loaded into TRL's SFTTrainer this file trains all {} assistant turns, not the {} the weights select; export with --format trl for TRL",
+            t.trl_trained, t.trained
+        ));
     }
     // Write.
     let mut shards = Vec::new();
     if let Some(f) = file {
+        if let Some(m) = meta_file {
+            m.commit()?;
+        }
         f.commit()?;
     } else {
         let building = staging.ok_or_else(|| Error::Internal("no staging folder".into()))?;
@@ -373,15 +432,34 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     }
     let groups_n = group_ids.len();
     let mask_text = match (opts.format, opts.unroll, opts.mask_mode) {
-        (Format::Trl, true, _) | (Format::Trl, _, MaskMode::Final) => {
-            "only the completion (the last assistant turn) is trained"
+        (Format::Trl, true, _) => "unrolled: each row trains its completion, one assistant turn",
+        (Format::Trl, false, MaskMode::Final) => {
+            "final: each row trains its completion, the last assistant turn"
         }
-        (Format::Trl, false, MaskMode::Assistant) => {
-            "TRL trains every token of every turn unless assistant_only_loss=True"
+        (Format::Trl, false, MaskMode::Assistant) => "assistant: every assistant turn",
+        (Format::Openai, true, _) => "unrolled: each row trains its last assistant turn (weight 1)",
+        (Format::Openai, false, MaskMode::Final) => "final: the last assistant turn (weight 1)",
+        (Format::Openai, false, MaskMode::Assistant) => {
+            "assistant: every assistant turn (weight 1)"
         }
-        (Format::Openai, true, _) => "final (unrolled)",
-        (Format::Openai, false, MaskMode::Final) => "final",
-        (Format::Openai, false, MaskMode::Assistant) => "assistant",
+    };
+    // Who reads the file, and how it must be told to train what the counts say.
+    let trainer = match (
+        opts.format,
+        opts.unroll || opts.mask_mode == MaskMode::Final,
+    ) {
+        (Format::Openai, _) => {
+            json!({"reads": "OpenAI chat fine-tuning: the assistant messages whose weight is 1",
+            "trl": "TRL's SFTTrainer reads no weight: with assistant_only_loss=True it trains every assistant turn (trl_trained_messages)"})
+        }
+        (Format::Trl, true) => {
+            json!({"reads": "TRL SFTTrainer, conversational prompt/completion rows: the completion (completion_only_loss, its default)",
+            "config": {"completion_only_loss": true}})
+        }
+        (Format::Trl, false) => {
+            json!({"reads": "TRL SFTTrainer, conversational messages rows: the assistant turns, with assistant_only_loss=True and a chat template that marks them with {% generation %}; without it every token trains",
+            "config": {"assistant_only_loss": true}})
+        }
     };
     let report = json!({
         "n": t.written, "rows_read": t.rows, "format": match args.format { ExportFormat::Openai => "openai", ExportFormat::Trl => "trl", ExportFormat::Parquet => "parquet", ExportFormat::Dpo => "dpo" },
@@ -389,15 +467,17 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         "tool_call_roundtrip": {"checked": t.calls, "invalid": t.invalid_calls, "encoding": encoding},
         "mask_mode": mask_text, "unrolled": args.unroll, "max_tool_output_chars": args.max_tool_output_chars,
         "tool_output_truncated": t.outputs_cut, "tool_output_chars_cut": t.chars_cut,
-        "trained_messages": t.trained, "masked_messages": t.masked,
+        "trained_messages": t.trained, "masked_messages": t.masked, "trl_trained_messages": t.trl_trained,
+        "trainer": trainer, "trailing_turns_cut": {"rows": t.trailing_rows, "turns": t.trailing_turns},
         "privileged_leaks": {"checked": t.privileged_checked > 0, "n_checked": t.privileged_checked, "n_leaked": t.leaks},
         "rewards": {"n_pass": t.pass, "n_fail": t.fail, "n_ungraded": t.ungraded},
         "no_completion_dropped": t.no_completion,
         "warnings": warnings, "path": args.out.display().to_string(), "shards": shards,
+        "meta_path": (args.format == ExportFormat::Openai).then(|| meta_path(&args.out).display().to_string()),
         "elapsed_s": started.elapsed().as_secs_f64(),
     });
     let mut text = format!(
-        "exported {} rows ({} read) to `{}` as {}: {} with a system prompt, {} with tools, {} groups; {} tool calls round-trip ({} invalid); {} trained and {} masked messages; leaks {} of {} checked; rewards: {} pass, {} fail, {} ungraded",
+        "exported {} rows ({} read) to `{}` as {}: {} with a system prompt, {} with tools, {} groups; {} tool calls round-trip ({} invalid); {} assistant turns trained and {} masked; leaks {} of {} checked; rewards: {} pass, {} fail, {} ungraded",
         t.written,
         t.rows,
         args.out.display(),
@@ -415,6 +495,12 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         t.fail,
         t.ungraded
     );
+    if args.format == ExportFormat::Openai {
+        text.push_str(&format!(
+            "\n  each row's reward, reason and provenance: `{}`, line for line",
+            meta_path(&args.out).display()
+        ));
+    }
     if t.outputs_cut > 0 {
         text.push_str(&format!(
             "\n  {} tool outputs cut ({} characters)",
@@ -433,6 +519,19 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         json: doc,
         status: ExitStatus::Success,
     })
+}
+
+/// Where an OpenAI export's metadata goes: `train.jsonl` → `train.meta.jsonl`.
+fn meta_path(out: &Path) -> std::path::PathBuf {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name
+        .strip_suffix(".jsonl")
+        .or_else(|| name.strip_suffix(".json"))
+        .unwrap_or(&name);
+    out.with_file_name(format!("{stem}.meta.jsonl"))
 }
 
 /// What the report needs of a row besides its facts.
@@ -457,6 +556,11 @@ struct Tally {
     chars_cut: u64,
     trained: u64,
     masked: u64,
+    trl_trained: u64,
+    trailing_rows: u64,
+    trailing_turns: u64,
+    first_trailing: Option<String>,
+    first_no_completion: Option<String>,
     privileged_checked: u64,
     leaks: u64,
     first_leak: Option<(String, String)>,
@@ -486,6 +590,17 @@ impl Tally {
         self.chars_cut += f.chars_cut;
         self.trained += f.trained;
         self.masked += f.masked;
+        self.trl_trained += f.trl_trained;
+        if f.trailing_cut > 0 {
+            self.trailing_rows += 1;
+            self.trailing_turns += f.trailing_cut;
+            if self.first_trailing.is_none() {
+                self.first_trailing = Some(m.where_.clone());
+            }
+        }
+        if f.no_completion && self.first_no_completion.is_none() {
+            self.first_no_completion = Some(m.where_.clone());
+        }
         self.privileged_checked += u64::from(f.privileged);
         if let Some(l) = &f.leak {
             self.leaks += 1;
@@ -606,6 +721,8 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
     let mut w = BufWriter::new(file.writer()?);
     let (mut pairs, mut written, mut dropped, mut calls, mut invalid, mut leaks, mut longer) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    // Pairs whose sides hold a tool result after they part, and the first one's line.
+    let (mut with_env, mut first_env): (u64, Option<String>) = (0, None);
     for input in &args.inputs {
         let path = Path::new(input);
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
@@ -653,6 +770,15 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
                 && rm.get(shared).is_some_and(|m| m["role"] == "assistant");
             if shared == 0 || !parts_on_assistant {
                 dropped += 1;
+                continue;
+            }
+            // DPO scores every token of both sides: a tool result there (which differs between
+            // the sides by the mock world's ids and draws) would make part of the margin
+            // environment noise, so a pair must differ only in what the policy wrote.
+            let environment = |m: &[Value]| m.iter().any(|x| x["role"] != "assistant");
+            if environment(&cm[shared..]) || environment(&rm[shared..]) {
+                with_env += 1;
+                first_env.get_or_insert_with(|| format!("{input}:{}", n + 1));
                 continue;
             }
             let len = |m: &[Value]| {
@@ -728,7 +854,15 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
     if dropped > 0 {
         warnings.push(format!("{dropped} pair(s) share no prompt or part on a turn that is not the assistant's, and were dropped (no_completion_dropped)"));
     }
+    if with_env > 0 {
+        warnings.push(format!(
+            "{with_env} pair(s) hold a tool result after the two sides part, which DPO would score as if the policy wrote it, and were dropped (tool_result_in_side_dropped; first: `{}`)",
+            first_env.as_deref().unwrap_or("?")
+        ));
+    }
     let report = json!({"pairs": pairs, "n": written, "format": "dpo", "no_completion_dropped": dropped,
+        "tool_result_in_side_dropped": with_env,
+        "trainer": {"reads": "TRL DPOTrainer, conversational prompt/chosen/rejected rows: every token of chosen and rejected, none of prompt"},
         "tool_call_roundtrip": {"checked": calls, "invalid": invalid, "encoding": "dict"},
         "chosen_longer_frac": if written == 0 { 0.0 } else { longer as f64 / written as f64 },
         "warnings": warnings, "path": args.out.display().to_string(), "elapsed_s": started.elapsed().as_secs_f64()});

@@ -64,12 +64,55 @@ fn exports_match_the_reference_record_for_record() {
         assert_eq!(report["n"], 155);
         assert_eq!(report["groups"], 48);
         assert_eq!(report["tool_call_roundtrip"]["checked"], 155);
-        assert_eq!(
-            report["trained_messages"],
-            if format == "openai" { 310 } else { 775 }
-        );
-        let ours = read_jsonl(&out);
-        let theirs = read_jsonl(&fixture(reference));
+        // Two assistant turns a row, each trained.
+        assert_eq!(report["trained_messages"], 310);
+        assert_eq!(report["trl_trained_messages"], 310);
+        let mut ours = read_jsonl(&out);
+        let mut theirs = read_jsonl(&fixture(reference));
+        if format == "openai" {
+            // The fine-tuning file holds what OpenAI reads (messages, tools); the rest of each of
+            // the reference's lines is in the metadata file, line for line. The reference's
+            // `loss_mask` (read by no trainer) is `weight` on the assistant messages, and tool
+            // messages carry no `name` (not in OpenAI's schema).
+            let meta = read_jsonl(&dir.path().join("openai.meta.jsonl"));
+            assert_eq!(meta.len(), ours.len());
+            for (line, meta) in ours.iter_mut().zip(meta) {
+                let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["messages", "tools"]);
+                line.as_object_mut()
+                    .unwrap()
+                    .extend(meta.as_object().unwrap().clone());
+            }
+            for r in &mut theirs {
+                let mask = r
+                    .as_object_mut()
+                    .unwrap()
+                    .shift_remove("loss_mask")
+                    .unwrap();
+                for (m, on) in r["messages"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .zip(mask.as_array().unwrap())
+                {
+                    let m = m.as_object_mut().unwrap();
+                    if m["role"] == "assistant" {
+                        m.insert("weight".into(), on.clone());
+                    } else {
+                        assert_eq!(on, 0);
+                    }
+                    if m["role"] == "tool" {
+                        m.shift_remove("name");
+                    }
+                }
+            }
+            // The fine-tuning file's key order puts `tools` before the metadata, as theirs.
+            for r in &mut ours {
+                let o = r.as_object_mut().unwrap();
+                let tools = o.shift_remove("tools").unwrap();
+                o.shift_insert(1, "tools".into(), tools);
+            }
+        }
         for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
             let (a, b) = (parsed_args(a.clone()), parsed_args(b.clone()));
             assert_eq!(a, b, "{format} row {i}");
@@ -166,12 +209,33 @@ fn trl_final_mask_splits_prompt_and_completion_and_unroll_makes_a_row_per_turn()
     );
     let rows = read_jsonl(&out);
     assert_eq!(rows.len(), 310, "two assistant turns per row");
-    for r in &rows {
-        let mask = r["loss_mask"].as_array().unwrap();
-        assert_eq!(mask.iter().filter(|m| **m == 1).count(), 1);
-        assert_eq!(mask.last().unwrap(), 1);
-        assert!(r["lineage"]["unrolled_from"]["prompt_sha1"].is_string());
+    let meta = read_jsonl(&dir.path().join("unrolled.meta.jsonl"));
+    for (r, meta) in rows.iter().zip(&meta) {
+        let weights: Vec<&Value> = r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .map(|m| &m["weight"])
+            .collect();
+        assert_eq!(weights.iter().filter(|w| **w == 1).count(), 1);
+        assert_eq!(*weights.last().unwrap(), 1);
+        assert_eq!(
+            r["messages"].as_array().unwrap().last().unwrap()["role"],
+            "assistant"
+        );
+        assert!(meta["lineage"]["unrolled_from"]["prompt_sha1"].is_string());
     }
+    // `--unroll` already trains each turn in its own row: with a final mask it is refused.
+    crate::support::refused(
+        wai()
+            .arg("export")
+            .arg(&input)
+            .args(["--unroll", "--mask-mode", "final", "--out"])
+            .arg(dir.path().join("never.jsonl")),
+        "--unroll and --mask-mode final do not combine",
+    );
+    assert!(!dir.path().join("never.jsonl").exists());
 }
 
 #[test]
@@ -540,15 +604,136 @@ fn group_fields_follow_the_rows_own_task_key() {
     );
     let out = dir.path().join("train.jsonl");
     succeeded(wai().arg("export").arg(&rows).arg("--out").arg(&out));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    // The group fields are metadata: beside the fine-tuning file, line for line.
+    let lines = read_jsonl(&dir.path().join("train.meta.jsonl"));
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[0]["k"], 2, "{}", lines[0]);
     assert_eq!(lines[0]["n1"], 1);
     assert_eq!(lines[0]["group_id"], lines[1]["group_id"]);
     assert_eq!(lines[2]["k"], 1);
     assert_ne!(lines[2]["group_id"], lines[0]["group_id"]);
+}
+
+/// Every format, every mask, on the worked example's selections and on the demo's: the
+/// harness loads each file with `datasets`, runs two steps of TRL's `SFTTrainer` (`DPOTrainer`
+/// for pairs) on a tiny random model with a chat template that marks assistant turns, and
+/// holds the tokens TRL labels, row for row, to the tokens of the turns the export says it
+/// trains (and those turns' count to the report's). OpenAI lines are also held to the
+/// fine-tuning file rules.
+#[test]
+fn every_format_trains_in_trl_what_its_report_claims() {
+    // `.ci/run` makes a virtualenv with torch, transformers, trl and datasets from PyPI.
+    let Some(python) = std::env::var_os("WAI_TRL_PYTHON") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set WAI_TRL_PYTHON (see .ci/run)"
+        );
+        eprintln!(
+            "skipped: set WAI_TRL_PYTHON to a python with torch, transformers, trl and datasets"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The demo's run, with its tools and policy.
+    let demo = dir.path().join("demo");
+    succeeded(wai().args(["demo", "--budget", "400", "--dir"]).arg(&demo));
+    let sources = [
+        (
+            "example",
+            fixture("example_scored.jsonl"),
+            fixture("example_tools.json"),
+            fixture("example_policy.md"),
+        ),
+        (
+            "demo",
+            demo.join("scored.parquet"),
+            demo.join("tools.json"),
+            demo.join("policy.md"),
+        ),
+    ];
+    let mut manifest = Vec::new();
+    for (name, scored, tools, policy) in &sources {
+        let sft = dir.path().join(format!("{name}.sft.jsonl"));
+        succeeded(
+            wai()
+                .args(["select", "--mode", "sft"])
+                .arg(scored)
+                .arg("--out")
+                .arg(&sft),
+        );
+        let pairs = dir.path().join(format!("{name}.pairs.jsonl"));
+        succeeded(
+            wai()
+                .args(["select", "--mode", "preference"])
+                .arg(scored)
+                .arg("--out")
+                .arg(&pairs),
+        );
+        let runs: [(&str, &[&str], &std::path::PathBuf); 9] = [
+            ("openai", &[], &sft),
+            ("openai", &["--mask-mode", "final"], &sft),
+            ("openai", &["--unroll"], &sft),
+            ("trl", &[], &sft),
+            ("trl", &["--mask-mode", "final"], &sft),
+            ("trl", &["--unroll"], &sft),
+            ("parquet", &[], &sft),
+            ("parquet", &["--mask-mode", "final"], &sft),
+            ("dpo", &[], &pairs),
+        ];
+        for (k, (format, extra, input)) in runs.iter().enumerate() {
+            let out = dir.path().join(format!(
+                "{name}.{k}.{format}{}",
+                if *format == "parquet" { "" } else { ".jsonl" }
+            ));
+            let report = crate::support::json_of(
+                wai()
+                    .args(["--json", "export"])
+                    .arg(input)
+                    .args(["--format", format])
+                    .args(*extra)
+                    .arg("--tools")
+                    .arg(tools)
+                    .arg("--system-prompt")
+                    .arg(policy)
+                    .arg("--out")
+                    .arg(&out),
+            );
+            assert!(
+                report["n"].as_u64().unwrap() > 0,
+                "{name} {format} {extra:?}: {report}"
+            );
+            manifest.push(serde_json::json!({
+                "name": format!("{name} {format} {}", extra.join(" ")).trim().to_owned(),
+                "format": format, "path": out, "report": report,
+            }));
+        }
+    }
+    let manifest_path = dir.path().join("manifest.json");
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    let out = std::process::Command::new(python)
+        .arg(fixture("trl/trl_check.py"))
+        .arg(&manifest_path)
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .env("HF_HOME", dir.path().join("hf"))
+        .env("WANDB_DISABLED", "true")
+        .env("TOKENIZERS_PARALLELISM", "false")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("every format trains what its report claims"),
+        "{stdout}"
+    );
 }

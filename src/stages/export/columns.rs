@@ -182,7 +182,6 @@ pub struct Wire<'a> {
     messages: &'a ListArray,
     role: Text<'a>,
     content: Text<'a>,
-    name: Text<'a>,
     tool_call_id: Text<'a>,
     calls: &'a ListArray,
     call_id: Text<'a>,
@@ -230,7 +229,6 @@ impl<'a> Wire<'a> {
             steps,
             role: field(messages, "role")?,
             content: field(messages, "content")?,
-            name: field(messages, "name")?,
             tool_call_id: field(messages, "tool_call_id")?,
             messages,
             call_id: field(calls, "id")?,
@@ -246,8 +244,9 @@ impl<'a> Wire<'a> {
         opts.format == Format::Openai && !opts.unroll
     }
 
-    /// Writes row `i`'s training row (one JSON line) to `out`, or returns `None` (writing
-    /// nothing) when the row needs the general path.
+    /// Writes row `i`'s training row (one JSON line) to `out` and its metadata (one JSON line,
+    /// [`super::split_openai`]) to `meta`, or returns `None` (writing nothing) when the row
+    /// needs the general path.
     ///
     /// # Errors
     /// A JSON text column that does not parse.
@@ -258,6 +257,7 @@ impl<'a> Wire<'a> {
         groups: &Groups,
         cache: &mut WireCache,
         out: &mut Vec<u8>,
+        meta: &mut Vec<u8>,
     ) -> Result<Option<(RowFacts, Side)>> {
         if !Self::serves(opts) || !self.messages.is_valid(i) || self.messages.value_length(i) == 0 {
             return Ok(None);
@@ -273,7 +273,6 @@ impl<'a> Wire<'a> {
         struct Turn<'t> {
             role: &'static str,
             content: Cow<'t, str>,
-            name: Option<&'t str>,
             tool_call_id: Option<Cow<'t, str>>,
             calls: Vec<(Cow<'t, str>, &'t str, String)>,
         }
@@ -284,7 +283,6 @@ impl<'a> Wire<'a> {
             turns.push(Turn {
                 role: "system",
                 content: Cow::Borrowed(sys),
-                name: None,
                 tool_call_id: None,
                 calls: Vec::new(),
             });
@@ -329,7 +327,6 @@ impl<'a> Wire<'a> {
                     turns.push(Turn {
                         role: "assistant",
                         content,
-                        name: None,
                         tool_call_id: None,
                         calls,
                     });
@@ -352,10 +349,10 @@ impl<'a> Wire<'a> {
                     if let Some(id) = &id {
                         pending.retain(|p| p != id);
                     }
+                    // OpenAI's tool messages hold `role`, `content` and `tool_call_id` only.
                     turns.push(Turn {
                         role: "tool",
                         content,
-                        name: self.name.get(j),
                         tool_call_id: id.or_else(|| pending.pop_front()),
                         calls: Vec::new(),
                     });
@@ -363,7 +360,6 @@ impl<'a> Wire<'a> {
                 role @ ("user" | "system") => turns.push(Turn {
                     role: if role == "user" { "user" } else { "system" },
                     content: Cow::Borrowed(content),
-                    name: None,
                     tool_call_id: None,
                     calls: Vec::new(),
                 }),
@@ -381,18 +377,25 @@ impl<'a> Wire<'a> {
             }
         }
         facts.truncated = self.finish_reason.get(i) == Some("length");
-        // The mask.
-        let last_assistant = turns.iter().rposition(|t| t.role == "assistant");
-        let mask: Vec<u8> = turns
-            .iter()
-            .enumerate()
-            .map(|(k, t)| match opts.mask_mode {
-                MaskMode::Final if last_assistant.is_some() => u8::from(Some(k) == last_assistant),
-                _ => u8::from(t.role == "assistant"),
-            })
-            .collect();
-        facts.trained += mask.iter().filter(|m| **m == 1).count() as u64;
-        facts.masked += mask.iter().filter(|m| **m == 0).count() as u64;
+        // A row with nothing to train takes the general path, which counts and drops it; turns
+        // after the last assistant turn are cut, as there.
+        let Some(last_assistant) = turns.iter().rposition(|t| t.role == "assistant") else {
+            return Ok(None);
+        };
+        facts.trailing_cut = (turns.len() - last_assistant - 1) as u64;
+        turns.truncate(last_assistant + 1);
+        // The weights.
+        let weight = |k: usize| match opts.mask_mode {
+            MaskMode::Final => k == last_assistant,
+            MaskMode::Assistant => true,
+        };
+        let assistant_turns = turns.iter().filter(|t| t.role == "assistant").count() as u64;
+        facts.trained += match opts.mask_mode {
+            MaskMode::Final => 1,
+            MaskMode::Assistant => assistant_turns,
+        };
+        facts.masked += assistant_turns - facts.trained;
+        facts.trl_trained += assistant_turns;
         side.with_system = turns.first().is_some_and(|t| t.role == "system");
         // Write.
         let json = |out: &mut Vec<u8>, v: &Value| -> Result<()> {
@@ -425,30 +428,21 @@ impl<'a> Wire<'a> {
                 }
                 put(out, b"]");
             }
-            if let Some(n) = t.name {
-                put(out, b",\"name\":");
-                push_json_string(out, n);
-            }
             if let Some(id) = &t.tool_call_id {
                 put(out, b",\"tool_call_id\":");
                 push_json_string(out, id);
             }
-            put(out, b"}");
-        }
-        put(out, b"]");
-        if facts.outputs_cut > 0 {
-            let _ = write!(
-                out,
-                ",\"tool_output_truncated\":{},\"tool_output_chars_cut\":{}",
-                facts.outputs_cut, facts.chars_cut
-            );
-        }
-        put(out, b",\"loss_mask\":[");
-        for (k, m) in mask.iter().enumerate() {
-            if k > 0 {
-                put(out, b",");
+            if t.role == "assistant" {
+                put(
+                    out,
+                    if weight(k) {
+                        b",\"weight\":1"
+                    } else {
+                        b",\"weight\":0"
+                    },
+                );
             }
-            put(out, if *m == 1 { b"1" } else { b"0" });
+            put(out, b"}");
         }
         put(out, b"]");
         if let Some(t) = opts.tools.as_ref().filter(|t| !t.is_empty()) {
@@ -456,6 +450,17 @@ impl<'a> Wire<'a> {
             serde_json::to_writer(&mut *out, t)
                 .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
             side.with_tools = true;
+        }
+        put(out, b"}\n");
+        // The metadata: members written each after a comma, the first comma made the brace.
+        let out = meta;
+        let opened = out.len();
+        if facts.outputs_cut > 0 {
+            let _ = write!(
+                out,
+                ",\"tool_output_truncated\":{},\"tool_output_chars_cut\":{}",
+                facts.outputs_cut, facts.chars_cut
+            );
         }
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
         let lineage = cache.lineage.at(self.lineage, i, col::LINEAGE)?;
@@ -511,6 +516,8 @@ impl<'a> Wire<'a> {
             side.group = Some(id.to_owned());
             put(out, fields);
         }
+        // `schema_version` is always there, so the first member's comma is.
+        out[opened] = b'{';
         put(out, b"}\n");
         side.reward = reward.map(score).as_ref().and_then(Value::as_f64);
         side.eval_sourced = lineage.is_some_and(|l| l.eval_sourced);

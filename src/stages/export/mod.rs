@@ -110,17 +110,24 @@ pub struct RowFacts {
     pub outputs_cut: u64,
     /// Characters cut.
     pub chars_cut: u64,
-    /// Loss-mask ones and zeros.
+    /// Assistant turns the format's consumer trains (OpenAI: `weight` 1; TRL: the assistant
+    /// turns of `messages` under `assistant_only_loss=True`, or of `completion`).
     pub trained: u64,
-    /// Masked messages.
+    /// Assistant turns it does not train (OpenAI: `weight` 0; TRL: those inside `prompt`).
     pub masked: u64,
+    /// Assistant turns TRL's `SFTTrainer` trains in the written rows (it reads no `weight`): for
+    /// the TRL shapes the same as `trained`.
+    pub trl_trained: u64,
+    /// Turns after the last assistant turn (a tool result the agent never answered, a user turn),
+    /// cut: a training conversation ends on what the policy wrote.
+    pub trailing_cut: u64,
     /// The privileged needle an assistant turn quotes, when it does.
     pub leak: Option<String>,
     /// The row had a privileged block.
     pub privileged: bool,
     /// The row ended on the token cap.
     pub truncated: bool,
-    /// The trl split found no completion.
+    /// The row has no assistant turn to train, and was not written.
     pub no_completion: bool,
 }
 
@@ -658,7 +665,10 @@ pub fn training_rows(
                 let mut out = Map::new();
                 out.insert("role".into(), json!("tool"));
                 out.insert("content".into(), Value::String(content));
-                if let Some(n) = m.get("name").filter(|n| !n.is_null()) {
+                // OpenAI's tool messages hold `role`, `content` and `tool_call_id` only.
+                if let Some(n) = m.get("name").filter(|n| !n.is_null())
+                    && opts.format != Format::Openai
+                {
                     out.insert("name".into(), n.clone());
                 }
                 let id = m
@@ -679,6 +689,14 @@ pub fn training_rows(
             _ => {}
         }
     }
+    // A training conversation ends on what the policy wrote: turns after the last assistant turn
+    // (a tool result the agent never answered, a user turn) are cut.
+    let Some(last) = messages.iter().rposition(|m| m["role"] == "assistant") else {
+        facts.no_completion = true;
+        return (Vec::new(), facts);
+    };
+    facts.trailing_cut = (messages.len() - last - 1) as u64;
+    messages.truncate(last + 1);
     let assistant: Vec<usize> = (0..messages.len())
         .filter(|&i| messages[i]["role"] == "assistant")
         .collect();
@@ -693,16 +711,13 @@ pub fn training_rows(
         }
         out.insert("schema_version".into(), json!("1"));
     };
-    let mut rows = Vec::new();
-    if opts.unroll && !assistant.is_empty() {
+    // Each sample: its messages and which of them the loss covers (the last assistant turn
+    // of an unrolled sample; every assistant turn, or the last, of a whole one).
+    let mut samples: Vec<(Vec<Value>, Vec<bool>, Map<String, Value>)> = Vec::new();
+    if opts.unroll {
         for (turn, &at) in assistant.iter().enumerate() {
             let mut out = Map::new();
-            let msgs: Vec<Value> = messages[..=at].to_vec();
-            let mask: Vec<u8> = (0..=at).map(|i| u8::from(i == at)).collect();
-            facts.trained += 1;
-            facts.masked += at as u64;
-            out.insert("messages".into(), Value::Array(msgs));
-            out.insert("loss_mask".into(), json!(mask));
+            let trained: Vec<bool> = (0..=at).map(|i| i == at).collect();
             carry(&mut out);
             out.insert(
                 "unroll".into(),
@@ -724,80 +739,97 @@ pub fn training_rows(
                 }
                 l.insert("unrolled_from".into(), Value::Object(from));
             }
-            rows.push(out);
+            samples.push((messages[..=at].to_vec(), trained, out));
         }
     } else {
-        let mut mask: Vec<u8> = messages
-            .iter()
-            .map(|m| u8::from(m["role"] == "assistant"))
+        let trained: Vec<bool> = (0..messages.len())
+            .map(|i| match opts.mask_mode {
+                MaskMode::Final => i == last,
+                MaskMode::Assistant => messages[i]["role"] == "assistant",
+            })
             .collect();
-        if opts.mask_mode == MaskMode::Final
-            && let Some(&last) = assistant.last()
-        {
-            mask = (0..messages.len()).map(|i| u8::from(i == last)).collect();
-        }
-        facts.trained += mask.iter().filter(|m| **m == 1).count() as u64;
-        facts.masked += mask.iter().filter(|m| **m == 0).count() as u64;
         let mut out = Map::new();
-        out.insert("messages".into(), Value::Array(messages));
         if facts.outputs_cut > 0 {
             out.insert("tool_output_truncated".into(), json!(facts.outputs_cut));
             out.insert("tool_output_chars_cut".into(), json!(facts.chars_cut));
         }
-        out.insert("loss_mask".into(), json!(mask));
         carry(&mut out);
         groups.stamp(row, &mut out);
-        rows.push(out);
+        samples.push((messages, trained, out));
     }
-    if opts.format == Format::Trl {
-        let split = opts.unroll || opts.mask_mode == MaskMode::Final;
-        let mut reshaped = Vec::with_capacity(rows.len());
-        for mut r in rows {
-            r.shift_remove("loss_mask");
-            let prompt = r.shift_remove("prompt");
-            if split {
-                let msgs = match r.shift_remove("messages") {
-                    Some(Value::Array(m)) => m,
-                    _ => Vec::new(),
-                };
-                let last = msgs.iter().rposition(|m| m["role"] == "assistant");
-                match last {
-                    Some(i) if i >= 1 => {
-                        if let Some(p) = prompt {
-                            r.insert("prompt_text".into(), p);
-                        }
-                        r.insert("prompt".into(), Value::Array(msgs[..i].to_vec()));
-                        r.insert("completion".into(), Value::Array(msgs[i..].to_vec()));
-                        reshaped.push(r);
+    let is_assistant = |m: &Value| m["role"] == "assistant";
+    let split = opts.unroll || opts.mask_mode == MaskMode::Final;
+    let mut rows = Vec::with_capacity(samples.len());
+    for (mut msgs, trained, mut out) in samples {
+        let turns = msgs.iter().filter(|m| is_assistant(m)).count() as u64;
+        let on = trained.iter().filter(|t| **t).count() as u64;
+        match opts.format {
+            // OpenAI fine-tuning trains the assistant messages whose `weight` is 1, and reads
+            // nothing else of the row: the carried fields are the row's metadata
+            // ([`split_openai`] writes them beside it).
+            Format::Openai => {
+                for (m, t) in msgs.iter_mut().zip(&trained) {
+                    if let Some(m) = m.as_object_mut().filter(|m| m["role"] == "assistant") {
+                        m.insert("weight".into(), json!(u8::from(*t)));
                     }
-                    _ => facts.no_completion = true,
                 }
-            } else {
+                facts.trained += on;
+                facts.masked += turns - on;
+                // TRL reads no `weight`: it trains every assistant turn.
+                facts.trl_trained += turns;
+                let mut line = Map::new();
+                line.insert("messages".into(), Value::Array(msgs));
+                line.extend(out);
+                rows.push(line);
+            }
+            // TRL trains the assistant turns of `messages` (with `assistant_only_loss=True`)
+            // or the `completion` of a prompt/completion row: a mask that leaves some
+            // assistant turns out is a split at the first trained turn, which is the last.
+            Format::Trl => {
+                let prompt = out.shift_remove("prompt");
+                let mut r = Map::new();
+                if split {
+                    // One trained turn, the last: the completion. Every row of a file has the
+                    // same shape, so a final mask splits even a row with one assistant turn.
+                    let at = trained.iter().position(|t| *t).unwrap_or(0);
+                    if at == 0 {
+                        facts.no_completion = true;
+                        continue;
+                    }
+                    let completion = msgs.split_off(at);
+                    r.insert("prompt".into(), Value::Array(msgs));
+                    r.insert("completion".into(), Value::Array(completion));
+                } else {
+                    r.insert("messages".into(), Value::Array(msgs));
+                }
+                facts.trained += on;
+                facts.masked += turns - on;
+                facts.trl_trained += on;
+                r.extend(out);
                 if let Some(p) = prompt {
                     r.insert("prompt_text".into(), p);
                 }
-                reshaped.push(r);
+                rows.push(r);
             }
         }
-        // TRL reads no per-message mask: it trains what is in `messages` or `completion`.
-        facts.trained = reshaped
-            .iter()
-            .map(|r| {
-                ["messages", "completion"]
-                    .iter()
-                    .filter_map(|k| r.get(*k).and_then(Value::as_array))
-                    .map(|a| a.len() as u64)
-                    .sum::<u64>()
-            })
-            .sum();
-        facts.masked = reshaped
-            .iter()
-            .filter_map(|r| r.get("prompt").and_then(Value::as_array))
-            .map(|a| a.len() as u64)
-            .sum();
-        return (reshaped, facts);
     }
     (rows, facts)
+}
+
+/// An OpenAI training row split into what the fine-tuning file holds (`messages` and `tools`:
+/// its schema allows nothing else) and the row's metadata (every other field, in order), which
+/// `wai export` writes line for line beside it.
+pub fn split_openai(row: &Map<String, Value>) -> (Map<String, Value>, Map<String, Value>) {
+    let mut line = Map::new();
+    let mut meta = Map::new();
+    for (k, v) in row {
+        if k == "messages" || k == "tools" {
+            line.insert(k.clone(), v.clone());
+        } else {
+            meta.insert(k.clone(), v.clone());
+        }
+    }
+    (line, meta)
 }
 
 #[cfg(test)]
@@ -831,7 +863,28 @@ mod tests {
     fn the_reference_wire_row() {
         let (rows, facts) = training_rows(&row(), &opts(Format::Openai), &Groups::default());
         let r = Value::Object(rows[0].clone());
-        assert_eq!(r["loss_mask"], json!([0, 0, 1, 0, 1]));
+        // OpenAI's per-message switch, on assistant messages only; no mask column.
+        let weights: Vec<&Value> = r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["weight"])
+            .collect();
+        assert_eq!(
+            weights,
+            [
+                &Value::Null,
+                &Value::Null,
+                &json!(1),
+                &Value::Null,
+                &json!(1)
+            ]
+        );
+        assert!(
+            r["messages"][3].get("name").is_none(),
+            "{}",
+            r["messages"][3]
+        );
         assert_eq!(r["messages"][2]["tool_calls"][0]["id"], "call_0000");
         assert_eq!(
             r["messages"][2]["tool_calls"][0]["function"]["arguments"],
@@ -844,7 +897,6 @@ mod tests {
             keys,
             [
                 "messages",
-                "loss_mask",
                 "tools",
                 "reward",
                 "reason",
@@ -859,10 +911,22 @@ mod tests {
                 facts.calls,
                 facts.invalid_calls,
                 facts.trained,
-                facts.masked
+                facts.masked,
+                facts.trl_trained
             ),
-            (1, 0, 2, 3)
+            (1, 0, 2, 0, 2)
         );
+        // The fine-tuning line holds messages and tools; the rest is metadata, in order.
+        let (line, meta) = split_openai(&rows[0]);
+        assert_eq!(line.keys().collect::<Vec<_>>(), ["messages", "tools"]);
+        assert_eq!(meta.keys().next().map(String::as_str), Some("reward"));
+        // A final mask weighs the earlier assistant turn 0; TRL would still train both.
+        let mut o = opts(Format::Openai);
+        o.mask_mode = MaskMode::Final;
+        let (rows, facts) = training_rows(&row(), &o, &Groups::default());
+        assert_eq!(rows[0]["messages"][2]["weight"], 0);
+        assert_eq!(rows[0]["messages"][4]["weight"], 1);
+        assert_eq!((facts.trained, facts.masked, facts.trl_trained), (1, 1, 2));
         let (rows, _) = training_rows(&row(), &opts(Format::Trl), &Groups::default());
         assert_eq!(
             rows[0]["messages"][2]["tool_calls"][0]["function"]["arguments"],
@@ -872,12 +936,52 @@ mod tests {
         assert!(rows[0].get("loss_mask").is_none());
         let mut o = opts(Format::Trl);
         o.mask_mode = MaskMode::Final;
-        let (rows, _) = training_rows(&row(), &o, &Groups::default());
+        let (rows, facts) = training_rows(&row(), &o, &Groups::default());
         assert_eq!(
             rows[0]["completion"],
             json!([{"role": "assistant", "content": "A1002 is open."}])
         );
         assert_eq!(rows[0]["prompt"].as_array().unwrap().len(), 4);
+        assert_eq!((facts.trained, facts.masked, facts.trl_trained), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_conversation_ends_on_what_the_policy_wrote() {
+        // A tool result the agent never answered: cut, and counted; the completion of a final
+        // mask is the last assistant turn alone, never a tool turn after it.
+        let r = json!({"prompt": "Refund A1", "messages": [
+            {"role": "user", "content": "Refund A1"},
+            {"role": "assistant", "content": "Looking.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"id\":\"A1\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "{\"status\":\"ok\"}"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "refund", "arguments": "{\"id\":\"A1\"}"}}]},
+            {"role": "tool", "tool_call_id": "c2", "content": "{\"status\":\"error\"}"}]})
+        .as_object()
+        .unwrap()
+        .clone();
+        for format in [Format::Openai, Format::Trl] {
+            let mut o = opts(format);
+            o.mask_mode = MaskMode::Final;
+            let (rows, facts) = training_rows(&r, &o, &Groups::default());
+            assert_eq!(facts.trailing_cut, 1, "{format:?}");
+            let turns = rows[0]
+                .get("completion")
+                .or_else(|| rows[0].get("messages"))
+                .and_then(Value::as_array)
+                .unwrap();
+            assert_eq!(turns.last().unwrap()["role"], "assistant", "{format:?}");
+            assert_eq!(
+                turns.last().unwrap()["tool_calls"][0]["id"],
+                "c2",
+                "{format:?}"
+            );
+        }
+        // No assistant turn: nothing to train, nothing written.
+        let bare = json!({"prompt": "hi", "messages": [{"role": "user", "content": "hi"}]})
+            .as_object()
+            .unwrap()
+            .clone();
+        let (rows, facts) = training_rows(&bare, &opts(Format::Openai), &Groups::default());
+        assert!(rows.is_empty() && facts.no_completion);
     }
 
     #[test]
@@ -978,25 +1082,34 @@ mod tests {
                 let mut cache = WireCache::default();
                 for (i, row) in encoded.iter().enumerate() {
                     let mut fast = Vec::new();
+                    let mut fast_meta = Vec::new();
                     let Some((facts, side)) = wire
-                        .write_row(i, o, &groups, &mut cache, &mut fast)
+                        .write_row(i, o, &groups, &mut cache, &mut fast, &mut fast_meta)
                         .expect("written")
                     else {
-                        assert!(fast.is_empty());
+                        assert!(fast.is_empty() && fast_meta.is_empty());
                         continue;
                     };
                     fast_rows += 1;
                     let (general, general_facts) = training_rows(row, o, &groups);
                     assert_eq!(general.len(), 1);
-                    let mut bytes = serde_json::to_vec(&general[0]).expect("JSON");
+                    let (line, meta) = split_openai(&general[0]);
+                    let mut bytes = serde_json::to_vec(&line).expect("JSON");
                     bytes.push(b'\n');
+                    let mut meta_bytes = serde_json::to_vec(&meta).expect("JSON");
+                    meta_bytes.push(b'\n');
                     assert_eq!(
                         String::from_utf8_lossy(&fast),
                         String::from_utf8_lossy(&bytes),
                         "{name} row {i}"
                     );
+                    assert_eq!(
+                        String::from_utf8_lossy(&fast_meta),
+                        String::from_utf8_lossy(&meta_bytes),
+                        "{name} row {i}: metadata"
+                    );
                     assert_eq!(facts, general_facts, "{name} row {i}");
-                    assert_eq!(side.with_tools, general[0].contains_key("tools"));
+                    assert_eq!(side.with_tools, line.contains_key("tools"));
                     assert_eq!(
                         side.group.as_deref(),
                         general[0].get("group_id").and_then(Value::as_str)
