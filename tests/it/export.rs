@@ -255,7 +255,12 @@ fn parquet_is_a_datasets_folder() {
     assert!(out.join("data/train-00000-of-00001.parquet").exists());
     let card = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(
-        card.contains("path: data/train-*") && card.contains("`messages` (list)"),
+        card.contains("path: data/train-*")
+            && card.contains("`messages` (list of json)")
+            && card.contains("`tools` (list of json)")
+            && card.contains("`lineage` (json)")
+            && card.contains("`datasets` 4.8.0 or later")
+            && card.contains("assistant_only_loss=True"),
         "{card}"
     );
     let rows = crate::support::sql_jsonl(
@@ -438,7 +443,12 @@ fn every_format_loads_with_the_datasets_library() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    // The worked example's passes, then rows whose arguments vary in keys and types (an empty
+    // object, nested lists with nulls, a number where other rows have text, two calls a turn).
     let input = passes(dir.path());
+    let mut text = std::fs::read_to_string(&input).unwrap();
+    text.push_str(&std::fs::read_to_string(fixture("export_edge_rows.jsonl")).unwrap());
+    std::fs::write(&input, text).unwrap();
     let tools = fixture("example_tools.json");
     let export = |format: &str, extra: &[&str], out: &str| {
         let path = dir.path().join(out);
@@ -481,11 +491,15 @@ fn every_format_loads_with_the_datasets_library() {
         .env("HF_HOME", dir.path().join("hf"))
         .output()
         .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
+        "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("loads every export format value for value"),
+        "{stdout}"
     );
 }
 
