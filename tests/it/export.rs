@@ -751,3 +751,52 @@ fn every_format_trains_in_trl_what_its_report_claims() {
         "{stdout}"
     );
 }
+
+#[test]
+fn rows_a_trainer_cannot_train_are_cut_or_dropped_with_a_count_and_the_first_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    crate::support::write_rows(
+        &rows,
+        &[
+            // Ends on a tool result the agent never answered.
+            serde_json::json!({"rollout_id": "r-tool-end", "task_id": "a", "prompt": "Refund A1", "reward": 1,
+                "messages": [{"role": "user", "content": "Refund A1"},
+                    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "refund", "arguments": "{\"id\":\"A1\"}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "{\"status\":\"ok\"}"}]}),
+            // No assistant turn at all.
+            serde_json::json!({"rollout_id": "r-silent", "task_id": "b", "prompt": "Hello?", "reward": 1,
+                "messages": [{"role": "user", "content": "Hello?"}]}),
+            serde_json::json!({"rollout_id": "r-fine", "task_id": "c", "prompt": "Hi", "reward": 1,
+                "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}], "final_text": "Hello."}),
+        ],
+    );
+    for (format, out) in [("openai", "o.jsonl"), ("trl", "t.jsonl"), ("parquet", "ds")] {
+        let out = dir.path().join(out);
+        let r = crate::support::json_of(
+            wai()
+                .args(["--json", "export"])
+                .arg(&rows)
+                .args(["--format", format, "--mask-mode", "final", "--out"])
+                .arg(&out),
+        );
+        assert_eq!(r["n"], 2, "{format}: {r}");
+        assert_eq!(r["no_completion_dropped"], 1, "{format}");
+        assert_eq!(
+            r["trailing_turns_cut"],
+            serde_json::json!({"rows": 1, "turns": 1})
+        );
+        let warnings = r["warnings"].to_string();
+        assert!(
+            warnings.contains("first: row `r-silent`")
+                && warnings.contains("first: row `r-tool-end`"),
+            "{format}: {warnings}"
+        );
+    }
+    // The trl completion of the row that ended on a tool is the call, not the tool's answer.
+    let trl = read_jsonl(&dir.path().join("t.jsonl"));
+    assert_eq!(trl[0]["completion"].as_array().unwrap().len(), 1);
+    assert_eq!(trl[0]["completion"][0]["tool_calls"][0]["id"], "c1");
+    // The openai metadata file has a line for each line of the fine-tuning file.
+    assert_eq!(read_jsonl(&dir.path().join("o.meta.jsonl")).len(), 2);
+}
