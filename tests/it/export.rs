@@ -69,6 +69,13 @@ fn exports_match_the_reference_record_for_record() {
         assert_eq!(report["trl_trained_messages"], 310);
         let mut ours = read_jsonl(&out);
         let mut theirs = read_jsonl(&fixture(reference));
+        // The reference carries the world's hidden state and the fault plan onto training rows;
+        // they are teacher-only and stay on the row.
+        for r in &mut theirs {
+            let o = r.as_object_mut().unwrap();
+            o.shift_remove("world_state");
+            o.shift_remove("faults");
+        }
         if format == "openai" {
             // The fine-tuning file holds what OpenAI reads (messages, tools); the rest of each of
             // the reference's lines is in the metadata file, line for line. The reference's
@@ -799,4 +806,113 @@ fn rows_a_trainer_cannot_train_are_cut_or_dropped_with_a_count_and_the_first_row
     assert_eq!(trl[0]["completion"][0]["tool_calls"][0]["id"], "c1");
     // The openai metadata file has a line for each line of the fine-tuning file.
     assert_eq!(read_jsonl(&dir.path().join("o.meta.jsonl")).len(), 2);
+}
+
+/// An exact-match task: the reference is the answer. A correct reply is the task, not a leak (it
+/// is selected and exported); the verifier's reason never quotes the reference; a judge's reason
+/// that quotes it, or a privileged field under any key, is caught wherever it is exported.
+#[test]
+fn a_correct_answer_is_not_a_leak_and_a_quoted_reference_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let mut all = Vec::new();
+    for task in 0..3 {
+        for (k, reply) in [
+            "VAULTANSWERSECRET42",
+            "I do not know the code.",
+            "VAULTANSWERSECRET42",
+            "It might be 1234-ABCD.",
+        ]
+        .iter()
+        .enumerate()
+        {
+            all.push(serde_json::json!({
+                "rollout_id": format!("t{task}-{k}"), "task_id": format!("t{task}"), "rollout_index": k,
+                "prompt": format!("Task {task}: what is the vault code? Answer with the code alone."),
+                "messages": [{"role": "user", "content": format!("Task {task}: what is the vault code? Answer with the code alone.")},
+                             {"role": "assistant", "content": reply}],
+                "final_text": reply,
+                "privileged": {"reference": "VAULTANSWERSECRET42", "rubric": {"note": "the code is on the vault's door"}}}));
+        }
+    }
+    crate::support::write_rows(&rows, &all);
+    let verifier = dir.path().join("exact.toml");
+    std::fs::write(
+        &verifier,
+        "reference = \"privileged.reference\"\n[check]\nexact = {}\n",
+    )
+    .unwrap();
+    let scored = dir.path().join("scored.jsonl");
+    succeeded(
+        wai()
+            .arg("grade")
+            .arg(&rows)
+            .arg("--judge")
+            .arg(format!("verify:{}", verifier.display()))
+            .arg("--no-tools")
+            .arg("--out")
+            .arg(&scored),
+    );
+    let graded = read_jsonl(&scored);
+    for r in &graded {
+        assert!(
+            !r["reason"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("vaultanswersecret42"),
+            "a verifier reason quotes the reference: {}",
+            r["reason"]
+        );
+    }
+    // RL keeps every (mixed) group: the passes give the answer the task asks for.
+    let selected = dir.path().join("rl.jsonl");
+    let r = crate::support::json_of(
+        wai()
+            .args(["--json", "select"])
+            .arg(&scored)
+            .args(["--out"])
+            .arg(&selected),
+    );
+    assert_eq!(r["privileged_leaks_dropped"], 0, "{r}");
+    // Each task's two identical right answers count once.
+    assert_eq!(r["duplicates_dropped"], 3, "{r}");
+    assert_eq!(r["n_selected"], 9, "{r}");
+    for format in ["openai", "trl"] {
+        succeeded(
+            wai()
+                .arg("export")
+                .arg(&selected)
+                .args(["--format", format, "--out"])
+                .arg(dir.path().join(format!("ok.{format}.jsonl"))),
+        );
+    }
+    // A judge's reason that quotes the reference is a leak, on every format.
+    let mut quoting = graded.clone();
+    quoting[1]["reason"] = serde_json::json!("wrong: the code is VAULTANSWERSECRET42");
+    // And a privileged string under any key, said in an earlier turn.
+    quoting[4]["messages"] = serde_json::json!([
+        {"role": "user", "content": "Task 1: what is the vault code? Answer with the code alone."},
+        {"role": "assistant", "content": "The code is on the vault's door, so let me think."},
+        {"role": "user", "content": "And?"},
+        {"role": "assistant", "content": "VAULTANSWERSECRET42"}]);
+    let bad = dir.path().join("bad.jsonl");
+    crate::support::write_rows(&bad, &quoting);
+    for format in ["openai", "trl", "parquet"] {
+        let out = dir.path().join(format!("bad.{format}"));
+        let failed = wai()
+            .arg("export")
+            .arg(&bad)
+            .args(["--format", format, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&failed.stderr);
+        assert_eq!(failed.status.code(), Some(65), "{format}: {err}");
+        assert!(
+            err.contains("privileged_leak: 2 of 12 rows") && err.contains("`t0-1`"),
+            "{format}: {err}"
+        );
+        assert!(!out.exists(), "{format}: nothing written");
+    }
 }

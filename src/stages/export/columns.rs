@@ -168,7 +168,6 @@ enum Carried<'a> {
 pub struct Wire<'a> {
     task_id: Text<'a>,
     prompt: Text<'a>,
-    final_text: Text<'a>,
     finish_reason: Text<'a>,
     reward: &'a Float64Array,
     privileged: Text<'a>,
@@ -202,7 +201,6 @@ impl<'a> Wire<'a> {
         Ok(Self {
             task_id: s(col::TASK_ID)?,
             prompt: s(col::PROMPT)?,
-            final_text: s(col::FINAL_TEXT)?,
             finish_reason: s(col::FINISH_REASON)?,
             reward: t.number::<Float64Type>(col::REWARD)?,
             privileged: s(col::PRIVILEGED)?,
@@ -268,7 +266,6 @@ impl<'a> Wire<'a> {
         let side_field = |k: &str| extra.get(k);
         let mut facts = RowFacts::default();
         let mut side = Side::default();
-        let final_text = self.final_text.value(i);
         // Messages, converted.
         struct Turn<'t> {
             role: &'static str,
@@ -287,14 +284,12 @@ impl<'a> Wire<'a> {
                 calls: Vec::new(),
             });
         }
-        let mut assistant_texts: Vec<&str> = Vec::new();
         let mut pending: VecDeque<Cow<'_, str>> = VecDeque::new();
         let mut call_index = 0usize;
         for j in source {
             let content = self.content.value(j);
             match self.role.value(j) {
                 "assistant" => {
-                    assistant_texts.push(content);
                     let content = if opts.strip_think {
                         Cow::Owned(THINK.replace_all(content, "").trim().to_owned())
                     } else {
@@ -364,16 +359,6 @@ impl<'a> Wire<'a> {
                     calls: Vec::new(),
                 }),
                 _ => {}
-            }
-        }
-        // The leak check, as the general path reads it.
-        if let Some(p) = self.privileged.get(i) {
-            if let Some(n) = cache.needles.needles(p)? {
-                facts.privileged = true;
-                let texts: Vec<&str> = std::iter::once(final_text)
-                    .chain(assistant_texts.iter().copied())
-                    .collect();
-                facts.leak = n.quoted(&texts).cloned();
             }
         }
         facts.truncated = self.finish_reason.get(i) == Some("length");
@@ -506,6 +491,44 @@ impl<'a> Wire<'a> {
             }
         }
         put(out, b",\"schema_version\":\"1\"");
+        // The leak gate reads what is exported, as the general path does
+        // ([`super::exported_texts`]): the turns but tool results, the calls' arguments, then
+        // the carried fields' strings.
+        if let Some(p) = self.privileged.get(i)
+            && let Some(n) = cache.needles.needles(p)?
+        {
+            facts.privileged = true;
+            let mut texts: Vec<&str> = Vec::new();
+            for t in turns.iter().filter(|t| t.role != "tool") {
+                texts.push(&t.content);
+                texts.extend(t.calls.iter().map(|(_, _, args)| args.as_str()));
+            }
+            let lineage_value = lineage.map(|l| &l.value);
+            let sampling_value = cache.sampling.text.is_some().then(|| &cache.sampling.value);
+            for (k, source) in &self.carry {
+                if *k == col::PROMPT {
+                    continue;
+                }
+                if let Some(v) = side_field(k) {
+                    strings(v, &mut texts);
+                    continue;
+                }
+                match source {
+                    Carried::Text(a) => texts.extend(a.get(i)),
+                    Carried::Lineage => strings_of(lineage_value, &mut texts),
+                    Carried::Sampling => {
+                        if self.sampling.get(i).is_some() {
+                            strings_of(sampling_value, &mut texts);
+                        }
+                    }
+                    Carried::Reward | Carried::Extra => {}
+                }
+            }
+            let answer = turns[last_assistant].content.as_ref();
+            facts.leak = n
+                .quoted(self.prompt.get(i).unwrap_or(""), answer, &texts)
+                .cloned();
+        }
         // Group fields.
         let key = column_task_key(
             side_field("scenario_id"),
@@ -528,6 +551,22 @@ impl<'a> Wire<'a> {
                 (usize_of(so[i])..usize_of(so[i + 1])).any(|j| self.step_tool.is_valid(j))
             });
         Ok(Some((facts, side)))
+    }
+}
+
+/// Appends every string in `v`, in order.
+fn strings<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
+}
+
+fn strings_of<'v>(v: Option<&'v Value>, out: &mut Vec<&'v str>) {
+    if let Some(v) = v {
+        strings(v, out);
     }
 }
 

@@ -58,14 +58,14 @@ pub struct Options {
 }
 
 /// Keys carried from a row onto its training row, in this order.
-pub const CARRY: [&str; 35] = [
+/// `world_state` and `faults` (the world's hidden state and the fault plan) are teacher-only and
+/// stay on the row.
+pub const CARRY: [&str; 33] = [
     "reward",
     "qwen_reward",
     "reason",
     "prompt",
     "scenario_id",
-    "world_state",
-    "faults",
     "fault_detected",
     "label_source",
     "failure_class",
@@ -318,13 +318,20 @@ pub(crate) fn push_normalized(s: &str, out: &mut String) {
     }
 }
 
-/// The privileged text an assistant turn quotes, if any (needles of 12 characters or more from
-/// `reference`, `principle` and `hidden_state`).
+/// The needles of a row's privileged block, when it has one.
+fn row_needles(row: &Map<String, Value>) -> Option<Needles> {
+    row.get("privileged")
+        .filter(|p| !p.is_null() && p.as_str() != Some(""))
+        .map(Needles::of)
+}
+
+/// The privileged text a reply quotes, if any: the final reply and the assistant turns against
+/// every string of 12 characters or more in the row's privileged block ([`Needles::quoted`]
+/// says which quotes are not leaks). The first value says whether the row had a block.
 pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<String>) {
-    let Some(p) = row.get("privileged").filter(|p| p.is_object()) else {
+    let Some(needles) = row_needles(row) else {
         return (false, None);
     };
-    let needles = Needles::of(p);
     let assistant: Vec<String> = messages
         .iter()
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
@@ -337,7 +344,53 @@ pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<Strin
     let texts: Vec<&str> = std::iter::once(final_text)
         .chain(assistant.iter().map(String::as_str))
         .collect();
-    (true, needles.quoted(&texts).cloned())
+    let ask = row.get("prompt").and_then(Value::as_str).unwrap_or("");
+    (true, needles.quoted(ask, final_text, &texts).cloned())
+}
+
+/// Keys of a training row that hold no text of the row's: the tool schemas (given with
+/// `--tools`), the ask (never secret), and wai's own stamps.
+const NOT_CHECKED: [&str; 5] = [
+    "tools",
+    "prompt_text",
+    "schema_version",
+    "group_id",
+    "unroll",
+];
+
+/// Every text a training row exports, in order, for the leak gate: each turn's text but the
+/// tool results (what the world told the agent), each call's arguments, and every string of
+/// every other field but [`NOT_CHECKED`] ones.
+pub(crate) fn exported_texts<'a>(row: &'a Map<String, Value>, out: &mut Vec<&'a str>) {
+    fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    for (k, v) in row {
+        match (k.as_str(), v) {
+            ("messages" | "prompt" | "completion" | "chosen" | "rejected", Value::Array(turns)) => {
+                for m in turns.iter().filter(|m| m["role"] != "tool") {
+                    if let Some(c) = m.get("content") {
+                        strings(c, out);
+                    }
+                    for call in m
+                        .get("tool_calls")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        strings(&call["function"]["arguments"], out);
+                    }
+                }
+            }
+            (k, _) if NOT_CHECKED.contains(&k) || k == "prompt" => {}
+            (_, v) => strings(v, out),
+        }
+    }
 }
 
 /// The needles of a privileged block (its `reference`, `principle` and `hidden_state` strings,
@@ -345,30 +398,38 @@ pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<Strin
 #[derive(Debug, Default)]
 pub(crate) struct Needles {
     texts: Vec<String>,
+    /// Whether each needle is a reference answer (a string under `privileged.reference`).
+    reference: Vec<bool>,
     longest: Vec<memchr::memmem::Finder<'static>>,
 }
 
 impl Needles {
+    /// Every string anywhere in a privileged block (the block itself when it is a string), of 12
+    /// characters or more once normalized.
     pub(crate) fn of(privileged: &Value) -> Self {
-        fn walk(v: &Value, out: &mut Vec<String>) {
+        fn walk(v: &Value, reference: bool, out: &mut Vec<(String, bool)>) {
             match v {
                 Value::String(s) => {
                     let n = normalize(s);
                     if n.chars().count() >= 12 {
-                        out.push(n);
+                        out.push((n, reference));
                     }
                 }
-                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-                Value::Object(m) => m.values().for_each(|x| walk(x, out)),
+                Value::Array(a) => a.iter().for_each(|x| walk(x, reference, out)),
+                Value::Object(m) => m.values().for_each(|x| walk(x, reference, out)),
                 _ => {}
             }
         }
-        let mut texts = Vec::new();
-        for key in ["reference", "principle", "hidden_state"] {
-            if let Some(v) = privileged.get(key) {
-                walk(v, &mut texts);
+        let mut found = Vec::new();
+        match privileged {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    walk(v, k == "reference", &mut found);
+                }
             }
+            other => walk(other, false, &mut found),
         }
+        let (texts, reference): (Vec<String>, Vec<bool>) = found.into_iter().unzip();
         let longest = texts
             .iter()
             .map(|n| {
@@ -376,16 +437,25 @@ impl Needles {
                 memchr::memmem::Finder::new(w).into_owned()
             })
             .collect();
-        Self { texts, longest }
+        Self {
+            texts,
+            reference,
+            longest,
+        }
     }
 
-    /// The first needle found in `texts` (the final reply, then the assistant turns), all
-    /// normalized and joined by spaces.
+    /// The first needle `texts` quote (all normalized and joined by spaces), where quoting it
+    /// leaks it. Two quotes are not leaks:
+    /// - a needle the ask itself says (`ask`) is no secret;
+    /// - a reference answer in the final reply (`answer`) when the reply gives that answer: its
+    ///   last non-empty line, or all of it, equals the reference once case, ASCII punctuation
+    ///   and spacing are set aside (what the exact-match verifier passes). That is the task, not
+    ///   a leak; the same reference anywhere else (an earlier turn, a reason, a field) is one.
     ///
     /// When every text is ASCII, a needle can only be found if its longest word occurs in the
     /// texts with ASCII case folded, so rows no needle could match are cleared without
     /// normalizing.
-    pub(crate) fn quoted(&self, texts: &[&str]) -> Option<&String> {
+    pub(crate) fn quoted(&self, ask: &str, answer: &str, texts: &[&str]) -> Option<&String> {
         if self.texts.is_empty() {
             return None;
         }
@@ -413,8 +483,54 @@ impl Needles {
         for t in texts {
             push_normalized(t, &mut hay);
         }
-        self.texts.iter().find(|n| hay.contains(n.as_str()))
+        let mut public = String::new();
+        push_normalized(ask, &mut public);
+        // The texts without the answer, made only when a reference is the answer.
+        let mut without_answer: Option<String> = None;
+        self.texts
+            .iter()
+            .zip(&self.reference)
+            .find(|(n, is_reference)| {
+                let n = n.as_str();
+                if !hay.contains(n) || public.contains(n) {
+                    return false;
+                }
+                if **is_reference && gives_the_answer(answer, n) {
+                    let rest = without_answer.get_or_insert_with(|| {
+                        let mut rest = String::new();
+                        for t in texts.iter().filter(|t| **t != answer) {
+                            push_normalized(t, &mut rest);
+                        }
+                        rest
+                    });
+                    return rest.contains(n);
+                }
+                true
+            })
+            .map(|(n, _)| n)
     }
+}
+
+/// Whether `reply` gives `reference` as its answer: its last non-empty line, or all of it,
+/// equals the reference with case, ASCII punctuation and spacing set aside.
+fn gives_the_answer(reply: &str, reference: &str) -> bool {
+    let plain = |s: &str| -> String {
+        s.to_lowercase()
+            .chars()
+            .filter(|c| !c.is_ascii_punctuation())
+            .collect::<String>()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let want = plain(reference);
+    !want.is_empty()
+        && (reply
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| plain(l) == want)
+            || plain(reply) == want)
 }
 
 /// The needles of the last privileged text seen (rows of a task share it), for readers that
@@ -427,11 +543,11 @@ pub struct NeedleCache {
 }
 
 impl NeedleCache {
-    /// The needles of `privileged` (JSON text), `None` when it is not an object.
+    /// The needles of `privileged` (JSON text), `None` when it is null or empty.
     pub(crate) fn needles(&mut self, privileged: &str) -> crate::error::Result<Option<&Needles>> {
         if self.privileged != privileged || self.privileged.is_empty() {
             let v = crate::pipeline::row::json_text(privileged, "privileged")?;
-            self.needles = v.is_object().then(|| Needles::of(&v));
+            self.needles = (!v.is_null() && v.as_str() != Some("")).then(|| Needles::of(&v));
             privileged.clone_into(&mut self.privileged);
         }
         Ok(self.needles.as_ref())
@@ -582,9 +698,8 @@ pub fn training_rows(
 ) -> (Vec<Map<String, Value>>, RowFacts) {
     let mut facts = RowFacts::default();
     let source = &*messages_of(row);
-    let (has_privileged, leaked) = leak(row, &source);
-    facts.privileged = has_privileged;
-    facts.leak = leaked;
+    let needles = row_needles(row);
+    facts.privileged = needles.is_some();
     facts.truncated = row.get("finish_reason").and_then(Value::as_str) == Some("length");
     // Convert.
     let mut messages: Vec<Value> = Vec::with_capacity(source.len() + 1);
@@ -695,6 +810,7 @@ pub fn training_rows(
         facts.no_completion = true;
         return (Vec::new(), facts);
     };
+    let answer = content_text(messages[last].get("content"));
     facts.trailing_cut = (messages.len() - last - 1) as u64;
     messages.truncate(last + 1);
     let assistant: Vec<usize> = (0..messages.len())
@@ -812,6 +928,15 @@ pub fn training_rows(
                 rows.push(r);
             }
         }
+    }
+    // The leak gate reads what is exported.
+    if let Some(needles) = &needles {
+        let mut texts = Vec::new();
+        for r in &rows {
+            exported_texts(r, &mut texts);
+        }
+        let ask = row.get("prompt").and_then(Value::as_str).unwrap_or("");
+        facts.leak = needles.quoted(ask, &answer, &texts).cloned();
     }
     (rows, facts)
 }
@@ -1001,10 +1126,121 @@ mod tests {
         let needles = Needles::of(&json!({"reference": "the entity  does not exist"}));
         let texts = ["Sorry: THE ENTITY", "does\nnot exist."];
         assert_eq!(
-            needles.quoted(&texts).map(String::as_str),
+            needles.quoted("", "", &texts).map(String::as_str),
             Some("the entity does not exist")
         );
-        assert_eq!(needles.quoted(&["the entity does not exis"]), None);
+        assert_eq!(needles.quoted("", "", &["the entity does not exis"]), None);
+    }
+
+    #[test]
+    fn every_privileged_string_is_a_needle_and_an_answer_is_not_a_leak() {
+        // Any key, any depth, and a plain-string block.
+        let block = json!({"rubric": ["the reply names the carrier"], "answer_key": {"deep": "VAULTANSWERSECRET42"}});
+        let n = Needles::of(&block);
+        assert_eq!(
+            n.quoted("", "", &["It went with the reply names the carrier."]),
+            Some(&"the reply names the carrier".to_owned())
+        );
+        assert!(n.quoted("", "", &["code vaultanswersecret42"]).is_some());
+        let plain = Needles::of(&json!("the launch code is 0000-1111"));
+        assert!(
+            plain
+                .quoted("", "", &["The launch code is 0000-1111."])
+                .is_some()
+        );
+        // What the ask says is no secret.
+        assert_eq!(
+            n.quoted(
+                "Does the reply names the carrier?",
+                "",
+                &["yes: the reply names the carrier"]
+            ),
+            None
+        );
+        // A reference answer given as the answer is the task; the same reference in an earlier
+        // turn, a reason, or inside a longer final sentence is a leak.
+        let r = Needles::of(&json!({"reference": "VAULTANSWERSECRET42"}));
+        assert_eq!(
+            r.quoted(
+                "What is the vault code?",
+                "VAULTANSWERSECRET42",
+                &["VAULTANSWERSECRET42"]
+            ),
+            None
+        );
+        assert_eq!(
+            r.quoted(
+                "q",
+                "Checking.\nvaultanswersecret42.",
+                &["Checking.\nvaultanswersecret42."]
+            ),
+            None
+        );
+        assert!(
+            r.quoted(
+                "q",
+                "VAULTANSWERSECRET42",
+                &[
+                    "The key says VAULTANSWERSECRET42, let me check",
+                    "VAULTANSWERSECRET42"
+                ]
+            )
+            .is_some()
+        );
+        assert!(
+            r.quoted(
+                "q",
+                "VAULTANSWERSECRET42",
+                &["VAULTANSWERSECRET42", "want \"VAULTANSWERSECRET42\""]
+            )
+            .is_some()
+        );
+        assert!(
+            r.quoted(
+                "q",
+                "The answer, per the key, is VAULTANSWERSECRET42 sir",
+                &["The answer, per the key, is VAULTANSWERSECRET42 sir"]
+            )
+            .is_some()
+        );
+        // Not the reference: a hidden state is a leak even as the whole reply.
+        let h = Needles::of(&json!({"hidden_state": "entity already acted on"}));
+        assert!(
+            h.quoted("q", "entity already acted on", &["entity already acted on"])
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn the_export_gate_reads_every_exported_field() {
+        // A reason that quotes the reference leaks it, whatever the turns say; a tool result
+        // (what the world told the agent) is not read.
+        let mut r = row();
+        r.insert(
+            "privileged".into(),
+            json!({"reference": "VAULTANSWERSECRET42", "rubric": "must cite the tracking page"}),
+        );
+        r.insert(
+            "reason".into(),
+            json!("no match; want \"VAULTANSWERSECRET42\""),
+        );
+        for format in [Format::Openai, Format::Trl] {
+            let (_, facts) = training_rows(&r, &opts(format), &Groups::default());
+            assert_eq!(
+                facts.leak.as_deref(),
+                Some("vaultanswersecret42"),
+                "{format:?}"
+            );
+        }
+        r.insert("reason".into(), json!("ok"));
+        r["steps"][0]["result"] = json!({"note": "must cite the tracking page"});
+        let (_, facts) = training_rows(&r, &opts(Format::Openai), &Groups::default());
+        assert_eq!(facts.leak, None);
+        assert!(facts.privileged);
+        // The correct answer, given as the final reply, passes.
+        r.insert("final_text".into(), json!("VAULTANSWERSECRET42"));
+        let (_, facts) = training_rows(&r, &opts(Format::Trl), &Groups::default());
+        assert_eq!(facts.leak, None);
     }
 
     #[test]

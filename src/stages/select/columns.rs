@@ -174,7 +174,10 @@ impl<'a> Columns<'a> {
                         let texts: Vec<&str> = std::iter::once(final_text)
                             .chain(assistant.iter().copied())
                             .collect();
-                        (true, n.quoted(&texts).cloned())
+                        (
+                            true,
+                            n.quoted(prompt.unwrap_or(""), final_text, &texts).cloned(),
+                        )
                     }
                 }
             }
