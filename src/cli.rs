@@ -465,16 +465,21 @@ pub struct ExportArgs {
     /// Write even when a gate fails; the report says what failed.
     #[arg(long)]
     pub no_validate: bool,
+    /// Replace an existing output folder (`--format parquet`) that is not empty; its contents
+    /// are deleted.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `wai export --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
-    /// OpenAI chat-completions JSONL with a loss mask.
+    /// OpenAI chat fine-tuning JSONL (`weight` on assistant messages), with the rows'
+    /// metadata line for line in `NAME.meta.jsonl`.
     Openai,
     /// TRL rows (arguments as objects; prompt/completion with --mask-mode final or --unroll).
     Trl,
-    /// A Hugging Face datasets folder of Parquet shards with a dataset card (OpenAI rows).
+    /// A Hugging Face datasets folder of Parquet shards with a dataset card (the TRL rows).
     Parquet,
     /// prompt/chosen/rejected rows from `wai select --mode preference` pairs.
     Dpo,

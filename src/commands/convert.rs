@@ -18,10 +18,22 @@ use crate::schema::row_schema;
 /// The format `path` should be written in.
 pub fn output_format(path: &Path, to: Option<RowFormat>) -> Result<Format> {
     if let Some(to) = to {
-        return Ok(match to {
+        let asked = match to {
             RowFormat::Jsonl => Format::Jsonl,
             RowFormat::Parquet => Format::Parquet,
-        });
+        };
+        // The name says a format too: the two must agree.
+        if let Some(named) = Format::from_name(&path.to_string_lossy())
+            && named != asked
+        {
+            return Err(Error::Usage(format!(
+                "`{}` is named as {} but --to asks for {}: name the output for the format it is in",
+                path.display(),
+                named.name(),
+                asked.name()
+            )));
+        }
+        return Ok(asked);
     }
     if source::is_url(&path.to_string_lossy()) {
         return Err(Error::Usage(format!(
@@ -59,6 +71,12 @@ pub fn stream_rows(
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, what);
     let mut out = sink(&output.out, format)?;
+    // The rejects file is opened before any work, so a place it cannot be written fails first.
+    let rejects_file = output
+        .rejects
+        .as_deref()
+        .map(io::AtomicFile::create)
+        .transpose()?;
     let mut rejects = Vec::new();
     let on_bad = if output.rejects.is_some() {
         OnBadRow::Reject(&mut rejects)
@@ -80,11 +98,8 @@ pub fn stream_rows(
     }
     let counts = reader.counts;
     drop(reader);
-    out.finish()?;
+    io::finish_with_rejects(out, rejects_file.map(|f| (f, rejects.as_slice())))?;
     bar.finish_and_clear();
-    if let Some(path) = &output.rejects {
-        io::write_rejects(path, &rejects)?;
-    }
     Ok(counts)
 }
 
@@ -93,6 +108,7 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format = output_format(&args.output.out, args.output.to)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
     tracing::info!(inputs = inputs.len(), output = %args.output.out.display(), "converting");
     let counts = stream_rows(
         ctx,

@@ -13,6 +13,7 @@ use super::{Context, Outcome};
 use crate::cli::{ExportArgs, ExportFormat, ExportMask};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::io::{self, AtomicFile, OnBadRow};
+use crate::pipeline::output;
 use crate::pipeline::read::Reader;
 use crate::pipeline::row::{BatchView, Text, encode};
 use crate::pipeline::{session, source};
@@ -28,6 +29,12 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         return Err(Error::Usage(
             "--unroll and --mask-mode final do not combine: --unroll already trains each assistant turn in a row of its own (the earlier turns as its prompt), and --mask-mode final trains only the last turn of each whole conversation; pick one".into(),
         ));
+    }
+    // Where the output goes is checked before anything is read.
+    if args.format == ExportFormat::Parquet {
+        output::folder(&args.out, args.force)?;
+    } else {
+        output::jsonl_name(&args.out, "this export")?;
     }
     let system_prompt = match &args.system_prompt {
         Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?),
@@ -60,14 +67,20 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
             Format::Trl
         },
     };
+    let resolved = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    output::not_an_input(&args.out, &resolved)?;
+    if args.format == ExportFormat::Openai {
+        output::not_an_input(&meta_path(&args.out), &resolved)?;
+    }
     if args.format == ExportFormat::Dpo {
         return dpo(args, &opts, started);
     }
     // JSONL inputs are converted to Parquet first: the rows are read from Parquet, their text
     // as views into the decoded pages.
-    let resolved = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     let scratch = super::scratch()?;
     let inputs = super::as_parquet(ctx, resolved, scratch.path())?;
+    // The groups are read first, the rows second: both from the same files.
+    let pins = source::pin(&inputs)?;
     let context = session::new_context(None)?;
     ctx.runtime
         .block_on(session::register_parquet(&context, "rows", &inputs))?;
@@ -106,6 +119,8 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
+            // Staging folders of killed runs, older than a day, go first.
+            io::remove_stale(&parent, &format!(".{name}."));
             let building = tempfile::Builder::new()
                 .prefix(&format!(".{name}."))
                 .tempdir_in(&parent)
@@ -308,6 +323,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         }
         Ok(())
     };
+    source::unchanged(&inputs, &pins, "export")?;
     let converted = inputs.iter().try_for_each(|input| {
         if views {
             reader.read_views(input, &mut convert)
@@ -322,6 +338,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     // The writer's error first: a full disk is the cause, the stopped reading its effect.
     wrote?;
     converted?;
+    source::unchanged(&inputs, &pins, "export")?;
     // The gates.
     let validate = !args.no_validate;
     let encoding = if opts.format == Format::Trl {

@@ -123,6 +123,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let format = super::convert::output_format(&args.output.out, args.output.to)?;
     let (workers, timeout) = pool(&args.pool)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
 
     // The judges; a query judge runs first, over every row.
     let mut judges: Vec<Box<dyn Judge>> = Vec::new();

@@ -46,6 +46,7 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let started = Instant::now();
     let out_format = super::convert::output_format(&args.output.out, args.output.to)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
     if let Some(p) = inputs.iter().find(|i| i.format == source::Format::Parquet) {
         return Err(Error::Usage(format!(
             "`{}` is Parquet, already rows: read it with `wai convert`",
@@ -67,6 +68,12 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, "ingesting");
     let mut sink = super::convert::sink(&args.output.out, out_format)?;
+    let rejects_file = args
+        .output
+        .rejects
+        .as_deref()
+        .map(io::AtomicFile::create)
+        .transpose()?;
     let mut rejects = Vec::new();
     let mut on_bad = if args.output.rejects.is_some() {
         OnBadRow::Reject(&mut rejects)
@@ -102,11 +109,9 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         extra_fields = accept.extra_fields.take().unwrap_or_default();
         accept.finish()?;
     }
-    sink.finish()?;
+    drop(on_bad);
+    io::finish_with_rejects(sink, rejects_file.map(|f| (f, rejects.as_slice())))?;
     bar.finish_and_clear();
-    if let Some(path) = &args.output.rejects {
-        io::write_rejects(path, &rejects)?;
-    }
     let mut text = String::new();
     for f in &formats {
         text.push_str(&format!(

@@ -30,6 +30,7 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     let inputs = ctx
         .runtime
         .block_on(source::resolve(std::slice::from_ref(&args.rows)))?;
+    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
 
     // First pass: which rows the labels' keys name. Rows are read as the second pass reads them,
     // so derived rollout ids agree.

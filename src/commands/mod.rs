@@ -198,10 +198,7 @@ pub fn load_table(
 
 /// A session with `inputs` registered as table `rows`, and the scratch folder its converted
 /// JSONL inputs live in (keep it alive as long as the session).
-pub fn rows_session(
-    ctx: &Context,
-    inputs: &[String],
-) -> Result<(SessionContext, tempfile::TempDir)> {
+pub fn rows_session(ctx: &Context, inputs: &[String]) -> Result<(SessionContext, Scratch)> {
     let context = session::new_context(None)?;
     let scratch = scratch()?;
     load_table(ctx, &context, "rows", inputs, scratch.path())?;
@@ -220,10 +217,46 @@ pub fn all_rows(
     ))
 }
 
-/// A scratch folder, removed when dropped.
-pub fn scratch() -> Result<tempfile::TempDir> {
-    tempfile::Builder::new()
+/// A scratch folder under the system's temporary folder, removed when dropped. While a run
+/// holds it, it holds a lock on `.lock` inside it, so a later run can tell a killed run's
+/// scratch folder (left behind, its lock free) from a live one and remove it.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+    _lock: std::fs::File,
+}
+
+impl Scratch {
+    /// The folder.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// Makes a [`Scratch`] folder, first removing those killed runs left (`wai-*` folders whose
+/// lock nobody holds).
+pub fn scratch() -> Result<Scratch> {
+    let tmp = std::env::temp_dir();
+    if let Ok(entries) = std::fs::read_dir(&tmp) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let ours = entry.file_name().to_string_lossy().starts_with("wai-") && path.is_dir();
+            let Ok(lock) = std::fs::File::open(path.join(".lock")) else {
+                continue;
+            };
+            if ours && lock.try_lock().is_ok() {
+                drop(lock);
+                if std::fs::remove_dir_all(&path).is_ok() {
+                    tracing::info!(path = %path.display(), "removed the scratch folder of a killed run");
+                }
+            }
+        }
+    }
+    let dir = tempfile::Builder::new()
         .prefix("wai-")
         .tempdir()
-        .map_err(|e| Error::io(std::env::temp_dir(), e))
+        .map_err(|e| Error::io(&tmp, e))?;
+    let lock_path = dir.path().join(".lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
+    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    Ok(Scratch { dir, _lock: lock })
 }

@@ -140,18 +140,29 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         has_tools: !args.no_tools,
         min_reward: args.min_reward,
     };
+    // Where the output goes is checked before anything is read: pairs are JSON Lines, rows
+    // take their format from the name.
+    let format = if args.mode == SelectMode::Preference {
+        crate::pipeline::output::jsonl_name(&args.out, "`--mode preference` writes pairs, which")?;
+        None
+    } else {
+        Some(super::convert::output_format(&args.out, None)?)
+    };
     // Pass 1: every row's summary, in the inputs' order; the rows themselves are not kept.
     // JSONL inputs are converted to Parquet first, so the passes can pick columns and rows.
     let resolved = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    crate::pipeline::output::not_an_input(&args.out, &resolved)?;
     let scratch = super::scratch()?;
     let inputs = super::as_parquet(ctx, resolved, scratch.path())?;
+    // Both readings must read the same files.
+    let pins = source::pin(&inputs)?;
     let mut reader = Reader::new(
         ctx.runtime.handle().clone(),
         OnBadRow::Fail,
         Box::new(|_| {}),
     );
     if args.mode == SelectMode::Preference {
-        return preference(args, &mut reader, &inputs, started);
+        return preference(args, &mut reader, &inputs, &pins, started);
     }
     let (infos, file_rows) = select::read_summaries(&mut reader, &inputs)?;
     tracing::debug!(rows = infos.len(), elapsed = ?started.elapsed(), "select: summaries read");
@@ -167,14 +178,17 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     // A million summaries take a while to free: off the critical path.
     let freed = std::thread::spawn(move || drop(infos));
     tracing::debug!(chosen = chosen.len(), elapsed = ?started.elapsed(), "select: rows chosen");
+    source::unchanged(&inputs, &pins, "select")?;
     let (taken, at) = reader.read_positions(&inputs, &file_rows, &chosen)?;
+    source::unchanged(&inputs, &pins, "select")?;
     tracing::debug!(batches = taken.len(), elapsed = ?started.elapsed(), "select: chosen rows read");
     drop(reader);
     // Rows the truncation marking touched carry `overlong: true`; under `penalize` their reward
     // is 0 and the judge's is kept as `reward_before_penalty`.
     let marked: std::collections::HashSet<usize> = marked.into_iter().collect();
     let penalize = args.truncated == SelectTruncated::Penalize;
-    let format = super::convert::output_format(&args.out, None)?;
+    let format =
+        format.ok_or_else(|| Error::Internal("select: rows without an output format".into()))?;
     let mut sink = super::convert::sink(&args.out, format)?;
     let ordered = training_order(&taken, &at, &chosen, &marked, penalize)?;
     drop(taken);
@@ -256,6 +270,7 @@ fn preference(
     args: &SelectArgs,
     reader: &mut Reader<'_>,
     inputs: &[source::Input],
+    pins: &[Option<source::Pin>],
     started: std::time::Instant,
 ) -> Result<Outcome> {
     use std::io::Write;
@@ -290,7 +305,9 @@ fn preference(
     let mut needed: Vec<usize> = plan.iter().flat_map(|p| [p.chosen, p.rejected]).collect();
     needed.sort_unstable();
     needed.dedup();
+    source::unchanged(inputs, pins, "select")?;
     let (taken, at) = reader.read_positions(inputs, &file_rows, &needed)?;
+    source::unchanged(inputs, pins, "select")?;
     drop(infos);
     let views = taken
         .iter()

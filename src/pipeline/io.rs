@@ -35,8 +35,49 @@ pub const CHUNK_BYTES: usize = 4 << 20;
 /// Rows per Parquet row group: small enough to bound the writer's memory, large enough to scan fast.
 pub const ROW_GROUP_ROWS: usize = 65_536;
 
+/// Whether a file name is one of wai's temporary outputs (`.NAME.XXXXXX.tmp`).
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+/// How old a temporary file of wai's must be before a later run beside it removes it: older
+/// than any run that could still be writing it.
+const STALE: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// Removes what killed runs left in `dir`: wai's temporary files and folders whose name starts
+/// with `prefix`, last changed more than a day ago. Best effort: what cannot be removed stays.
+pub fn remove_stale(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE));
+        if !old {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if removed.is_ok() {
+            tracing::info!(path = %path.display(), "removed a stale temporary file of an earlier run");
+        }
+    }
+}
+
 /// A file written whole or not at all: a temporary file beside `path`, renamed on
-/// [`AtomicFile::commit`], deleted if dropped uncommitted.
+/// [`AtomicFile::commit`], deleted if dropped uncommitted. Temporary files of this output that
+/// killed runs left (older than a day) are removed when it starts.
 pub struct AtomicFile {
     path: PathBuf,
     temp: tempfile::NamedTempFile,
@@ -63,6 +104,7 @@ impl AtomicFile {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let prefix = format!(".{name}.");
+        remove_stale(dir, &prefix);
         let mut builder = tempfile::Builder::new();
         builder.prefix(&prefix).suffix(".tmp");
         // A finished output is an ordinary file (not the 0600 of a temporary one).
@@ -588,17 +630,37 @@ pub enum OnBadRow<'a> {
     Reject(&'a mut Vec<Reject>),
 }
 
-/// Writes rejects as JSONL, atomically.
-pub fn write_rejects(path: &Path, rejects: &[Reject]) -> Result<()> {
-    let out = AtomicFile::create(path)?;
+/// Writes rejects as JSONL into `out`, flushed to disk, not yet renamed into place.
+pub fn write_rejects(out: AtomicFile, rejects: &[Reject]) -> Result<AtomicFile> {
+    let path = out.path().to_path_buf();
     let mut w = BufWriter::new(out.handle()?);
     for r in rejects {
-        serde_json::to_writer(&mut w, r).map_err(|e| Error::io(path, e.into()))?;
-        w.write_all(b"\n").map_err(|e| Error::io(path, e))?;
+        serde_json::to_writer(&mut w, r).map_err(|e| Error::io(&path, e.into()))?;
+        w.write_all(b"\n").map_err(|e| Error::io(&path, e))?;
     }
     w.into_inner()
-        .map_err(|e| Error::io(path, e.into_error()))?;
-    out.commit()
+        .map_err(|e| Error::io(&path, e.into_error()))?
+        .sync_all()
+        .map_err(|e| Error::io(&path, e))?;
+    Ok(out)
+}
+
+/// Finishes a run's outputs together: the rejects (when asked for) are written in full first,
+/// then the main output is committed, then the rejects are renamed into place. A run that cannot
+/// record what it set aside commits nothing.
+pub fn finish_with_rejects(
+    main: Box<dyn Sink>,
+    rejects: Option<(AtomicFile, &[Reject])>,
+) -> Result<()> {
+    let written = match rejects {
+        Some((file, list)) => Some(write_rejects(file, list)?),
+        None => None,
+    };
+    main.finish()?;
+    if let Some(f) = written {
+        f.commit()?;
+    }
+    Ok(())
 }
 
 /// `_short_hash` of the reference: the first 12 hex digits of SHA-256 of the parts joined by `|`.

@@ -4,6 +4,7 @@
 
 pub mod ingest;
 pub mod io;
+pub mod output;
 pub mod pipe;
 pub mod read;
 pub mod row;

@@ -45,6 +45,14 @@ impl Format {
             None
         }
     }
+
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Jsonl => "JSON Lines",
+            Self::Parquet => "Parquet",
+        }
+    }
 }
 
 /// Where one input lives.
@@ -74,6 +82,58 @@ pub struct Input {
     pub format: Format,
     /// Its size in bytes, when known.
     pub size: Option<u64>,
+}
+
+/// What a local input was when a run first read it: its size, modification time and file
+/// identity (device and inode), so a stage that reads its inputs twice can tell that the second
+/// reading would see other rows (the file rewritten, or another file moved into its place).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    file: (u64, u64),
+}
+
+impl Pin {
+    fn of(path: &Path) -> Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            len: m.len(),
+            modified: m.modified().ok(),
+            file: (m.dev(), m.ino()),
+        })
+    }
+}
+
+/// The pins of `inputs` (`None` for a remote object).
+pub fn pin(inputs: &[Input]) -> Result<Vec<Option<Pin>>> {
+    inputs
+        .iter()
+        .map(|i| match &i.location {
+            Location::Local(path) => Pin::of(path).map(Some),
+            Location::Remote { .. } => Ok(None),
+        })
+        .collect()
+}
+
+/// Refuses to go on when a local input is no longer what [`pin`] saw.
+pub fn unchanged(inputs: &[Input], pins: &[Option<Pin>], stage: &str) -> Result<()> {
+    for (input, pinned) in inputs.iter().zip(pins) {
+        if let (Location::Local(path), Some(pinned)) = (&input.location, pinned) {
+            let now = Pin::of(path)?;
+            if &now != pinned {
+                return Err(Error::Input {
+                    stage: stage.to_owned(),
+                    message: format!(
+                        "`{}` changed while it was being read (its size, modification time or file is not what the first reading saw): run on a copy that does not change; nothing was written",
+                        input.display
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn has_glob(s: &str) -> bool {
@@ -197,11 +257,21 @@ fn resolve_local(spec: &str) -> Result<Vec<Input>> {
     if path.is_dir() {
         walk(path, &mut files)?;
     } else if has_glob(spec) {
-        let paths =
-            glob::glob(spec).map_err(|e| Error::Usage(format!("bad glob `{spec}`: {e}")))?;
+        // As a shell does, `*` does not match a leading dot; and a temporary file of wai's
+        // (`.NAME.XXXXXX.tmp`, an output being written or left by a killed run) is never rows.
+        let options = glob::MatchOptions {
+            require_literal_leading_dot: true,
+            ..glob::MatchOptions::new()
+        };
+        let paths = glob::glob_with(spec, options)
+            .map_err(|e| Error::Usage(format!("bad glob `{spec}`: {e}")))?;
         for p in paths {
             let p = p.map_err(|e| Error::io(e.path().to_path_buf(), e.into()))?;
-            if p.is_file() {
+            let temporary = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .is_some_and(|n| crate::pipeline::io::is_temporary(&n));
+            if p.is_file() && !temporary {
                 files.push(p);
             }
         }
@@ -364,5 +434,38 @@ pub fn open(input: &Input, handle: &tokio::runtime::Handle) -> Result<Box<dyn Re
                 url: input.display.clone(),
             }))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_input_that_changes_is_refused() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("rows.jsonl");
+        std::fs::write(&path, "{\"task_id\": \"a\"}\n").expect("written");
+        let inputs = vec![local_input(path.clone()).expect("an input")];
+        let pins = pin(&inputs).expect("pinned");
+        assert!(unchanged(&inputs, &pins, "select").is_ok());
+        // Another file of the same size moved into its place.
+        let other = dir.path().join("other.jsonl");
+        std::fs::write(&other, "{\"task_id\": \"b\"}\n").expect("written");
+        std::fs::rename(&other, &path).expect("moved");
+        let err = unchanged(&inputs, &pins, "select").expect_err("refused");
+        assert!(
+            err.to_string().contains("changed while it was being read"),
+            "{err}"
+        );
+        // Rewritten in place with the same size: the modification time says so.
+        let pins = pin(&inputs).expect("pinned");
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+            .expect("touched");
+        assert!(unchanged(&inputs, &pins, "select").is_err());
     }
 }
