@@ -899,7 +899,11 @@ fn a_correct_answer_is_not_a_leak_and_a_quoted_reference_is_one() {
     let bad = dir.path().join("bad.jsonl");
     crate::support::write_rows(&bad, &quoting);
     for format in ["openai", "trl", "parquet"] {
-        let out = dir.path().join(format!("bad.{format}"));
+        let out = dir.path().join(if format == "parquet" {
+            "bad-ds".to_owned()
+        } else {
+            format!("bad.{format}.jsonl")
+        });
         let failed = wai()
             .arg("export")
             .arg(&bad)
