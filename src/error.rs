@@ -145,6 +145,10 @@ impl Error {
                 _ => ExitStatus::IoError,
             },
             Self::Engine(e) => engine_status(e),
+            // The Parquet reader's errors come back through arrow: a file that does not decode.
+            Self::Arrow(datafusion::arrow::error::ArrowError::ParquetError(_)) => {
+                ExitStatus::DataError
+            }
             Self::Arrow(_) | Self::Internal(_) => ExitStatus::Internal,
         }
     }
@@ -160,6 +164,14 @@ fn engine_status(e: &DataFusionError) -> ExitStatus {
         | DataFusionError::NotImplemented(_)
         | DataFusionError::Configuration(_) => ExitStatus::Usage,
         DataFusionError::ParquetError(_) => ExitStatus::DataError,
+        DataFusionError::ArrowError(inner, _)
+            if matches!(
+                **inner,
+                datafusion::arrow::error::ArrowError::ParquetError(_)
+            ) =>
+        {
+            ExitStatus::DataError
+        }
         DataFusionError::IoError(_) | DataFusionError::ObjectStore(_) => ExitStatus::IoError,
         DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
             engine_status(inner)

@@ -116,7 +116,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         progress,
         json: cli.global.json,
     };
-    match cli.command {
+    let done = match cli.command {
         Command::Convert(args) => convert::run(&ctx, &args),
         Command::Sql(args) => sql::run(&ctx, &args, out),
         Command::Gen(args) => generate::run(&ctx, &args),
@@ -140,6 +140,35 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Labels(command) => labels::run(&ctx, &command),
         Command::Decontaminate(args) => decontaminate::run(&ctx, &args),
         Command::HackScan(args) => hack_scan::run(&ctx, &args),
+    };
+    done.map_err(name_the_files)
+}
+
+/// A Parquet file that does not decode inside a query (DataFusion's error names no file): the
+/// error says which files the queries read.
+fn name_the_files(e: crate::Error) -> crate::Error {
+    let engine_parquet = matches!(&e, crate::Error::Engine(_) | crate::Error::Arrow(_))
+        && e.exit_status() == ExitStatus::DataError;
+    if !engine_parquet {
+        return e;
+    }
+    let files = session::registered_files();
+    if files.is_empty() {
+        return e;
+    }
+    let shown: Vec<String> = files.iter().take(3).map(|f| format!("`{f}`")).collect();
+    let more = files.len().saturating_sub(3);
+    crate::Error::Input {
+        stage: "read".into(),
+        message: format!(
+            "a Parquet input is not readable ({e}); the query read {}{}",
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
     }
 }
 

@@ -25,6 +25,32 @@ use super::row::BATCH_ROWS;
 use super::source::{self, Format, Input, Location};
 use crate::error::{Error, Result};
 
+/// Runs a reading of the Parquet file `display`, so that a file that does not decode is a data
+/// error naming it: the decoder's errors, and its panics (the parquet crate asserts on some
+/// corrupt pages rather than returning an error), become one. Errors the reading's consumer
+/// returns pass through as they are.
+pub(crate) fn guarded<T>(display: &str, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    let corrupt = |why: String| Error::Input {
+        stage: "read".into(),
+        message: format!("`{display}` is not a readable Parquet file ({why})"),
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)) {
+        Ok(Err(Error::Parquet(e))) => Err(corrupt(e.to_string())),
+        Ok(Err(Error::Arrow(e @ datafusion::arrow::error::ArrowError::ParquetError(_)))) => {
+            Err(corrupt(e.to_string()))
+        }
+        Ok(other) => other,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "its decoder failed".into());
+            Err(corrupt(format!("its decoder failed: {why}")))
+        }
+    }
+}
+
 /// A local Parquet input with its footer, read once: what sizes a reading's output and what
 /// [`Reader::par_leaves`] decodes with.
 pub struct LocalParquet<'a> {
@@ -47,7 +73,12 @@ impl<'a> LocalParquet<'a> {
             return Ok(None);
         }
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())?;
+        let meta = guarded(&input.display, || {
+            Ok(ArrowReaderMetadata::load(
+                &file,
+                ArrowReaderOptions::default(),
+            )?)
+        })?;
         Ok(Some(Self { input, path, meta }))
     }
 
@@ -235,10 +266,11 @@ impl<'a> Reader<'a> {
         };
         let schema = row_schema_with_views();
         let display = &file.input.display;
-        let rows =
+        let rows = guarded(display, || {
             par_local_parquet_batches(file.path, file.meta.clone(), plan, &|group, at, batch| {
                 each(group, at, io::conform_to(&batch, display, &schema)?)
-            })?;
+            })
+        })?;
         self.counts.rows += rows;
         Ok(())
     }
@@ -290,10 +322,21 @@ impl<'a> Reader<'a> {
         self.read_parquet_rows(input, Plan::default(), emit)
     }
 
+    fn read_parquet_rows(
+        &mut self,
+        input: &Input,
+        plan: Plan<'_>,
+        emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        guarded(&input.display, || {
+            self.read_parquet_rows_unguarded(input, plan, emit)
+        })
+    }
+
     // `ParquetObjectReader` is deprecated in parquet 59 in favour of a hand-written
     // `AsyncFileReader`; it still works, and replacing it is tracked for the next upgrade.
     #[allow(deprecated)]
-    fn read_parquet_rows(
+    fn read_parquet_rows_unguarded(
         &mut self,
         input: &Input,
         plan: Plan<'_>,

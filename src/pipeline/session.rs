@@ -155,8 +155,20 @@ pub fn read_only() -> SQLOptions {
         .with_allow_statements(false)
 }
 
+/// The Parquet files registered as tables in this process, for errors that must name them.
+static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The Parquet files registered as tables so far (JSONL inputs by their converted copies'
+/// sources are named as they were given).
+pub fn registered_files() -> Vec<String> {
+    REGISTERED.lock().map(|f| f.clone()).unwrap_or_default()
+}
+
 /// Registers Parquet `inputs` as one table `name` (a listing table over all the files).
 pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]) -> Result<()> {
+    if let Ok(mut files) = REGISTERED.lock() {
+        files.extend(inputs.iter().map(|i| i.display.clone()));
+    }
     let mut urls = Vec::with_capacity(inputs.len());
     for input in inputs {
         if input.format != Format::Parquet {
@@ -179,10 +191,29 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
     }
     let format = ParquetFormat::default().with_options(ctx.state().table_options().parquet.clone());
     let options = ListingOptions::new(Arc::new(format)).with_file_extension("");
-    let config = ListingTableConfig::new_with_multi_paths(urls)
-        .with_listing_options(options)
-        .infer_schema(&ctx.state())
-        .await?;
+    // A footer the decoder cannot read can make it panic: that is a file that does not decode.
+    let inferred = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+        ListingTableConfig::new_with_multi_paths(urls)
+            .with_listing_options(options)
+            .infer_schema(&ctx.state()),
+    ))
+    .await;
+    let config = match inferred {
+        Ok(config) => config?,
+        Err(_) => {
+            return Err(Error::Input {
+                stage: "read".into(),
+                message: format!(
+                    "a Parquet footer is not readable (its decoder failed) in {}",
+                    inputs
+                        .iter()
+                        .map(|i| format!("`{}`", i.display))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    };
     ctx.register_table(name, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }

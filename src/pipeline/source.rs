@@ -212,11 +212,50 @@ fn local_format(path: &Path) -> Result<Format> {
     }
 }
 
+/// Checks a Parquet file's frame before any reader trusts it: the magic at both ends, and a
+/// footer length that fits in the file (a length past the start makes the parquet crate's
+/// footer decoder panic rather than fail).
+fn parquet_frame(path: &Path, size: u64) -> Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let bad = |why: &str| Error::Input {
+        stage: "read".into(),
+        message: format!(
+            "`{}` is not a readable Parquet file ({why})",
+            path.display()
+        ),
+    };
+    if size < 12 {
+        return Err(bad("it is too short to hold a footer"));
+    }
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut head = [0u8; 4];
+    file.read_exact(&mut head).map_err(|e| Error::io(path, e))?;
+    let mut tail = [0u8; 8];
+    file.seek(SeekFrom::End(-8))
+        .and_then(|_| file.read_exact(&mut tail))
+        .map_err(|e| Error::io(path, e))?;
+    if &head != b"PAR1" || &tail[4..] != b"PAR1" {
+        return Err(bad(
+            "it does not start and end with the Parquet magic `PAR1`",
+        ));
+    }
+    let footer = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    if footer + 12 > size {
+        return Err(bad(&format!(
+            "its footer claims {footer} bytes of a {size}-byte file"
+        )));
+    }
+    Ok(())
+}
+
 fn local_input(path: PathBuf) -> Result<Input> {
     let format = local_format(&path)?;
     let size = std::fs::metadata(&path)
         .map_err(|e| Error::io(&path, e))?
         .len();
+    if format == Format::Parquet {
+        parquet_frame(&path, size)?;
+    }
     Ok(Input {
         display: path.display().to_string(),
         location: Location::Local(path),

@@ -318,3 +318,82 @@ fn output_does_not_depend_on_thread_count() {
     assert!(outputs.windows(2).all(|w| w[0] == w[1]));
     assert_eq!(outputs[0], std::fs::read(&input).unwrap());
 }
+
+/// Corrupt Parquet never crashes wai: footers that point past the file, bytes flipped in pages
+/// and footers, truncated files. Each command ends with success (a flip that touched nothing
+/// read) or exit 65 naming the file, never a panic (101), an abort (134) or "a bug" (70).
+#[test]
+fn corrupt_parquet_is_bad_input_never_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.parquet");
+    crate::support::succeeded(
+        crate::support::wai()
+            .arg("convert")
+            .arg(crate::support::fixture("example_scored.jsonl"))
+            .arg("--out")
+            .arg(&good),
+    );
+    let bytes = std::fs::read(&good).unwrap();
+    let n = bytes.len();
+    let mut mutants: Vec<Vec<u8>> = Vec::new();
+    // The footer length past the start, zero, and just too long.
+    for len in [u32::MAX, (n * 10) as u32, 0, (n - 7) as u32] {
+        let mut b = bytes.clone();
+        b[n - 8..n - 4].copy_from_slice(&len.to_le_bytes());
+        mutants.push(b);
+    }
+    // Truncated.
+    for cut in [4, n / 2, n - 9] {
+        mutants.push(bytes[..cut].to_vec());
+    }
+    // Bytes flipped, seeded: runs in the pages and in the footer.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..14 {
+        let mut b = bytes.clone();
+        let at = 4 + (next() as usize) % (n - 12);
+        for k in 0..(1 + next() as usize % 24) {
+            if at + k < n - 8 {
+                b[at + k] ^= (next() & 0xff) as u8 | 1;
+            }
+        }
+        mutants.push(b);
+    }
+    for (m, b) in mutants.iter().enumerate() {
+        let path = dir.path().join(format!("m{m}.parquet"));
+        std::fs::write(&path, b).unwrap();
+        for args in [
+            vec!["pass-at"],
+            vec!["hack-scan"],
+            vec!["convert", "--out", "OUT.jsonl"],
+            vec!["select", "--out", "OUT.parquet"],
+            vec!["export", "--no-validate", "--out", "OUT.jsonl"],
+        ] {
+            let out = crate::support::wai()
+                .current_dir(dir.path())
+                .arg(args[0])
+                .arg(&path)
+                .args(&args[1..])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            let code = out.status.code();
+            assert!(
+                matches!(code, Some(0 | 1 | 2 | 65)),
+                "mutant {m}, {args:?}: exit {code:?}\n{err}"
+            );
+            if code == Some(65) {
+                assert!(
+                    err.contains(&format!("m{m}.parquet")),
+                    "mutant {m}, {args:?}: names the file\n{err}"
+                );
+            }
+            assert!(!err.contains("panicked"), "mutant {m}, {args:?}: {err}");
+        }
+    }
+}
