@@ -143,9 +143,10 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
         super::load_table(ctx, &context, &name, &paths, scratch.path())?;
         tables.push(name);
     }
-    let frame = ctx
-        .runtime
-        .block_on(context.sql_with_options(&sql, session::read_only()))?;
+    let frame = ctx.runtime.block_on(async {
+        session::bounded_sql(&sql, "the query")?;
+        Ok::<_, crate::Error>(context.sql_with_options(&sql, session::read_only()).await?)
+    })?;
     let frame = if values.is_empty() {
         frame
     } else {

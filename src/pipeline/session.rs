@@ -155,7 +155,65 @@ pub fn read_only() -> SQLOptions {
         .with_allow_statements(false)
 }
 
-/// The Parquet files registered as tables in this process, for errors that must name them.
+/// The most chaining operators (`AND`, `OR`, `NOT`, arithmetic, `||`) one SQL statement may
+/// hold, and the deepest nesting of parentheses: a
+/// longer chain (a 4,000-term `OR`, a 20,000-term `1+1+...`) makes DataFusion's planner recurse
+/// past the stack and abort the process. Real statements stay far below.
+pub const SQL_MAX_OPERATORS: usize = 1000;
+const SQL_MAX_NESTING: usize = 64;
+/// The longest SQL text taken.
+const SQL_MAX_BYTES: usize = 256 * 1024;
+
+/// Refuses SQL (a query, a judge, a feature expression; `what` names it) too long or too deep
+/// to plan safely, before DataFusion sees it: a usage error that says how to write it instead.
+pub fn bounded_sql(sql: &str, what: &str) -> Result<()> {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    if sql.len() > SQL_MAX_BYTES {
+        return Err(Error::Usage(format!(
+            "{what} is {} bytes of SQL; the limit is {SQL_MAX_BYTES}: move long lists into a table",
+            sql.len()
+        )));
+    }
+    // A text that does not tokenize is left to the parser, which says why.
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    let (mut operators, mut depth, mut deepest) = (0usize, 0usize, 0usize);
+    for t in &tokens {
+        match t {
+            Token::LParen => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            Token::RParen => depth = depth.saturating_sub(1),
+            Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::Mod
+            | Token::StringConcat => operators += 1,
+            Token::Word(w) if matches!(w.keyword, Keyword::AND | Keyword::OR | Keyword::NOT) => {
+                operators += 1;
+            }
+            _ => {}
+        }
+    }
+    if operators > SQL_MAX_OPERATORS {
+        return Err(Error::Usage(format!(
+            "{what} chains {operators} operators; the limit is {SQL_MAX_OPERATORS} (deeper expressions overflow the planner): write a long list of alternatives as `x IN (...)`, or put the values in a table and join"
+        )));
+    }
+    if deepest > SQL_MAX_NESTING {
+        return Err(Error::Usage(format!(
+            "{what} nests parentheses {deepest} deep; the limit is {SQL_MAX_NESTING}"
+        )));
+    }
+    Ok(())
+}
+
+/// The Parquet files registered as tables in this process (errors must name them).
 static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// The Parquet files registered as tables so far (JSONL inputs by their converted copies'

@@ -191,3 +191,76 @@ fn results_go_to_files_in_every_format() {
     );
     assert_eq!(got[0]["n"], 5);
 }
+
+/// Statements deep enough to overflow the planner's stack are refused before planning (exit
+/// 64, saying what to write instead), in `wai sql`, SQL judges and hack-scan features; one just
+/// under the limit still runs.
+#[test]
+fn deep_sql_is_refused_not_a_stack_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.parquet");
+    crate::support::succeeded(
+        crate::support::wai()
+            .arg("convert")
+            .arg(crate::support::fixture("example_scored.jsonl"))
+            .arg("--out")
+            .arg(&rows),
+    );
+    let ors = |n: usize| {
+        (0..n)
+            .map(|i| format!("reward = {i}"))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    };
+    let sums = vec!["1"; 20_000].join("+");
+    for query in [
+        format!("SELECT count(*) FROM rows WHERE {}", ors(4000)),
+        format!("SELECT {sums} AS x FROM rows"),
+    ] {
+        crate::support::refused(
+            crate::support::wai()
+                .arg("sql")
+                .arg(&query)
+                .arg("--table")
+                .arg(&rows),
+            "the limit is 1000",
+        );
+    }
+    crate::support::refused(
+        crate::support::wai()
+            .arg("grade")
+            .arg(&rows)
+            .arg("--judge")
+            .arg(format!("sql:{}", ors(4000)))
+            .args(["--no-tools", "--out"])
+            .arg(dir.path().join("g.parquet")),
+        "the limit is 1000",
+    );
+    crate::support::refused(
+        crate::support::wai()
+            .arg("hack-scan")
+            .arg(&rows)
+            .arg("--feature")
+            .arg(format!("x={sums}")),
+        "the limit is 1000",
+    );
+    // A text feature is a usage error at once, not a failure row by row.
+    crate::support::refused(
+        crate::support::wai()
+            .arg("hack-scan")
+            .arg(&rows)
+            .args(["--feature", "x=final_text"]),
+        "not a number or a boolean",
+    );
+    let out = crate::support::succeeded(
+        crate::support::wai()
+            .arg("sql")
+            .arg(format!(
+                "SELECT count(*) AS n FROM rows WHERE {}",
+                ors(1000)
+            ))
+            .args(["--format", "csv", "--table"])
+            .arg(&rows),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("200"));
+}

@@ -44,6 +44,7 @@ impl ExpressionJudge {
         let usage = |e: datafusion::error::DataFusionError| {
             Error::Usage(format!("the SQL judge `{}`: {e}", sql.trim()))
         };
+        session::bounded_sql(sql, &format!("the SQL judge `{name}`"))?;
         let logical = context.parse_sql_expr(sql, &schema).map_err(usage)?;
         let expr = context
             .create_physical_expr(logical, &schema)
@@ -104,6 +105,7 @@ impl QueryJudge {
         let usage = |e: datafusion::error::DataFusionError| {
             Error::Usage(format!("the SQL judge query: {e}"))
         };
+        session::bounded_sql(sql, &format!("the SQL judge `{name}`"))?;
         let frame = context
             .sql_with_options(sql, session::read_only())
             .await

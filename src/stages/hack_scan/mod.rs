@@ -255,11 +255,24 @@ struct Read {
 async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read> {
     check_user_names(&opts.features)?;
     for (name, expr) in &opts.features {
-        ctx.sql(&format!(
-            "SELECT CAST(({expr}) AS DOUBLE) FROM {table} LIMIT 0"
-        ))
-        .await
-        .map_err(|e| Error::Usage(format!("--feature {name}={expr}: {e}")))?;
+        crate::pipeline::session::bounded_sql(expr, &format!("--feature {name}"))?;
+        // A feature is a number or a boolean; text would fail row by row, later.
+        let planned = ctx
+            .sql_with_options(
+                &format!("SELECT ({expr}) AS f FROM {table} LIMIT 0"),
+                crate::pipeline::session::read_only(),
+            )
+            .await
+            .map_err(|e| Error::Usage(format!("--feature {name}={expr}: {e}")))?;
+        let kind = planned.schema().field(0).data_type().clone();
+        if !(kind.is_numeric()
+            || kind == datafusion::arrow::datatypes::DataType::Boolean
+            || kind == datafusion::arrow::datatypes::DataType::Null)
+        {
+            return Err(Error::Usage(format!(
+                "--feature {name}={expr} gives {kind}, not a number or a boolean: a feature is a number per row (compare or measure the text, as `length(final_text)` or `final_text ILIKE '%sorry%'`)"
+            )));
+        }
     }
     let counted = ctx
         .sql(&format!("SELECT count(*) AS n FROM {table}"))
