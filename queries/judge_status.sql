@@ -5,7 +5,7 @@ SELECT
   coalesce(judge_name, '(none)') AS judge_name,
   coalesce(judge_status, CASE WHEN reward IS NULL THEN '(unjudged)' ELSE 'ok' END) AS judge_status,
   count(*) AS rows,
-  round(count(*) / sum(count(*)) OVER (), 3) AS share
+  round(CAST(count(*) AS DOUBLE) / sum(count(*)) OVER (), 3) AS share
 FROM rows
 GROUP BY 1, 2
 ORDER BY rows DESC, 1, 2

@@ -11,7 +11,7 @@ SELECT
   coalesce(json_get_str(s['result'], 'status'), '(no status)') AS status,
   count(*) AS calls,
   count(DISTINCT rollout_id) AS rollouts,
-  round(count(*) / sum(count(*)) OVER (PARTITION BY s['tool']), 3) AS share_of_tool_calls
+  round(CAST(count(*) AS DOUBLE) / sum(count(*)) OVER (PARTITION BY s['tool']), 3) AS share_of_tool_calls
 FROM calls
 WHERE s['tool'] IS NOT NULL
 GROUP BY 1, 2

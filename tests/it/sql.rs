@@ -264,3 +264,36 @@ fn deep_sql_is_refused_not_a_stack_overflow() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("200"));
 }
+
+/// The canned queries' shares are fractions, not integer divisions that print 0 (#30 item 13).
+#[test]
+fn canned_shares_are_fractions() {
+    for (query, column, group) in [
+        ("judge_status", "share", None),
+        ("tool_errors", "share_of_tool_calls", Some("tool")),
+    ] {
+        let rows: Vec<serde_json::Value> = String::from_utf8(
+            crate::support::succeeded(
+                crate::support::wai()
+                    .args(["sql", "--query", query, "--format", "jsonl", "--table"])
+                    .arg(crate::support::fixture("example_scored.jsonl")),
+            )
+            .stdout,
+        )
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+        let mut sums: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+        for r in &rows {
+            let key = group.map_or(String::new(), |g| r[g].as_str().unwrap().to_owned());
+            *sums.entry(key).or_default() += r[column].as_f64().unwrap();
+        }
+        for (k, s) in sums {
+            assert!(
+                (s - 1.0).abs() < 0.01,
+                "{query}: the shares of {k:?} sum to {s}"
+            );
+        }
+    }
+}
