@@ -857,7 +857,7 @@ pub struct GateArgs {
 /// `wai ingest`.
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// Input files, folders, globs or URLs (JSON Lines, JSON arrays, OTLP JSON).
+    /// Input files, folders, globs or URLs (JSON Lines, JSON arrays, OTLP JSON, inspect_ai logs).
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
     /// Where the rows go.
@@ -887,6 +887,9 @@ pub struct IngestArgs {
     /// `OTel`: the span attribute holding the task id (else the prompt keys the task).
     #[arg(long, default_value = "whileai.task_id", value_name = "ATTR")]
     pub task_attr: String,
+    /// inspect_ai logs: the scorer whose value is the reward (else the first the eval lists).
+    #[arg(long, value_name = "NAME")]
+    pub score: Option<String>,
 }
 
 /// `wai pass-at`.

@@ -20,10 +20,13 @@ const HEAD_BYTES: u64 = 1 << 20;
 
 /// Recognises `input`'s format from `head`, its first bytes.
 fn detect(input: &Input, head: &[u8]) -> Result<Format> {
+    if ingest::inspect::is_zip(head) || ingest::inspect::is_json_log(head) {
+        return Ok(Format::Inspect);
+    }
     let by_record = ingest::first_record(&head).and_then(|r| ingest::detect(&r));
     let by_text = || {
         let has = |needle: &[u8]| memchr::memmem::find(head, needle).is_some();
-        if has(b"\"resourceSpans\"") {
+        if has(b"\"resourceSpans\"") || has(b"\"resourceLogs\"") {
             Some(Format::Otel)
         } else if has(b"\"traj\"") {
             Some(Format::TauBench)
@@ -63,7 +66,9 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         otel: OtelFields {
             reward_attr: args.reward_attr.clone(),
             task_attr: args.task_attr.clone(),
+            ..OtelFields::default()
         },
+        score: args.score.clone(),
     };
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, "ingesting");
@@ -84,6 +89,8 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let mut counts = ReadCounts::default();
     let mut extra_fields: BTreeMap<String, u64> = BTreeMap::new();
     let mut formats = Vec::new();
+    let mut notes = ingest::Notes::default();
+    let (mut otel_text, mut otel_names) = (Vec::new(), Vec::<String>::new());
     for input in &inputs {
         // Open once: the first bytes serve detection and are then read again from memory.
         let mut reader = source::open(input, ctx.runtime.handle())?;
@@ -99,13 +106,46 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         };
         tracing::info!(input = %input.display, ?format, "ingesting");
         formats.push(json!({"input": input.display, "format": format}));
-        let reader = std::io::Cursor::new(head).chain(reader);
+        let mut reader = std::io::Cursor::new(head).chain(reader);
+        if format == Format::Otel {
+            // A conversation's spans and the log records beside them may be in any of the
+            // OTLP files given: they are read together, after the others.
+            reader
+                .read_to_end(&mut otel_text)
+                .map_err(|e| Error::io(&input.display, e))?;
+            otel_text.push(b'\n');
+            otel_names.push(input.display.clone());
+            continue;
+        }
         let mut emit = |batch: RecordBatch| sink.write(&batch);
         let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
         accept.extra_fields = Some(std::mem::take(&mut extra_fields));
-        ingest::read(&input.display, reader, format, &opts, &mut accept, &|n| {
-            bar.inc(n)
-        })?;
+        ingest::read(
+            &input.display,
+            reader,
+            format,
+            &opts,
+            &mut accept,
+            &|n| bar.inc(n),
+            &mut notes,
+        )?;
+        extra_fields = accept.extra_fields.take().unwrap_or_default();
+        accept.finish()?;
+    }
+    if !otel_names.is_empty() {
+        let name = otel_names.join(" + ");
+        let mut emit = |batch: RecordBatch| sink.write(&batch);
+        let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+        accept.extra_fields = Some(std::mem::take(&mut extra_fields));
+        ingest::read(
+            &name,
+            std::io::Cursor::new(otel_text),
+            Format::Otel,
+            &opts,
+            &mut accept,
+            &|n| bar.inc(n),
+            &mut notes,
+        )?;
         extra_fields = accept.extra_fields.take().unwrap_or_default();
         accept.finish()?;
     }
@@ -137,9 +177,35 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
             .collect();
         text.push_str(&format!("\nfields carried in `extra`: {}", list.join(", ")));
     }
+    let mut warnings = Vec::new();
+    if notes.no_content > 0 {
+        warnings.push(format!(
+            "{} carried no message content (rows marked `no_content`: reward, task, tools and usage only); turn content capture on in the instrumentation (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`) for prompts and replies",
+            plural(notes.no_content, "conversation")
+        ));
+    }
+    if notes.not_genai > 0 {
+        warnings.push(format!(
+            "{} had no GenAI span and gave no row",
+            plural(notes.not_genai, "trace")
+        ));
+    }
+    let hollow = counts.rows == 0;
+    if hollow {
+        warnings.push(
+            "no row was written: nothing in the input became a rollout (a hollow run, exit 2)"
+                .to_owned(),
+        );
+    }
+    for w in &warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
     let json = json!({
         "version": 1,
         "command": "ingest",
+        "warnings": warnings,
+        "no_content": notes.no_content,
+        "not_genai": notes.not_genai,
         "inputs": formats,
         "output": args.output.out.display().to_string(),
         "rows": counts.rows,
@@ -152,6 +218,10 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     Ok(Outcome {
         text,
         json,
-        status: ExitStatus::Success,
+        status: if hollow {
+            ExitStatus::Hollow
+        } else {
+            ExitStatus::Success
+        },
     })
 }

@@ -23,8 +23,20 @@ pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
     let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);
     let json = super::document("pass-at", &report);
+    let mut text = report.to_string().trim_end().to_owned();
+    // The note is the reference's ("set repeats>=4"); a k the user named below the floor is
+    // more often a floor to lower than repeats to add, so say how.
+    for r in &report.results {
+        if r.k < args.min_k && args.k.contains(&r.k) && r.note.starts_with("set repeats") {
+            text.push_str(&format!(
+                "\nhint: k={k} is below `--min-k` ({m}); pass `--min-k {k}` to estimate pass^{k} and pass@{k} from groups of {k} or more repeats",
+                k = r.k,
+                m = args.min_k
+            ));
+        }
+    }
     Ok(Outcome {
-        text: report.to_string().trim_end().to_owned(),
+        text,
         json,
         status: if hollow {
             ExitStatus::Hollow

@@ -39,6 +39,9 @@ impl Format {
         } else if lower.ends_with(".jsonl")
             || lower.ends_with(".ndjson")
             || lower.ends_with(".json")
+            // An inspect_ai log (a zip of JSON members): not rows, but a trace file that
+            // `ingest` opens itself, as it does every JSON trace file.
+            || lower.ends_with(".eval")
         {
             Some(Self::Jsonl)
         } else {
@@ -202,7 +205,9 @@ fn local_format(path: &Path) -> Result<Format> {
     let n = file.read(&mut head).map_err(|e| Error::io(path, e))?;
     if &head[..n] == b"PAR1" {
         Ok(Format::Parquet)
-    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        || &head[..n] == b"PK\x03\x04"
+    {
         Ok(Format::Jsonl)
     } else {
         Err(Error::Usage(format!(

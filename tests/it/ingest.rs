@@ -269,3 +269,241 @@ fn a_broken_otel_file_sets_the_rest_aside() {
     );
     assert_eq!(read_jsonl(&rejects)[0]["line"], 2);
 }
+
+/// The inspect_ai log `tests/fixtures/ingest/make_fixtures.py` made (inspect-ai 0.3.285, three
+/// samples, four epochs, a tool that fails on some calls, a C/I scorer and a C/P/I one).
+fn inspect_log(name: &str) -> std::path::PathBuf {
+    fixture(&format!("ingest/inspect/{name}"))
+}
+
+#[test]
+fn inspect_eval_logs_become_rows() {
+    let (report, rows, _d) = ingest(&inspect_log("orders.eval"), &[]);
+    assert_eq!(report["inputs"][0]["format"], "inspect");
+    assert_eq!(report["rows"], 12);
+    let first = &rows[0];
+    assert_eq!(
+        (
+            &first["task_id"],
+            &first["rollout_index"],
+            &first["prompt"],
+            &first["final_text"]
+        ),
+        (
+            &json!("A1"),
+            &json!(0),
+            &json!("Where is order A1?"),
+            &json!("Order A1 has shipped.")
+        )
+    );
+    assert_eq!(
+        first["steps"],
+        json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": "order A1: shipped"}])
+    );
+    assert_eq!(
+        (
+            &first["reward"],
+            &first["model_version"],
+            &first["category"],
+            &first["finish_reason"]
+        ),
+        (
+            &json!(1),
+            &json!("openai/fake-model"),
+            &json!("orders"),
+            &json!("stop")
+        )
+    );
+    assert_eq!(first["privileged"], json!({"reference": "shipped"}));
+    assert_eq!(
+        first["metadata"],
+        json!({"tier": "easy"}),
+        "metadata rides in extra"
+    );
+    assert!(first.get("events").is_none() && first.get("events_data").is_none());
+    // The third sample's tool failed: its step carries inspect's error, the answer scores I.
+    let failed = &rows[2];
+    assert_eq!(
+        failed["steps"][0]["result"],
+        json!({"status": "error", "error": "database timeout", "output": ""})
+    );
+    assert_eq!(failed["reward"], json!(0));
+    let ids: std::collections::HashSet<&str> = rows
+        .iter()
+        .map(|r| r["rollout_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 12, "each sample's uuid is its rollout id");
+
+    // `--score` picks the other scorer: P reads as 0.5.
+    let (_, graded, _d) = ingest(&inspect_log("orders.eval"), &["--score", "graded"]);
+    assert_eq!(
+        (&graded[2]["reward"], &graded[2]["judge_name"]),
+        (&json!(0.5), &json!("graded"))
+    );
+}
+
+#[test]
+fn inspect_json_logs_and_sample_lines_read_as_the_archive_does() {
+    let (_, archive, _d) = ingest(&inspect_log("orders.eval"), &[]);
+    for name in ["orders.json", "orders_samples.jsonl"] {
+        let (report, rows, _d) = ingest(&inspect_log(name), &[]);
+        assert_eq!(report["inputs"][0]["format"], "inspect", "{name}");
+        assert_eq!(rows.len(), 3, "{name}: the first epoch");
+        for (row, want) in rows.iter().zip(&archive) {
+            for key in [
+                "task_id",
+                "rollout_id",
+                "prompt",
+                "steps",
+                "final_text",
+                "reward",
+            ] {
+                assert_eq!(row[key], want[key], "{name}: {key}");
+            }
+        }
+    }
+}
+
+#[test]
+fn pass_at_on_an_inspect_log_equals_inspects_reducers() {
+    let (_, _, dir) = ingest(&inspect_log("orders.eval"), &[]);
+    let rows = dir.path().join("rows.jsonl");
+    let numbers: Value = serde_json::from_str(
+        &std::fs::read_to_string(inspect_log("orders_inspect_numbers.json")).unwrap(),
+    )
+    .unwrap();
+    let o = wai()
+        .args(["--json", "pass-at", "--k", "2", "--min-k", "2"])
+        .arg(&rows)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &report["results"][0];
+    let inspect = &numbers["includes"];
+    for (ours, theirs) in [
+        ("pass_at_1", "pass_at_1"),
+        ("pass_at_1", "mean"),
+        ("pass_at_k", "pass_at_2"),
+        ("pass_pow_k", "pass_k_2"),
+    ] {
+        let (a, b) = (r[ours].as_f64().unwrap(), inspect[theirs].as_f64().unwrap());
+        assert!(
+            (a - b).abs() < 1e-12,
+            "{ours} {a} against inspect's {theirs} {b}"
+        );
+    }
+}
+
+#[test]
+fn pass_at_below_the_floor_names_the_flag_that_lowers_it() {
+    let (_, _, dir) = ingest(&inspect_log("orders.eval"), &[]);
+    let o = wai()
+        .args(["pass-at", "--k", "2"])
+        .arg(dir.path().join("rows.jsonl"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("pass `--min-k 2`"), "{out}");
+}
+
+/// OTLP JSON that opentelemetry-instrumentation-openai-v2 2.4b0 (opentelemetry-sdk 1.45.2,
+/// the latest GenAI conventions) wrote for four rollouts: `tests/fixtures/ingest/make_fixtures.py`.
+fn otel_fixture(name: &str) -> std::path::PathBuf {
+    fixture(&format!("ingest/otel/{name}"))
+}
+
+#[test]
+fn otel_content_on_spans_in_logs_or_nowhere() {
+    let check = |rows: &[Value], content: bool| {
+        assert_eq!(rows.len(), 4);
+        let tasks: Vec<&Value> = rows.iter().map(|r| &r["task_id"]).collect();
+        assert_eq!(
+            tasks,
+            [
+                &json!("task-A1"),
+                &json!("task-A1"),
+                &json!("task-B2"),
+                &json!("task-B2")
+            ]
+        );
+        let index: Vec<&Value> = rows.iter().map(|r| &r["rollout_index"]).collect();
+        assert_eq!(index, [&json!(0), &json!(1), &json!(0), &json!(1)]);
+        let rewards: Vec<&Value> = rows.iter().map(|r| &r["reward"]).collect();
+        assert_eq!(rewards, [&json!(1), &json!(1), &json!(1), &json!(0)]);
+        for r in rows {
+            assert_eq!(
+                r["model_version"], "fake-model-2024-01-01",
+                "the response's model"
+            );
+            assert_eq!(r["finish_reason"], "stop");
+            assert_eq!(r["tools_used"], json!(["lookup_order"]));
+        }
+        // The failed tool's message is in its span status.
+        assert_eq!(rows[3]["steps"][0]["result"]["error"], "database timeout");
+        if content {
+            assert_eq!(rows[2]["prompt"], "Where is order B2?");
+            assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.");
+            assert_eq!(rows[0]["steps"][0]["arguments"], json!({"order_id": "A1"}));
+            assert!(rows.iter().all(|r| r.get("no_content").is_none()));
+        } else {
+            assert!(
+                rows.iter().all(|r| r["no_content"] == json!(true)),
+                "{rows:?}"
+            );
+        }
+    };
+    let (_, rows, _d) = ingest(&otel_fixture("openai_v2_span_only.traces.jsonl"), &[]);
+    check(&rows, true);
+    let (report, rows, _d) = ingest(&otel_fixture("openai_v2_no_content.traces.jsonl"), &[]);
+    check(&rows, false);
+    assert_eq!(report["no_content"], 4);
+    assert!(
+        report["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("4 conversations carried no message content")
+    );
+
+    // event_only: the content is in log records, joined to their spans across the two files.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.jsonl");
+    let o = wai()
+        .arg("ingest")
+        .arg(otel_fixture("openai_v2_event_only.traces.jsonl"))
+        .arg(otel_fixture("openai_v2_event_only.logs.jsonl"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    check(&read_jsonl(&out), true);
+    // A logs file alone gives the conversations' text.
+    let (report, rows, _d) = ingest(&otel_fixture("openai_v2_event_only.logs.jsonl"), &[]);
+    assert_eq!(report["inputs"][0]["format"], "otel");
+    assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.");
+}
+
+#[test]
+fn an_otel_file_without_rollouts_is_hollow() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("http.jsonl");
+    std::fs::write(
+        &input,
+        r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "t1", "spanId": "s1", "name": "GET /", "attributes": [{"key": "http.method", "value": {"stringValue": "GET"}}]}]}]}]}"#,
+    )
+    .unwrap();
+    let o = wai()
+        .arg("ingest")
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("rows.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("1 trace had no GenAI span") && out.contains("hollow"),
+        "{out}"
+    );
+}

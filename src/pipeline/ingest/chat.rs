@@ -130,7 +130,7 @@ impl Pending {
 }
 
 /// Builds `prompt`, `steps`, `final_text` and `tools_used` from an OpenAI message list.
-fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
+pub(super) fn conversation(messages: &[Value]) -> Result<Map<String, Value>, FieldError> {
     let mut prompt: Option<String> = None;
     let mut steps: Vec<Map<String, Value>> = Vec::new();
     let mut calls = Pending::default();

@@ -7,6 +7,7 @@
 //! OTLP file is read whole too, since one conversation's spans may be anywhere in it.
 
 pub mod chat;
+pub mod inspect;
 pub mod otel;
 mod wire;
 
@@ -35,6 +36,8 @@ pub enum Format {
     TauBench,
     /// OpenTelemetry GenAI spans as OTLP JSON.
     Otel,
+    /// inspect_ai evaluation logs (`.eval`, `.json`, or samples one per line).
+    Inspect,
 }
 
 /// How records map to rows.
@@ -54,6 +57,8 @@ pub struct Options {
     pub privileged: Vec<String>,
     /// `OTel` attributes.
     pub otel: OtelFields,
+    /// inspect_ai: the scorer whose value is the reward.
+    pub score: Option<String>,
 }
 
 impl Options {
@@ -85,6 +90,7 @@ impl Options {
 pub fn detect(record: &Value) -> Option<Format> {
     let obj = record.as_object()?;
     if obj.contains_key("resourceSpans")
+        || obj.contains_key("resourceLogs")
         || obj.contains_key("scopeSpans")
         || obj.get("spans").is_some_and(Value::is_array)
         || (obj.contains_key("traceId") && obj.contains_key("spanId"))
@@ -93,6 +99,9 @@ pub fn detect(record: &Value) -> Option<Format> {
     }
     if obj.get("traj").is_some_and(Value::is_array) {
         return Some(Format::TauBench);
+    }
+    if inspect::is_sample(obj) || (obj.contains_key("eval") && obj.contains_key("samples")) {
+        return Some(Format::Inspect);
     }
     let rowish = [
         "steps",
@@ -110,7 +119,8 @@ pub fn detect(record: &Value) -> Option<Format> {
 }
 
 /// What auto-detection looks for, for the error when nothing matches.
-pub const DETECTION: &str = "OTLP spans (`resourceSpans`, `spans`, or `traceId` + `spanId`), a τ-bench result (`traj`), \
+pub const DETECTION: &str = "OTLP spans or logs (`resourceSpans`, `resourceLogs`, `spans`, or `traceId` + `spanId`), a τ-bench result (`traj`), \
+an inspect_ai log (a zip archive, or an object with `eval` and `samples`) or sample (`epoch`, `input`, `messages`), \
 an OpenAI chat record (`messages` without `steps`/`final_text`), or a row (`prompt`, `steps`, `final_text`, `scenario_id` or `schema_version`)";
 
 /// The first JSON record of a file's first bytes: the first line, or the first element of an array.
@@ -148,6 +158,15 @@ fn line_at(text: &[u8], offset: usize) -> u64 {
     1 + memchr::memchr_iter(b'\n', &text[..start]).count() as u64
 }
 
+/// What a read set aside or marked beyond rows and rejects, for the report's warnings.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Notes {
+    /// `OTel` conversations that carried no message content (rows marked `no_content`).
+    pub no_content: u64,
+    /// `OTel` traces with no GenAI span (not rollouts: no row).
+    pub not_genai: u64,
+}
+
 /// Reads one input of a known `format` into `accept`.
 pub fn read(
     name: &str,
@@ -156,6 +175,7 @@ pub fn read(
     opts: &Options,
     accept: &mut Accept<'_, '_>,
     progress: &dyn Fn(u64),
+    notes: &mut Notes,
 ) -> Result<()> {
     match format {
         Format::Whileai | Format::Auto => {
@@ -171,6 +191,7 @@ pub fn read(
                 progress,
             )
         }
+        Format::Inspect => read_inspect(name, reader, opts, accept, progress),
         Format::Otel => {
             let mut text = Vec::new();
             reader
@@ -209,8 +230,12 @@ pub fn read(
             for conv in otel::group(spans) {
                 let line = conv.spans.first().map_or(1, |s| s.line);
                 let Some(row) = otel::to_row(&conv, &opts.otel) else {
+                    notes.not_genai += 1;
                     continue;
                 };
+                if row.get("no_content").is_some() {
+                    notes.no_content += 1;
+                }
                 let text = serde_json::to_vec(&row).unwrap_or_default();
                 let first_span = conv
                     .spans
@@ -229,4 +254,66 @@ pub fn read(
             Ok(())
         }
     }
+}
+
+/// Reads an inspect_ai log: a `.eval` archive member by member, a `.json` log whole, or
+/// samples one per line.
+fn read_inspect(
+    name: &str,
+    mut reader: impl Read + Send,
+    opts: &Options,
+    accept: &mut Accept<'_, '_>,
+    progress: &dyn Fn(u64),
+) -> Result<()> {
+    let score = opts.score.as_deref();
+    let mut text = Vec::new();
+    reader
+        .read_to_end(&mut text)
+        .map_err(|e| Error::io(name, e))?;
+    let bad = |message: String| Error::BadRow {
+        file: name.to_owned(),
+        line: 1,
+        field: None,
+        message,
+    };
+    if inspect::is_zip(&text) {
+        let mut archive = inspect::Archive::open(text)
+            .map_err(|e| bad(format!("not a readable inspect `.eval` archive: {e}")))?;
+        for n in 0..archive.len() {
+            let (member, sample) = archive.sample(n).map_err(bad)?;
+            progress(sample.len() as u64);
+            let result = inspect::decode(&sample, &archive.info, score);
+            accept.take(&format!("{name}:{member}"), 1, &sample, result)?;
+        }
+        return Ok(());
+    }
+    progress(text.len() as u64);
+    if inspect::is_json_log(&text) {
+        let log = io::parse_json(&text).map_err(|e| bad(e.message))?;
+        let info = log
+            .get("eval")
+            .map(inspect::EvalInfo::of)
+            .unwrap_or_default();
+        let samples = match log {
+            Value::Object(mut o) => match o.shift_remove("samples") {
+                Some(Value::Array(list)) => list,
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        for (i, sample) in samples.into_iter().enumerate() {
+            let bytes = serde_json::to_vec(&sample).unwrap_or_default();
+            let result = inspect::to_row(sample, &info, score).and_then(row::decode);
+            accept.take(&format!("{name}:samples[{i}]"), 1, &bytes, result)?;
+        }
+        return Ok(());
+    }
+    let info = inspect::EvalInfo::default();
+    io::read_records(
+        name,
+        std::io::Cursor::new(text),
+        &|b: &[u8]| inspect::decode(b, &info, score),
+        accept,
+        &|_| {},
+    )
 }

@@ -33,6 +33,8 @@ pub struct OtelFields {
     pub reward_attr: String,
     /// The attribute holding the task id.
     pub task_attr: String,
+    /// The attribute holding the repeat index.
+    pub index_attr: String,
 }
 
 impl Default for OtelFields {
@@ -40,6 +42,7 @@ impl Default for OtelFields {
         Self {
             reward_attr: "whileai.reward".into(),
             task_attr: "whileai.task_id".into(),
+            index_attr: "whileai.rollout_index".into(),
         }
     }
 }
@@ -99,6 +102,9 @@ pub struct Span {
     attrs: Map<String, Value>,
     events: Vec<(String, Map<String, Value>)>,
     status_error: bool,
+    status_message: Option<String>,
+    /// A log record (content the instrumentation wrote beside its span), not a span.
+    from_log: bool,
 }
 
 fn any_value(v: &Value) -> Value {
@@ -228,6 +234,12 @@ fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
                     s.eq_ignore_ascii_case("STATUS_CODE_ERROR") || s.eq_ignore_ascii_case("ERROR")
                 })
         });
+    let status_message = obj
+        .get("status")
+        .and_then(|s| s.get("message"))
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(str::to_owned);
     Some(Span {
         line,
         order,
@@ -238,6 +250,66 @@ fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
         attrs: attributes(obj.get("attributes").unwrap_or(&Value::Null)),
         events,
         status_error,
+        status_message,
+        from_log: false,
+    })
+}
+
+/// One OTLP log record as a span-like record: its attributes, and its body's fields when the
+/// body is a map (the older event shape carries content there), keyed by its trace and span.
+fn read_log(v: &Value, line: u64, order: usize) -> Option<Span> {
+    let obj = v.as_object()?;
+    let start = ["timeUnixNano", "observedTimeUnixNano"]
+        .iter()
+        .find_map(|k| obj.get(*k).and_then(nanos).filter(|n| *n > 0))
+        .unwrap_or(0);
+    let mut attrs = attributes(obj.get("attributes").unwrap_or(&Value::Null));
+    let event = text_field(obj, &["eventName"])
+        .or_else(|| text_field(&attrs, &["event.name"]))
+        .unwrap_or_default();
+    if let Some(body) = obj.get("body").map(any_value) {
+        match body {
+            Value::Object(fields) => {
+                // The v1.30 events: `gen_ai.user.message` {content}, `gen_ai.choice` {message}.
+                let role = event
+                    .strip_prefix("gen_ai.")
+                    .and_then(|e| e.strip_suffix(".message"));
+                if let Some(role) = role {
+                    let mut m = fields.clone();
+                    m.entry("role").or_insert_with(|| Value::from(role));
+                    attrs
+                        .entry("gen_ai.input.messages")
+                        .or_insert_with(|| Value::Array(vec![Value::Object(m)]));
+                } else if event == "gen_ai.choice"
+                    && let Some(message) = fields.get("message")
+                {
+                    attrs
+                        .entry("gen_ai.output.messages")
+                        .or_insert_with(|| Value::Array(vec![message.clone()]));
+                } else {
+                    for (k, v) in fields {
+                        attrs.entry(k).or_insert(v);
+                    }
+                }
+            }
+            Value::Null => {}
+            other => {
+                attrs.entry("log.body").or_insert(other);
+            }
+        }
+    }
+    Some(Span {
+        line,
+        order,
+        trace: text_field(obj, &["traceId", "trace_id"]),
+        id: text_field(obj, &["spanId", "span_id"]),
+        name: Some(event),
+        start,
+        attrs,
+        events: Vec::new(),
+        status_error: false,
+        status_message: None,
+        from_log: true,
     })
 }
 
@@ -261,6 +333,24 @@ pub fn spans(record: &Value, line: u64, order: &mut usize) -> Vec<Span> {
                         .flatten()
                     {
                         push(s, &mut out);
+                    }
+                }
+            }
+        }
+    } else if let Some(resources) = record.get("resourceLogs").and_then(Value::as_array) {
+        for r in resources {
+            for key in ["scopeLogs", "instrumentationLibraryLogs"] {
+                for scope in r.get(key).and_then(Value::as_array).into_iter().flatten() {
+                    for l in scope
+                        .get("logRecords")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Some(s) = read_log(l, line, *order) {
+                            *order += 1;
+                            out.push(s);
+                        }
                     }
                 }
             }
@@ -376,8 +466,59 @@ pub struct Conversation {
     pub spans: Vec<Span>,
 }
 
-/// Groups spans into conversations, in order of first appearance.
+/// Joins log records to the spans they were written beside (same trace and span id): their
+/// attributes fill what the span lacks, input and output messages appending. A log record
+/// without its span stays a record of its own.
+fn join_logs(spans: Vec<Span>) -> Vec<Span> {
+    let mut at: HashMap<(Option<String>, String), usize> = HashMap::new();
+    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
+    let (logs, real): (Vec<Span>, Vec<Span>) = spans.into_iter().partition(|s| s.from_log);
+    for s in real {
+        if let Some(id) = &s.id {
+            at.insert((s.trace.clone(), id.clone()), out.len());
+        }
+        out.push(s);
+    }
+    let mut logs = logs;
+    logs.sort_by_key(|s| (s.start, s.order));
+    for log in logs {
+        let key = log.id.clone().map(|id| (log.trace.clone(), id));
+        match key.and_then(|k| at.get(&k).copied()) {
+            Some(i) => {
+                let span = &mut out[i];
+                for (k, v) in log.attrs {
+                    let list_key = INPUT.contains(&k.as_str()) || OUTPUT.contains(&k.as_str());
+                    match (span.attrs.get_mut(&k), v) {
+                        (Some(Value::Array(have)), Value::Array(more)) if list_key => {
+                            have.extend(more);
+                        }
+                        (None, v) => {
+                            span.attrs.insert(k, v);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            None => out.push(log),
+        }
+    }
+    out
+}
+
+/// Whether a conversation's spans carry any message content.
+pub fn has_content(conv: &Conversation) -> bool {
+    conv.spans.iter().any(|s| {
+        first(&s.attrs, &INPUT).is_some()
+            || first(&s.attrs, &OUTPUT).is_some()
+            || first(&s.attrs, &TOOL_ARGS).is_some()
+            || first(&s.attrs, &TOOL_RESULT).is_some()
+    })
+}
+
+/// Groups spans (and the log records written beside them) into conversations, in order of
+/// first appearance.
 pub fn group(spans: Vec<Span>) -> Vec<Conversation> {
+    let spans = join_logs(spans);
     let conv_of = |s: &Span| text_field(&s.attrs, &CONVERSATION);
     let mut trace_conv: HashMap<String, String> = HashMap::new();
     for s in &spans {
@@ -414,8 +555,24 @@ fn is_tool(s: &Span) -> bool {
         || s.attrs.get("gen_ai.operation.name").and_then(Value::as_str) == Some("execute_tool")
 }
 
-/// The row of one conversation, or `None` when it has no prompt, step or reply.
+/// Whether a span speaks the GenAI conventions (or carries the reward or task attribute).
+fn is_genai(s: &Span, fields: &OtelFields) -> bool {
+    s.attrs.keys().any(|k| {
+        k.starts_with("gen_ai.")
+            || k.starts_with("llm.")
+            || k.starts_with("tool.")
+            || *k == fields.reward_attr
+            || *k == fields.task_attr
+    })
+}
+
+/// The row of one conversation, or `None` when no span of it speaks the GenAI conventions
+/// (a trace of other work). A conversation without message content still gives a row, marked
+/// `no_content: true`.
 pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
+    if !conv.spans.iter().any(|s| is_genai(s, fields)) {
+        return None;
+    }
     let (mut prompt, mut seen, mut steps, mut final_text) = (
         None::<String>,
         Vec::<String>::new(),
@@ -432,6 +589,7 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
     );
     let mut tools_used = Vec::new();
     let mut ts = 0u64;
+    let (mut finish, mut index) = (None::<String>, None::<i64>);
     for s in &conv.spans {
         if s.start > 0 && (ts == 0 || s.start < ts) {
             ts = s.start;
@@ -470,7 +628,18 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
             }
         }
         if model.is_none() {
-            model = text_field(&s.attrs, &["gen_ai.request.model", "gen_ai.response.model"]);
+            model = text_field(&s.attrs, &["gen_ai.response.model", "gen_ai.request.model"]);
+        }
+        if let Some(Value::Array(reasons)) = s.attrs.get("gen_ai.response.finish_reasons")
+            && let Some(Value::String(r)) = reasons.last()
+        {
+            finish = Some(r.clone());
+        }
+        if index.is_none() {
+            index = s
+                .attrs
+                .get(&fields.index_attr)
+                .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()));
         }
         if task.is_none() {
             task = s
@@ -506,7 +675,8 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
                 let error = s
                     .events
                     .iter()
-                    .find_map(|(_, a)| a.get("exception.message").and_then(Value::as_str));
+                    .find_map(|(_, a)| a.get("exception.message").and_then(Value::as_str))
+                    .or(s.status_message.as_deref());
                 if let Some(e) = error {
                     wrapped.insert("error".into(), Value::from(e));
                 }
@@ -541,10 +711,13 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
             }
         }
     }
-    if prompt.is_none() && steps.is_empty() && final_text.is_none() {
-        return None;
-    }
+    let content = has_content(conv);
+    // A conversation without content (the instrumentation's default) still is a rollout: its
+    // task, reward, model, usage and tools make a row, marked so.
     let mut row = Map::new();
+    if !content {
+        row.insert("no_content".into(), Value::Bool(true));
+    }
     row.insert("prompt".into(), Value::from(prompt.unwrap_or_default()));
     row.insert("steps".into(), Value::Array(steps));
     row.insert(
@@ -571,6 +744,12 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
     }
     if let Some(a) = agent {
         row.insert("agent_name".into(), Value::from(a));
+    }
+    if let Some(f) = finish {
+        row.insert("finish_reason".into(), Value::from(f));
+    }
+    if let Some(i) = index {
+        row.insert("rollout_index".into(), Value::from(i));
     }
     if any_usage {
         row.insert(
