@@ -677,15 +677,17 @@ fn write_dataset(jsonl: &Path, out: &Path, shown: &Path) -> Result<Vec<String>> 
             chunk.extend_from_slice(&line);
         }
         let file = AtomicFile::create(&path)?;
+        let on_disk = |e: parquet::errors::ParquetError| io::written_to(&path, e.into());
         let mut writer =
-            parquet::arrow::ArrowWriter::try_new(file.writer()?, Arc::clone(&schema), None)?;
+            parquet::arrow::ArrowWriter::try_new(file.writer()?, Arc::clone(&schema), None)
+                .map_err(on_disk)?;
         let decoder = ReaderBuilder::new(Arc::clone(&schema))
             .with_batch_size(4096)
             .build(std::io::Cursor::new(chunk))?;
         for batch in decoder {
-            writer.write(&batch?)?;
+            writer.write(&batch?).map_err(on_disk)?;
         }
-        writer.close()?;
+        writer.close().map_err(on_disk)?;
         file.commit()?;
         names.push(format!("data/{name}"));
     }

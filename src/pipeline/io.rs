@@ -516,6 +516,24 @@ impl ParquetSink {
     }
 }
 
+/// A Parquet writer's error as what it is: a failed write to `path` (a full disk, a closed
+/// device) is an I/O error naming the file, not a Parquet one ("External: No space left on
+/// device", exit 65, no file named).
+pub fn written_to(path: &Path, e: Error) -> Error {
+    use datafusion::parquet::errors::ParquetError;
+    let external = match &e {
+        Error::Parquet(ParquetError::External(inner)) => Some(inner.as_ref()),
+        Error::Arrow(datafusion::arrow::error::ArrowError::ExternalError(inner)) => {
+            Some(inner.as_ref())
+        }
+        _ => None,
+    };
+    match external.and_then(|inner| inner.downcast_ref::<std::io::Error>()) {
+        Some(io) => Error::io(path, std::io::Error::new(io.kind(), io.to_string())),
+        None => e,
+    }
+}
+
 impl Sink for ParquetSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let mut batch = self.aligned(batch)?;
@@ -526,16 +544,18 @@ impl Sink for ParquetSink {
             self.pending_rows += take;
             batch = batch.slice(take, batch.num_rows() - take);
             if self.pending_rows == ROW_GROUP_ROWS {
-                self.flush()?;
+                let path = self.out.path().to_path_buf();
+                self.flush().map_err(|e| written_to(&path, e))?;
             }
         }
         Ok(())
     }
 
     fn finish(mut self: Box<Self>) -> Result<()> {
-        self.flush()?;
+        let path = self.out.path().to_path_buf();
+        self.flush().map_err(|e| written_to(&path, e))?;
         let Self { writer, out, .. } = *self;
-        writer.close()?;
+        writer.close().map_err(|e| written_to(&path, e.into()))?;
         out.commit()
     }
 }

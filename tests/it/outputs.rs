@@ -187,32 +187,82 @@ fn an_output_is_never_an_input_and_its_name_says_its_format() {
     );
 }
 
+/// A small real filesystem (tmpfs) mounted at `at`, unmounted when dropped; `None` (the test
+/// skips) where this user cannot mount one. CI runs as root and must.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(at).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root and must be able to mount a small tmpfs"
+            );
+            eprintln!("skipped: cannot mount a tmpfs here (not root)");
+            return None;
+        }
+        Some(Self(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A full disk: every writer exits 74 naming the file it could not write, and leaves nothing.
+#[test]
+fn a_full_disk_is_an_io_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full");
+    let Some(_fs) = Tmpfs::mount(&full, "64k") else {
+        return;
+    };
+    let big = dir.path().join("big.parquet");
+    crate::support::gen_rows(&big, 5_000, 3);
+    for (args, out) in [
+        (vec!["convert"], "rows.parquet"),
+        (vec!["convert"], "rows.jsonl"),
+        (vec!["select"], "picked.parquet"),
+        (vec!["export", "--no-validate"], "train.jsonl"),
+    ] {
+        let target = full.join(out);
+        let failed = wai()
+            .args(&args)
+            .arg(&big)
+            .arg("--out")
+            .arg(&target)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&failed.stderr);
+        assert_eq!(failed.status.code(), Some(74), "{args:?} {out}: {err}");
+        assert!(
+            err.contains("No space left on device") && err.contains("full/"),
+            "{args:?} {out}: {err}"
+        );
+        assert!(
+            tree(&full).is_empty(),
+            "{args:?} {out}: left {:?}",
+            tree(&full)
+        );
+    }
+}
+
 /// A full disk where the rejects go: the main output is not committed either.
 #[test]
 fn an_output_is_committed_with_its_rejects_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let full = dir.path().join("full");
-    std::fs::create_dir(&full).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"])
-        .arg(&full)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs as root and must be able to mount a small tmpfs"
-        );
-        eprintln!("skipped: cannot mount a tmpfs here (not root)");
+    let Some(_fs) = Tmpfs::mount(&full, "16k") else {
         return;
-    }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&full);
+    };
     // Fill it.
     let _ = std::fs::write(full.join("filler"), vec![b'x'; 64 * 1024]);
     // Rows with many bad lines, whose rejects do not fit.
