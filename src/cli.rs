@@ -178,19 +178,19 @@ pub struct HackScanArgs {
     #[arg(long)]
     pub no_auto: bool,
     /// Most common words and word pairs in the automatic tier.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = at_least_one)]
     pub top_k: usize,
-    /// Within-task shuffles behind the noise floor.
-    #[arg(long, default_value_t = 100)]
+    /// Within-task shuffles behind the noise floor (at least 20: fewer cannot place a 5% floor).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(20..=100_000))]
     pub perms: u32,
     /// Fewest rows a feature must be present on to be ranked.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = at_least_one)]
     pub min_obs: usize,
     /// Strongest indicators whose pairwise conjunctions (`A AND B`) are tried.
     #[arg(long, default_value_t = 12)]
     pub seeds: usize,
     /// The floor's level: a feature above it clears chance at this rate.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, value_parser = open_share)]
     pub alpha: f64,
     /// The seed of the shuffles.
     #[arg(long, default_value_t = 0)]
@@ -214,10 +214,10 @@ pub struct DecontaminateArgs {
     #[arg(long, value_delimiter = ',', default_value = "prompt")]
     pub fields: Vec<String>,
     /// Words per n-gram.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
     pub n: usize,
     /// The share of a row's words one eval text must cover (0: any shared n-gram).
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, value_parser = share)]
     pub overlap: f64,
     /// The semantic rule's embedder: `column:NAME` (vectors in each row's `extra.NAME`),
     /// `cmd:COMMAND` (texts in, vectors out over JSON Lines) or `openai:MODEL@URL` (an
@@ -225,7 +225,7 @@ pub struct DecontaminateArgs {
     #[arg(long, value_name = "SPEC")]
     pub embedder: Option<String>,
     /// The cosine similarity that flags (with `--embedder`).
-    #[arg(long, default_value_t = 0.85)]
+    #[arg(long, default_value_t = 0.85, value_parser = positive_share)]
     pub similarity: f64,
     /// Seconds an embedder may take on one batch.
     #[arg(long, default_value_t = 120.0)]
@@ -377,7 +377,7 @@ pub struct SelectArgs {
     #[arg(long, value_enum, default_value_t = SelectMode::Rl)]
     pub mode: SelectMode,
     /// Rows wanted (RL takes whole groups, so the last may overshoot).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = at_least_one)]
     pub target: usize,
     /// RL: the band on a task's pass rate, `LO,HI`.
     #[arg(long, value_delimiter = ',', value_name = "LO,HI", default_values_t = [0.2, 0.8])]
@@ -386,7 +386,7 @@ pub struct SelectArgs {
     #[arg(long, value_enum, default_value_t = SelectTruncated::Drop)]
     pub truncated: SelectTruncated,
     /// SFT: the lowest reward of a demonstration.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = share)]
     pub min_reward: f64,
     /// The agent has no tools (the do-nothing gate is off).
     #[arg(long)]
@@ -399,7 +399,7 @@ pub struct SelectArgs {
     #[arg(long, default_value_t = 1.0)]
     pub min_margin: f64,
     /// Preference: pairs per ask at most.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
     pub max_pairs_per_prompt: usize,
     /// Preference: the rejected reply closest in length to the chosen one.
     #[arg(long)]
@@ -566,13 +566,13 @@ pub struct DemoArgs {
     #[arg(long, default_value = "wai-demo", value_name = "DIR")]
     pub dir: PathBuf,
     /// Rollouts to simulate.
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
     pub budget: u64,
     /// The seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// The seeded agent's mistake rate.
-    #[arg(long, default_value_t = crate::stages::simulate::agent::DEFAULT_RATE)]
+    #[arg(long, default_value_t = crate::stages::simulate::agent::DEFAULT_RATE, value_parser = share)]
     pub rate: f64,
 }
 
@@ -1020,4 +1020,39 @@ pub struct GenArgs {
     /// Share of rows that get a gold label (agreeing with the reward 90% of the time).
     #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
     pub gold: f64,
+}
+
+/// A share: a number in [0, 1] (NaN is none).
+fn share(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not in [0, 1]"))
+    }
+}
+
+/// A share above 0: (0, 1].
+fn positive_share(s: &str) -> Result<f64, String> {
+    match share(s)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err(format!("{s} is not in (0, 1]")),
+    }
+}
+
+/// A rate strictly between 0 and 1.
+fn open_share(s: &str) -> Result<f64, String> {
+    match share(s)? {
+        v if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err(format!("{s} is not in (0, 1)")),
+    }
+}
+
+/// A count of one or more.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(v) if v >= 1 => Ok(v),
+        Ok(_) => Err("0 is not allowed here: give 1 or more".into()),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
 }

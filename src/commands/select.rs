@@ -282,7 +282,7 @@ fn preference(
     }
     let opts = select::PairOptions {
         min_margin: args.min_margin,
-        max_pairs_per_prompt: args.max_pairs_per_prompt.max(1),
+        max_pairs_per_prompt: args.max_pairs_per_prompt,
         length_match: args.length_match,
     };
     let mut infos: Vec<select::PairRow> = Vec::new();

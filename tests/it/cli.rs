@@ -151,3 +151,91 @@ fn success_reports_on_stdout_and_json_is_one_document() {
     ----- stderr -----
     ");
 }
+
+/// Options that would mean nothing are refused before any work, saying what is valid
+/// (#30 item 10): a NaN floor, zero pairs, an overlap past 1, a floor of no shuffles, a mistake
+/// rate past 1, an empty budget.
+#[test]
+fn meaningless_options_are_usage_errors() {
+    let rows = crate::support::fixture("example_scored.jsonl");
+    let rows = rows.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "select",
+                rows,
+                "--mode",
+                "sft",
+                "--min-reward",
+                "NaN",
+                "--out",
+                "x.jsonl",
+            ],
+            "not in [0, 1]",
+        ),
+        (
+            vec![
+                "select",
+                rows,
+                "--mode",
+                "preference",
+                "--max-pairs-per-prompt",
+                "0",
+                "--out",
+                "x.jsonl",
+            ],
+            "give 1 or more",
+        ),
+        (
+            vec!["select", rows, "--target", "0", "--out", "x.jsonl"],
+            "give 1 or more",
+        ),
+        (
+            vec![
+                "decontaminate",
+                rows,
+                "--against",
+                rows,
+                "--overlap",
+                "2",
+                "--out",
+                "x.jsonl",
+            ],
+            "not in [0, 1]",
+        ),
+        (
+            vec![
+                "decontaminate",
+                rows,
+                "--against",
+                rows,
+                "--n",
+                "0",
+                "--out",
+                "x.jsonl",
+            ],
+            "give 1 or more",
+        ),
+        (
+            vec!["hack-scan", rows, "--perms", "0"],
+            "not in 20..=100000",
+        ),
+        (vec!["hack-scan", rows, "--alpha", "1"], "not in (0, 1)"),
+        (vec!["demo", "--rate", "2"], "not in [0, 1]"),
+        (vec!["demo", "--budget", "0"], "0 is not in 1.."),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = crate::support::wai()
+            .current_dir(dir.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "{args:?} wrote something"
+        );
+    }
+}
