@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, new_null_array};
-use datafusion::arrow::compute::cast;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_writer::{
     ArrowColumnChunk, ArrowLeafColumn, ArrowRowGroupWriterFactory, compute_leaves,
@@ -514,6 +513,27 @@ impl ParquetSink {
             .collect::<Result<Vec<_>>>()?;
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
+}
+
+/// Whether a column of type `from` may be read as the row schema's `to`: numbers as numbers
+/// (never text or booleans: a string or boolean `reward` is not a number), text from text or
+/// any scalar (a numeric task id is its text, as in JSONL), nested as nested (converted, and an
+/// error where a value does not convert). The one rule for JSONL's converted batches and for
+/// Parquet tables registered for SQL.
+pub fn column_fits(
+    to: &datafusion::arrow::datatypes::DataType,
+    from: &datafusion::arrow::datatypes::DataType,
+) -> bool {
+    use datafusion::arrow::datatypes::DataType;
+    let text = |t: &DataType| {
+        matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            || matches!(t, DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View))
+    };
+    let scalar = |t: &DataType| t.is_numeric() || text(t) || *t == DataType::Boolean;
+    *from == DataType::Null
+        || (to.is_numeric() && from.is_numeric())
+        || (text(to) && scalar(from))
+        || (!scalar(to) && !scalar(from))
 }
 
 /// A Parquet writer's error as what it is: a failed write to `path` (a full disk, a closed
@@ -1189,19 +1209,39 @@ pub fn conform_to(
     source: &str,
     schema: &datafusion::arrow::datatypes::SchemaRef,
 ) -> Result<RecordBatch> {
+    use datafusion::arrow::datatypes::DataType;
     let schema = Arc::clone(schema);
     let mut columns = Vec::with_capacity(schema.fields().len());
+    let wrong =
+        |field: &datafusion::arrow::datatypes::Field, found: &DataType, why: String| Error::Input {
+            stage: "read".into(),
+            message: format!(
+                "`{source}`: column `{}` is {found}, not {}{why}",
+                field.name(),
+                field.data_type()
+            ),
+        };
     for field in schema.fields() {
         match batch.column_by_name(field.name()) {
             Some(c) if c.data_type() == field.data_type() => columns.push(Arc::clone(c)),
-            Some(c) => columns.push(cast(c, field.data_type()).map_err(|e| Error::Input {
-                stage: "read".into(),
-                message: format!(
-                    "`{source}`: column `{}` cannot be read as {}: {e}",
-                    field.name(),
-                    field.data_type()
-                ),
-            })?),
+            Some(c) => {
+                // The same rules as JSONL: a number column takes numbers (not text, not
+                // booleans: a string reward is not read as a number, nor a boolean as 1/0);
+                // a text column takes text. A value that does not convert is an error, never a
+                // null.
+                let (to, from) = (field.data_type(), c.data_type());
+                if !column_fits(to, from) {
+                    return Err(wrong(field, from, String::new()));
+                }
+                let options = datafusion::arrow::compute::CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                columns.push(
+                    datafusion::arrow::compute::cast_with_options(c, to, &options)
+                        .map_err(|e| wrong(field, from, format!(": {e}")))?,
+                );
+            }
             None if field.is_nullable() => {
                 columns.push(new_null_array(field.data_type(), batch.num_rows()))
             }
@@ -1212,6 +1252,22 @@ pub fn conform_to(
                     &batch.schema(),
                 ));
             }
+        }
+    }
+    // Rewards follow the judge contract, as in JSONL: 0 or 1, or a partial score in [0, 1].
+    for name in [col::REWARD, col::GOLD_REWARD] {
+        if let Some(i) = schema.index_of(name).ok()
+            && let Some(values) = columns[i]
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::Float64Array>()
+            && let Some(x) = values.iter().flatten().find(|x| !(0.0..=1.0).contains(x))
+        {
+            return Err(Error::Input {
+                stage: "read".into(),
+                message: format!(
+                    "`{source}`: column `{name}` holds {x}: a reward is 0 or 1, or a partial score in [0, 1]"
+                ),
+            });
         }
     }
     Ok(RecordBatch::try_new(schema, columns)?)

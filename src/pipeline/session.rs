@@ -272,6 +272,30 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
             });
         }
     };
+    // The row schema's columns have the row schema's kinds, as when rows are read one by one.
+    if let Some(found) = config.file_schema.as_ref() {
+        let rows = crate::schema::row_schema();
+        for field in found.fields() {
+            if let Ok(want) = rows.field_with_name(field.name())
+                && !crate::pipeline::io::column_fits(want.data_type(), field.data_type())
+            {
+                return Err(Error::Input {
+                    stage: "read".into(),
+                    message: format!(
+                        "column `{}` is {}, not {}, in {}",
+                        field.name(),
+                        field.data_type(),
+                        want.data_type(),
+                        inputs
+                            .iter()
+                            .map(|i| format!("`{}`", i.display))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+    }
     ctx.register_table(name, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }

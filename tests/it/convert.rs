@@ -397,3 +397,124 @@ fn corrupt_parquet_is_bad_input_never_a_crash() {
         }
     }
 }
+
+/// Wrong-typed fields are bad rows naming the field, in JSONL and Parquet alike (#30 item 7):
+/// a number where a tool name, a role or a call name goes, arguments that are a number, dims
+/// that are not an object, a reward outside [0, 1]; a Parquet `reward` column of text or
+/// booleans (it was silently null, or read as 1/0) in every reader.
+#[test]
+fn wrong_types_are_bad_rows_in_both_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    for (row, field) in [
+        (
+            r#"{"task_id":"a","reward":1,"steps":[{"tool":7}]}"#,
+            "steps[0].tool",
+        ),
+        (
+            r#"{"task_id":"a","reward":1,"messages":[{"role":5,"content":"x"}]}"#,
+            "messages[0].role",
+        ),
+        (r#"{"task_id":"a","reward":1,"dims":[1]}"#, "dims"),
+        (
+            r#"{"task_id":"a","reward":1,"steps":[{"tool":"t","arguments":5}]}"#,
+            "steps[0].arguments",
+        ),
+        (
+            r#"{"task_id":"a","reward":1,"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":3,"arguments":"{}"}}]}]}"#,
+            "messages[0].tool_calls[0].function.name",
+        ),
+        (r#"{"task_id":"a","reward":-1}"#, "reward"),
+        (r#"{"task_id":"a","gold_reward":1.5}"#, "gold_reward"),
+    ] {
+        let path = dir.path().join("row.jsonl");
+        std::fs::write(&path, format!("{row}\n")).unwrap();
+        let out = crate::support::wai()
+            .arg("convert")
+            .arg(&path)
+            .arg("--out")
+            .arg(dir.path().join("out.parquet"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(65), "{row}: {err}");
+        assert!(
+            err.contains(&format!("line 1: field `{field}`")),
+            "{row}: {err}"
+        );
+    }
+    // A null tool name is no wrong type: kept, as before.
+    let fine = dir.path().join("fine.jsonl");
+    std::fs::write(
+        &fine,
+        "{\"task_id\":\"a\",\"reward\":0.5,\"steps\":[{\"tool\":null}]}\n",
+    )
+    .unwrap();
+    crate::support::succeeded(
+        crate::support::wai()
+            .arg("convert")
+            .arg(&fine)
+            .arg("--out")
+            .arg(dir.path().join("fine.parquet")),
+    );
+    // Parquet columns of the wrong kind, made by hand with arrow-rs.
+    use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
+    use std::sync::Arc;
+    for (name, reward) in [
+        (
+            "text",
+            Arc::new(StringArray::from(vec!["1", "x"])) as ArrayRef,
+        ),
+        (
+            "bool",
+            Arc::new(BooleanArray::from(vec![true, false])) as ArrayRef,
+        ),
+        (
+            "range",
+            Arc::new(Float64Array::from(vec![2.0, 0.0])) as ArrayRef,
+        ),
+    ] {
+        let batch = RecordBatch::try_from_iter([
+            (
+                "task_id",
+                Arc::new(StringArray::from(vec!["a", "a"])) as ArrayRef,
+            ),
+            (
+                "rollout_id",
+                Arc::new(StringArray::from(vec!["1", "2"])) as ArrayRef,
+            ),
+            ("reward", reward),
+        ])
+        .unwrap();
+        let path = dir.path().join(format!("{name}.parquet"));
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let commands: &[&[&str]] = if name == "range" {
+            // Statistics of a query's table are not read value by value; readers of rows are.
+            &[
+                &["convert", "--out", "x.jsonl"],
+                &["select", "--out", "x.parquet"],
+            ]
+        } else {
+            &[
+                &["pass-at"],
+                &["convert", "--out", "x.jsonl"],
+                &["select", "--out", "x.parquet"],
+                &["hack-scan"],
+            ]
+        };
+        for args in commands {
+            let out = crate::support::wai()
+                .current_dir(dir.path())
+                .arg(args[0])
+                .arg(&path)
+                .args(&args[1..])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(65), "{name} {args:?}: {err}");
+            assert!(err.contains("column `reward`"), "{name} {args:?}: {err}");
+        }
+    }
+}

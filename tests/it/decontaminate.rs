@@ -84,18 +84,29 @@ fn the_reference_examples_are_kept_and_dropped_as_it_does() {
             "I would like to cancel my order 9911 today because the shoes did not fit me"
         ]
     );
-    // Over 1 reads as 1, as the reference clamps it: only fully covered rows.
-    let (report, _) = decontaminate(dir.path(), &train, &reference_eval(), &["--overlap", "1.5"]);
+    // Over 1 is refused (the reference clamps it to 1 without a word); at 1 only fully covered
+    // rows flag, as the reference's clamped run does.
+    crate::support::refused(
+        crate::support::wai()
+            .arg("decontaminate")
+            .arg(crate::support::fixture("example_rows.jsonl"))
+            .arg("--against")
+            .arg(crate::support::fixture("example_rows.jsonl"))
+            .args(["--overlap", "1.5", "--out"])
+            .arg(dir.path().join("never.jsonl")),
+        "1.5 is not in [0, 1]",
+    );
+    let (report, _) = decontaminate(dir.path(), &train, &reference_eval(), &["--overlap", "1"]);
     assert_eq!(
         (report["n_near"].clone(), report["overlap"].clone()),
         (json!(0), json!(1.0))
     );
     let full =
         vec![json!({"prompt": "Oh: cancel my order 9911 today because the shoes did not fit me"})];
-    let (report, _) = decontaminate(dir.path(), &full, &reference_eval(), &["--overlap", "1.5"]);
+    let (report, _) = decontaminate(dir.path(), &full, &reference_eval(), &["--overlap", "1"]);
     assert_eq!(report["n_near"], json!(0), "one word of 13 is not covered");
     let full = vec![json!({"prompt": "my order 9911 today because the shoes did not fit me"})];
-    let (report, _) = decontaminate(dir.path(), &full, &reference_eval(), &["--overlap", "1.5"]);
+    let (report, _) = decontaminate(dir.path(), &full, &reference_eval(), &["--overlap", "1"]);
     assert_eq!(report["n_near"], json!(1), "every word covered");
     // At --overlap 0 any shared n-gram flags.
     let (report, _) = decontaminate(dir.path(), &train, &reference_eval(), &["--overlap", "0"]);

@@ -197,6 +197,17 @@ fn set_dim(dims: &mut Vec<(String, String)>, key: &str, value: String) {
     }
 }
 
+/// A reward is 0 or 1, or a partial score in [0, 1] (the judge contract).
+fn check_share(field: &str, v: Option<f64>) -> Res<()> {
+    match v {
+        Some(x) if !(0.0..=1.0).contains(&x) => Err(FieldError::at(
+            field,
+            format!("{x} is outside [0, 1]: a reward is 0 or 1, or a partial score in [0, 1]"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `dims` as a row's fields give it: the conversation axes (top-level keys), overridden by
 /// `scenario_dimensions`, overridden by an explicit `dims` object. `None` when there are none.
 pub fn derive_dims(obj: &Map<String, Value>) -> Option<Vec<(String, String)>> {
@@ -264,6 +275,33 @@ fn markers(v: &Value) -> Res<(Vec<(String, Option<f64>)>, bool)> {
     Ok((out, faithful))
 }
 
+/// Reads a nested field that must be text when it is there: a string, or null (kept in `extra`);
+/// a number, a boolean, an array or an object is a bad row naming the field.
+fn text_field(field: &dyn Fn() -> String, v: &Value, faithful: &mut bool) -> Res<Option<String>> {
+    match v {
+        Value::String(s) => Ok(Some(s.clone())),
+        Value::Null => {
+            *faithful = false;
+            Ok(None)
+        }
+        other => Err(expected(&field(), "a string", other)),
+    }
+}
+
+/// Checks tool-call arguments: an object, a JSON string (the wire shape), an array (what a model
+/// wrote as positional arguments, kept so the export gate can name it), or null. A bare number
+/// or boolean is no arguments at all.
+fn arguments_shape(field: &dyn Fn() -> String, v: &Value) -> Res<()> {
+    match v {
+        Value::Number(_) | Value::Bool(_) => Err(expected(
+            &field(),
+            "an object of arguments or a JSON string",
+            v,
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Reads one string field of a nested object; anything but a string makes the parent unfaithful.
 fn soft_string(v: &Value, faithful: &mut bool) -> Option<String> {
     if let Value::String(s) = v {
@@ -274,18 +312,19 @@ fn soft_string(v: &Value, faithful: &mut bool) -> Option<String> {
     }
 }
 
-fn tool_call(v: &Value, faithful: &mut bool) -> ToolCall {
+fn tool_call(at: &str, v: &Value, faithful: &mut bool) -> Res<ToolCall> {
     let Value::Object(map) = v else {
         *faithful = false;
-        return ToolCall::default();
+        return Ok(ToolCall::default());
     };
     let mut call = ToolCall::default();
     let (mut wire, mut typed) = (false, false);
     for (k, value) in map {
         match k.as_str() {
             "id" => call.id = soft_string(value, faithful),
-            "name" => call.name = soft_string(value, faithful),
+            "name" => call.name = text_field(&|| format!("{at}.name"), value, faithful)?,
             "arguments" => {
+                arguments_shape(&|| format!("{at}.arguments"), value)?;
                 let (text, same) = canonical_arguments(value);
                 *faithful &= same;
                 call.arguments = Some(text);
@@ -306,7 +345,15 @@ fn tool_call(v: &Value, faithful: &mut bool) -> ToolCall {
                 for (fk, fv) in f {
                     match (fk.as_str(), fv) {
                         ("name", Value::String(name)) => call.name = Some(name.clone()),
+                        ("name", other) if !other.is_null() => {
+                            return Err(expected(
+                                &format!("{at}.function.name"),
+                                "a string",
+                                other,
+                            ));
+                        }
                         ("arguments", args) => {
+                            arguments_shape(&|| format!("{at}.function.arguments"), args)?;
                             call.arguments = Some(canonical_arguments(args).0);
                             match args {
                                 Value::String(text) => call.arguments_text = Some(text.clone()),
@@ -325,7 +372,7 @@ fn tool_call(v: &Value, faithful: &mut bool) -> ToolCall {
     if wire != typed || (wire && (call.name.is_none() || call.arguments_text.is_none())) {
         *faithful = false;
     }
-    call
+    Ok(call)
 }
 
 /// The text of a message's content: a string, or its text parts (strings, or objects with a
@@ -379,16 +426,28 @@ fn messages(v: &Value) -> Res<(Vec<Message>, bool)> {
         let mut m = Message::default();
         let mut null_content = false;
         for (k, value) in map {
+            let field = || format!("messages[{i}].{k}");
             match k.as_str() {
-                "role" => m.role = soft_string(value, &mut faithful),
+                "role" => m.role = text_field(&field, value, &mut faithful)?,
                 "content" if value.is_null() => null_content = true,
                 "content" => m.content = content_text(value, &mut faithful),
                 "name" => m.name = soft_string(value, &mut faithful),
                 "tool_call_id" => m.tool_call_id = soft_string(value, &mut faithful),
                 "tool_calls" => match value {
                     Value::Array(calls) => {
-                        m.tool_calls =
-                            Some(calls.iter().map(|c| tool_call(c, &mut faithful)).collect());
+                        m.tool_calls = Some(
+                            calls
+                                .iter()
+                                .enumerate()
+                                .map(|(c, call)| {
+                                    tool_call(
+                                        &format!("messages[{i}].tool_calls[{c}]"),
+                                        call,
+                                        &mut faithful,
+                                    )
+                                })
+                                .collect::<Res<_>>()?,
+                        );
                     }
                     _ => faithful = false,
                 },
@@ -417,8 +476,9 @@ fn steps(v: &Value) -> Res<(Vec<Step>, bool)> {
         for (k, value) in map {
             let field = || format!("steps[{i}].{k}");
             match k.as_str() {
-                "tool" => s.tool = soft_string(value, &mut faithful),
+                "tool" => s.tool = text_field(&field, value, &mut faithful)?,
                 "arguments" => {
+                    arguments_shape(&field, value)?;
                     let (text, same) = canonical_arguments(value);
                     faithful &= same;
                     s.arguments = Some(text);
@@ -485,6 +545,11 @@ pub fn decode(value: Value) -> Res<Record> {
     let mut task_key = None;
     let mut given_task_id: Option<Value> = None;
     let mut stamped = false;
+    for key in ["dims", "scenario_dimensions"] {
+        if let Some(v) = obj.get(key).filter(|v| !v.is_null() && !v.is_object()) {
+            return Err(expected(key, "an object of dimension names to values", v));
+        }
+    }
     let dims = derive_dims(&obj);
     let eval_run = derive_eval_run(&obj);
 
@@ -587,6 +652,7 @@ pub fn decode(value: Value) -> Res<Record> {
                     ));
                 }
                 r.reward = number("reward", &v)?;
+                check_share("reward", r.reward)?;
                 false
             }
             "gold_reward" => {
@@ -597,6 +663,7 @@ pub fn decode(value: Value) -> Res<Record> {
                     ));
                 }
                 r.gold_reward = number("gold_reward", &v)?;
+                check_share("gold_reward", r.gold_reward)?;
                 false
             }
             "markers" => {
