@@ -122,6 +122,19 @@ impl Error {
         }
     }
 
+    /// A failed read of an input file: a file that is not there is a missing input (exit 66),
+    /// anything else an I/O error naming it (74).
+    pub fn read(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+        let path = path.as_ref();
+        if source.kind() == std::io::ErrorKind::NotFound {
+            Self::MissingInput {
+                path: path.display().to_string(),
+            }
+        } else {
+            Self::io(path, source)
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {

@@ -43,10 +43,13 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
         .await
     })?;
     if batch.num_rows() == 0 {
-        return Err(Error::Usage(format!(
-            "compare-judges: no row of {} has a 0/1 gold label: attach hand labels first (wai labels attach ROWS LABELS --kind human --out LABELED)",
-            args.inputs.join(", ")
-        )));
+        return Err(Error::Input {
+            stage: "compare-judges".into(),
+            message: format!(
+                "no row of {} has a 0/1 gold label: attach hand labels first (wai labels attach ROWS LABELS --kind human --out LABELED)",
+                args.inputs.join(", ")
+            ),
+        });
     }
     let mut rows = Vec::new();
     judge_trust::labeled_rows(&batch, &mut rows)?;

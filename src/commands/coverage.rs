@@ -15,7 +15,7 @@ use crate::stages::coverage;
 
 fn policy_text(path: Option<&Path>) -> Result<String> {
     match path {
-        Some(p) => std::fs::read_to_string(p).map_err(|e| Error::io(p, e)),
+        Some(p) => std::fs::read_to_string(p).map_err(|e| Error::read(p, e)),
         None => Ok(String::new()),
     }
 }
@@ -43,7 +43,7 @@ fn asks(ctx: &Context, spec: &str) -> Result<Vec<String>> {
     let local = path.is_file();
     if local && ext == "json" {
         // A JSON array of asks: strings, or objects with a `prompt`.
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| Error::Usage(format!("`{spec}` is not JSON: {e}")))?;
         let Value::Array(items) = v else {

@@ -37,7 +37,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
         output::jsonl_name(&args.out, "this export")?;
     }
     let system_prompt = match &args.system_prompt {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?),
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::read(p, e))?),
         None => None,
     };
     let tools = match &args.tools {
@@ -763,7 +763,7 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
     let (mut with_env, mut first_env): (u64, Option<String>) = (0, None);
     for input in &args.inputs {
         let path = Path::new(input);
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;

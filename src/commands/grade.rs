@@ -42,7 +42,7 @@ fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
         }
     };
     let text = match &file {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?,
+        Some(path) => std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?,
         None => body.to_owned(),
     };
     Ok((kind, text, file))

@@ -469,7 +469,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     // The tools.
     let (tools_value, tools) = match &args.tools {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+            let text = std::fs::read_to_string(p).map_err(|e| Error::read(p, e))?;
             let v: Value = serde_json::from_str(&text)
                 .map_err(|e| Error::Usage(format!("`{}` is not JSON: {e}", p.display())))?;
             let tools = parse_tools(&v, &p.display().to_string())?;
@@ -484,7 +484,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
             Some((p, tools)) => {
                 picked.push(format!("tools: {} ({} tools; guessed: the first JSON file that reads as a tool list; --tools FILE overrides)", relative(&p, &root), tools.len()));
                 let v: Value = serde_json::from_str(
-                    &std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?,
+                    &std::fs::read_to_string(&p).map_err(|e| Error::read(&p, e))?,
                 )
                 .unwrap_or(Value::Null);
                 (v, tools)
@@ -506,7 +506,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let policy = match &args.policy {
         Some(p) => {
             picked.push(format!("policy: {} (--policy)", p.display()));
-            std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?
+            std::fs::read_to_string(p).map_err(|e| Error::read(p, e))?
         }
         None => match guess_policy(&root, &out) {
             Some(p) => {
@@ -514,7 +514,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
                     "policy: {} (guessed by its name; --policy FILE overrides)",
                     relative(&p, &root)
                 ));
-                std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?
+                std::fs::read_to_string(&p).map_err(|e| Error::read(&p, e))?
             }
             None => {
                 picked.push("policy: none found (policy.md, system_prompt.txt, ...); policy.md is a stub: pass --policy FILE".into());

@@ -79,7 +79,7 @@ fn rejudge(
     };
     let rubric = match &args.rubric {
         Some(r) if std::path::Path::new(r).is_file() => {
-            Some(std::fs::read_to_string(r).map_err(|e| Error::io(r, e))?)
+            Some(std::fs::read_to_string(r).map_err(|e| Error::read(r, e))?)
         }
         other => other.clone(),
     };

@@ -19,13 +19,16 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     let kind = labels::kind(&args.kind)?;
     let format = super::convert::output_format(&args.output.out, args.output.to)?;
     let origin = args.labels.display().to_string();
-    let text = std::fs::read_to_string(&args.labels).map_err(|e| Error::io(&args.labels, e))?;
+    let text = std::fs::read_to_string(&args.labels).map_err(|e| Error::read(&args.labels, e))?;
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let parsed = labels::parse(&text, &origin, &kind, args.annotator.as_deref(), &now)?;
     if parsed.is_empty() {
-        return Err(Error::Usage(format!(
-            "`{origin}` holds no labels: write JSON Lines of {{\"key\": ..., \"label\": 0/1}}, an array of them, or a {{\"KEY\": 0/1}} map"
-        )));
+        return Err(Error::Input {
+            stage: "labels attach".into(),
+            message: format!(
+                "`{origin}` holds no labels: write JSON Lines of {{\"key\": ..., \"label\": 0/1}}, an array of them, or a {{\"KEY\": 0/1}} map"
+            ),
+        });
     }
     let inputs = ctx
         .runtime

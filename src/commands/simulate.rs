@@ -18,7 +18,7 @@ use crate::stages::simulate::world::Plan;
 use crate::stages::simulate::{self, Mode, Options, Pinned, Progress, RepeatPolicy};
 
 fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
+    std::fs::read_to_string(path).map_err(|e| Error::read(path, e))
 }
 
 /// Reads a tool file.

@@ -160,8 +160,9 @@ pub fn parse(
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v: Value = serde_json::from_str(line).map_err(|e| {
-                    Error::Usage(format!("`{origin}` line {}: {e}; {shapes}", i + 1))
+                let v: Value = serde_json::from_str(line).map_err(|e| Error::Input {
+                    stage: "labels attach".into(),
+                    message: format!("`{origin}` line {}: {e}; {shapes}", i + 1),
                 })?;
                 items.push((i + 1, v));
             }
@@ -396,11 +397,14 @@ pub fn resolve(labels: Vec<Label>, index: &Index) -> Result<(Plan, Report)> {
                 format!("'{key}' names {} rows ({}): {fix}", rows.len(), names.join(", "))
             })
             .collect();
-        return Err(Error::Usage(format!(
-            "labels attach: {} label key(s) name more than one row, so a label cannot say which row it belongs to; no row was changed. {}.",
-            ambiguous.len(),
-            detail.join("; ")
-        )));
+        return Err(Error::Input {
+            stage: "labels attach".into(),
+            message: format!(
+                "{} label key(s) name more than one row, so a label cannot say which row it belongs to; no row was changed. {}.",
+                ambiguous.len(),
+                detail.join("; ")
+            ),
+        });
     }
     let forms = "a key is the row's rollout_id, '<task_id>#<rollout_index>' (a bare task_id names its one rollout), or a prompt with its final_text";
     let examples: Vec<String> = index.sample_keys.iter().map(|k| format!("'{k}'")).collect();
@@ -418,17 +422,21 @@ pub fn resolve(labels: Vec<Label>, index: &Index) -> Result<(Plan, Report)> {
             examples.join(", ")
         );
         if report.matched == 0 {
-            return Err(Error::Usage(format!(
-                "labels attach: no label names a row: {text}"
-            )));
+            return Err(Error::Input {
+                stage: "labels attach".into(),
+                message: format!("no label names a row: {text}"),
+            });
         }
         report.warnings.push(text);
     }
     if report.matched == 0 {
-        return Err(Error::Usage(format!(
-            "labels attach: no label has a 0/1 value ({} invalid): a label's value is `label`, `reward` or `gold_reward`, a JSON number 0 or 1",
-            report.invalid
-        )));
+        return Err(Error::Input {
+            stage: "labels attach".into(),
+            message: format!(
+                "no label has a 0/1 value ({} invalid): a label's value is `label`, `reward` or `gold_reward`, a JSON number 0 or 1",
+                report.invalid
+            ),
+        });
     }
     report.annotators = annotators.into_iter().collect();
     Ok((plan, report))

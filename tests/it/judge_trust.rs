@@ -383,13 +383,16 @@ fn compare_judges_needs_labels_and_names() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.jsonl");
     write_rows(&path, &[json!({"task_id": "t", "reward": 1})]);
-    refused(
-        wai()
-            .arg("compare-judges")
-            .arg(&path)
-            .args(["--judge", "a=sql:1.0"]),
-        "wai labels attach",
-    );
+    // Rows without gold labels: a data condition (65), with the command that fixes it.
+    let out = wai()
+        .arg("compare-judges")
+        .arg(&path)
+        .args(["--judge", "a=sql:1.0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("wai labels attach"), "{err}");
     refused(
         wai()
             .arg("compare-judges")

@@ -125,7 +125,8 @@ fn a_key_naming_several_rows_changes_nothing() {
         case["rows"].as_array().unwrap(),
         &case["labels"].to_string(),
     );
-    assert_eq!(code, 64, "{err}");
+    // The labels do not fit the rows: a data error (65), not a usage one.
+    assert_eq!(code, 65, "{err}");
     assert!(!written);
     assert!(
         err.contains("'s1' names 2 rows") && err.contains("'<task_id>#<rollout_index>'"),
@@ -142,7 +143,8 @@ fn pooled_rows_sharing_a_key_are_refused_until_each_has_its_own_rollout_id() {
         json!({"task_id": "t", "rollout_index": 0, "eval_run": 1, "reward": 0}),
     ];
     let (code, err, written) = attach(&rows, r#"{"t#0": 1}"#);
-    assert_eq!(code, 64, "{err}");
+    // The labels do not fit the rows: a data error (65), not a usage one.
+    assert_eq!(code, 65, "{err}");
     assert!(!written);
     assert!(
         err.contains("'t#0' names 2 rows") && err.contains("rollout_id"),
@@ -154,7 +156,8 @@ fn pooled_rows_sharing_a_key_are_refused_until_each_has_its_own_rollout_id() {
 fn labels_that_name_no_row_are_an_error_that_spells_the_key_forms() {
     let rows = vec![json!({"task_id": "t", "rollout_index": 0, "reward": 1})];
     let (code, err, written) = attach(&rows, r#"{"nope": 1, "other": 0}"#);
-    assert_eq!(code, 64, "{err}");
+    // The labels do not fit the rows: a data error (65), not a usage one.
+    assert_eq!(code, 65, "{err}");
     assert!(!written);
     assert!(err.contains("no label names a row"), "{err}");
     assert!(

@@ -660,7 +660,7 @@ pub struct VerifierJudge {
 impl VerifierJudge {
     /// Reads a judge file.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
         let stem = path
             .file_stem()
             .map_or("verify".into(), |s| s.to_string_lossy().into_owned());

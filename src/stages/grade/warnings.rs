@@ -242,7 +242,7 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
 /// Reads `--tools`: an OpenAI function-schema list (`[{"type": "function", "function": {"name":
 /// ...}}]`, or `{"name": ...}` objects, or plain names), or an object with a `tools` list.
 pub fn declared_tools(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         Error::Usage(format!(
             "the tools file `{}` is not JSON: {e}",
