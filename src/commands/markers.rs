@@ -14,6 +14,7 @@ pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
         names: args.names.clone(),
         seed: args.seed,
         draws: args.draws,
+        interval: args.interval.into(),
     };
     let report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
