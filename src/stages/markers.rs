@@ -67,7 +67,8 @@ pub struct Summary {
     pub interval_approximate: bool,
     /// Every applicable row has the same value.
     pub degenerate: bool,
-    /// Why there is no interval, when there is none and the marker is not degenerate.
+    /// Why there is no interval, when there is none and the marker is not degenerate; or that
+    /// it is approximate (few tasks; not with the reference's `percentile` interval).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// What a degenerate marker means.
@@ -145,7 +146,7 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
                 means.len()
             )
         })
-        .or(approximate);
+        .or(approximate.filter(|_| opts.interval != Method::Percentile));
     let warning = degenerate.then(|| {
         format!(
             "every one of the {n_rows} rows where {name} applies scored {}: it has never been seen to vary, so make sure it can fire at all (a misspelt key looks the same) before reading its mean, and do not use it as a must-not-regress guard, which could never trip",

@@ -342,8 +342,10 @@ pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) ->
                 shared.len()
             );
         }
-        if let Some(note) = out.ci95.and(interval::approximate_note(shared.len())) {
-            out.interval_approximate = true;
+        let approximate = out.ci95.and(interval::approximate_note(shared.len()));
+        out.interval_approximate = approximate.is_some();
+        // The warning is the t interval's own: `percentile` prints the reference's words.
+        if let Some(note) = approximate.filter(|_| opts.method != Method::Percentile) {
             out.note = if out.note.is_empty() {
                 note
             } else {

@@ -58,7 +58,8 @@ fn every_reference_vector_agrees() {
         }
         let rows = dir.path().join(format!("{name}.jsonl"));
         write_rows(&rows, case["rows"].as_array().unwrap());
-        let mut args: Vec<String> = Vec::new();
+        // The reference's interval (and line): our default is Wilson on effective tasks.
+        let mut args: Vec<String> = vec!["--interval=percentile".into()];
         let kw = &case["kwargs"];
         if let Some(k) = kw.get("k") {
             args.push(format!("--k={k}"));
@@ -133,7 +134,7 @@ fn intervals_mostly_match_the_reference_to_the_cent() {
         }
         let rows = dir.path().join("rows.jsonl");
         write_rows(&rows, case["rows"].as_array().unwrap());
-        let (doc, _) = pass_at_json(&rows, &[]);
+        let (doc, _) = pass_at_json(&rows, &["--interval=percentile"]);
         for key in ["ci95", "pass_pow_k_ci95", "pass_at_k_ci95"] {
             if let (Some(a), Some(b)) = (
                 doc["results"][0][key].as_array(),
@@ -309,7 +310,11 @@ fn markers_match_the_reference_summary() {
     let v = vectors();
     let rows = dir.path().join("rows.jsonl");
     write_rows(&rows, v["marker_summary"]["rows"].as_array().unwrap());
-    let doc = json_of(wai().args(["--json", "markers"]).arg(&rows));
+    let doc = json_of(
+        wai()
+            .args(["--json", "markers", "--interval", "percentile"])
+            .arg(&rows),
+    );
     for (name, want) in v["marker_summary"]["out"].as_object().unwrap() {
         let got = &doc["markers"][name];
         for key in [
@@ -335,7 +340,11 @@ fn markers_match_the_reference_summary() {
             "{name}"
         );
     }
-    let text = wai().arg("markers").arg(&rows).output().unwrap();
+    let text = wai()
+        .args(["markers", "--interval", "percentile"])
+        .arg(&rows)
+        .output()
+        .unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(
         text.contains("grounded  0.56 [") && text.contains("(5 tasks, 45 rows: 25 at 1, 20 at 0)"),

@@ -359,9 +359,10 @@ pub fn estimate(
     if ci95.is_none() {
         parts.push(no_interval_note(tasks.len(), "pass@1"));
     }
+    // The warning is the new intervals' own: `percentile` prints the reference's line as it is.
     let approximate = ci95.and(interval::approximate_note(tasks.len()));
     let interval_approximate = approximate.is_some();
-    parts.extend(approximate);
+    parts.extend(approximate.filter(|_| opts.interval != Method::Percentile));
     if n_partial > 0 {
         parts.push(format!(
             "{n_partial} row(s) carried a reward that is not 0 or 1 and are not in this number; give each Criterion kind='hard' for a 0/1 verdict"
