@@ -70,7 +70,7 @@ pub const RELIABLE_TASKS: usize = 20;
 /// "interval approximate: 8 tasks" when `n_tasks` is under [`RELIABLE_TASKS`] (and an interval
 /// is printed at all).
 pub fn approximate_note(n_tasks: usize) -> Option<String> {
-    (n_tasks >= MIN_CI_TASKS && n_tasks < RELIABLE_TASKS).then(|| {
+    (MIN_CI_TASKS..RELIABLE_TASKS).contains(&n_tasks).then(|| {
         format!(
             "interval approximate: {n_tasks} tasks (intervals cover 93% or more from {RELIABLE_TASKS})"
         )
@@ -101,6 +101,7 @@ pub fn of_shares(
 
 /// The Wilson score interval on the effective number of tasks (see the module docs), or `None`
 /// under [`MIN_CI_TASKS`] values.
+#[allow(clippy::many_single_char_names, reason = "the formula's own names")]
 pub fn wilson_tasks(values: &[f64], level: f64) -> Option<(f64, f64)> {
     let n = values.len();
     if n < MIN_CI_TASKS {
