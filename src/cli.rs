@@ -949,11 +949,11 @@ pub struct PassAtArgs {
 /// `--interval` of `pass-at` and `markers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum IntervalArg {
-    /// Wilson score interval on the effective number of tasks (covers 93-98% from 20 tasks).
+    /// Wilson score interval on the effective number of tasks (covers 93% or more from 20 tasks).
     Wilson,
     /// Student-t interval on the per-task values.
     T,
-    /// The reference's percentile bootstrap over tasks (undercovers under 50 tasks).
+    /// The reference's percentile bootstrap over tasks (undercovers under 100 tasks).
     Percentile,
 }
 
