@@ -158,6 +158,12 @@ pub enum Command {
     /// REWARD HACK.
     #[command(name = "hack-scan")]
     HackScan(HackScanArgs),
+    /// Development: the coverage study of every interval wai prints (docs/statistics.md).
+    ///
+    /// Simulates eval runs from known truths and prints, per cell, the share of runs whose
+    /// interval holds the truth. Seeded and deterministic at any thread count.
+    #[command(name = "coverage-study", hide = true)]
+    CoverageStudy(CoverageStudyArgs),
 }
 
 /// `wai hack-scan`.
@@ -732,6 +738,32 @@ pub struct CompareArgs {
     /// Bootstrap replicates and sign flips.
     #[arg(long, default_value_t = 2000)]
     pub draws: u32,
+    /// How the paired intervals are made (docs/statistics.md has the coverage of each).
+    #[arg(long, value_enum, default_value_t = DeltaIntervalArg::T)]
+    pub interval: DeltaIntervalArg,
+}
+
+/// `wai coverage-study`.
+#[derive(Debug, Args)]
+pub struct CoverageStudyArgs {
+    /// Simulated eval runs a cell.
+    #[arg(long, default_value_t = 2000)]
+    pub runs: u32,
+    /// Simulated runs of the 5,000-task cells (default: `--runs`).
+    #[arg(long)]
+    pub runs_largest: Option<u32>,
+    /// Bootstrap replicates and sign flips a simulated run.
+    #[arg(long, default_value_t = crate::stats::bootstrap::DRAWS)]
+    pub draws: u32,
+    /// The seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Only cells whose key contains one of these (`pass/u/k=4`, `n=10`, `compare`), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub cells: Vec<String>,
+    /// Also write every row as JSON Lines here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// `wai holdout-size`.
@@ -914,9 +946,51 @@ pub struct PassAtArgs {
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Bootstrap replicates.
+    /// Bootstrap replicates (read by `--interval percentile`).
     #[arg(long, default_value_t = crate::stats::bootstrap::DRAWS)]
     pub draws: u32,
+    /// How the intervals are made (docs/statistics.md has the coverage of each).
+    #[arg(long, value_enum, default_value_t = IntervalArg::Wilson)]
+    pub interval: IntervalArg,
+}
+
+/// `--interval` of `pass-at` and `markers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IntervalArg {
+    /// Wilson score interval on the effective number of tasks (covers 93% or more from 20 tasks).
+    Wilson,
+    /// Student-t interval on the per-task values.
+    T,
+    /// The reference's percentile bootstrap over tasks (undercovers under 100 tasks).
+    Percentile,
+}
+
+impl From<IntervalArg> for crate::stats::interval::Method {
+    fn from(a: IntervalArg) -> Self {
+        match a {
+            IntervalArg::Wilson => Self::Wilson,
+            IntervalArg::T => Self::T,
+            IntervalArg::Percentile => Self::Percentile,
+        }
+    }
+}
+
+/// `--interval` of `compare` (differences are not shares, so Wilson does not apply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeltaIntervalArg {
+    /// Student-t interval on the paired per-task differences.
+    T,
+    /// The reference's paired percentile bootstrap over tasks.
+    Percentile,
+}
+
+impl From<DeltaIntervalArg> for crate::stats::interval::Method {
+    fn from(a: DeltaIntervalArg) -> Self {
+        match a {
+            DeltaIntervalArg::T => Self::T,
+            DeltaIntervalArg::Percentile => Self::Percentile,
+        }
+    }
 }
 
 /// `wai markers`.
@@ -931,9 +1005,12 @@ pub struct MarkersArgs {
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Bootstrap replicates.
+    /// Bootstrap replicates (read by `--interval percentile`).
     #[arg(long, default_value_t = crate::stats::bootstrap::DRAWS)]
     pub draws: u32,
+    /// How the intervals are made (docs/statistics.md has the coverage of each).
+    #[arg(long, value_enum, default_value_t = IntervalArg::Wilson)]
+    pub interval: IntervalArg,
 }
 
 /// A row file format, for `--to`.

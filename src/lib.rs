@@ -6,7 +6,7 @@
 //!
 //! Layout: [`pipeline`] reads and writes rows (JSONL, Parquet, object stores) and builds
 //! sessions; [`stages`] holds operators and the SQL functions they share; [`stats`] the formulas;
-//! [`report`] the rendering; [`queries`] the canned SQL; [`synth`] the synthetic row generator.
+//! [`report`] the rendering; [`study`] the coverage study of the intervals; [`queries`] the canned SQL; [`synth`] the synthetic row generator.
 
 #![warn(missing_docs)]
 
@@ -19,6 +19,7 @@ pub mod report;
 pub mod schema;
 pub mod stages;
 pub mod stats;
+pub mod study;
 pub mod synth;
 
 pub use error::{Error, ExitStatus, Result};

@@ -32,6 +32,10 @@
 //! - `decontaminate/rows=1M_eval=5k` (target: under 5 s), beside its floor
 //!   `convert/parquet_to_parquet/rows=1M` (the same rows read and written, nothing checked).
 //!
+//! Figures the interval issue asks for (the coverage study, docs/statistics.md):
+//! - `coverage_study/cell`: one cell at the study's size (2,000 runs, 2,000 draws);
+//! - `coverage_study/full`: every cell (`WAI_COVERAGE_STUDY=full` for the study's size).
+//!
 //! Figures the select/export issue asks for:
 //! - `training/select_rl/rows=1M` (target: under 3 s);
 //! - `training/export_openai/rows=1M` (target: 200 MB/s written).
@@ -674,5 +678,46 @@ mod training {
         let bytes = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
         b.counter(BytesCount::new(bytes))
             .bench(|| run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]));
+    }
+}
+
+/// The coverage study (docs/statistics.md). `coverage_study/cell=...` times one cell at the
+/// study's size; `coverage_study/full` runs every cell at 2,000 runs and 2,000 draws and writes
+/// the table to `target/coverage-study.md` when `WAI_COVERAGE_STUDY=full` is set (about 35 min on
+/// 2 cores; otherwise it runs 50 runs a cell, to keep `cargo bench` short).
+mod coverage_study {
+    use super::{Bencher, black_box};
+    use wai::study;
+
+    #[divan::bench(
+        name = "coverage_study/cell",
+        args = ["pass/u/k=4/n=100", "compare/u/k=4/n=100/effect=0", "marker/easy/k=8/n=5000"],
+        sample_count = 1
+    )]
+    fn cell(b: Bencher, key: &str) {
+        let cell = study::cells()
+            .into_iter()
+            .find(|c| c.key() == key)
+            .expect("a cell of the study");
+        b.bench(|| black_box(study::run_cell(&cell, 2000, 2000, 0)));
+    }
+
+    #[divan::bench(name = "coverage_study/full", sample_count = 1)]
+    fn full(b: Bencher) {
+        let full = std::env::var("WAI_COVERAGE_STUDY").is_ok_and(|v| v == "full");
+        let opts = study::Options {
+            runs: if full { 2000 } else { 50 },
+            runs_largest: None,
+            draws: 2000,
+            seed: 0,
+            cells: Vec::new(),
+        };
+        b.bench(|| {
+            let rows = study::run(&opts, |_, _| {});
+            if full {
+                let _ = std::fs::write("target/coverage-study.md", study::markdown(&rows));
+            }
+            black_box(rows)
+        });
     }
 }

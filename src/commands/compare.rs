@@ -52,6 +52,7 @@ pub fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
         power: args.power,
         draws: args.draws,
         seed: args.seed,
+        interval: args.interval.into(),
         ..Options::default()
     };
     let context = session::new_context(None)?;

@@ -14,13 +14,14 @@ pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
         names: args.names.clone(),
         seed: args.seed,
         draws: args.draws,
+        interval: args.interval.into(),
     };
     let report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
         markers::run(&context, rows, &opts).await
     })?;
-    let mut json =
-        json!({"version": 1, "command": "markers", "seed": report.seed, "draws": report.draws});
+    let mut json = json!({"version": 1, "command": "markers", "seed": report.seed, "draws": report.draws,
+            "interval": report.interval});
     if let Some(obj) = json.as_object_mut() {
         let by_name: serde_json::Map<String, serde_json::Value> = report
             .markers

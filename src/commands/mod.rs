@@ -7,6 +7,7 @@ pub mod compare;
 pub mod compare_judges;
 pub mod convert;
 pub mod coverage;
+pub mod coverage_study;
 pub mod decontaminate;
 pub mod demo;
 pub mod export;
@@ -140,6 +141,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::Labels(command) => labels::run(&ctx, &command),
         Command::Decontaminate(args) => decontaminate::run(&ctx, &args),
         Command::HackScan(args) => hack_scan::run(&ctx, &args),
+        Command::CoverageStudy(args) => coverage_study::run(&args),
     };
     done.map_err(name_the_files)
 }

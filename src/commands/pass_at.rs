@@ -14,6 +14,7 @@ pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
         unanimous_short: args.unanimous_short,
         seed: args.seed,
         draws: args.draws,
+        interval: args.interval.into(),
     };
     let by: Vec<Slice> = args.by.iter().map(|b| Slice::parse(b)).collect();
     let report = ctx.runtime.block_on(async {

@@ -1,8 +1,10 @@
-//! Marker summaries: for each marker, the mean of per-task means with a task-bootstrap interval.
+//! Marker summaries: for each marker, the mean of per-task means with an interval over tasks.
 //!
 //! What it computes: for marker m, each task's mean over its rows where m is not null (tasks
-//! weighted equally), their mean, a 95% percentile bootstrap interval over tasks (none under 3
-//! tasks), the rows counted, at 1.0 and at 0.0. A marker whose every applicable value (rounded to
+//! weighted equally), their mean, a 95% interval over tasks (none under 3 tasks; by default the
+//! Wilson interval on the effective number of tasks, `interval = percentile` for the reference's
+//! percentile bootstrap, [`crate::stats::interval`]; under
+//! [`crate::stats::interval::RELIABLE_TASKS`] tasks the note says it is approximate), the rows counted, at 1.0 and at 0.0. A marker whose every applicable value (rounded to
 //! 9 decimals) is the same is *degenerate*: it has no interval and carries a warning, since a
 //! marker that never varies cannot tell a regression (measure spec §1.7, §3.1).
 //!
@@ -19,6 +21,7 @@ use datafusion::prelude::{DataFrame, SessionContext, col};
 use crate::error::{Error, Result};
 use crate::queries::stage;
 use crate::schema::col as c;
+use crate::stats::interval::{self, Method};
 use crate::stats::{bootstrap, sum};
 
 /// Options of the stage.
@@ -34,6 +37,9 @@ pub struct Options {
     /// Bootstrap replicates.
     #[serde(default = "default_draws")]
     pub draws: u32,
+    /// How the intervals are made.
+    #[serde(default)]
+    pub interval: Method,
 }
 
 fn default_draws() -> u32 {
@@ -55,11 +61,14 @@ pub struct Summary {
     pub n_rows_at_0: u64,
     /// Mean of per-task means.
     pub mean: Option<f64>,
-    /// 95% task-bootstrap interval of the mean.
+    /// 95% interval of the mean over tasks.
     pub ci95: Option<[f64; 2]>,
+    /// Fewer tasks than [`interval::RELIABLE_TASKS`]: the interval is approximate.
+    pub interval_approximate: bool,
     /// Every applicable row has the same value.
     pub degenerate: bool,
-    /// Why there is no interval, when there is none and the marker is not degenerate.
+    /// Why there is no interval, when there is none and the marker is not degenerate; or that
+    /// it is approximate (few tasks; not with the reference's `percentile` interval).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// What a degenerate marker means.
@@ -74,6 +83,8 @@ pub struct Report {
     pub seed: u64,
     /// The bootstrap replicates.
     pub draws: u32,
+    /// How the intervals were made.
+    pub interval: Method,
     /// Marker name and summary.
     pub markers: Vec<(String, Summary)>,
 }
@@ -117,15 +128,25 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
     let ci95 = if degenerate {
         None
     } else {
-        bootstrap::interval(&means, opts.draws, opts.seed, bootstrap::LEVEL)
-            .map(|(lo, hi)| [lo, hi])
-    };
-    let note = (ci95.is_none() && !degenerate).then(|| {
-        format!(
-            "no interval: {} task(s) carry {name}, and the bootstrap needs 3 or more. Add tasks (more situations, not more rollouts of one) and score them.",
-            means.len()
+        interval::of_shares(
+            &means,
+            opts.interval,
+            opts.draws,
+            opts.seed,
+            bootstrap::LEVEL,
         )
-    });
+        .map(|(lo, hi)| [lo, hi])
+    };
+    let approximate = ci95.and(interval::approximate_note(means.len()));
+    let interval_approximate = approximate.is_some();
+    let note = (ci95.is_none() && !degenerate)
+        .then(|| {
+            format!(
+                "no interval: {} task(s) carry {name}, and the bootstrap needs 3 or more. Add tasks (more situations, not more rollouts of one) and score them.",
+                means.len()
+            )
+        })
+        .or(approximate.filter(|_| opts.interval != Method::Percentile));
     let warning = degenerate.then(|| {
         format!(
             "every one of the {n_rows} rows where {name} applies scored {}: it has never been seen to vary, so make sure it can fire at all (a misspelt key looks the same) before reading its mean, and do not use it as a must-not-regress guard, which could never trip",
@@ -140,6 +161,7 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
         n_rows_at_0: all().filter(|v| *v == 0.0).count() as u64,
         mean: sum::mean(&means),
         ci95,
+        interval_approximate,
         degenerate,
         note,
         warning,
@@ -186,6 +208,7 @@ pub async fn run(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resu
     Ok(Report {
         seed: opts.seed,
         draws: opts.draws,
+        interval: opts.interval,
         markers,
     })
 }

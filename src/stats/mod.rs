@@ -1,6 +1,7 @@
 //! Pure numerics shared by stages: one formula, one place.
 
 pub mod bootstrap;
+pub mod interval;
 pub mod kappa;
 pub mod paired;
 pub mod passk;

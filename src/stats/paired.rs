@@ -3,7 +3,10 @@
 //!
 //! Each arm is its per-task means, sorted by task. With at least `min_paired` shared tasks the
 //! comparison is paired: `delta` = the mean of `after − before` over the shared tasks, its interval
-//! the percentile bootstrap of that mean over tasks ([`super::bootstrap`]), and the p-value the share
+//! by default the Student-t interval of that mean over tasks ([`super::interval::t_interval`],
+//! clipped to `[−1, 1]`), or with [`Method::Percentile`] the reference's percentile bootstrap
+//! over tasks ([`super::bootstrap`]); under [`super::interval::RELIABLE_TASKS`] shared tasks the
+//! note says the interval is approximate. The p-value is the share
 //! of `draws` random sign flips of the differences whose mean is at least as far from zero as
 //! `delta` (`(extreme + 1) / (draws + 1)`). Below that it compares the two arms' task means as
 //! independent samples: the delta of the two means, an interval from resampling each arm on its
@@ -24,6 +27,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::bootstrap::{self, MIN_CI_TASKS};
+use super::interval::{self, Method};
 use super::sum;
 
 /// Fewest shared tasks for a paired comparison.
@@ -70,6 +74,9 @@ pub struct Options {
     pub min_paired: usize,
     /// Confidence level of the interval.
     pub level: f64,
+    /// How the paired interval is made: [`Method::Percentile`] is the reference's bootstrap,
+    /// anything else the t interval (differences are not shares, so Wilson does not apply).
+    pub method: Method,
 }
 
 impl Default for Options {
@@ -79,6 +86,7 @@ impl Default for Options {
             seed: 0,
             min_paired: MIN_PAIRED,
             level: bootstrap::LEVEL,
+            method: Method::T,
         }
     }
 }
@@ -104,8 +112,10 @@ pub struct Comparison {
     pub mean_b: Option<f64>,
     /// after − before.
     pub delta: Option<f64>,
-    /// The bootstrap interval of the delta.
+    /// The interval of the delta.
     pub ci95: Option<[f64; 2]>,
+    /// Paired on fewer than [`interval::RELIABLE_TASKS`] tasks: the interval is approximate.
+    pub interval_approximate: bool,
     /// Its confidence level.
     pub level: f64,
     /// The sign-flip p-value (paired only).
@@ -284,6 +294,7 @@ pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) ->
         mean_b: None,
         delta: None,
         ci95: None,
+        interval_approximate: false,
         level: opts.level,
         p_value: None,
         verdict: Direction::Insufficient,
@@ -308,7 +319,10 @@ pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) ->
         let flip = sorts_before(&ascending, &negated);
         let oriented = if flip { &negated } else { &ascending };
         let cats = bootstrap::categories_of_sorted(oriented);
-        if oriented.len() >= MIN_CI_TASKS {
+        if oriented.len() >= MIN_CI_TASKS && opts.method != Method::Percentile {
+            out.ci95 = interval::t_interval(oriented, opts.level, (-1.0, 1.0))
+                .map(|(l, h)| if flip { [-h, -l] } else { [l, h] });
+        } else if oriented.len() >= MIN_CI_TASKS {
             let mut means = bootstrap::replicates_of(oriented, &cats, opts.draws, opts.seed, 0);
             means.sort_by(f64::total_cmp);
             let (l, h) = bootstrap::percentiles(&means, opts.level);
@@ -327,6 +341,16 @@ pub fn compare<K: Ord + Copy>(a: &[(K, f64)], b: &[(K, f64)], opts: &Options) ->
                 "{prefix}{only_a} tasks only in before and {only_b} only in after were dropped; the verdict rests on the {} shared",
                 shared.len()
             );
+        }
+        let approximate = out.ci95.and(interval::approximate_note(shared.len()));
+        out.interval_approximate = approximate.is_some();
+        // The warning is the t interval's own: `percentile` prints the reference's words.
+        if let Some(note) = approximate.filter(|_| opts.method != Method::Percentile) {
+            out.note = if out.note.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", out.note)
+            };
         }
     } else {
         let va: Vec<f64> = a.iter().map(|t| t.1).collect();
@@ -377,7 +401,11 @@ mod tests {
         // p 0.454 (seed 0) and 0.437 (seed 7): CPython's draws, so the p-value within its error.
         let before = [0.0, 0.25, 0.5, 0.5, 0.0, 0.75, 1.0, 0.0];
         let after = [0.75, 0.0, 1.0, 0.25, 0.5, 0.5, 0.75, 0.5];
-        let c = compare(&arm(&before), &arm(&after), &Options::default());
+        let percentile = Options {
+            method: Method::Percentile,
+            ..Options::default()
+        };
+        let c = compare(&arm(&before), &arm(&after), &percentile);
         assert!(c.paired);
         assert_eq!(c.delta, Some(0.15625));
         let [lo, hi] = c.ci95.unwrap();
@@ -388,6 +416,16 @@ mod tests {
         let p = c.p_value.unwrap();
         assert!((p - 0.445).abs() < 0.04, "{p}");
         assert_eq!(c.verdict, Direction::NoDifference);
+        // The default: the t interval, 0.15625 ± t(7) 2.365 · 0.441942/√8; the p-value and the
+        // point estimate do not depend on the method.
+        let t = compare(&arm(&before), &arm(&after), &Options::default());
+        let [lo, hi] = t.ci95.unwrap();
+        assert!(
+            (lo + 0.213_281).abs() < 1e-6 && (hi - 0.525_781).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        assert_eq!((t.delta, t.p_value), (c.delta, c.p_value));
+        assert!(t.interval_approximate && t.note.starts_with("interval approximate: 8 tasks"));
     }
 
     #[test]

@@ -92,6 +92,19 @@ pub fn noise_band(
     Ok(q * run_std * (1.0 / f64::from(n_a) + 1.0 / f64::from(n_b)).sqrt())
 }
 
+/// The re-run sd of two arms measured from their eval runs' means, as `compare` pools it: each
+/// arm's sample sd (rounded to 4 places, as the reference rounds it), pooled by degrees of
+/// freedom, `sqrt((s_b²(n_b − 1) + s_a²(n_a − 1)) / (n_b + n_a − 2))`; `None` when an arm has
+/// fewer than two runs.
+pub fn pooled_run_std(before: &[f64], after: &[f64]) -> Option<f64> {
+    let side = |v: &[f64]| super::sum::sample_sd(v).map(|s| (super::round_places(s, 4), v.len()));
+    let (sb, nb) = side(before)?;
+    let (sa, na) = side(after)?;
+    #[allow(clippy::cast_precision_loss, reason = "run counts")]
+    let (wb, wa) = ((nb - 1) as f64, (na - 1) as f64);
+    Some(((sb * sb * wb + sa * sa * wa) / (wb + wa)).sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;

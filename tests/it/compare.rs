@@ -59,7 +59,10 @@ fn every_delta_report_vector_agrees() {
         );
         write_rows(&b, case["before"].as_array().unwrap());
         write_rows(&a, case["after"].as_array().unwrap());
-        let (got, code) = compare(&b, &a, &kwargs_to_args(&case["kwargs"]));
+        // The reference's interval: our default is the t interval on the paired differences.
+        let mut args = kwargs_to_args(&case["kwargs"]);
+        args.push("--interval=percentile".into());
+        let (got, code) = compare(&b, &a, &args);
         let mut want = case["out"].clone();
         // Reference bugs we fix (measure spec §9): without a target a significant pass@1 drop
         // fails the gate (item 1); a different system prompt is not comparable and fails it
@@ -208,7 +211,7 @@ fn every_delta_report_vector_agrees() {
             .arg("compare")
             .arg(&b)
             .arg(&a)
-            .args(kwargs_to_args(&case["kwargs"]))
+            .args(&args)
             .output()
             .unwrap();
         let text = String::from_utf8(out.stdout).unwrap();

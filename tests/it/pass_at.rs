@@ -58,7 +58,8 @@ fn every_reference_vector_agrees() {
         }
         let rows = dir.path().join(format!("{name}.jsonl"));
         write_rows(&rows, case["rows"].as_array().unwrap());
-        let mut args: Vec<String> = Vec::new();
+        // The reference's interval (and line): our default is Wilson on effective tasks.
+        let mut args: Vec<String> = vec!["--interval=percentile".into()];
         let kw = &case["kwargs"];
         if let Some(k) = kw.get("k") {
             args.push(format!("--k={k}"));
@@ -133,7 +134,7 @@ fn intervals_mostly_match_the_reference_to_the_cent() {
         }
         let rows = dir.path().join("rows.jsonl");
         write_rows(&rows, case["rows"].as_array().unwrap());
-        let (doc, _) = pass_at_json(&rows, &[]);
+        let (doc, _) = pass_at_json(&rows, &["--interval=percentile"]);
         for key in ["ci95", "pass_pow_k_ci95", "pass_at_k_ci95"] {
             if let (Some(a), Some(b)) = (
                 doc["results"][0][key].as_array(),
@@ -309,7 +310,11 @@ fn markers_match_the_reference_summary() {
     let v = vectors();
     let rows = dir.path().join("rows.jsonl");
     write_rows(&rows, v["marker_summary"]["rows"].as_array().unwrap());
-    let doc = json_of(wai().args(["--json", "markers"]).arg(&rows));
+    let doc = json_of(
+        wai()
+            .args(["--json", "markers", "--interval", "percentile"])
+            .arg(&rows),
+    );
     for (name, want) in v["marker_summary"]["out"].as_object().unwrap() {
         let got = &doc["markers"][name];
         for key in [
@@ -335,7 +340,11 @@ fn markers_match_the_reference_summary() {
             "{name}"
         );
     }
-    let text = wai().arg("markers").arg(&rows).output().unwrap();
+    let text = wai()
+        .args(["markers", "--interval", "percentile"])
+        .arg(&rows)
+        .output()
+        .unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(
         text.contains("grounded  0.56 [") && text.contains("(5 tasks, 45 rows: 25 at 1, 20 at 0)"),
@@ -397,5 +406,56 @@ fn eval_variance_matches_the_reference_vector() {
             .unwrap()
             .starts_with("1 row(s) without a run key"),
         "{got}"
+    );
+}
+
+#[test]
+fn few_tasks_say_the_interval_is_approximate_and_percentile_is_the_reference() {
+    // 8 tasks of 4 rollouts, with a marker on every row: under 20 tasks, every default interval
+    // carries the warning; `--interval percentile` prints the reference's line, same numbers.
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Value> = (0..32)
+        .map(|i| {
+            json!({"task_id": format!("t{}", i / 4), "prompt": "q", "final_text": "a",
+                "reward": f64::from(u8::from(i % 3 != 0)),
+                "markers": {"polite": f64::from(u8::from(i % 5 == 0))}})
+        })
+        .collect();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &rows);
+    let (wilson, _) = pass_at_json(&path, &[]);
+    let (reference, _) = pass_at_json(&path, &["--interval", "percentile"]);
+    let (w, r) = (&wilson["results"][0], &reference["results"][0]);
+    assert_eq!(
+        (&w["interval"], &r["interval"]),
+        (&json!("wilson"), &json!("percentile"))
+    );
+    assert_eq!(w["interval_approximate"], json!(true));
+    assert_eq!(r["interval_approximate"], json!(true));
+    for key in ["pass_at_1", "pass_pow_k", "pass_at_k", "headroom"] {
+        assert_eq!(w[key], r[key], "{key}");
+    }
+    assert_ne!(w["ci95"], r["ci95"]);
+    let text = |args: &[&str]| {
+        let out = wai().arg("pass-at").arg(&path).args(args).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        text(&[]).contains("; interval approximate: 8 tasks (intervals cover 93% or more from 20)"),
+        "{}",
+        text(&[])
+    );
+    assert!(!text(&["--interval", "percentile"]).contains("approximate"));
+    let markers = json_of(wai().args(["--json", "markers"]).arg(&path));
+    assert_eq!(markers["interval"], json!("wilson"));
+    assert_eq!(
+        markers["markers"]["polite"]["interval_approximate"],
+        json!(true)
+    );
+    assert!(
+        markers["markers"]["polite"]["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("interval approximate: 8 tasks")
     );
 }

@@ -99,6 +99,8 @@ pub struct Options {
     pub draws: u32,
     /// The seed.
     pub seed: u64,
+    /// How the paired intervals are made (t by default, or the reference's percentile).
+    pub interval: crate::stats::interval::Method,
     /// The before pass rate from which the eval is at its ceiling.
     pub ceiling_pass_rate: f64,
     /// The answered-share gap that makes arms not comparable without a noise band.
@@ -124,6 +126,7 @@ impl Default for Options {
             power: 0.8,
             draws: crate::stats::bootstrap::DRAWS,
             seed: 0,
+            interval: crate::stats::interval::Method::T,
             ceiling_pass_rate: holdout::CEILING_PASS_RATE,
             answered_gap_points: 0.10,
             answered_alpha: 0.01,
@@ -700,6 +703,7 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
         seed,
         min_paired: paired::MIN_PAIRED,
         level,
+        method: opts.interval,
     };
     let mut comparisons: BTreeMap<String, Comparison> = BTreeMap::new();
     for (i, m) in names.iter().enumerate() {
@@ -759,15 +763,10 @@ pub fn report(arms: &Arms, opts: &Options) -> Result<DeltaReport> {
         {
             for m in &names {
                 let floor = id(m).and_then(|mid| {
-                    let side = |a: &Arm| {
-                        let v = run_means(a, mid, &ranks);
-                        sum::sample_sd(&v).map(|s| (round_places(s, 4), v.len()))
-                    };
-                    let (sb, nb) = side(before)?;
-                    let (sa, na) = side(after)?;
-                    #[allow(clippy::cast_precision_loss, reason = "run counts")]
-                    let (wb, wa) = ((nb - 1) as f64, (na - 1) as f64);
-                    Some(((sb * sb * wb + sa * sa * wa) / (wb + wa)).sqrt())
+                    quantile::pooled_run_std(
+                        &run_means(before, mid, &ranks),
+                        &run_means(after, mid, &ranks),
+                    )
                 });
                 floors.insert(m.clone(), floor);
             }

@@ -1,5 +1,6 @@
 //! The numerics of pass@k on per-task counts: the three numbers, their intervals, notes, config.
 
+use crate::stats::interval::{self, Method};
 use crate::stats::{bootstrap, passk, sum};
 
 /// One task's graded binary rollouts `n` and passes `c`.
@@ -110,8 +111,13 @@ pub struct PassAt {
     pub n_unjudged: u64,
     /// What to know before reading the numbers.
     pub note: String,
-    /// 95% task-bootstrap interval of pass@1.
+    /// 95% interval of pass@1 over tasks.
     pub ci95: Option<[f64; 2]>,
+    /// How the intervals were made (`wilson`, `t`, `percentile`).
+    pub interval: Method,
+    /// The task count is under [`interval::RELIABLE_TASKS`]: the intervals are approximate
+    /// (the coverage study finds under 93% in some cells there).
+    pub interval_approximate: bool,
     /// Interval of pass^k.
     pub pass_pow_k_ci95: Option<[f64; 2]>,
     /// Interval of pass@k.
@@ -217,7 +223,14 @@ pub fn no_interval_note(n_tasks: usize, quantity: &str) -> String {
 }
 
 fn ci(values: &[f64], opts: &super::Options) -> Option<[f64; 2]> {
-    bootstrap::interval(values, opts.draws, opts.seed, bootstrap::LEVEL).map(|(lo, hi)| [lo, hi])
+    interval::of_shares(
+        values,
+        opts.interval,
+        opts.draws,
+        opts.seed,
+        bootstrap::LEVEL,
+    )
+    .map(|(lo, hi)| [lo, hi])
 }
 
 fn join(parts: impl IntoIterator<Item = String>) -> String {
@@ -268,6 +281,8 @@ pub fn estimate(
             ]),
             unanimous: degenerate_note(facts),
             ci95: None,
+            interval: opts.interval,
+            interval_approximate: false,
             pass_pow_k_ci95: None,
             pass_at_k_ci95: None,
             config: run_config(facts, 0, k),
@@ -344,6 +359,10 @@ pub fn estimate(
     if ci95.is_none() {
         parts.push(no_interval_note(tasks.len(), "pass@1"));
     }
+    // The warning is the new intervals' own: `percentile` prints the reference's line as it is.
+    let approximate = ci95.and(interval::approximate_note(tasks.len()));
+    let interval_approximate = approximate.is_some();
+    parts.extend(approximate.filter(|_| opts.interval != Method::Percentile));
     if n_partial > 0 {
         parts.push(format!(
             "{n_partial} row(s) carried a reward that is not 0 or 1 and are not in this number; give each Criterion kind='hard' for a 0/1 verdict"
@@ -367,6 +386,8 @@ pub fn estimate(
         n_unjudged,
         note: join(parts),
         ci95,
+        interval: opts.interval,
+        interval_approximate,
         pass_pow_k_ci95: pow.and_then(|_| ci(&pow_vals, opts)),
         pass_at_k_ci95: at.and_then(|_| ci(&at_vals, opts)),
         config: run_config(facts, tasks.len() as u64, k),

@@ -15,8 +15,11 @@
 //! `user_model`, `writer_model`, and `messages` only for rows whose `final_text` is blank.
 //! Columns a table lacks are read as null.
 //!
-//! Intervals: a percentile bootstrap over tasks, never rows ([`crate::stats::bootstrap`]), for
-//! each of the three numbers; none under 3 tasks.
+//! Intervals: over tasks, never rows, for each of the three numbers; none under 3 tasks. By
+//! default the Wilson score interval on the effective number of tasks; `interval = percentile`
+//! gives the reference's percentile bootstrap ([`crate::stats::interval`], whose docs give the
+//! formulas and the coverage study that chose them). Under
+//! [`crate::stats::interval::RELIABLE_TASKS`] tasks the note says the interval is approximate.
 //!
 //! Determinism: tasks are ordered by `task_id`, sums are correctly rounded, and bootstrap
 //! replicate r draws from stream r of the seed, so the output does not depend on row order,
@@ -92,6 +95,9 @@ pub struct Options {
     /// Bootstrap replicates.
     #[serde(default = "default_draws")]
     pub draws: u32,
+    /// How the intervals are made.
+    #[serde(default)]
+    pub interval: crate::stats::interval::Method,
 }
 
 fn default_min_k() -> u32 {
@@ -110,6 +116,7 @@ impl Default for Options {
             unanimous_short: false,
             seed: 0,
             draws: default_draws(),
+            interval: crate::stats::interval::Method::default(),
         }
     }
 }

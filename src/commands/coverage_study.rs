@@ -1,0 +1,54 @@
+//! `wai coverage-study`: the coverage of every interval wai prints, as Markdown tables.
+
+use std::io::Write;
+
+use super::Outcome;
+use crate::cli::CoverageStudyArgs;
+use crate::error::{Error, ExitStatus, Result};
+use crate::study;
+
+/// Runs `wai coverage-study`.
+pub fn run(args: &CoverageStudyArgs) -> Result<Outcome> {
+    if args.runs == 0 || args.draws == 0 {
+        return Err(Error::Usage(
+            "`--runs` and `--draws` must be at least 1".into(),
+        ));
+    }
+    let opts = study::Options {
+        runs: args.runs,
+        runs_largest: args.runs_largest,
+        draws: args.draws,
+        seed: args.seed,
+        cells: args.cells.clone(),
+    };
+    let start = std::time::Instant::now();
+    let rows = study::run(&opts, |cell, _| {
+        tracing::info!(cell = %cell.key(), elapsed_s = start.elapsed().as_secs(), "cell done");
+    });
+    if let Some(path) = &args.out {
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+        for r in &rows {
+            let line = serde_json::to_string(r).map_err(|e| Error::Internal(e.to_string()))?;
+            writeln!(file, "{line}").map_err(io)?;
+        }
+        file.flush().map_err(io)?;
+    }
+    let text = format!(
+        "{}\n{} rows in {:.0} s (runs {}, draws {}, seed {})",
+        study::markdown(&rows),
+        rows.len(),
+        start.elapsed().as_secs_f64(),
+        args.runs,
+        args.draws,
+        args.seed
+    );
+    Ok(Outcome {
+        text,
+        json: serde_json::json!({"version": 1, "command": "coverage-study", "rows": rows}),
+        status: ExitStatus::Success,
+    })
+}
