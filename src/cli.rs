@@ -790,10 +790,13 @@ pub struct HollowArgs {
     /// The agent has no tools by design: no row calling a tool is not a hollow run.
     #[arg(long, conflicts_with = "tools")]
     pub no_tools: bool,
-    /// The share of rows the judge may fail on (error, timeout, invalid result) before the run is
-    /// hollow.
+    /// The share of rows the judge may leave without an ok verdict (error, timeout, invalid
+    /// result, missing reward, never judged) before the run is hollow.
     #[arg(long, default_value_t = crate::stages::grade::warnings::JUDGE_FAILURE_SHARE, value_name = "SHARE")]
     pub max_judge_failures: f64,
+    /// The least share of rows with an ok verdict: below it the run is hollow.
+    #[arg(long, default_value_t = crate::stages::grade::warnings::MIN_GRADED_SHARE, value_name = "SHARE")]
+    pub min_graded: f64,
     /// The k of pass^k and pass@k in the printed line (default: the smallest group size).
     #[arg(long, value_delimiter = ',', value_name = "K")]
     pub k: Vec<u32>,

@@ -122,6 +122,8 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format = super::convert::output_format(&args.output.out, args.output.to)?;
     let (workers, timeout) = pool(&args.pool)?;
+    // Every option is checked before a row is read: a bad floor fails now, not after the grade.
+    let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
 
     // The judges; a query judge runs first, over every row.
@@ -187,7 +189,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     // What the scored rows say.
     let scored = vec![args.output.out.display().to_string()];
     let (context, _scratch) = super::rows_session(ctx, &scored)?;
-    let check = super::gate::check(ctx, &context, &args.hollow, args.gate)?;
+    let check = super::gate::check(ctx, &context, &args.hollow, &gate_opts, args.gate)?;
 
     let mut text = format!(
         "graded {} with `{}` into `{}` in {:.1} s: {} passed, {} failed, {} partial, {} unjudged",

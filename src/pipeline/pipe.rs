@@ -37,6 +37,9 @@ const WINDOW: usize = 64;
 const STDERR_TAIL: usize = 4096;
 /// Workers that die before answering anything, in a row, before the run stops.
 const MAX_DEAD_STARTS: usize = 3;
+/// Timeouts in a row, with no reply between them, before the run stops: a program that hangs on
+/// every request would otherwise take `--timeout` per request (20,000 rows at 60 s: two weeks).
+pub const MAX_TIMEOUTS_IN_A_ROW: usize = 8;
 
 /// A pool's settings.
 #[derive(Debug, Clone)]
@@ -135,6 +138,8 @@ pub struct Pool {
     sender: Sender<Event>,
     generation: u64,
     dead_starts: usize,
+    /// Timeouts since the last reply.
+    timeouts_in_a_row: usize,
     answered_any: bool,
     /// Lines on stdout that were not JSON objects (ignored): how many, and the first.
     noise: (u64, Option<String>),
@@ -161,6 +166,7 @@ impl Pool {
             sender,
             generation: 0,
             dead_starts: 0,
+            timeouts_in_a_row: 0,
             answered_any: false,
             noise: (0, None),
         };
@@ -257,12 +263,7 @@ impl Pool {
             self.dead_starts += 1;
             if self.dead_starts >= MAX_DEAD_STARTS {
                 return Err(Error::Input {
-                    stage: if self.opts.role == "judge" {
-                        "grade"
-                    } else {
-                        "simulate"
-                    }
-                    .into(),
+                    stage: self.stage().into(),
                     message: format!(
                         "the {} command `{}` stops before answering any {}{}",
                         self.opts.role,
@@ -283,6 +284,39 @@ impl Pool {
         }
         self.spawn(w)?;
         Ok((old.in_flight.into_iter().collect(), old.solo, tail))
+    }
+}
+
+impl Pool {
+    /// The command this pool serves, in errors.
+    fn stage(&self) -> &'static str {
+        if self.opts.role == "judge" {
+            "grade"
+        } else {
+            "simulate"
+        }
+    }
+
+    /// Counts a timeout; too many in a row stop the run.
+    fn timed_out(&mut self) -> Result<()> {
+        self.timeouts_in_a_row += 1;
+        if self.timeouts_in_a_row < MAX_TIMEOUTS_IN_A_ROW {
+            return Ok(());
+        }
+        Err(Error::Input {
+            stage: self.stage().into(),
+            message: format!(
+                "the {role} command `{command}` timed out {MAX_TIMEOUTS_IN_A_ROW} times in a row (--timeout {t} s) with no answer between them; stopping instead of waiting {t} s on every {what}. Check that it answers each request with one line on stdout, flushed, or raise --timeout",
+                role = self.opts.role,
+                command = self.opts.command,
+                t = self.opts.timeout.as_secs_f64(),
+                what = if self.opts.role == "judge" {
+                    "row"
+                } else {
+                    "ask"
+                },
+            ),
+        })
     }
 }
 
@@ -457,6 +491,7 @@ impl Pool {
                             done += 1;
                             self.answered_any = true;
                             self.dead_starts = 0;
+                            self.timeouts_in_a_row = 0;
                             continue;
                         }
                         _ => (
@@ -485,6 +520,9 @@ impl Pool {
                     (w, Failure::Hung)
                 }
             };
+            if matches!(why, Failure::Hung) {
+                self.timed_out()?;
+            }
             let (held, solo, tail) = self.replace(failed, matches!(why, Failure::Died))?;
             for row in held {
                 owner.remove(&row);

@@ -673,3 +673,205 @@ fn a_batch_spreads_over_every_worker() {
         .collect();
     assert_eq!(pids.len(), 2, "{pids:?}");
 }
+
+/// `n` rows of one task each, each calling a tool; `reward(i)` gives row i's reward and status.
+fn scored_rows(
+    dir: &Path,
+    name: &str,
+    n: usize,
+    verdict: impl Fn(usize) -> (Value, &'static str),
+) -> PathBuf {
+    let text: String = (0..n)
+        .map(|i| {
+            let (reward, status) = verdict(i);
+            format!(
+                "{}\n",
+                serde_json::json!({
+                    "task_id": format!("t{i}"), "prompt": "q", "final_text": "a",
+                    "steps": [{"tool": "lookup_order", "arguments": {}, "result": {}}],
+                    "reward": reward, "judge_status": status,
+                })
+            )
+        })
+        .collect();
+    write(dir, name, &text)
+}
+
+// Issue #29, item 15: 3,999 of 4,000 rows unjudged passed the gate at pass@1 1.00.
+#[test]
+fn the_gate_counts_every_row_without_a_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = |path: &Path, extra: &[&str]| {
+        outcome(
+            wai()
+                .arg("gate")
+                .arg(path)
+                .args(["--floor", "0.5"])
+                .args(extra),
+            dir.path(),
+        )
+    };
+    // One row judged, 39 never judged (no status, no reward).
+    let few = scored_rows(dir.path(), "few.jsonl", 40, |i| {
+        if i == 0 {
+            (1.0.into(), "ok")
+        } else {
+            (Value::Null, "")
+        }
+    });
+    let text = std::fs::read_to_string(&few)
+        .unwrap()
+        .replace(r#","judge_status":"""#, "");
+    std::fs::write(&few, text).unwrap();
+    let out = gate(&few, &[]);
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(out.contains("no verdict on 39 of 40 rows"), "{out}");
+    assert!(out.contains("39 missing_reward"), "{out}");
+    // A judge that declines 58% of rows is hollow too, though nothing `failed`.
+    let declined = scored_rows(dir.path(), "declined.jsonl", 100, |i| {
+        if i < 58 {
+            (Value::Null, "missing_reward")
+        } else {
+            (1.0.into(), "ok")
+        }
+    });
+    let out = gate(&declined, &[]);
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(out.contains("no verdict on 58 of 100 rows"), "{out}");
+    // With the failure share raised, the graded floor still holds: 42% graded is under 90%.
+    let out = gate(&declined, &["--max-judge-failures", "0.6"]);
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(
+        out.contains("only 42 of 100 rows have an ok verdict"),
+        "{out}"
+    );
+    // Both lowered: the 42 judged rows are gated on their pass rate.
+    let out = gate(
+        &declined,
+        &["--max-judge-failures", "0.6", "--min-graded", "0.4"],
+    );
+    assert!(out.starts_with("exit_code: 0\n"), "{out}");
+    // 5% unjudged is within both defaults.
+    let most = scored_rows(dir.path(), "most.jsonl", 100, |i| {
+        if i < 5 {
+            (Value::Null, "missing_reward")
+        } else {
+            (1.0.into(), "ok")
+        }
+    });
+    let out = gate(&most, &[]);
+    assert!(out.starts_with("exit_code: 0\n"), "{out}");
+}
+
+// Issue #29, item 16: `grade` exits 2 on a hollow run, with or without `--gate`.
+#[test]
+fn grade_exits_2_on_a_hollow_run_without_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = python_judge(dir.path(), "pass");
+    let script = std::fs::read_to_string(judge.trim_start_matches("cmd:python3 ")).unwrap();
+    // Declines every row that does not mention a refund (5 of 8).
+    let declining = write(
+        dir.path(),
+        "declining.py",
+        &script.replace(
+            "    return {\"reward\"",
+            "    if \"refund\" not in text.lower():\n        return {\"reward\": None, \"reason\": \"not sure\"}\n    return {\"reward\"",
+        ),
+    );
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args([
+                "--judge",
+                &format!("cmd:python3 {}", declining.display()),
+                "-o",
+            ])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(out.contains("no verdict on 5 of 8 rows"), "{out}");
+}
+
+// Issue #29, item 16: a judge that hangs on every row was waited on for `--timeout` a row.
+#[test]
+fn a_judge_that_hangs_on_every_row_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = scored_rows(dir.path(), "rows.jsonl", 200, |_| {
+        (Value::Null, "missing_reward")
+    });
+    let judge = write(
+        dir.path(),
+        "hang.py",
+        "import sys, time\nfor line in sys.stdin:\n    time.sleep(3600)\n",
+    );
+    let started = std::time::Instant::now();
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(&rows)
+            .args(["--judge", &format!("cmd:python3 {}", judge.display())])
+            .args(["--timeout", "0.3", "-o"])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 65\n"), "{out}");
+    assert!(out.contains("timed out 8 times in a row"), "{out}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "stopped early, not after 200 timeouts: {:?}",
+        started.elapsed()
+    );
+    assert!(!dir.path().join("x.parquet").exists());
+}
+
+// Issue #29, item 17: `grade --gate 2` wrote its output, then failed on the floor.
+#[test]
+fn grade_checks_every_option_before_reading_a_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("judged.txt");
+    let judge = write(
+        dir.path(),
+        "count.py",
+        &format!(
+            "import json, sys\nfor line in sys.stdin:\n    open({:?}, 'a').write('x')\n    print(json.dumps({{'id': json.loads(line)['id'], 'reward': 1}}), flush=True)\n",
+            counter.display().to_string()
+        ),
+    );
+    let judge = format!("cmd:python3 {}", judge.display());
+    let out = dir.path().join("x.parquet");
+    for (bad, needle) in [
+        (
+            &["--gate", "2"][..],
+            "the floor must be a pass rate in [0, 1], not 2",
+        ),
+        (
+            &["--max-judge-failures=-1"][..],
+            "--max-judge-failures must be a share",
+        ),
+        (&["--min-graded", "1.5"][..], "--min-graded must be a share"),
+        (
+            &["--tools", "/no/such/tools.json"][..],
+            "/no/such/tools.json",
+        ),
+    ] {
+        let result = wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args(["--judge", &judge])
+            .args(bad)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            matches!(result.status.code(), Some(64 | 74)),
+            "{bad:?}: {err}"
+        );
+        assert!(err.contains(needle), "{bad:?}: {err}");
+        assert!(!out.exists(), "{bad:?}: nothing written");
+        assert!(!counter.exists(), "{bad:?}: no row judged");
+    }
+}
