@@ -104,6 +104,27 @@ pub fn agent(
     ))
 }
 
+/// Opens `path` for appending and takes its advisory lock, or says which run holds it.
+///
+/// # Errors
+/// Another process holds the lock (a usage error: two runs on one checkpoint), or the file
+/// cannot be opened.
+pub fn lock_checkpoint(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
+            "the checkpoint `{}` is in use by another run; wait for it to end, or give this run its own --checkpoint",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
+}
+
 /// The rows already in a checkpoint; a torn last line (the run was killed while writing it) is
 /// cut off so the file can be appended to.
 pub fn read_checkpoint(path: &Path) -> Result<(Vec<Record>, bool)> {
@@ -311,24 +332,19 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         opts.tasks = Some(read_tasks(ctx, spec)?);
     }
     let (workers, timeout) = super::grade::pool(&args.pool)?;
+    let format = super::convert::output_format(&args.out, None)?;
+    // The checkpoint is locked before it is read and held to the end: a second run on it would
+    // play the same rollouts again.
+    let mut checkpoint = match &args.checkpoint {
+        Some(p) => Some((lock_checkpoint(p)?, p.clone())),
+        None => None,
+    };
     let mut agent = agent(&args.agent, &args.behaviors, workers, timeout)?;
     let (resumed, torn) = match &args.checkpoint {
         Some(p) => read_checkpoint(p)?,
         None => (Vec::new(), false),
     };
-    let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
-    let mut checkpoint = match &args.checkpoint {
-        Some(p) => Some((
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| Error::io(p, e))?,
-            p.clone(),
-        )),
-        None => None,
-    };
     let bar = ctx.count_bar(args.budget * u64::from(args.runs.max(1)), "rollouts");
     let progress_json = args.progress_json;
     let report = simulate::simulate(

@@ -3,7 +3,9 @@
 //!
 //! Protocol, one JSON object per line:
 //! - wai → agent: `{"id": N, "ask": "...", "task_id": "...", "rollout_index": 0, "eval_run": 0,
-//!   "seed": 0, "world_state": null, "faults": {...} | null, "tools": ["lookup_order", ...]}`;
+//!   "seed": 0, "tools": ["lookup_order", ...]}`: the ask and the tools, nothing the row marks
+//!   privileged (the world state and the fault plan stay in wai's mock world, which answers the
+//!   calls);
 //! - agent → wai, any number of times while it works: `{"id": N, "call": {"tool": "...",
 //!   "arguments": {...}}}`; wai answers from the mock world (scheduled faults included) with
 //!   `{"id": N, "result": {...}}`;
@@ -82,8 +84,6 @@ impl Agent for CommandAgent {
                 "rollout_index": job.rollout_index,
                 "eval_run": job.eval_run,
                 "seed": job.seed,
-                "world_state": job.scene.world_state,
-                "faults": job.scene.plan.as_ref().map(super::world::Plan::to_json),
                 "tools": tools,
             });
             serde_json::to_writer(&mut text, &request)
