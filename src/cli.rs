@@ -262,7 +262,15 @@ pub struct JudgePool {
     /// Command judges and agents: seconds a worker may take over one row or ask.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub timeout: f64,
+    /// Command judges and agents: also pass this environment variable on (repeatable, or a
+    /// comma-separated list in `WAI_ENV`). They start with a minimal environment: `PATH`,
+    /// `HOME`, `LANG`, `LC_*`, `TMPDIR`, `PYTHON*`, `VIRTUAL_ENV` and a few more, no keys.
+    #[arg(long = "env", value_name = "NAME", env = crate::cli::WAI_ENV, value_delimiter = ',')]
+    pub env: Vec<String>,
 }
+
+/// The variable that lists more names for `--env`.
+pub const WAI_ENV: &str = "WAI_ENV";
 
 /// `wai simulate`.
 #[derive(Debug, Args)]

@@ -48,11 +48,33 @@ fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
     Ok((kind, text, file))
 }
 
-/// The worker count and per-row timeout of `pool`, checked.
+/// How command judges and agents run, checked: workers, the per-row timeout and the variables
+/// passed on to them.
+#[derive(Debug, Clone)]
+pub(crate) struct Workers {
+    pub(crate) workers: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) forward: Vec<String>,
+}
+
+impl Workers {
+    /// The pool options for `command` in `role`.
+    pub(crate) fn options(&self, command: String, role: &'static str) -> command::Options {
+        command::Options {
+            command,
+            workers: self.workers,
+            timeout: self.timeout,
+            role,
+            forward: self.forward.clone(),
+        }
+    }
+}
+
+/// The worker settings of `pool`, checked.
 ///
 /// # Errors
-/// No workers, or a timeout that is not a number of seconds above 0.
-pub(crate) fn pool(pool: &JudgePool) -> Result<(usize, Duration)> {
+/// No workers, a timeout that is not a number of seconds above 0, a bad `--env` name.
+pub(crate) fn pool(pool: &JudgePool) -> Result<Workers> {
     if !(pool.timeout.is_finite() && pool.timeout > 0.0) {
         return Err(Error::Usage(format!(
             "--timeout must be a number of seconds above 0, not {}",
@@ -62,7 +84,12 @@ pub(crate) fn pool(pool: &JudgePool) -> Result<(usize, Duration)> {
     if pool.workers == 0 {
         return Err(Error::Usage("--workers must be at least 1".into()));
     }
-    Ok((pool.workers, Duration::from_secs_f64(pool.timeout)))
+    crate::pipeline::pipe::check_forward(&pool.env)?;
+    Ok(Workers {
+        workers: pool.workers,
+        timeout: Duration::from_secs_f64(pool.timeout),
+        forward: pool.env.iter().filter(|n| !n.is_empty()).cloned().collect(),
+    })
 }
 
 /// A judge from `spec` that grades rows batch by row batch: a verifier file, a SQL expression or
@@ -71,7 +98,7 @@ pub(crate) fn pool(pool: &JudgePool) -> Result<(usize, Duration)> {
 ///
 /// # Errors
 /// A bad spec, an unreadable file, or a judge that does not start.
-pub(crate) fn row_judge(spec: &str, workers: usize, timeout: Duration) -> Result<Box<dyn Judge>> {
+pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>> {
     let (kind, text, file) = parse_spec(spec)?;
     let stem = |fallback: &str| {
         file.as_ref()
@@ -92,12 +119,7 @@ pub(crate) fn row_judge(spec: &str, workers: usize, timeout: Duration) -> Result
             format!("sql:{}", stem("expr")),
             &text,
         )?),
-        _ => Box::new(CommandJudge::start(command::Options {
-            command: text,
-            workers,
-            timeout,
-            role: "judge",
-        })?),
+        _ => Box::new(CommandJudge::start(workers.options(text, "judge"))?),
     })
 }
 
@@ -121,7 +143,7 @@ fn run_id(args: &GradeArgs, texts: &[String]) -> String {
 pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format = super::convert::output_format(&args.output.out, args.output.to)?;
-    let (workers, timeout) = pool(&args.pool)?;
+    let workers = pool(&args.pool)?;
     // Every option is checked before a row is read: a bad floor fails now, not after the grade.
     let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
@@ -152,7 +174,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
                         .block_on(QueryJudge::run(name, &text, context))?,
                 )
             }
-            _ => row_judge(spec, workers, timeout)?,
+            _ => row_judge(spec, &workers)?,
         };
         judges.push(judge);
     }

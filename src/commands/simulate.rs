@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -66,20 +65,14 @@ pub fn read_asks(path: &Path) -> Result<Vec<String>> {
 }
 
 /// The agent a spec names.
-pub fn agent(
+pub(crate) fn agent(
     spec: &str,
     behaviors: &[String],
-    workers: usize,
-    timeout: Duration,
+    workers: &super::grade::Workers,
 ) -> Result<Box<dyn Agent>> {
     if let Some(command) = spec.strip_prefix("cmd:") {
         return Ok(Box::new(CommandAgent::start(
-            crate::pipeline::pipe::Options {
-                command: command.to_owned(),
-                workers,
-                timeout,
-                role: "agent",
-            },
+            workers.options(command.to_owned(), "agent"),
         )?));
     }
     let rate = match spec.strip_prefix("seeded") {
@@ -331,7 +324,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     if let Some(spec) = &args.tasks {
         opts.tasks = Some(read_tasks(ctx, spec)?);
     }
-    let (workers, timeout) = super::grade::pool(&args.pool)?;
+    let workers = super::grade::pool(&args.pool)?;
     let format = super::convert::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
     // play the same rollouts again.
@@ -339,7 +332,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         Some(p) => Some((lock_checkpoint(p)?, p.clone())),
         None => None,
     };
-    let mut agent = agent(&args.agent, &args.behaviors, workers, timeout)?;
+    let mut agent = agent(&args.agent, &args.behaviors, &workers)?;
     let (resumed, torn) = match &args.checkpoint {
         Some(p) => read_checkpoint(p)?,
         None => (Vec::new(), false),
@@ -383,10 +376,11 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     // The wave is a constant of the run (so rows do not follow the worker count); few
     // rollouts per worker in a wave leave workers waiting at each wave's end.
     let wave = opts.wave.unwrap_or_else(|| agent.wave());
-    if args.agent.starts_with("cmd:") && workers * 4 > wave {
+    if args.agent.starts_with("cmd:") && workers.workers * 4 > wave {
         notes.push(format!(
-            "waves of {wave} rollouts over {workers} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass --wave {} or more to keep them busy (the wave, not --workers, decides which rollouts are played)",
-            workers * 8
+            "waves of {wave} rollouts over {} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass --wave {} or more to keep them busy (the wave, not --workers, decides which rollouts are played)",
+            workers.workers,
+            workers.workers * 8
         ));
     }
     if torn {

@@ -52,6 +52,65 @@ pub struct Options {
     pub timeout: Duration,
     /// What the program is, in messages: `judge`, `agent`.
     pub role: &'static str,
+    /// Environment variables passed on beyond the minimal set ([`worker_env`]).
+    pub forward: Vec<String>,
+}
+
+/// Variables every worker gets when wai has them: what a program needs to start and find its
+/// interpreter, files and locale, and no credentials.
+const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "LD_LIBRARY_PATH",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NO_COLOR",
+    "SYSTEMROOT",
+];
+/// Prefixes of variables every worker gets: locale (`LC_ALL`, ...) and Python's own settings
+/// (`PYTHONPATH`, `PYTHONHASHSEED`, ...).
+const BASE_ENV_PREFIXES: &[&str] = &["LC_", "PYTHON"];
+
+/// The environment a worker starts with: [`BASE_ENV`], the [`BASE_ENV_PREFIXES`] and the names
+/// in `forward`, each only when wai has it. Nothing else: not `OPENAI_API_KEY`, not
+/// `AWS_SECRET_ACCESS_KEY`, unless it is forwarded by name.
+pub fn worker_env(forward: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            BASE_ENV.contains(&name.as_ref())
+                || BASE_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
+                || forward.iter().any(|f| *f == name)
+        })
+        .collect()
+}
+
+/// Checks `--env` names: each a variable name, not `NAME=VALUE`.
+///
+/// # Errors
+/// An empty name or one holding `=`.
+pub fn check_forward(names: &[String]) -> Result<()> {
+    for name in names.iter().filter(|n| !n.is_empty()) {
+        if name.contains('=') || name.contains('\0') {
+            return Err(Error::Usage(format!(
+                "--env takes the name of a variable to pass on (`--env OPENAI_API_KEY`), not `{name}`"
+            )));
+        }
+    }
+    Ok(())
 }
 
 enum Event {
@@ -182,6 +241,8 @@ impl Pool {
         let mut child = Process::new("sh")
             .arg("-c")
             .arg(&self.opts.command)
+            .env_clear()
+            .envs(worker_env(&self.opts.forward))
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

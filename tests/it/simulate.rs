@@ -381,6 +381,8 @@ fn a_killed_run_resumes_from_its_checkpoint_without_duplicates() {
     let killed_out = dir.path().join("killed.jsonl");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
         .args(args(&killed_out, Some(&checkpoint)))
+        // Workers get a minimal environment: the agent's knob is passed on by name.
+        .args(["--env", "AGENT_SLEEP"])
         .env("AGENT_SLEEP", "0.01")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -624,7 +626,8 @@ fn init_evals_writes_a_folder_whose_gate_passes_the_honest_agent_and_fails_the_p
             .env("WAI", &bin)
             .env_remove("RUST_LOG");
         if bad {
-            cmd.env("BOT_BAD", "1");
+            // Agents get a minimal environment: the planted-mistake switch is passed on by name.
+            cmd.env("BOT_BAD", "1").env("WAI_ENV", "BOT_BAD");
         }
         let out = cmd.output().unwrap();
         (
