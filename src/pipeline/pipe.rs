@@ -403,7 +403,8 @@ impl Pool {
     /// Sends request `i` (the line `text[lines[i]]`, whose `id` is `first + i`) to the workers
     /// and returns one answer per request, in request order. A mid-request line with a `call`
     /// goes to `interim(i, object)`, and what it returns is written back to that worker as
-    /// `{"id": N, "result": ...}`.
+    /// `{"id": N, "result": ...}`. Each request's answer also goes to `answered(i, answer)` the
+    /// moment it is settled.
     ///
     /// # Errors
     /// Workers that keep dying before answering anything, or a worker that cannot start.
@@ -413,6 +414,7 @@ impl Pool {
         lines: &[std::ops::Range<usize>],
         first: u64,
         interim: &mut dyn FnMut(usize, Option<&Map<String, Value>>) -> Value,
+        answered: &mut dyn FnMut(usize, &Answer),
     ) -> Result<Vec<Answer>> {
         let n = lines.len();
         let text = Arc::clone(text);
@@ -548,7 +550,9 @@ impl Pool {
                             }
                             worker.progress = Instant::now();
                             owner.remove(&id);
-                            verdicts[id] = Some(Answer::Reply(reply_obj));
+                            let answer = Answer::Reply(reply_obj);
+                            answered(id, &answer);
+                            verdicts[id] = Some(answer);
                             done += 1;
                             self.answered_any = true;
                             self.dead_starts = 0;
@@ -591,7 +595,9 @@ impl Pool {
                     continue;
                 }
                 if solo == Some(row) {
-                    verdicts[row] = Some(Answer::Failed(why.clone(), tail.clone()));
+                    let answer = Answer::Failed(why.clone(), tail.clone());
+                    answered(row, &answer);
+                    verdicts[row] = Some(answer);
                     done += 1;
                 } else {
                     suspects.push_back(row);

@@ -875,3 +875,133 @@ fn grade_checks_every_option_before_reading_a_row() {
         assert!(!counter.exists(), "{bad:?}: no row judged");
     }
 }
+
+/// The lines of a file, or none when it does not exist.
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Waits until the file at `path` stops growing (orphaned judge workers of a killed run finish
+/// the request they hold, then die on the closed pipe).
+fn settled(path: &Path) -> Vec<String> {
+    let mut last = lines_of(path);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let now = lines_of(path);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+// Issue #29, item 3: a kill lost every verdict (19,820 of 20,000 in one test).
+#[test]
+fn a_killed_grade_resumes_and_judges_only_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    crate::support::gen_rows(&rows, 120, 3);
+    let args = |out: &Path, count: &Path| -> Vec<String> {
+        vec![
+            "grade".into(),
+            rows.display().to_string(),
+            "--judge".into(),
+            format!(
+                "cmd:python3 {} {} 0.02",
+                fixture("judges/slow_judge.py").display(),
+                count.display()
+            ),
+            "--workers".into(),
+            "2".into(),
+            "--no-tools".into(),
+            "-o".into(),
+            out.display().to_string(),
+        ]
+    };
+    // The uninterrupted run.
+    // (The count file is on the judge's command line, so every run names the same one.)
+    let clean = dir.path().join("clean.parquet");
+    let count = dir.path().join("count.txt");
+    let out = wai().args(args(&clean, &count)).output().unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
+    assert_eq!(lines_of(&count).len(), 120);
+    std::fs::remove_file(&count).unwrap();
+
+    // A run killed with SIGKILL after some verdicts landed in the log.
+    let scored = dir.path().join("scored.parquet");
+    let log = dir.path().join(".scored.parquet.verdicts.jsonl");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .args(args(&scored, &count))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while lines_of(&log).len() < 30 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(!scored.exists(), "a killed grade leaves no output");
+    let judged_before = settled(&count);
+    let logged: std::collections::BTreeSet<String> = lines_of(&log)
+        .iter()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["rollout_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        (29..120).contains(&logged.len()),
+        "killed mid-way, with {} verdicts logged",
+        logged.len()
+    );
+
+    // The rerun judges only the rows without a verdict, and ends with the same file.
+    let out = wai()
+        .arg("--json")
+        .args(args(&scored, &count))
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["resumed"].as_u64(),
+        Some(logged.len() as u64),
+        "{report}"
+    );
+    let judged_after: Vec<String> = lines_of(&count)[judged_before.len()..].to_vec();
+    assert_eq!(
+        judged_after.len(),
+        120 - logged.len(),
+        "only what is missing"
+    );
+    for id in &judged_after {
+        assert!(!logged.contains(id), "`{id}` was judged again");
+    }
+    assert!(
+        std::fs::read(&scored).unwrap() == std::fs::read(&clean).unwrap(),
+        "the resumed output is the uninterrupted run's, byte for byte"
+    );
+    assert!(
+        !log.exists(),
+        "the log is removed once the output is in place"
+    );
+
+    // A log left under other judges is started over, with a note.
+    std::fs::write(&log, "{\"wai_verdicts\":1,\"digest\":\"other\"}\n").unwrap();
+    let again = dir.path().join("again.parquet");
+    std::fs::rename(&log, dir.path().join(".again.parquet.verdicts.jsonl")).unwrap();
+    let out = wai()
+        .arg("--json")
+        .args(args(&again, &count))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["notes"].to_string().contains("it was started over"),
+        "{report}"
+    );
+    assert!(std::fs::read(&again).unwrap() == std::fs::read(&clean).unwrap());
+}

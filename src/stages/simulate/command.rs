@@ -95,30 +95,33 @@ impl Agent for CommandAgent {
         let mut memories: Vec<Memory> = vec![Memory::default(); jobs.len()];
         let mut recorded: Vec<Vec<Step>> = vec![Vec::new(); jobs.len()];
         let timeout = self.pool.timeout().as_secs_f64();
-        let answers = self.pool.run(&text, &lines, first, &mut |row,
-                                                                 msg: Option<
-            &Map<String, Value>,
-        >| {
-            let Some(msg) = msg else {
-                // The ask goes to a fresh worker: it starts again in a fresh world.
-                memories[row] = Memory::default();
-                recorded[row].clear();
-                return Value::Null;
-            };
-            let call = msg.get("call").cloned().unwrap_or(Value::Null);
-            let Some(tool) = call.get("tool").and_then(Value::as_str) else {
-                return json!({"status": "error", "reason": "a call needs a `tool`"});
-            };
-            let arguments = call.get("arguments").cloned().unwrap_or_else(|| json!({}));
-            let answer = world.call(jobs[row].scene, &mut memories[row], tool, &arguments);
-            recorded[row].push(Step::call(
-                tool,
-                arguments,
-                answer.result.clone(),
-                answer.injected,
-            ));
-            answer.result
-        })?;
+        let answers = self.pool.run(
+            &text,
+            &lines,
+            first,
+            &mut |row, msg: Option<&Map<String, Value>>| {
+                let Some(msg) = msg else {
+                    // The ask goes to a fresh worker: it starts again in a fresh world.
+                    memories[row] = Memory::default();
+                    recorded[row].clear();
+                    return Value::Null;
+                };
+                let call = msg.get("call").cloned().unwrap_or(Value::Null);
+                let Some(tool) = call.get("tool").and_then(Value::as_str) else {
+                    return json!({"status": "error", "reason": "a call needs a `tool`"});
+                };
+                let arguments = call.get("arguments").cloned().unwrap_or_else(|| json!({}));
+                let answer = world.call(jobs[row].scene, &mut memories[row], tool, &arguments);
+                recorded[row].push(Step::call(
+                    tool,
+                    arguments,
+                    answer.result.clone(),
+                    answer.injected,
+                ));
+                answer.result
+            },
+            &mut |_, _| {},
+        )?;
         Ok(answers
             .into_iter()
             .enumerate()
