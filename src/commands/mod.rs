@@ -106,6 +106,8 @@ impl Context {
 
 /// Runs the parsed command line, writing data to `out`.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
+    // A signal ends the workers this run starts, and the run.
+    crate::pipeline::signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -222,8 +224,10 @@ pub fn all_rows(
 
 /// A scratch folder, removed when dropped.
 pub fn scratch() -> Result<tempfile::TempDir> {
-    tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix("wai-")
         .tempdir()
-        .map_err(|e| Error::io(std::env::temp_dir(), e))
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    crate::pipeline::signals::add_temp(dir.path());
+    Ok(dir)
 }

@@ -15,13 +15,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command as Process, Stdio};
+use std::process::{Command as Process, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use super::signals;
 use crate::error::{Error, Result};
 
 /// One request line: the text it sits in and where.
@@ -119,7 +120,9 @@ enum Event {
 }
 
 struct Worker {
-    child: Child,
+    /// Shared with the signal thread, which ends it if wai is told to stop.
+    child: signals::SharedChild,
+    pid: u32,
     input: Sender<Request>,
     stderr: Tail,
     /// Hangs up when the worker's stderr is closed (read to its end).
@@ -177,14 +180,19 @@ impl Worker {
 
     /// Kills the worker and what it started (it leads its own process group).
     fn kill(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let _ = Process::new("kill")
-            .args(["-KILL", "--", &group])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        signals::kill_group(self.pid, "-KILL");
+        if let Ok(mut child) = self.child.lock() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        signals::remove_group(self.pid);
+    }
+
+    /// Whether the worker has exited.
+    fn exited(&self) -> bool {
+        self.child
+            .lock()
+            .is_ok_and(|mut c| matches!(c.try_wait(), Ok(Some(_))))
     }
 }
 
@@ -296,8 +304,12 @@ impl Pool {
             let _ = events.send(Event::Closed(w, generation));
         });
         let (tail, stderr_done) = keep_tail(stderr);
+        let pid = child.id();
+        let child = Arc::new(Mutex::new(child));
+        signals::add_group(&child);
         self.workers[w] = Some(Worker {
             child,
+            pid,
             input,
             stderr: tail,
             stderr_done,
@@ -389,7 +401,7 @@ impl Drop for Pool {
             drop(std::mem::replace(&mut w.input, input));
             let deadline = Instant::now() + Duration::from_millis(200);
             while Instant::now() < deadline {
-                if let Ok(Some(_)) = w.child.try_wait() {
+                if w.exited() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(5));
