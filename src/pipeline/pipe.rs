@@ -170,7 +170,8 @@ pub(crate) fn tail_text(tail: &Tail) -> String {
         .unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.trim_end().lines().collect();
-    lines[lines.len().saturating_sub(8)..].join("\n")
+    // The tail lands in row reasons and messages: a program that prints its key keeps it.
+    crate::report::redact::redact(&lines[lines.len().saturating_sub(8)..].join("\n")).into_owned()
 }
 
 impl Worker {
