@@ -12,7 +12,8 @@
 Then: wai simulate --tools tools.json --policy policy.md --agent 'cmd:python3 agent.py' --out rows.parquet
 
 Protocol (one JSON object per line): wai sends `{"id": N, "ask": "...", "task_id", "rollout_index",
-"eval_run", "seed", "world_state", "faults", "tools"}`. `call_tool` sends `{"id": N, "call": {"tool",
+"eval_run", "seed", "tools"}`: the ask and the tool names, never the hidden world state or the
+fault plan (those stay in wai's mock world). `call_tool` sends `{"id": N, "call": {"tool",
 "arguments"}}` and wai answers `{"id": N, "result": {...}}` from its mock world, scheduled faults
 included. When the agent returns, its reply goes out as `{"id": N, "final_text": "...", "steps":
 [...]}`. An exception becomes `{"id": N, "error": "..."}`.
@@ -57,7 +58,7 @@ def _send(obj):
 
 def current():
     """The request being played on this thread: ask, task_id, rollout_index, eval_run, seed,
-    world_state, faults, tools (None outside a rollout)."""
+    tools (None outside a rollout)."""
     return getattr(_local, "request", None)
 
 

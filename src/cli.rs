@@ -268,7 +268,15 @@ pub struct JudgePool {
     /// Command judges and agents: seconds a worker may take over one row or ask.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub timeout: f64,
+    /// Command judges and agents: also pass this environment variable on (repeatable, or a
+    /// comma-separated list in `WAI_ENV`). They start with a minimal environment: `PATH`,
+    /// `HOME`, `LANG`, `LC_*`, `TMPDIR`, `PYTHON*`, `VIRTUAL_ENV` and a few more, no keys.
+    #[arg(long = "env", value_name = "NAME", env = crate::cli::WAI_ENV, value_delimiter = ',')]
+    pub env: Vec<String>,
 }
+
+/// The variable that lists more names for `--env`.
+pub const WAI_ENV: &str = "WAI_ENV";
 
 /// `wai simulate`.
 #[derive(Debug, Args)]
@@ -827,10 +835,13 @@ pub struct HollowArgs {
     /// The agent has no tools by design: no row calling a tool is not a hollow run.
     #[arg(long, conflicts_with = "tools")]
     pub no_tools: bool,
-    /// The share of rows the judge may fail on (error, timeout, invalid result) before the run is
-    /// hollow.
+    /// The share of rows the judge may leave without an ok verdict (error, timeout, invalid
+    /// result, missing reward, never judged) before the run is hollow.
     #[arg(long, default_value_t = crate::stages::grade::warnings::JUDGE_FAILURE_SHARE, value_name = "SHARE")]
     pub max_judge_failures: f64,
+    /// The least share of rows with an ok verdict: below it the run is hollow.
+    #[arg(long, default_value_t = crate::stages::grade::warnings::MIN_GRADED_SHARE, value_name = "SHARE")]
+    pub min_graded: f64,
     /// The k of pass^k and pass@k in the printed line (default: the smallest group size).
     #[arg(long, value_delimiter = ',', value_name = "K")]
     pub k: Vec<u32>,

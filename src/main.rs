@@ -11,6 +11,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tracing_subscriber::EnvFilter;
 use wai::cli::Cli;
+use wai::report::redact::{Redacting, redact, redact_json};
 use wai::{Error, ExitStatus};
 
 fn init_logging(quiet: bool, verbose: u8) {
@@ -25,21 +26,23 @@ fn init_logging(quiet: bool, verbose: u8) {
         .unwrap_or_else(|_| EnvFilter::new(format!("wai={level}")));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Log lines pass through the redactor: a server's reply quoted in a log keeps no key.
+        .with_writer(|| Redacting(std::io::stderr()))
         .with_target(false)
         .try_init();
 }
 
+/// Prints `e` and its causes, secrets redacted (a server's error may quote the key it was sent).
 #[allow(clippy::print_stderr)]
 fn report_error(e: &Error) {
     let mut shown = e.to_string();
-    eprintln!("error: {shown}");
+    eprintln!("error: {}", redact(&shown));
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
         // Some libraries repeat their source's text in their own message: print each text once.
         let text = cause.to_string();
         if !shown.contains(&text) {
-            eprintln!("  caused by: {text}");
+            eprintln!("  caused by: {}", redact(&text));
             shown = text;
         }
         source = cause.source();
@@ -63,11 +66,13 @@ fn main() -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match wai::commands::run(cli, &mut out) {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
+            // Reports are redacted too: a note or warning may quote what a server said.
+            redact_json(&mut outcome.json);
             let printed = if json {
                 writeln!(out, "{}", outcome.json)
             } else if !quiet && !outcome.text.is_empty() {
-                writeln!(out, "{}", outcome.text)
+                writeln!(out, "{}", redact(&outcome.text))
             } else {
                 Ok(())
             };

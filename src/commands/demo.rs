@@ -104,10 +104,12 @@ pub fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         tools: Some(tools_path.clone()),
         no_tools: false,
         max_judge_failures: crate::stages::grade::warnings::JUDGE_FAILURE_SHARE,
+        min_graded: crate::stages::grade::warnings::MIN_GRADED_SHARE,
         k: Vec::new(),
         seed: args.seed,
     };
-    let check = super::gate::check(ctx, &context, &hollow, None)?;
+    let opts = super::gate::validate(&hollow, None)?;
+    let check = super::gate::check(ctx, &context, &hollow, &opts, None)?;
     let failures = table_of(ctx, &context, "failures_by_tool_tier")?;
     let markers = table_of(ctx, &context, "marker_rates")?;
 

@@ -19,19 +19,23 @@ pub struct Check {
     pub status: ExitStatus,
 }
 
-/// Reads the scored rows in `context` (table `rows`) and decides, with `floor` when gating.
-pub fn check(
-    ctx: &Context,
-    context: &SessionContext,
-    args: &HollowArgs,
-    floor: Option<f64>,
-) -> Result<Check> {
-    if !(args.max_judge_failures.is_finite() && (0.0..=1.0).contains(&args.max_judge_failures)) {
-        return Err(Error::Usage(format!(
-            "--max-judge-failures must be a share in [0, 1], not {}",
-            args.max_judge_failures
-        )));
-    }
+/// Checks the gate's options and reads `--tools`, before any row is read: a bad option fails
+/// at once, not after the grade.
+///
+/// # Errors
+/// A share outside [0, 1], a floor outside [0, 1], an unreadable tools file.
+pub fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<warnings::Options> {
+    let share = |flag: &str, x: f64| {
+        if x.is_finite() && (0.0..=1.0).contains(&x) {
+            Ok(())
+        } else {
+            Err(Error::Usage(format!(
+                "{flag} must be a share in [0, 1], not {x}"
+            )))
+        }
+    };
+    share("--max-judge-failures", args.max_judge_failures)?;
+    share("--min-graded", args.min_graded)?;
     if let Some(f) = floor
         && !(f.is_finite() && (0.0..=1.0).contains(&f))
     {
@@ -39,14 +43,29 @@ pub fn check(
             "the floor must be a pass rate in [0, 1], not {f}"
         )));
     }
-    let opts = warnings::Options {
+    if args.k.contains(&0) {
+        return Err(Error::Usage("--k must be at least 1".into()));
+    }
+    Ok(warnings::Options {
         declared: match &args.tools {
             Some(path) => warnings::declared_tools(path)?,
             None => Vec::new(),
         },
         no_tools: args.no_tools,
         failure_share: args.max_judge_failures,
-    };
+        min_graded: args.min_graded,
+    })
+}
+
+/// Reads the scored rows in `context` (table `rows`) and decides, with `floor` when gating;
+/// `opts` come from [`validate`].
+pub fn check(
+    ctx: &Context,
+    context: &SessionContext,
+    args: &HollowArgs,
+    opts: &warnings::Options,
+    floor: Option<f64>,
+) -> Result<Check> {
     let pass_opts = Options {
         k: args.k.clone(),
         seed: args.seed,
@@ -55,7 +74,7 @@ pub fn check(
     let (report, mut found) = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
         let report = pass_at::run(context, rows, &[], &pass_opts).await?;
-        let found = warnings::check(context, &opts).await?;
+        let found = warnings::check(context, opts).await?;
         Ok::<_, Error>((report, found))
     })?;
     let pass_at_1 = report.results.first().and_then(|r| r.pass_at_1);
@@ -87,7 +106,12 @@ pub fn check(
             ));
         }
     }
-    let mut status = ExitStatus::Success;
+    // Hollow is hollow whether or not a floor was asked for (`wai grade` without `--gate`).
+    let mut status = if hollow {
+        ExitStatus::Hollow
+    } else {
+        ExitStatus::Success
+    };
     let mut gate = Value::Null;
     if let Some(floor) = floor {
         let rate = pass_at_1.unwrap_or(0.0);
@@ -117,8 +141,9 @@ pub fn check(
 
 /// Runs `wai gate`.
 pub fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
+    let opts = validate(&args.hollow, Some(args.floor))?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
-    let check = check(ctx, &context, &args.hollow, Some(args.floor))?;
+    let check = check(ctx, &context, &args.hollow, &opts, Some(args.floor))?;
     let mut json = json!({"version": 1, "command": "gate"});
     if let (Some(obj), Value::Object(more)) = (json.as_object_mut(), check.json) {
         obj.extend(more);

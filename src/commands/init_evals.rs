@@ -322,6 +322,8 @@ const RUN_SH: &str = r#"#!/bin/sh
 # Written by `wai init-evals`: play each seed ask K times, grade every rollout, gate on pass@1.
 # Exit 0: pass@1 at or above GATE; 1: below it; 2: the run is hollow (nothing to measure).
 # Knobs: WAI (the wai binary), K (rollouts per ask), GATE (the pass@1 floor), SEED.
+# The agent and the judge start with a minimal environment (no keys): WAI_ENV=OPENAI_API_KEY,...
+# passes those variables on to them.
 set -eu
 cd "$(dirname "$0")"
 WAI="${WAI:-wai}"

@@ -107,6 +107,8 @@ impl Context {
 
 /// Runs the parsed command line, writing data to `out`.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
+    // A signal ends the workers this run starts, and the run.
+    crate::pipeline::signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -289,5 +291,7 @@ pub fn scratch() -> Result<Scratch> {
     let lock_path = dir.path().join(".lock");
     let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
     lock.lock().map_err(|e| Error::io(&lock_path, e))?;
+    // A signal removes it too.
+    crate::pipeline::signals::add_temp(dir.path());
     Ok(Scratch { dir, _lock: lock })
 }

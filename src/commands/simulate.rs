@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -66,20 +65,14 @@ pub fn read_asks(path: &Path) -> Result<Vec<String>> {
 }
 
 /// The agent a spec names.
-pub fn agent(
+pub(crate) fn agent(
     spec: &str,
     behaviors: &[String],
-    workers: usize,
-    timeout: Duration,
+    workers: &super::grade::Workers,
 ) -> Result<Box<dyn Agent>> {
     if let Some(command) = spec.strip_prefix("cmd:") {
         return Ok(Box::new(CommandAgent::start(
-            crate::pipeline::pipe::Options {
-                command: command.to_owned(),
-                workers,
-                timeout,
-                role: "agent",
-            },
+            workers.options(command.to_owned(), "agent"),
         )?));
     }
     let rate = match spec.strip_prefix("seeded") {
@@ -102,6 +95,27 @@ pub fn agent(
     Ok(Box::new(
         SeededAgent::new(rate, behaviors).map_err(Error::Usage)?,
     ))
+}
+
+/// Opens `path` for appending and takes its advisory lock, or says which run holds it.
+///
+/// # Errors
+/// Another process holds the lock (a usage error: two runs on one checkpoint), or the file
+/// cannot be opened.
+pub fn lock_checkpoint(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
+            "the checkpoint `{}` is in use by another run; wait for it to end, or give this run its own --checkpoint",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
 }
 
 /// The rows already in a checkpoint; a torn last line (the run was killed while writing it) is
@@ -310,25 +324,20 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     if let Some(spec) = &args.tasks {
         opts.tasks = Some(read_tasks(ctx, spec)?);
     }
-    let (workers, timeout) = super::grade::pool(&args.pool)?;
-    let mut agent = agent(&args.agent, &args.behaviors, workers, timeout)?;
+    let workers = super::grade::pool(&args.pool)?;
+    let format = super::convert::output_format(&args.out, None)?;
+    // The checkpoint is locked before it is read and held to the end: a second run on it would
+    // play the same rollouts again.
+    let mut checkpoint = match &args.checkpoint {
+        Some(p) => Some((lock_checkpoint(p)?, p.clone())),
+        None => None,
+    };
+    let mut agent = agent(&args.agent, &args.behaviors, &workers)?;
     let (resumed, torn) = match &args.checkpoint {
         Some(p) => read_checkpoint(p)?,
         None => (Vec::new(), false),
     };
-    let format = super::convert::output_format(&args.out, None)?;
     let mut sink = super::convert::sink(&args.out, format)?;
-    let mut checkpoint = match &args.checkpoint {
-        Some(p) => Some((
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| Error::io(p, e))?,
-            p.clone(),
-        )),
-        None => None,
-    };
     let bar = ctx.count_bar(args.budget * u64::from(args.runs.max(1)), "rollouts");
     let progress_json = args.progress_json;
     let report = simulate::simulate(
@@ -367,10 +376,11 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     // The wave is a constant of the run (so rows do not follow the worker count); few
     // rollouts per worker in a wave leave workers waiting at each wave's end.
     let wave = opts.wave.unwrap_or_else(|| agent.wave());
-    if args.agent.starts_with("cmd:") && workers * 4 > wave {
+    if args.agent.starts_with("cmd:") && workers.workers * 4 > wave {
         notes.push(format!(
-            "waves of {wave} rollouts over {workers} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass --wave {} or more to keep them busy (the wave, not --workers, decides which rollouts are played)",
-            workers * 8
+            "waves of {wave} rollouts over {} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass --wave {} or more to keep them busy (the wave, not --workers, decides which rollouts are played)",
+            workers.workers,
+            workers.workers * 8
         ));
     }
     if torn {

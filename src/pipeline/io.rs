@@ -110,6 +110,7 @@ impl AtomicFile {
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
         let temp = builder.tempfile_in(dir).map_err(|e| Error::io(path, e))?;
+        super::signals::add_temp(temp.path());
         Ok(Self {
             path: path.to_path_buf(),
             temp,
@@ -145,6 +146,7 @@ impl AtomicFile {
             .as_file()
             .sync_all()
             .map_err(|e| Error::io(&self.path, e))?;
+        super::signals::remove_temp(self.temp.path());
         self.temp
             .persist(&self.path)
             .map_err(|e| Error::io(&self.path, e.error))?;

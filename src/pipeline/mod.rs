@@ -9,4 +9,5 @@ pub mod pipe;
 pub mod read;
 pub mod row;
 pub mod session;
+pub mod signals;
 pub mod source;

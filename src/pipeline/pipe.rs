@@ -15,13 +15,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command as Process, Stdio};
+use std::process::{Command as Process, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use super::signals;
 use crate::error::{Error, Result};
 
 /// One request line: the text it sits in and where.
@@ -37,6 +38,9 @@ const WINDOW: usize = 64;
 const STDERR_TAIL: usize = 4096;
 /// Workers that die before answering anything, in a row, before the run stops.
 const MAX_DEAD_STARTS: usize = 3;
+/// Timeouts in a row, with no reply between them, before the run stops: a program that hangs on
+/// every request would otherwise take `--timeout` per request (20,000 rows at 60 s: two weeks).
+pub const MAX_TIMEOUTS_IN_A_ROW: usize = 8;
 
 /// A pool's settings.
 #[derive(Debug, Clone)]
@@ -49,6 +53,65 @@ pub struct Options {
     pub timeout: Duration,
     /// What the program is, in messages: `judge`, `agent`.
     pub role: &'static str,
+    /// Environment variables passed on beyond the minimal set ([`worker_env`]).
+    pub forward: Vec<String>,
+}
+
+/// Variables every worker gets when wai has them: what a program needs to start and find its
+/// interpreter, files and locale, and no credentials.
+const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "LD_LIBRARY_PATH",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NO_COLOR",
+    "SYSTEMROOT",
+];
+/// Prefixes of variables every worker gets: locale (`LC_ALL`, ...) and Python's own settings
+/// (`PYTHONPATH`, `PYTHONHASHSEED`, ...).
+const BASE_ENV_PREFIXES: &[&str] = &["LC_", "PYTHON"];
+
+/// The environment a worker starts with: [`BASE_ENV`], the [`BASE_ENV_PREFIXES`] and the names
+/// in `forward`, each only when wai has it. Nothing else: not `OPENAI_API_KEY`, not
+/// `AWS_SECRET_ACCESS_KEY`, unless it is forwarded by name.
+pub fn worker_env(forward: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            BASE_ENV.contains(&name.as_ref())
+                || BASE_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
+                || forward.iter().any(|f| *f == name)
+        })
+        .collect()
+}
+
+/// Checks `--env` names: each a variable name, not `NAME=VALUE`.
+///
+/// # Errors
+/// An empty name or one holding `=`.
+pub fn check_forward(names: &[String]) -> Result<()> {
+    for name in names.iter().filter(|n| !n.is_empty()) {
+        if name.contains('=') || name.contains('\0') {
+            return Err(Error::Usage(format!(
+                "--env takes the name of a variable to pass on (`--env OPENAI_API_KEY`), not `{name}`"
+            )));
+        }
+    }
+    Ok(())
 }
 
 enum Event {
@@ -57,7 +120,9 @@ enum Event {
 }
 
 struct Worker {
-    child: Child,
+    /// Shared with the signal thread, which ends it if wai is told to stop.
+    child: signals::SharedChild,
+    pid: u32,
     input: Sender<Request>,
     stderr: Tail,
     /// Hangs up when the worker's stderr is closed (read to its end).
@@ -105,7 +170,8 @@ pub(crate) fn tail_text(tail: &Tail) -> String {
         .unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.trim_end().lines().collect();
-    lines[lines.len().saturating_sub(8)..].join("\n")
+    // The tail lands in row reasons and messages: a program that prints its key keeps it.
+    crate::report::redact::redact(&lines[lines.len().saturating_sub(8)..].join("\n")).into_owned()
 }
 
 impl Worker {
@@ -115,14 +181,19 @@ impl Worker {
 
     /// Kills the worker and what it started (it leads its own process group).
     fn kill(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let _ = Process::new("kill")
-            .args(["-KILL", "--", &group])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        signals::kill_group(self.pid, "-KILL");
+        if let Ok(mut child) = self.child.lock() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        signals::remove_group(self.pid);
+    }
+
+    /// Whether the worker has exited.
+    fn exited(&self) -> bool {
+        self.child
+            .lock()
+            .is_ok_and(|mut c| matches!(c.try_wait(), Ok(Some(_))))
     }
 }
 
@@ -135,6 +206,8 @@ pub struct Pool {
     sender: Sender<Event>,
     generation: u64,
     dead_starts: usize,
+    /// Timeouts since the last reply.
+    timeouts_in_a_row: usize,
     answered_any: bool,
     /// Lines on stdout that were not JSON objects (ignored): how many, and the first.
     noise: (u64, Option<String>),
@@ -161,6 +234,7 @@ impl Pool {
             sender,
             generation: 0,
             dead_starts: 0,
+            timeouts_in_a_row: 0,
             answered_any: false,
             noise: (0, None),
         };
@@ -176,6 +250,8 @@ impl Pool {
         let mut child = Process::new("sh")
             .arg("-c")
             .arg(&self.opts.command)
+            .env_clear()
+            .envs(worker_env(&self.opts.forward))
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -229,8 +305,12 @@ impl Pool {
             let _ = events.send(Event::Closed(w, generation));
         });
         let (tail, stderr_done) = keep_tail(stderr);
+        let pid = child.id();
+        let child = Arc::new(Mutex::new(child));
+        signals::add_group(&child);
         self.workers[w] = Some(Worker {
             child,
+            pid,
             input,
             stderr: tail,
             stderr_done,
@@ -257,12 +337,7 @@ impl Pool {
             self.dead_starts += 1;
             if self.dead_starts >= MAX_DEAD_STARTS {
                 return Err(Error::Input {
-                    stage: if self.opts.role == "judge" {
-                        "grade"
-                    } else {
-                        "simulate"
-                    }
-                    .into(),
+                    stage: self.stage().into(),
                     message: format!(
                         "the {} command `{}` stops before answering any {}{}",
                         self.opts.role,
@@ -286,6 +361,39 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// The command this pool serves, in errors.
+    fn stage(&self) -> &'static str {
+        if self.opts.role == "judge" {
+            "grade"
+        } else {
+            "simulate"
+        }
+    }
+
+    /// Counts a timeout; too many in a row stop the run.
+    fn timed_out(&mut self) -> Result<()> {
+        self.timeouts_in_a_row += 1;
+        if self.timeouts_in_a_row < MAX_TIMEOUTS_IN_A_ROW {
+            return Ok(());
+        }
+        Err(Error::Input {
+            stage: self.stage().into(),
+            message: format!(
+                "the {role} command `{command}` timed out {MAX_TIMEOUTS_IN_A_ROW} times in a row (--timeout {t} s) with no answer between them; stopping instead of waiting {t} s on every {what}. Check that it answers each request with one line on stdout, flushed, or raise --timeout",
+                role = self.opts.role,
+                command = self.opts.command,
+                t = self.opts.timeout.as_secs_f64(),
+                what = if self.opts.role == "judge" {
+                    "row"
+                } else {
+                    "ask"
+                },
+            ),
+        })
+    }
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
         for w in self.workers.iter_mut().flatten() {
@@ -294,7 +402,7 @@ impl Drop for Pool {
             drop(std::mem::replace(&mut w.input, input));
             let deadline = Instant::now() + Duration::from_millis(200);
             while Instant::now() < deadline {
-                if let Ok(Some(_)) = w.child.try_wait() {
+                if w.exited() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(5));
@@ -308,7 +416,8 @@ impl Pool {
     /// Sends request `i` (the line `text[lines[i]]`, whose `id` is `first + i`) to the workers
     /// and returns one answer per request, in request order. A mid-request line with a `call`
     /// goes to `interim(i, object)`, and what it returns is written back to that worker as
-    /// `{"id": N, "result": ...}`.
+    /// `{"id": N, "result": ...}`. Each request's answer also goes to `answered(i, answer)` the
+    /// moment it is settled.
     ///
     /// # Errors
     /// Workers that keep dying before answering anything, or a worker that cannot start.
@@ -318,6 +427,7 @@ impl Pool {
         lines: &[std::ops::Range<usize>],
         first: u64,
         interim: &mut dyn FnMut(usize, Option<&Map<String, Value>>) -> Value,
+        answered: &mut dyn FnMut(usize, &Answer),
     ) -> Result<Vec<Answer>> {
         let n = lines.len();
         let text = Arc::clone(text);
@@ -453,10 +563,13 @@ impl Pool {
                             }
                             worker.progress = Instant::now();
                             owner.remove(&id);
-                            verdicts[id] = Some(Answer::Reply(reply_obj));
+                            let answer = Answer::Reply(reply_obj);
+                            answered(id, &answer);
+                            verdicts[id] = Some(answer);
                             done += 1;
                             self.answered_any = true;
                             self.dead_starts = 0;
+                            self.timeouts_in_a_row = 0;
                             continue;
                         }
                         _ => (
@@ -485,6 +598,9 @@ impl Pool {
                     (w, Failure::Hung)
                 }
             };
+            if matches!(why, Failure::Hung) {
+                self.timed_out()?;
+            }
             let (held, solo, tail) = self.replace(failed, matches!(why, Failure::Died))?;
             for row in held {
                 owner.remove(&row);
@@ -492,7 +608,9 @@ impl Pool {
                     continue;
                 }
                 if solo == Some(row) {
-                    verdicts[row] = Some(Answer::Failed(why.clone(), tail.clone()));
+                    let answer = Answer::Failed(why.clone(), tail.clone());
+                    answered(row, &answer);
+                    verdicts[row] = Some(answer);
                     done += 1;
                 } else {
                     suspects.push_back(row);

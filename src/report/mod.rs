@@ -1,5 +1,6 @@
 //! Rendering results for people and programs: aligned tables, CSV, JSON, JSON Lines, Parquet.
 
+pub mod redact;
 pub mod table;
 
 /// A score as the reference prints it in sentences: an integer when whole, else two decimals.

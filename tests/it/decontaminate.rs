@@ -380,3 +380,98 @@ fn every_dropped_row_can_be_listed_for_review() {
         .collect();
     assert_eq!(got, [("r-exact", "exact", 0), ("r-task", "same_task", 2)]);
 }
+
+/// A server that refuses every request with a 401 whose body quotes the key it was sent, the
+/// way some proxies do.
+const ECHO_SERVER: &str = r#"
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        auth = self.headers.get("Authorization", "")
+        key = auth.split(" ", 1)[-1]
+        body = json.dumps({"error": f"Incorrect API key provided: {key}. You sent Authorization: {auth}"}).encode()
+        self.send_response(401); self.end_headers(); self.wfile.write(body)
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+// Issue #29, item 13: an API key was printed when the server echoed it, and URL credentials
+// were printed in errors.
+#[test]
+fn a_key_the_server_echoes_and_url_credentials_are_redacted() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("echo.py");
+    std::fs::write(&script, ECHO_SERVER).unwrap();
+    let mut server = std::process::Command::new("python3")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let (t, e) = (
+        dir.path().join("train.jsonl"),
+        dir.path().join("eval.jsonl"),
+    );
+    write_rows(
+        &t,
+        &[json!({"prompt": "Tell me a joke about penguins.", "scenario_id": "t1"})],
+    );
+    write_rows(&e, &reference_eval());
+    let key = "k3y-live-0123456789abcdef";
+    // With credentials in the URL, the client sends them (HTTP basic); without, the key.
+    for (verbose, userinfo) in [
+        (false, "alice:hunter2-pass@"),
+        (true, "alice:hunter2-pass@"),
+        (false, ""),
+        (true, ""),
+    ] {
+        let mut cmd = wai();
+        cmd.env("OPENAI_API_KEY", key);
+        if verbose {
+            cmd.arg("-vv");
+        }
+        let out = cmd
+            .arg("decontaminate")
+            .arg(&t)
+            .arg("--against")
+            .arg(&e)
+            .args([
+                "--embedder",
+                &format!("openai:m@http://{userinfo}127.0.0.1:{}/v1", port.trim()),
+                "-o",
+            ])
+            .arg(dir.path().join("clean.jsonl"))
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success());
+        assert!(all.contains("HTTP 401"), "{all}");
+        assert!(
+            all.contains("Incorrect API key provided: [redacted]"),
+            "{all}"
+        );
+        assert!(!all.contains(key), "the key is printed: {all}");
+        if !userinfo.is_empty() {
+            assert!(all.contains("alice:[redacted]@"), "{all}");
+            assert!(!all.contains("hunter2-pass"), "the URL password: {all}");
+            assert!(
+                !all.contains("YWxpY2U6aHVudGVyMi1wYXNz"),
+                "the basic credentials: {all}"
+            );
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -673,3 +673,335 @@ fn a_batch_spreads_over_every_worker() {
         .collect();
     assert_eq!(pids.len(), 2, "{pids:?}");
 }
+
+/// `n` rows of one task each, each calling a tool; `reward(i)` gives row i's reward and status.
+fn scored_rows(
+    dir: &Path,
+    name: &str,
+    n: usize,
+    verdict: impl Fn(usize) -> (Value, &'static str),
+) -> PathBuf {
+    let text: String = (0..n)
+        .map(|i| {
+            let (reward, status) = verdict(i);
+            format!(
+                "{}\n",
+                serde_json::json!({
+                    "task_id": format!("t{i}"), "prompt": "q", "final_text": "a",
+                    "steps": [{"tool": "lookup_order", "arguments": {}, "result": {}}],
+                    "reward": reward, "judge_status": status,
+                })
+            )
+        })
+        .collect();
+    write(dir, name, &text)
+}
+
+// Issue #29, item 15: 3,999 of 4,000 rows unjudged passed the gate at pass@1 1.00.
+#[test]
+fn the_gate_counts_every_row_without_a_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = |path: &Path, extra: &[&str]| {
+        outcome(
+            wai()
+                .arg("gate")
+                .arg(path)
+                .args(["--floor", "0.5"])
+                .args(extra),
+            dir.path(),
+        )
+    };
+    // One row judged, 39 never judged (no status, no reward).
+    let few = scored_rows(dir.path(), "few.jsonl", 40, |i| {
+        if i == 0 {
+            (1.0.into(), "ok")
+        } else {
+            (Value::Null, "")
+        }
+    });
+    let text = std::fs::read_to_string(&few)
+        .unwrap()
+        .replace(r#","judge_status":"""#, "");
+    std::fs::write(&few, text).unwrap();
+    let out = gate(&few, &[]);
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(out.contains("no verdict on 39 of 40 rows"), "{out}");
+    assert!(out.contains("39 missing_reward"), "{out}");
+    // A judge that declines 58% of rows is hollow too, though nothing `failed`.
+    let declined = scored_rows(dir.path(), "declined.jsonl", 100, |i| {
+        if i < 58 {
+            (Value::Null, "missing_reward")
+        } else {
+            (1.0.into(), "ok")
+        }
+    });
+    let out = gate(&declined, &[]);
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(out.contains("no verdict on 58 of 100 rows"), "{out}");
+    // With the failure share raised, the graded floor still holds: 42% graded is under 90%.
+    let out = gate(&declined, &["--max-judge-failures", "0.6"]);
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(
+        out.contains("only 42 of 100 rows have an ok verdict"),
+        "{out}"
+    );
+    // Both lowered: the 42 judged rows are gated on their pass rate.
+    let out = gate(
+        &declined,
+        &["--max-judge-failures", "0.6", "--min-graded", "0.4"],
+    );
+    assert!(out.starts_with("exit_code: 0\n"), "{out}");
+    // 5% unjudged is within both defaults.
+    let most = scored_rows(dir.path(), "most.jsonl", 100, |i| {
+        if i < 5 {
+            (Value::Null, "missing_reward")
+        } else {
+            (1.0.into(), "ok")
+        }
+    });
+    let out = gate(&most, &[]);
+    assert!(out.starts_with("exit_code: 0\n"), "{out}");
+}
+
+// Issue #29, item 16: `grade` exits 2 on a hollow run, with or without `--gate`.
+#[test]
+fn grade_exits_2_on_a_hollow_run_without_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = python_judge(dir.path(), "pass");
+    let script = std::fs::read_to_string(judge.trim_start_matches("cmd:python3 ")).unwrap();
+    // Declines every row that does not mention a refund (5 of 8).
+    let declining = write(
+        dir.path(),
+        "declining.py",
+        &script.replace(
+            "    return {\"reward\"",
+            "    if \"refund\" not in text.lower():\n        return {\"reward\": None, \"reason\": \"not sure\"}\n    return {\"reward\"",
+        ),
+    );
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args([
+                "--judge",
+                &format!("cmd:python3 {}", declining.display()),
+                "-o",
+            ])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 2\n"), "{out}");
+    assert!(out.contains("no verdict on 5 of 8 rows"), "{out}");
+}
+
+// Issue #29, item 16: a judge that hangs on every row was waited on for `--timeout` a row.
+#[test]
+fn a_judge_that_hangs_on_every_row_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = scored_rows(dir.path(), "rows.jsonl", 200, |_| {
+        (Value::Null, "missing_reward")
+    });
+    let judge = write(
+        dir.path(),
+        "hang.py",
+        "import sys, time\nfor line in sys.stdin:\n    time.sleep(3600)\n",
+    );
+    let started = std::time::Instant::now();
+    let out = outcome(
+        wai()
+            .arg("grade")
+            .arg(&rows)
+            .args(["--judge", &format!("cmd:python3 {}", judge.display())])
+            .args(["--timeout", "0.3", "-o"])
+            .arg(dir.path().join("x.parquet")),
+        dir.path(),
+    );
+    assert!(out.starts_with("exit_code: 65\n"), "{out}");
+    assert!(out.contains("timed out 8 times in a row"), "{out}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "stopped early, not after 200 timeouts: {:?}",
+        started.elapsed()
+    );
+    assert!(!dir.path().join("x.parquet").exists());
+}
+
+// Issue #29, item 17: `grade --gate 2` wrote its output, then failed on the floor.
+#[test]
+fn grade_checks_every_option_before_reading_a_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("judged.txt");
+    let judge = write(
+        dir.path(),
+        "count.py",
+        &format!(
+            "import json, sys\nfor line in sys.stdin:\n    open({:?}, 'a').write('x')\n    print(json.dumps({{'id': json.loads(line)['id'], 'reward': 1}}), flush=True)\n",
+            counter.display().to_string()
+        ),
+    );
+    let judge = format!("cmd:python3 {}", judge.display());
+    let out = dir.path().join("x.parquet");
+    for (bad, needle) in [
+        (
+            &["--gate", "2"][..],
+            "the floor must be a pass rate in [0, 1], not 2",
+        ),
+        (
+            &["--max-judge-failures=-1"][..],
+            "--max-judge-failures must be a share",
+        ),
+        (&["--min-graded", "1.5"][..], "--min-graded must be a share"),
+        (
+            &["--tools", "/no/such/tools.json"][..],
+            "/no/such/tools.json",
+        ),
+    ] {
+        let result = wai()
+            .arg("grade")
+            .arg(fixture("grade_transcripts.jsonl"))
+            .args(["--judge", &judge])
+            .args(bad)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            matches!(result.status.code(), Some(64 | 74)),
+            "{bad:?}: {err}"
+        );
+        assert!(err.contains(needle), "{bad:?}: {err}");
+        assert!(!out.exists(), "{bad:?}: nothing written");
+        assert!(!counter.exists(), "{bad:?}: no row judged");
+    }
+}
+
+/// The lines of a file, or none when it does not exist.
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Waits until the file at `path` stops growing (orphaned judge workers of a killed run finish
+/// the request they hold, then die on the closed pipe).
+fn settled(path: &Path) -> Vec<String> {
+    let mut last = lines_of(path);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let now = lines_of(path);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+// Issue #29, item 3: a kill lost every verdict (19,820 of 20,000 in one test).
+#[test]
+fn a_killed_grade_resumes_and_judges_only_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    crate::support::gen_rows(&rows, 120, 3);
+    let args = |out: &Path, count: &Path| -> Vec<String> {
+        vec![
+            "grade".into(),
+            rows.display().to_string(),
+            "--judge".into(),
+            format!(
+                "cmd:python3 {} {} 0.02",
+                fixture("judges/slow_judge.py").display(),
+                count.display()
+            ),
+            "--workers".into(),
+            "2".into(),
+            "--no-tools".into(),
+            "-o".into(),
+            out.display().to_string(),
+        ]
+    };
+    // The uninterrupted run.
+    // (The count file is on the judge's command line, so every run names the same one.)
+    let clean = dir.path().join("clean.parquet");
+    let count = dir.path().join("count.txt");
+    let out = wai().args(args(&clean, &count)).output().unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
+    assert_eq!(lines_of(&count).len(), 120);
+    std::fs::remove_file(&count).unwrap();
+
+    // A run killed with SIGKILL after some verdicts landed in the log.
+    let scored = dir.path().join("scored.parquet");
+    let log = dir.path().join(".scored.parquet.verdicts.jsonl");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .args(args(&scored, &count))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while lines_of(&log).len() < 30 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(!scored.exists(), "a killed grade leaves no output");
+    let judged_before = settled(&count);
+    let logged: std::collections::BTreeSet<String> = lines_of(&log)
+        .iter()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["rollout_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        (29..120).contains(&logged.len()),
+        "killed mid-way, with {} verdicts logged",
+        logged.len()
+    );
+
+    // The rerun judges only the rows without a verdict, and ends with the same file.
+    let out = wai()
+        .arg("--json")
+        .args(args(&scored, &count))
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["resumed"].as_u64(),
+        Some(logged.len() as u64),
+        "{report}"
+    );
+    let judged_after: Vec<String> = lines_of(&count)[judged_before.len()..].to_vec();
+    assert_eq!(
+        judged_after.len(),
+        120 - logged.len(),
+        "only what is missing"
+    );
+    for id in &judged_after {
+        assert!(!logged.contains(id), "`{id}` was judged again");
+    }
+    assert!(
+        std::fs::read(&scored).unwrap() == std::fs::read(&clean).unwrap(),
+        "the resumed output is the uninterrupted run's, byte for byte"
+    );
+    assert!(
+        !log.exists(),
+        "the log is removed once the output is in place"
+    );
+
+    // A log left under other judges is started over, with a note.
+    std::fs::write(&log, "{\"wai_verdicts\":1,\"digest\":\"other\"}\n").unwrap();
+    let again = dir.path().join("again.parquet");
+    std::fs::rename(&log, dir.path().join(".again.parquet.verdicts.jsonl")).unwrap();
+    let out = wai()
+        .arg("--json")
+        .args(args(&again, &count))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["notes"].to_string().contains("it was started over"),
+        "{report}"
+    );
+    assert!(std::fs::read(&again).unwrap() == std::fs::read(&clean).unwrap());
+}

@@ -19,3 +19,4 @@ mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, h
 mod simulate; // simulate and demo: determinism, coverage, faults, command agents, kill and resume
 mod sql; // SQL over rows: canned queries, pushdown, output formats
 mod support;
+mod workers; // judge and agent processes: their environment, signals, secrets in messages

@@ -381,6 +381,8 @@ fn a_killed_run_resumes_from_its_checkpoint_without_duplicates() {
     let killed_out = dir.path().join("killed.jsonl");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
         .args(args(&killed_out, Some(&checkpoint)))
+        // Workers get a minimal environment: the agent's knob is passed on by name.
+        .args(["--env", "AGENT_SLEEP"])
         .env("AGENT_SLEEP", "0.01")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -624,7 +626,8 @@ fn init_evals_writes_a_folder_whose_gate_passes_the_honest_agent_and_fails_the_p
             .env("WAI", &bin)
             .env_remove("RUST_LOG");
         if bad {
-            cmd.env("BOT_BAD", "1");
+            // Agents get a minimal environment: the planted-mistake switch is passed on by name.
+            cmd.env("BOT_BAD", "1").env("WAI_ENV", "BOT_BAD");
         }
         let out = cmd.output().unwrap();
         (
@@ -709,4 +712,147 @@ fn coverage_gap_and_preflight_read_the_toy() {
     let warnings = pre["warnings"].to_string();
     assert!(warnings.contains("--budget 100 covers 25"), "{warnings}");
     assert_eq!(pre["ok"], false);
+}
+
+/// A command agent that appends every line wai sends it to `log`, answers each ask in a fixed
+/// way, and sleeps `sleep` seconds per ask.
+fn spy_agent(dir: &Path, log: &Path, sleep: f64) -> String {
+    let script = dir.join("spy.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import json, sys, time\nfor line in sys.stdin:\n    with open({log:?}, 'a') as f:\n        f.write(line)\n    req = json.loads(line)\n    if 'ask' not in req:\n        continue\n    time.sleep({sleep})\n    print(json.dumps({{'id': req['id'], 'final_text': 'done'}}), flush=True)\n",
+            log = log.display().to_string()
+        ),
+    )
+    .unwrap();
+    format!("cmd:python3 {}", script.display())
+}
+
+// Issue #29, item 12: every command-agent request carried `world_state` and the fault plan,
+// the row's `privileged.hidden_state`.
+#[test]
+fn a_command_agent_sees_the_ask_and_the_tools_not_the_hidden_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let agent = spy_agent(dir.path(), &log, 0.0);
+    let rows = simulate(
+        dir.path(),
+        "rows.jsonl",
+        &[
+            "--budget",
+            "40",
+            "--agent",
+            &agent,
+            "--fault-rate",
+            "1",
+            "--all-faults",
+        ],
+    );
+    assert_eq!(rows.len(), 40);
+    let hidden: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.get("privileged"))
+        .map(|p| p["hidden_state"].to_string())
+        .collect();
+    assert!(
+        hidden.iter().any(|h| h.contains("faults")),
+        "the rows do have hidden fault plans: {hidden:?}"
+    );
+    let requests = read_jsonl(&log);
+    assert_eq!(requests.len(), 40);
+    let allowed = BTreeSet::from([
+        "id",
+        "ask",
+        "task_id",
+        "rollout_index",
+        "eval_run",
+        "seed",
+        "tools",
+    ]);
+    for req in &requests {
+        let keys: BTreeSet<&str> = req
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert!(keys.is_subset(&allowed), "{req}");
+        let line = req.to_string();
+        for h in &hidden {
+            assert!(!line.contains(h.as_str()), "{line} holds {h}");
+        }
+        for word in [
+            "world_state",
+            "faults",
+            "hidden_state",
+            "privileged",
+            "reference",
+        ] {
+            assert!(
+                !line.contains(&format!("\"{word}\"")),
+                "{line} holds `{word}`"
+            );
+        }
+    }
+}
+
+// Issue #29, item 8: two runs sharing one `--checkpoint` played the same work twice.
+#[test]
+fn a_second_run_on_a_checkpoint_in_use_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let log = dir.path().join("requests.jsonl");
+    let agent = spy_agent(dir.path(), &log, 0.2);
+    let checkpoint = dir.path().join("ck.jsonl");
+    let args = |out: &str| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "simulate",
+            "--budget",
+            "40",
+            "--workers",
+            "1",
+            "--agent",
+            &agent,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        for (k, v) in [
+            ("--tools", &tools),
+            ("--policy", &policy),
+            ("--checkpoint", &checkpoint),
+        ] {
+            a.push(k.into());
+            a.push(v.display().to_string());
+        }
+        a.push("--out".into());
+        a.push(dir.path().join(out).display().to_string());
+        a
+    };
+    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .args(args("first.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the first run is playing.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    refused(wai().args(args("second.jsonl")), "is in use by another run");
+    assert!(started.elapsed() < Duration::from_secs(5), "at once");
+    assert!(!dir.path().join("second.jsonl").exists());
+    let status = first.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(
+        read_jsonl(&checkpoint).len(),
+        40,
+        "every rollout played once"
+    );
+    // Once the first run is over, the checkpoint is free again (and resumes everything).
+    succeeded(wai().args(args("third.jsonl")));
+    assert_eq!(read_jsonl(&dir.path().join("third.jsonl")).len(), 40);
 }

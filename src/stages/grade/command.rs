@@ -98,6 +98,14 @@ impl Judge for CommandJudge {
     }
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
+        self.judge_landing(batch, &mut |_, _| {})
+    }
+
+    fn judge_landing(
+        &mut self,
+        batch: &RecordBatch,
+        landed: &mut dyn FnMut(usize, &Verdict),
+    ) -> Result<Vec<Verdict>> {
         let n = batch.num_rows();
         // Ids run on across batches, so a late reply to an earlier batch cannot pass for one
         // of this batch's.
@@ -106,15 +114,26 @@ impl Judge for CommandJudge {
         let lines = requests(batch, first, &mut self.text)?;
         let text = Arc::clone(&self.text);
         let timeout = self.pool.timeout().as_secs_f64();
-        let answers = self
-            .pool
-            .run(&text, &lines, first, &mut |_, _| Value::Null)?;
+        let verdict = |a: &Answer| match a {
+            Answer::Reply(obj) => Verdict::from_json(Value::Object(obj.clone())),
+            Answer::Failed(why, tail) => failed_verdict(why, timeout, tail),
+        };
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; n];
+        let answers = self.pool.run(
+            &text,
+            &lines,
+            first,
+            &mut |_, _| Value::Null,
+            &mut |i, a| {
+                let v = verdict(a);
+                landed(i, &v);
+                verdicts[i] = Some(v);
+            },
+        )?;
         Ok(answers
-            .into_iter()
-            .map(|a| match a {
-                Answer::Reply(obj) => Verdict::from_json(Value::Object(obj)),
-                Answer::Failed(why, tail) => failed_verdict(&why, timeout, &tail),
-            })
+            .iter()
+            .zip(verdicts)
+            .map(|(a, v)| v.unwrap_or_else(|| verdict(a)))
             .collect())
     }
 }

@@ -39,6 +39,21 @@ pub trait Judge: Send {
     /// One verdict per row of `batch`, in order.
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>>;
 
+    /// As [`Judge::judge`], handing each verdict to `landed` (with its row in `batch`) as soon as
+    /// it is known, so a caller can keep it before the batch is done. By default, after the
+    /// batch; a command judge hands each one over as its worker answers.
+    fn judge_landing(
+        &mut self,
+        batch: &RecordBatch,
+        landed: &mut dyn FnMut(usize, &Verdict),
+    ) -> Result<Vec<Verdict>> {
+        let verdicts = self.judge(batch)?;
+        for (i, v) in verdicts.iter().enumerate() {
+            landed(i, v);
+        }
+        Ok(verdicts)
+    }
+
     /// What the judge noticed that a person should know (after the run).
     fn notes(&self) -> Vec<String> {
         Vec::new()
@@ -82,6 +97,22 @@ impl Judge for Panel {
 
     fn notes(&self) -> Vec<String> {
         self.judges.iter().flat_map(|j| j.notes()).collect()
+    }
+
+    fn judge_landing(
+        &mut self,
+        batch: &RecordBatch,
+        landed: &mut dyn FnMut(usize, &Verdict),
+    ) -> Result<Vec<Verdict>> {
+        if self.judges.len() == 1 {
+            return self.judges[0].judge_landing(batch, landed);
+        }
+        // A row's verdict is known only when every judge has given its own.
+        let verdicts = self.judge(batch)?;
+        for (i, v) in verdicts.iter().enumerate() {
+            landed(i, v);
+        }
+        Ok(verdicts)
     }
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
@@ -313,6 +344,24 @@ pub fn apply(batch: &RecordBatch, verdicts: &[Verdict], stamp: &Stamp) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_verdict_record_reads_back_exactly() {
+        let mut v = Verdict::ok(0.1 + 0.2, "close to a third")
+            .with_meta("pid", serde_json::json!(42))
+            .with_meta("why", serde_json::json!({"b": [1.5, null], "a": "x"}));
+        v.markers = vec![("polite".into(), Some(1.0)), ("honest".into(), None)];
+        for v in [v, Verdict::failed(Status::Timeout, "hung")] {
+            let line = v.to_record().to_string();
+            let back = Verdict::from_record(&serde_json::from_str(&line).unwrap()).unwrap();
+            assert_eq!(back, v);
+            assert_eq!(back.to_record().to_string(), line);
+        }
+        assert_eq!(
+            Verdict::from_record(&serde_json::json!({"reward": 1})),
+            None
+        );
+    }
 
     #[test]
     fn a_panel_takes_the_worst_and_the_first_failure() {

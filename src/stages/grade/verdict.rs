@@ -37,6 +37,11 @@ impl Status {
         }
     }
 
+    /// The status a `judge_status` text names.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
     /// Every status, in report order.
     pub const ALL: [Status; 5] = [
         Self::Ok,
@@ -115,6 +120,46 @@ impl Verdict {
                 serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number),
             )
         }
+    }
+
+    /// The verdict as a JSON record that [`Verdict::from_record`] reads back exactly (the
+    /// verdict log of a resumable grade).
+    pub fn to_record(&self) -> Value {
+        serde_json::json!({
+            "reward": self.reward,
+            "reason": self.reason,
+            "status": self.status.as_str(),
+            "markers": self.markers,
+            "meta": self.meta,
+        })
+    }
+
+    /// Reads a record written by [`Verdict::to_record`]; `None` if it is not one.
+    pub fn from_record(value: &Value) -> Option<Self> {
+        let reward = match value.get("reward")? {
+            Value::Null => None,
+            r => Some(r.as_f64()?),
+        };
+        let markers = value
+            .get("markers")?
+            .as_array()?
+            .iter()
+            .map(|m| {
+                let name = m.get(0)?.as_str()?.to_owned();
+                let x = match m.get(1)? {
+                    Value::Null => None,
+                    x => Some(x.as_f64()?),
+                };
+                Some((name, x))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            reward,
+            reason: value.get("reason")?.as_str()?.to_owned(),
+            status: Status::parse(value.get("status")?.as_str()?)?,
+            markers,
+            meta: value.get("meta")?.as_object()?.clone(),
+        })
     }
 
     /// Reads what a judge returned, by the contract.

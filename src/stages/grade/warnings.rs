@@ -15,9 +15,11 @@ use crate::stages::cells::Cells;
 pub const SILENT_ROWS_MIN: u64 = 2;
 /// ... or as a share of the rows.
 pub const SILENT_ROWS_SHARE: f64 = 0.1;
-/// The share of rows the judge may fail on (error, timeout, invalid result) before the run is
-/// hollow.
+/// The share of rows the judge may leave without an ok verdict (error, timeout, invalid result,
+/// missing reward, never judged) before the run is hollow.
 pub const JUDGE_FAILURE_SHARE: f64 = 0.1;
+/// The least share of rows with an ok verdict for the number to mean something.
+pub const MIN_GRADED_SHARE: f64 = 0.9;
 
 /// What to check against.
 #[derive(Debug, Clone, Default)]
@@ -26,15 +28,17 @@ pub struct Options {
     pub declared: Vec<String>,
     /// The agent has no tools by design: do not warn that none was called.
     pub no_tools: bool,
-    /// The judge failure share above which the run is hollow.
+    /// The share of rows without an ok verdict above which the run is hollow.
     pub failure_share: f64,
+    /// The share of rows with an ok verdict below which the run is hollow.
+    pub min_graded: f64,
 }
 
 /// One warning.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Warning {
     /// A stable id: `no_tool_called`, `silent_rows`, `tool_never_called`, `marker_never_fired`,
-    /// `marker_never_varied`, `judge_failed`, `no_rows`; `wai gate` adds `unanimous` and
+    /// `marker_never_varied`, `judge_failed`, `few_graded`, `no_rows`; `wai gate` adds `unanimous` and
     /// `no_binary_reward` from the pass@k report.
     pub kind: &'static str,
     /// What is wrong and how to fix it.
@@ -68,7 +72,6 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
         "SELECT count(*) AS n, \
            count(*) FILTER (WHERE coalesce(cardinality(tools_used), 0) > 0) AS with_tools, \
            count(*) FILTER (WHERE coalesce(judge_status, CASE WHEN reward IS NULL THEN 'missing_reward' ELSE 'ok' END) <> 'ok') AS unjudged, \
-           count(*) FILTER (WHERE judge_status IN ('error', 'timeout', 'invalid_result')) AS failed, \
            count(DISTINCT prompt) FILTER (WHERE coalesce(cardinality(tools_used), 0) = 0) AS silent_asks \
          FROM rows",
     )
@@ -87,7 +90,6 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
     }
     let with_tools = Cells(b).count("with_tools", 0)?;
     let unjudged = Cells(b).count("unjudged", 0)?;
-    let failed = Cells(b).count("failed", 0)?;
 
     if unjudged == n {
         let statuses = texts(
@@ -118,14 +120,38 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
                     .unwrap_or_default()
             ),
         ));
-    } else if failed > 0 && failed as f64 / n as f64 > opts.failure_share {
+    } else if unjudged as f64 / n as f64 > opts.failure_share {
+        // Every row without an ok verdict counts: a judge that declines (`missing_reward`) or
+        // rows never judged leave the number as empty as a judge that crashes.
+        let by_status = texts(
+            &query(
+                ctx,
+                "SELECT concat(count(*), ' ', s) AS t FROM \
+                   (SELECT coalesce(judge_status, CASE WHEN reward IS NULL THEN 'missing_reward' ELSE 'ok' END) AS s FROM rows) \
+                 WHERE s <> 'ok' GROUP BY s ORDER BY count(*) DESC, s",
+            )
+            .await?,
+            "t",
+        )?;
         out.push(warn(
             "judge_failed",
             true,
             format!(
-                "the judge failed on {failed} of {n} rows ({:.0}%, over {:.0}%), so the number leaves out what the judge could not read. Fix the judge (see `judge_status` and `reason` of those rows) and grade again.",
-                100.0 * failed as f64 / n as f64,
-                100.0 * opts.failure_share
+                "the judge gave no verdict on {unjudged} of {n} rows ({:.0}%, over {:.0}%: {}), so the number leaves out what the judge could not read. Fix the judge (see `judge_status` and `reason` of those rows) and grade again.",
+                100.0 * unjudged as f64 / n as f64,
+                100.0 * opts.failure_share,
+                by_status.join(", ")
+            ),
+        ));
+    } else if ((n - unjudged) as f64 / n as f64) < opts.min_graded {
+        out.push(warn(
+            "few_graded",
+            true,
+            format!(
+                "only {} of {n} rows have an ok verdict ({:.0}%, under the --min-graded floor of {:.0}%), so the number speaks for too few rows. Fix the judge and grade again.",
+                n - unjudged,
+                100.0 * (n - unjudged) as f64 / n as f64,
+                100.0 * opts.min_graded
             ),
         ));
     }

@@ -3,7 +3,9 @@
 //!
 //! Protocol, one JSON object per line:
 //! - wai → agent: `{"id": N, "ask": "...", "task_id": "...", "rollout_index": 0, "eval_run": 0,
-//!   "seed": 0, "world_state": null, "faults": {...} | null, "tools": ["lookup_order", ...]}`;
+//!   "seed": 0, "tools": ["lookup_order", ...]}`: the ask and the tools, nothing the row marks
+//!   privileged (the world state and the fault plan stay in wai's mock world, which answers the
+//!   calls);
 //! - agent → wai, any number of times while it works: `{"id": N, "call": {"tool": "...",
 //!   "arguments": {...}}}`; wai answers from the mock world (scheduled faults included) with
 //!   `{"id": N, "result": {...}}`;
@@ -82,8 +84,6 @@ impl Agent for CommandAgent {
                 "rollout_index": job.rollout_index,
                 "eval_run": job.eval_run,
                 "seed": job.seed,
-                "world_state": job.scene.world_state,
-                "faults": job.scene.plan.as_ref().map(super::world::Plan::to_json),
                 "tools": tools,
             });
             serde_json::to_writer(&mut text, &request)
@@ -95,30 +95,33 @@ impl Agent for CommandAgent {
         let mut memories: Vec<Memory> = vec![Memory::default(); jobs.len()];
         let mut recorded: Vec<Vec<Step>> = vec![Vec::new(); jobs.len()];
         let timeout = self.pool.timeout().as_secs_f64();
-        let answers = self.pool.run(&text, &lines, first, &mut |row,
-                                                                 msg: Option<
-            &Map<String, Value>,
-        >| {
-            let Some(msg) = msg else {
-                // The ask goes to a fresh worker: it starts again in a fresh world.
-                memories[row] = Memory::default();
-                recorded[row].clear();
-                return Value::Null;
-            };
-            let call = msg.get("call").cloned().unwrap_or(Value::Null);
-            let Some(tool) = call.get("tool").and_then(Value::as_str) else {
-                return json!({"status": "error", "reason": "a call needs a `tool`"});
-            };
-            let arguments = call.get("arguments").cloned().unwrap_or_else(|| json!({}));
-            let answer = world.call(jobs[row].scene, &mut memories[row], tool, &arguments);
-            recorded[row].push(Step::call(
-                tool,
-                arguments,
-                answer.result.clone(),
-                answer.injected,
-            ));
-            answer.result
-        })?;
+        let answers = self.pool.run(
+            &text,
+            &lines,
+            first,
+            &mut |row, msg: Option<&Map<String, Value>>| {
+                let Some(msg) = msg else {
+                    // The ask goes to a fresh worker: it starts again in a fresh world.
+                    memories[row] = Memory::default();
+                    recorded[row].clear();
+                    return Value::Null;
+                };
+                let call = msg.get("call").cloned().unwrap_or(Value::Null);
+                let Some(tool) = call.get("tool").and_then(Value::as_str) else {
+                    return json!({"status": "error", "reason": "a call needs a `tool`"});
+                };
+                let arguments = call.get("arguments").cloned().unwrap_or_else(|| json!({}));
+                let answer = world.call(jobs[row].scene, &mut memories[row], tool, &arguments);
+                recorded[row].push(Step::call(
+                    tool,
+                    arguments,
+                    answer.result.clone(),
+                    answer.injected,
+                ));
+                answer.result
+            },
+            &mut |_, _| {},
+        )?;
         Ok(answers
             .into_iter()
             .enumerate()
