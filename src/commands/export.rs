@@ -355,7 +355,7 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     }
     if t.leaks > 0 {
         failures.push(format!(
-            "privileged_leak: {} of {} rows quote their own privileged context (reference, principle or hidden state) in an assistant turn (first: row `{}`: \"{}\"); training on them teaches the answer key",
+            "privileged_leak: {} of {} rows quote their own privileged context in what is exported (a turn, a call, the reason or a field; first: row `{}`: \"{}\"); training on them teaches the answer key",
             t.leaks, t.privileged_checked, t.first_leak.as_ref().map_or("?", |l| l.0.as_str()), t.first_leak.as_ref().map_or("", |l| l.1.as_str())
         ));
     }
@@ -868,7 +868,7 @@ fn dpo(args: &ExportArgs, opts: &Options, started: std::time::Instant) -> Result
         failures.push(format!("tool_call_roundtrip_invalid: {invalid} of {calls} tool calls do not parse back to structured arguments"));
     }
     if leaks > 0 {
-        failures.push(format!("privileged_leak: {leaks} side(s) quote their own privileged context in an assistant turn"));
+        failures.push(format!("privileged_leak: {leaks} side(s) quote their own privileged context in what is exported"));
     }
     if written == 0 && !args.no_validate {
         failures.push(

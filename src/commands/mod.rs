@@ -272,7 +272,13 @@ pub fn scratch() -> Result<Scratch> {
     if let Ok(entries) = std::fs::read_dir(&tmp) {
         for entry in entries.flatten() {
             let path = entry.path();
-            let ours = entry.file_name().to_string_lossy().starts_with("wai-") && path.is_dir();
+            // A folder made in the last minute may be a run between making it and locking it.
+            let young = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() < 60));
+            let ours =
+                entry.file_name().to_string_lossy().starts_with("wai-") && path.is_dir() && !young;
             let Ok(lock) = std::fs::File::open(path.join(".lock")) else {
                 continue;
             };

@@ -140,6 +140,12 @@ pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outc
     let scratch = super::scratch()?;
     let mut tables = Vec::new();
     for (name, paths) in table_specs(&args.tables) {
+        if let Some(out) = &args.out {
+            let inputs = ctx
+                .runtime
+                .block_on(crate::pipeline::source::resolve(&paths))?;
+            crate::pipeline::output::not_an_input(out, &inputs)?;
+        }
         super::load_table(ctx, &context, &name, &paths, scratch.path())?;
         tables.push(name);
     }

@@ -52,7 +52,13 @@ pub fn remove_stale(dir: &Path, prefix: &str) {
     let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with(prefix) {
+        // Only the names wai's temporary files and staging folders take: PREFIX then six
+        // random characters (then `.tmp` for a file), nothing a user or a live log is called.
+        let Some(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let random = rest.strip_suffix(".tmp").unwrap_or(rest);
+        if random.len() != 6 || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
             continue;
         }
         let old = entry

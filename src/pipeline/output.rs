@@ -63,6 +63,22 @@ pub fn not_an_input(out: &Path, inputs: &[Input]) -> Result<()> {
     Ok(())
 }
 
+/// Checks a run's rejects file: not an input, and not the main output (the rejects, committed
+/// last, would replace it).
+pub fn rejects_apart(rejects: Option<&Path>, out: &Path, inputs: &[Input]) -> Result<()> {
+    let Some(rejects) = rejects else {
+        return Ok(());
+    };
+    not_an_input(rejects, inputs)?;
+    if resolved(rejects) == resolved(out) {
+        return Err(Error::Usage(format!(
+            "--rejects `{}` is the output: name it apart",
+            rejects.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Checks the name of an output that is JSON Lines whatever it is called: `.jsonl`, `.ndjson`
 /// or `.json`; a `.parquet` name (or any other) would say a format the file is not in.
 pub fn jsonl_name(out: &Path, what: &str) -> Result<()> {

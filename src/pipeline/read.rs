@@ -30,25 +30,39 @@ use crate::error::{Error, Result};
 /// corrupt pages rather than returning an error), become one. Errors the reading's consumer
 /// returns pass through as they are.
 pub(crate) fn guarded<T>(display: &str, read: impl FnOnce() -> Result<T>) -> Result<T> {
-    let corrupt = |why: String| Error::Input {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guarded_errors(display, read)
+    })) {
+        Ok(r) => r,
+        Err(panic) => Err(corrupt(display, panic_text(&*panic))),
+    }
+}
+
+/// The decoder's errors of a reading of `display` as a data error naming the file.
+fn guarded_errors<T>(display: &str, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    match read() {
+        Err(Error::Parquet(e)) => Err(corrupt(display, e.to_string())),
+        Err(Error::Arrow(e @ datafusion::arrow::error::ArrowError::ParquetError(_))) => {
+            Err(corrupt(display, e.to_string()))
+        }
+        other => other,
+    }
+}
+
+fn corrupt(display: &str, why: String) -> Error {
+    Error::Input {
         stage: "read".into(),
         message: format!("`{display}` is not a readable Parquet file ({why})"),
-    };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)) {
-        Ok(Err(Error::Parquet(e))) => Err(corrupt(e.to_string())),
-        Ok(Err(Error::Arrow(e @ datafusion::arrow::error::ArrowError::ParquetError(_)))) => {
-            Err(corrupt(e.to_string()))
-        }
-        Ok(other) => other,
-        Err(panic) => {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "its decoder failed".into());
-            Err(corrupt(format!("its decoder failed: {why}")))
-        }
     }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    let why = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    format!("its decoder failed: {why}")
 }
 
 /// A local Parquet input with its footer, read once: what sizes a reading's output and what
@@ -328,9 +342,32 @@ impl<'a> Reader<'a> {
         plan: Plan<'_>,
         emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
-        guarded(&input.display, || {
-            self.read_parquet_rows_unguarded(input, plan, emit)
-        })
+        // The consumer's errors, and its panics, are not the file's: they pass through as they
+        // are (an error is kept aside and a marker stands in for it; a panic is resumed).
+        let held: std::cell::RefCell<Option<Error>> = std::cell::RefCell::new(None);
+        let in_consumer = std::cell::Cell::new(false);
+        let mut consume = |batch: RecordBatch| -> Result<()> {
+            in_consumer.set(true);
+            let r = emit(batch);
+            in_consumer.set(false);
+            r.map_err(|e| {
+                *held.borrow_mut() = Some(e);
+                Error::Internal("the reading's consumer stopped it".into())
+            })
+        };
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            guarded_errors(&input.display, || {
+                self.read_parquet_rows_unguarded(input, plan, &mut consume)
+            })
+        }));
+        match read {
+            Ok(r) => match held.into_inner() {
+                Some(e) => Err(e),
+                None => r,
+            },
+            Err(panic) if in_consumer.get() => std::panic::resume_unwind(panic),
+            Err(panic) => Err(corrupt(&input.display, panic_text(&*panic))),
+        }
     }
 
     // `ParquetObjectReader` is deprecated in parquet 59 in favour of a hand-written

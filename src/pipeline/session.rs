@@ -272,8 +272,14 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
             });
         }
     };
-    // The row schema's columns have the row schema's kinds, as when rows are read one by one.
-    if let Some(found) = config.file_schema.as_ref() {
+    // The row schema's columns have the row schema's kinds, as when rows are read one by one
+    // (in a table of rows: one with a `task_id`; other tables, as a datasets folder, are not
+    // rows).
+    if let Some(found) = config
+        .file_schema
+        .as_ref()
+        .filter(|s| s.field_with_name(crate::schema::col::TASK_ID).is_ok())
+    {
         let rows = crate::schema::row_schema();
         for field in found.fields() {
             if let Ok(want) = rows.field_with_name(field.name())

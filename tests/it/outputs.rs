@@ -381,3 +381,42 @@ fn select_refuses_an_input_swapped_while_it_reads() {
     }
     eprintln!("{swapped_in_time} of 2 swaps landed mid-run");
 }
+
+/// The rejects file is an output too: never an input, never the main output.
+#[test]
+fn rejects_never_land_on_an_input_or_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.jsonl");
+    std::fs::copy(fixture("example_scored.jsonl"), &input).unwrap();
+    let out = dir.path().join("out.parquet");
+    for rejects in [&input, &out] {
+        refused(
+            wai()
+                .arg("convert")
+                .arg(&input)
+                .arg("--out")
+                .arg(&out)
+                .arg("--rejects")
+                .arg(rejects),
+            "",
+        );
+    }
+    assert_eq!(
+        std::fs::read(&input).unwrap(),
+        std::fs::read(fixture("example_scored.jsonl")).unwrap()
+    );
+    assert!(!out.exists());
+    // `wai sql --out` is no way around it either.
+    let parquet = dir.path().join("rows.parquet");
+    succeeded(wai().arg("convert").arg(&input).arg("--out").arg(&parquet));
+    refused(
+        wai()
+            .arg("sql")
+            .arg("SELECT * FROM rows WHERE reward = 1")
+            .args(["--format", "parquet", "--table"])
+            .arg(&parquet)
+            .arg("--out")
+            .arg(&parquet),
+        "is an input",
+    );
+}

@@ -244,6 +244,11 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
+    crate::pipeline::output::rejects_apart(
+        args.output.rejects.as_deref(),
+        &args.output.out,
+        &inputs,
+    )?;
 
     // The judges; a query judge runs first, over every row.
     let mut judges: Vec<Box<dyn Judge>> = Vec::new();

@@ -499,7 +499,14 @@ impl<'a> Wire<'a> {
         {
             facts.privileged = true;
             let mut texts: Vec<&str> = Vec::new();
-            for t in turns.iter().filter(|t| t.role != "tool") {
+            let mut answer_at = Vec::new();
+            for (k, t) in turns.iter().enumerate() {
+                if t.role == "tool" || t.role == "system" {
+                    continue;
+                }
+                if k == last_assistant {
+                    answer_at.push(texts.len());
+                }
                 texts.push(&t.content);
                 texts.extend(t.calls.iter().map(|(_, _, args)| args.as_str()));
             }
@@ -526,7 +533,7 @@ impl<'a> Wire<'a> {
             }
             let answer = turns[last_assistant].content.as_ref();
             facts.leak = n
-                .quoted(self.prompt.get(i).unwrap_or(""), answer, &texts)
+                .quoted(self.prompt.get(i).unwrap_or(""), answer, &answer_at, &texts)
                 .cloned();
         }
         // Group fields.

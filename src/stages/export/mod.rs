@@ -345,7 +345,12 @@ pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<Strin
         .chain(assistant.iter().map(String::as_str))
         .collect();
     let ask = row.get("prompt").and_then(Value::as_str).unwrap_or("");
-    (true, needles.quoted(ask, final_text, &texts).cloned())
+    // The final reply, and the last assistant turn when it says the same.
+    let mut at = vec![0];
+    if assistant.last().is_some_and(|a| a == final_text) {
+        at.push(texts.len() - 1);
+    }
+    (true, needles.quoted(ask, final_text, &at, &texts).cloned())
 }
 
 /// Keys of a training row that hold no text of the row's: the tool schemas (given with
@@ -359,9 +364,15 @@ const NOT_CHECKED: [&str; 5] = [
 ];
 
 /// Every text a training row exports, in order, for the leak gate: each turn's text but the
-/// tool results (what the world told the agent), each call's arguments, and every string of
-/// every other field but [`NOT_CHECKED`] ones.
-pub(crate) fn exported_texts<'a>(row: &'a Map<String, Value>, out: &mut Vec<&'a str>) {
+/// tool results (what the world told the agent) and the system prompt (given with
+/// `--system-prompt`, not the row's), each call's arguments, and every string of every other
+/// field but [`NOT_CHECKED`] ones. The position of each message list's last assistant text goes
+/// to `answers` (where the final reply is said).
+pub(crate) fn exported_texts<'a>(
+    row: &'a Map<String, Value>,
+    out: &mut Vec<&'a str>,
+    answers: &mut Vec<usize>,
+) {
     fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
         match v {
             Value::String(s) => out.push(s),
@@ -373,8 +384,15 @@ pub(crate) fn exported_texts<'a>(row: &'a Map<String, Value>, out: &mut Vec<&'a 
     for (k, v) in row {
         match (k.as_str(), v) {
             ("messages" | "prompt" | "completion" | "chosen" | "rejected", Value::Array(turns)) => {
-                for m in turns.iter().filter(|m| m["role"] != "tool") {
+                let last = turns.iter().rposition(|m| m["role"] == "assistant");
+                for (j, m) in turns.iter().enumerate() {
+                    if m["role"] == "tool" || m["role"] == "system" {
+                        continue;
+                    }
                     if let Some(c) = m.get("content") {
+                        if Some(j) == last && c.is_string() {
+                            answers.push(out.len());
+                        }
                         strings(c, out);
                     }
                     for call in m
@@ -455,7 +473,13 @@ impl Needles {
     /// When every text is ASCII, a needle can only be found if its longest word occurs in the
     /// texts with ASCII case folded, so rows no needle could match are cleared without
     /// normalizing.
-    pub(crate) fn quoted(&self, ask: &str, answer: &str, texts: &[&str]) -> Option<&String> {
+    pub(crate) fn quoted(
+        &self,
+        ask: &str,
+        answer: &str,
+        answer_at: &[usize],
+        texts: &[&str],
+    ) -> Option<&String> {
         if self.texts.is_empty() {
             return None;
         }
@@ -466,8 +490,8 @@ impl Needles {
             let possible = FOLDED.with_borrow_mut(|folded| {
                 folded.clear();
                 for (k, t) in texts.iter().enumerate() {
-                    // A text said twice (the reply as the last turn) is searched once.
-                    if !texts[..k].contains(t) {
+                    // The reply said twice (as `final_text` and the last turn) is searched once.
+                    if k == 0 || *t != texts[0] {
                         folded.extend_from_slice(t.as_bytes());
                         folded.push(b' ');
                     }
@@ -497,9 +521,13 @@ impl Needles {
                 }
                 if **is_reference && gives_the_answer(answer, n) {
                     let rest = without_answer.get_or_insert_with(|| {
+                        // Only where the final reply is said: the same words in an earlier turn
+                        // or a field are still a leak.
                         let mut rest = String::new();
-                        for t in texts.iter().filter(|t| **t != answer) {
-                            push_normalized(t, &mut rest);
+                        for (k, t) in texts.iter().enumerate() {
+                            if !(answer_at.contains(&k) && *t == answer) {
+                                push_normalized(t, &mut rest);
+                            }
                         }
                         rest
                     });
@@ -909,7 +937,8 @@ pub fn training_rows(
                     // same shape, so a final mask splits even a row with one assistant turn.
                     let at = trained.iter().position(|t| *t).unwrap_or(0);
                     if at == 0 {
-                        facts.no_completion = true;
+                        // A turn with nothing before it has no prompt: that sample is left out
+                        // (the row counts as dropped only when none is written).
                         continue;
                     }
                     let completion = msgs.split_off(at);
@@ -929,14 +958,17 @@ pub fn training_rows(
             }
         }
     }
+    if rows.is_empty() {
+        facts.no_completion = true;
+    }
     // The leak gate reads what is exported.
     if let Some(needles) = &needles {
-        let mut texts = Vec::new();
+        let (mut texts, mut answers) = (Vec::new(), Vec::new());
         for r in &rows {
-            exported_texts(r, &mut texts);
+            exported_texts(r, &mut texts, &mut answers);
         }
         let ask = row.get("prompt").and_then(Value::as_str).unwrap_or("");
-        facts.leak = needles.quoted(ask, &answer, &texts).cloned();
+        facts.leak = needles.quoted(ask, &answer, &answers, &texts).cloned();
     }
     (rows, facts)
 }
@@ -1126,10 +1158,13 @@ mod tests {
         let needles = Needles::of(&json!({"reference": "the entity  does not exist"}));
         let texts = ["Sorry: THE ENTITY", "does\nnot exist."];
         assert_eq!(
-            needles.quoted("", "", &texts).map(String::as_str),
+            needles.quoted("", "", &[], &texts).map(String::as_str),
             Some("the entity does not exist")
         );
-        assert_eq!(needles.quoted("", "", &["the entity does not exis"]), None);
+        assert_eq!(
+            needles.quoted("", "", &[], &["the entity does not exis"]),
+            None
+        );
     }
 
     #[test]
@@ -1138,14 +1173,17 @@ mod tests {
         let block = json!({"rubric": ["the reply names the carrier"], "answer_key": {"deep": "VAULTANSWERSECRET42"}});
         let n = Needles::of(&block);
         assert_eq!(
-            n.quoted("", "", &["It went with the reply names the carrier."]),
+            n.quoted("", "", &[], &["It went with the reply names the carrier."]),
             Some(&"the reply names the carrier".to_owned())
         );
-        assert!(n.quoted("", "", &["code vaultanswersecret42"]).is_some());
+        assert!(
+            n.quoted("", "", &[], &["code vaultanswersecret42"])
+                .is_some()
+        );
         let plain = Needles::of(&json!("the launch code is 0000-1111"));
         assert!(
             plain
-                .quoted("", "", &["The launch code is 0000-1111."])
+                .quoted("", "", &[], &["The launch code is 0000-1111."])
                 .is_some()
         );
         // What the ask says is no secret.
@@ -1153,6 +1191,7 @@ mod tests {
             n.quoted(
                 "Does the reply names the carrier?",
                 "",
+                &[],
                 &["yes: the reply names the carrier"]
             ),
             None
@@ -1164,6 +1203,7 @@ mod tests {
             r.quoted(
                 "What is the vault code?",
                 "VAULTANSWERSECRET42",
+                &[0],
                 &["VAULTANSWERSECRET42"]
             ),
             None
@@ -1172,6 +1212,7 @@ mod tests {
             r.quoted(
                 "q",
                 "Checking.\nvaultanswersecret42.",
+                &[0],
                 &["Checking.\nvaultanswersecret42."]
             ),
             None
@@ -1180,6 +1221,7 @@ mod tests {
             r.quoted(
                 "q",
                 "VAULTANSWERSECRET42",
+                &[1],
                 &[
                     "The key says VAULTANSWERSECRET42, let me check",
                     "VAULTANSWERSECRET42"
@@ -1191,6 +1233,7 @@ mod tests {
             r.quoted(
                 "q",
                 "VAULTANSWERSECRET42",
+                &[0],
                 &["VAULTANSWERSECRET42", "want \"VAULTANSWERSECRET42\""]
             )
             .is_some()
@@ -1199,15 +1242,32 @@ mod tests {
             r.quoted(
                 "q",
                 "The answer, per the key, is VAULTANSWERSECRET42 sir",
+                &[0],
                 &["The answer, per the key, is VAULTANSWERSECRET42 sir"]
+            )
+            .is_some()
+        );
+        // The same words as the answer in an earlier turn are a leak: only the final reply's
+        // place is exempt.
+        assert!(
+            r.quoted(
+                "q",
+                "VAULTANSWERSECRET42",
+                &[1],
+                &["VAULTANSWERSECRET42", "VAULTANSWERSECRET42"]
             )
             .is_some()
         );
         // Not the reference: a hidden state is a leak even as the whole reply.
         let h = Needles::of(&json!({"hidden_state": "entity already acted on"}));
         assert!(
-            h.quoted("q", "entity already acted on", &["entity already acted on"])
-                .is_some()
+            h.quoted(
+                "q",
+                "entity already acted on",
+                &[0],
+                &["entity already acted on"]
+            )
+            .is_some()
         );
     }
 

@@ -371,7 +371,7 @@ impl Check {
                 let ok = refs.iter().any(|r| r.trim().to_lowercase() == got);
                 pass(
                     ok,
-                    format!("captured {got:?}"),
+                    "captured the reference".into(),
                     format!("captured {got:?}, not the reference"),
                 )
             }

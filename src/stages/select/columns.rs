@@ -174,9 +174,15 @@ impl<'a> Columns<'a> {
                         let texts: Vec<&str> = std::iter::once(final_text)
                             .chain(assistant.iter().copied())
                             .collect();
+                        // The final reply, and the last assistant turn when it says the same.
+                        let mut at = vec![0];
+                        if assistant.last() == Some(&final_text) {
+                            at.push(texts.len() - 1);
+                        }
                         (
                             true,
-                            n.quoted(prompt.unwrap_or(""), final_text, &texts).cloned(),
+                            n.quoted(prompt.unwrap_or(""), final_text, &at, &texts)
+                                .cloned(),
                         )
                     }
                 }
