@@ -33,16 +33,18 @@ fn init_logging(quiet: bool, verbose: u8) {
 }
 
 /// Prints `e` and its causes, secrets redacted (a server's error may quote the key it was sent).
-#[allow(clippy::print_stderr)]
+/// A closed stderr (`wai ... 2>&1 | head -1`) loses the message, not the exit status: nothing
+/// here panics on a write that fails.
 fn report_error(e: &Error) {
+    let mut err = std::io::stderr().lock();
     let mut shown = e.to_string();
-    eprintln!("error: {}", redact(&shown));
+    let _ = writeln!(err, "error: {}", redact(&shown));
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
         // Some libraries repeat their source's text in their own message: print each text once.
         let text = cause.to_string();
         if !shown.contains(&text) {
-            eprintln!("  caused by: {}", redact(&text));
+            let _ = writeln!(err, "  caused by: {}", redact(&text));
             shown = text;
         }
         source = cause.source();

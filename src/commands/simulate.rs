@@ -366,7 +366,12 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         |p: &Progress| {
             bar.set_position(u64::from(p.run) * args.budget + p.rows);
             if progress_json {
-                eprintln!("{}", serde_json::to_string(p).unwrap_or_default());
+                // A closed stderr stops the lines, not the run.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "{}",
+                    serde_json::to_string(p).unwrap_or_default()
+                );
             }
         },
     )?;

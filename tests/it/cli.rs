@@ -239,3 +239,22 @@ fn meaningless_options_are_usage_errors() {
         );
     }
 }
+
+/// A closed stderr (`wai ... 2>&1 | head -1`) ends the run with its own exit status, never a
+/// panic (#30 item 3).
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .args(["sql", "SELECT 1", "--table", "/no/such/rows.parquet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(66),
+        "the missing input's status, not a panic's 101"
+    );
+}
