@@ -44,11 +44,24 @@ fn detect(input: &Input, head: &[u8]) -> Result<Format> {
     })
 }
 
+/// A seekable file holding an `.eval` archive: the local file, or a remote object copied to a
+/// temporary file.
+fn eval_file(input: &Input, ctx: &Context) -> Result<std::fs::File> {
+    if let source::Location::Local(path) = &input.location {
+        return std::fs::File::open(path).map_err(|e| Error::io(path, e));
+    }
+    let mut temp = tempfile::tempfile().map_err(|e| Error::io(&input.display, e))?;
+    let mut reader = source::open(input, ctx.runtime.handle())?;
+    std::io::copy(&mut reader, &mut temp).map_err(|e| Error::io(&input.display, e))?;
+    std::io::Seek::rewind(&mut temp).map_err(|e| Error::io(&input.display, e))?;
+    Ok(temp)
+}
+
 /// Runs `wai ingest`.
 pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let started = Instant::now();
     let out_format = super::convert::output_format(&args.output.out, args.output.to)?;
-    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    let inputs = ctx.runtime.block_on(source::resolve_traces(&args.inputs))?;
     crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
     if let Some(p) = inputs.iter().find(|i| i.format == source::Format::Parquet) {
         return Err(Error::Usage(format!(
@@ -106,6 +119,19 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         };
         tracing::info!(input = %input.display, ?format, "ingesting");
         formats.push(json!({"input": input.display, "format": format}));
+        if format == Format::Inspect && ingest::inspect::is_zip(&head) {
+            // A `.eval` archive is read from its file member by member (a remote one is
+            // first copied to a temporary file): memory holds one sample, never the archive.
+            drop(reader);
+            let file = eval_file(input, ctx)?;
+            let mut emit = |batch: RecordBatch| sink.write(&batch);
+            let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+            accept.extra_fields = Some(std::mem::take(&mut extra_fields));
+            ingest::read_eval(&input.display, file, &opts, &mut accept, &|n| bar.inc(n))?;
+            extra_fields = accept.extra_fields.take().unwrap_or_default();
+            accept.finish()?;
+            continue;
+        }
         let mut reader = std::io::Cursor::new(head).chain(reader);
         if format == Format::Otel {
             // A conversation's spans and the log records beside them may be in any of the

@@ -396,6 +396,54 @@ fn pass_at_on_an_inspect_log_equals_inspects_reducers() {
 }
 
 #[test]
+fn an_eval_log_is_read_by_ingest_alone() {
+    // A folder holding an `.eval` log beside rows: ingest reads the log, other commands read
+    // the rows and skip the log; naming the log to another command says to ingest it.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(inspect_log("orders.eval"), dir.path().join("orders.eval")).unwrap();
+    std::fs::copy(
+        fixture("example_scored.jsonl"),
+        dir.path().join("rows.jsonl"),
+    )
+    .unwrap();
+    let o = wai()
+        .args(["--json", "pass-at", "--k", "2", "--min-k", "2"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        report["results"][0]["n_groups"], 50,
+        "the rows, not the log"
+    );
+    let o = wai()
+        .args(["pass-at", "--k", "2"])
+        .arg(dir.path().join("orders.eval"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("is an inspect_ai log") && stderr.contains("wai ingest"),
+        "{stderr}"
+    );
+    // The same archive under another name is still no rows (its first bytes say zip).
+    let renamed = dir.path().join("log.bin");
+    std::fs::copy(inspect_log("orders.eval"), &renamed).unwrap();
+    let o = wai()
+        .args(["pass-at", "--k", "2"])
+        .arg(&renamed)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    // ingest on the folder reads both: the log's 12 samples and the 200 rows.
+    let (report, rows, _d) = ingest(dir.path(), &[]);
+    assert_eq!(report["inputs"].as_array().unwrap().len(), 2);
+    assert_eq!(rows.len(), 212);
+}
+
+#[test]
 fn pass_at_below_the_floor_names_the_flag_that_lowers_it() {
     let (_, _, dir) = ingest(&inspect_log("orders.eval"), &[]);
     let o = wai()

@@ -11,7 +11,7 @@ pub mod inspect;
 pub mod otel;
 mod wire;
 
-use std::io::Read;
+use std::io::{Read, Seek};
 
 use serde_json::Value;
 
@@ -256,7 +256,35 @@ pub fn read(
     }
 }
 
-/// Reads an inspect_ai log: a `.eval` archive member by member, a `.json` log whole, or
+/// Reads an inspect_ai `.eval` archive from `file`, member by member: one sample in memory at a
+/// time.
+pub fn read_eval(
+    name: &str,
+    file: impl Read + Seek,
+    opts: &Options,
+    accept: &mut Accept<'_, '_>,
+    progress: &dyn Fn(u64),
+) -> Result<()> {
+    let score = opts.score.as_deref();
+    let bad = |message: String| Error::BadRow {
+        file: name.to_owned(),
+        line: 1,
+        field: None,
+        message,
+    };
+    let mut archive = inspect::Archive::open(file)
+        .map_err(|e| bad(format!("not a readable inspect `.eval` archive: {e}")))?;
+    for n in 0..archive.len() {
+        let (member, sample) = archive.sample(n).map_err(bad)?;
+        progress(sample.len() as u64);
+        let result = inspect::decode(&sample, &archive.info, score);
+        accept.take(&format!("{name}:{member}"), 1, &sample, result)?;
+    }
+    Ok(())
+}
+
+/// Reads an inspect_ai log: a `.eval` archive member by member (in memory, when it comes as a
+/// stream; [`read_eval`] reads one from its file), a `.json` log whole, or
 /// samples one per line.
 fn read_inspect(
     name: &str,
@@ -277,15 +305,7 @@ fn read_inspect(
         message,
     };
     if inspect::is_zip(&text) {
-        let mut archive = inspect::Archive::open(text)
-            .map_err(|e| bad(format!("not a readable inspect `.eval` archive: {e}")))?;
-        for n in 0..archive.len() {
-            let (member, sample) = archive.sample(n).map_err(bad)?;
-            progress(sample.len() as u64);
-            let result = inspect::decode(&sample, &archive.info, score);
-            accept.take(&format!("{name}:{member}"), 1, &sample, result)?;
-        }
-        return Ok(());
+        return read_eval(name, std::io::Cursor::new(text), opts, accept, progress);
     }
     progress(text.len() as u64);
     if inspect::is_json_log(&text) {
