@@ -526,10 +526,22 @@ fn otel_content_on_spans_in_logs_or_nowhere() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     check(&read_jsonl(&out), true);
-    // A logs file alone gives the conversations' text.
+    // A logs file alone gives the conversations' text, and their steps from the tool calls
+    // inside the messages (the tool spans are in the other file).
     let (report, rows, _d) = ingest(&otel_fixture("openai_v2_event_only.logs.jsonl"), &[]);
     assert_eq!(report["inputs"][0]["format"], "otel");
     assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.");
+    assert_eq!(
+        rows[0]["steps"],
+        json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": {"order_id": "A1", "status": "shipped"}, "tool_call_id": "call_2"}])
+    );
+    assert_eq!(rows[3]["steps"][0]["result"], "error: database timeout");
+    // With the spans, the tool span and the message call are one step, carrying its call id.
+    let (_, rows, _d) = ingest(&otel_fixture("openai_v2_span_only.traces.jsonl"), &[]);
+    for r in &rows {
+        assert_eq!(r["steps"].as_array().unwrap().len(), 1, "{r}");
+        assert_eq!(r["steps"][0]["tool_call_id"], "call_2");
+    }
 }
 
 #[test]
@@ -554,4 +566,71 @@ fn an_otel_file_without_rollouts_is_hollow() {
         out.contains("1 trace had no GenAI span") && out.contains("hollow"),
         "{out}"
     );
+}
+
+/// OTLP JSON that OpenLLMetry's opentelemetry-instrumentation-openai wrote for the same four
+/// rollouts, no tool spans (the tool calls are only inside the messages): 0.47.5 in indexed
+/// attributes (`gen_ai.prompt.N.*`, `gen_ai.completion.N.tool_calls.M.*`,
+/// `llm.request.functions.N.*`), 0.62.4 in the latest conventions' message lists with
+/// `gen_ai.tool.definitions`.
+#[test]
+fn openllmetry_spans_indexed_or_as_message_lists() {
+    for name in [
+        "openllmetry_indexed.traces.jsonl",
+        "openllmetry_messages.traces.jsonl",
+    ] {
+        let (report, rows, _d) = ingest(&otel_fixture(name), &[]);
+        assert_eq!(report["inputs"][0]["format"], "otel", "{name}");
+        assert_eq!(rows.len(), 4, "{name}");
+        let tasks: Vec<&Value> = rows.iter().map(|r| &r["task_id"]).collect();
+        assert_eq!(
+            tasks,
+            [
+                &json!("task-A1"),
+                &json!("task-A1"),
+                &json!("task-B2"),
+                &json!("task-B2")
+            ],
+            "{name}"
+        );
+        let rewards: Vec<&Value> = rows.iter().map(|r| &r["reward"]).collect();
+        assert_eq!(
+            rewards,
+            [&json!(1), &json!(1), &json!(1), &json!(0)],
+            "{name}"
+        );
+        let first = &rows[0];
+        assert_eq!(first["prompt"], "Where is order A1?", "{name}");
+        assert_eq!(first["final_text"], "Order A1 has shipped.", "{name}");
+        assert_eq!(
+            first["steps"],
+            json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": {"order_id": "A1", "status": "shipped"}, "tool_call_id": "call_2"}]),
+            "{name}: the call in the first reply and its result in the second request are one step"
+        );
+        assert_eq!(first["tools_used"], json!(["lookup_order"]), "{name}");
+        assert_eq!(
+            (&first["model_version"], &first["finish_reason"]),
+            (&json!("fake-model-2024-01-01"), &json!("stop")),
+            "{name}"
+        );
+        assert_eq!(
+            first["usage"],
+            json!({"input_tokens": 20, "output_tokens": 10}),
+            "{name}"
+        );
+        assert_eq!(
+            first["tool_definitions"][0]["name"], "lookup_order",
+            "{name}: the request's tools ride in extra"
+        );
+        assert_eq!(
+            first["tool_definitions"][0]["parameters"]["required"],
+            json!(["order_id"]),
+            "{name}"
+        );
+        assert_eq!(
+            rows[3]["steps"][0]["result"], "error: database timeout",
+            "{name}"
+        );
+        assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.", "{name}");
+    }
 }
