@@ -634,3 +634,48 @@ fn openllmetry_spans_indexed_or_as_message_lists() {
         assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.", "{name}");
     }
 }
+
+/// OTLP JSON that the OpenAI Agents SDK (openai-agents 0.24.0, offline against the fake server
+/// through the chat completions API, its export to OpenAI off) wrote through OpenTelemetry's
+/// bridge (opentelemetry-instrumentation-openai-agents-v2 0.1.0): `invoke_agent`, `chat` and
+/// `execute_tool` spans under a root span of ours.
+#[test]
+fn agents_sdk_spans_become_rows() {
+    let (report, rows, _d) = ingest(&otel_fixture("openai_agents.traces.jsonl"), &[]);
+    assert_eq!(report["inputs"][0]["format"], "otel");
+    assert_eq!(rows.len(), 4);
+    let rewards: Vec<&Value> = rows.iter().map(|r| &r["reward"]).collect();
+    assert_eq!(rewards, [&json!(1), &json!(1), &json!(1), &json!(0)]);
+    let first = &rows[0];
+    assert_eq!(
+        (&first["task_id"], &first["prompt"], &first["final_text"]),
+        (
+            &json!("task-A1"),
+            &json!("Where is order A1?"),
+            &json!("Order A1 has shipped.")
+        )
+    );
+    assert_eq!(
+        first["steps"],
+        json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": {"order_id": "A1", "status": "shipped"}, "tool_call_id": "call_2"}]),
+        "the tool span (no call id) and the call in the history are one step"
+    );
+    assert_eq!(
+        first["agent_name"], "orders",
+        "the invoke_agent span names the agent"
+    );
+    assert_eq!(
+        first["usage"],
+        json!({"input_tokens": 20, "output_tokens": 10})
+    );
+    let failed = &rows[3]["steps"][0]["result"];
+    assert_eq!(failed["status"], "error");
+    assert_eq!(failed["output"], "error: database timeout");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("database timeout"),
+        "the span status's message: {failed}"
+    );
+}

@@ -503,46 +503,77 @@ fn results_in(m: &Value) -> Vec<(Option<String>, Value)> {
     out
 }
 
-/// The steps of one conversation as they are built: tool steps are keyed by their call id
-/// (else by name and arguments), so a call seen again (the history each client call repeats, or
-/// the tool span that ran it) fills the step it made rather than adding one.
+/// The steps of one conversation as they are built. A call is one step however often it is
+/// seen (each client call repeats the history; the tool span that ran it is another sighting):
+/// steps are found by call id, else by name and arguments (a tool span without a call id fills
+/// the step of the same call that no span has filled yet).
 #[derive(Default)]
 struct Steps {
     list: Vec<Value>,
-    keys: HashMap<String, usize>,
+    by_id: HashMap<String, usize>,
+    by_call: HashMap<String, Vec<usize>>,
+    /// Steps a tool span has filled.
+    spanned: Vec<bool>,
     tools_used: Vec<Value>,
 }
 
 impl Steps {
-    fn key(id: Option<&str>, name: &str, arguments: &Value) -> String {
-        id.map_or_else(
-            || format!("{name}\u{0}{arguments}"),
-            |id| format!("id\u{0}{id}"),
-        )
+    fn call_key(name: &str, arguments: &Value) -> String {
+        format!("{name}\u{0}{arguments}")
     }
 
-    /// A call inside a message: a new step, or nothing when it is already one.
-    fn message_call(&mut self, c: Call) {
-        let key = Self::key(c.id.as_deref(), &c.name, &c.arguments);
-        if self.keys.contains_key(&key) {
-            return;
-        }
+    fn push(&mut self, id: Option<String>, name: String, arguments: Value, result: Value) -> usize {
+        let i = self.list.len();
+        self.by_call
+            .entry(Self::call_key(&name, &arguments))
+            .or_default()
+            .push(i);
         let mut step = Map::new();
-        step.insert("tool".into(), Value::from(c.name.clone()));
-        step.insert("arguments".into(), c.arguments);
-        step.insert("result".into(), Value::Null);
-        if let Some(id) = c.id {
+        step.insert("tool".into(), Value::from(name.clone()));
+        step.insert("arguments".into(), arguments);
+        step.insert("result".into(), result);
+        if let Some(id) = id {
+            self.by_id.insert(id.clone(), i);
             step.insert("tool_call_id".into(), Value::from(id));
         }
-        self.keys.insert(key, self.list.len());
-        self.tools_used.push(Value::from(c.name));
+        self.tools_used.push(Value::from(name));
         self.list.push(Value::Object(step));
+        self.spanned.push(false);
+        i
+    }
+
+    /// A call inside a message: a new step, or nothing when it is one already (by id; or, for
+    /// a call without id or a step without one, by name and arguments).
+    fn message_call(&mut self, c: Call) {
+        if let Some(id) = &c.id
+            && self.by_id.contains_key(id)
+        {
+            return;
+        }
+        let same = self
+            .by_call
+            .get(&Self::call_key(&c.name, &c.arguments))
+            .and_then(|at| {
+                at.iter()
+                    .copied()
+                    .find(|&i| c.id.is_none() || self.list[i].get("tool_call_id").is_none())
+            });
+        match (same, c.id) {
+            (Some(i), Some(id)) => {
+                self.list[i]["tool_call_id"] = Value::from(id.clone());
+                self.by_id.insert(id, i);
+            }
+            (Some(_), None) => {}
+            (None, id) => {
+                self.push(id, c.name, c.arguments, Value::Null);
+            }
+        }
     }
 
     /// A result inside a message: fills its call's step (by id, else the first call waiting).
     fn message_result(&mut self, id: Option<String>, result: Value) {
         let at = match &id {
-            Some(id) => self.keys.get(&format!("id\u{0}{id}")).copied(),
+            Some(id) => self.by_id.get(id).copied(),
             None => self
                 .list
                 .iter()
@@ -555,7 +586,7 @@ impl Steps {
         }
     }
 
-    /// A tool span: fills the step its call id made (its arguments and result win when it has
+    /// A tool span: fills the step of its call (its arguments and result win when it has
     /// them), else a new step.
     fn span_call(
         &mut self,
@@ -564,33 +595,35 @@ impl Steps {
         arguments: Option<Value>,
         result: Value,
     ) {
-        if let Some(i) = id
-            .as_ref()
-            .and_then(|id| self.keys.get(&format!("id\u{0}{id}")).copied())
-        {
-            let step = &mut self.list[i];
-            if let Some(a) = arguments {
-                step["arguments"] = a;
+        let at = match &id {
+            Some(id) => self.by_id.get(id).copied(),
+            None => arguments.as_ref().and_then(|a| {
+                self.by_call
+                    .get(&Self::call_key(&name, a))?
+                    .iter()
+                    .copied()
+                    .find(|&i| !self.spanned[i])
+            }),
+        };
+        let i = match at {
+            Some(i) => {
+                let step = &mut self.list[i];
+                if let Some(a) = arguments {
+                    step["arguments"] = a;
+                }
+                if !result.is_null() {
+                    step["result"] = result;
+                }
+                i
             }
-            if !result.is_null() {
-                step["result"] = result;
-            }
-            return;
-        }
-        let mut step = Map::new();
-        step.insert("tool".into(), Value::from(name.clone()));
-        step.insert("arguments".into(), arguments.unwrap_or_else(|| json!({})));
-        step.insert("result".into(), result);
-        if let Some(id) = &id {
-            step.insert("tool_call_id".into(), Value::from(id.clone()));
-            self.keys.insert(format!("id\u{0}{id}"), self.list.len());
-        }
-        self.tools_used.push(Value::from(name));
-        self.list.push(Value::Object(step));
+            None => self.push(id, name, arguments.unwrap_or_else(|| json!({})), result),
+        };
+        self.spanned[i] = true;
     }
 
     fn user(&mut self, text: String) {
         self.list.push(json!({"user": text}));
+        self.spanned.push(false);
     }
 }
 
@@ -827,6 +860,7 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
         (None::<String>, Vec::<String>::new(), None::<String>);
     let mut steps = Steps::default();
     let mut definitions = None::<Value>;
+    let mut agent_named = false;
     let (mut usage_in, mut usage_out, mut any_usage) = (0u64, 0u64, false);
     let (mut reward, mut reason, mut model, mut task, mut agent) = (
         None,
@@ -902,8 +936,14 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
                 .filter(|d| d.as_array().is_some_and(|l| !l.is_empty()))
                 .cloned();
         }
-        if agent.is_none() {
-            agent = text_field(&s.attrs, &["gen_ai.agent.name"]);
+        // The agent's own span names it (the Agents SDK's bridge gives its client spans a
+        // default name).
+        let op = s.attrs.get("gen_ai.operation.name").and_then(Value::as_str);
+        if agent.is_none() || matches!(op, Some("invoke_agent" | "create_agent")) && !agent_named {
+            if let Some(a) = text_field(&s.attrs, &["gen_ai.agent.name"]) {
+                agent_named = matches!(op, Some("invoke_agent" | "create_agent"));
+                agent = Some(a);
+            }
         }
         if is_tool(s) {
             let name = text_field(&s.attrs, &TOOL_NAME)
