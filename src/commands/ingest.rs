@@ -102,7 +102,10 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let mut counts = ReadCounts::default();
     let mut extra_fields: BTreeMap<String, u64> = BTreeMap::new();
     let mut formats = Vec::new();
-    let mut notes = ingest::Notes::default();
+    let mut notes = ingest::Notes {
+        kept: args.output.rejects.is_some().then(Vec::new),
+        ..ingest::Notes::default()
+    };
     let (mut otel_text, mut otel_names) = (Vec::new(), Vec::<String>::new());
     for input in &inputs {
         // Open once: the first bytes serve detection and are then read again from memory.
@@ -176,6 +179,18 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         accept.finish()?;
     }
     drop(on_bad);
+    // Every record that gave no row, by reason: the bad ones set aside, and those that are no
+    // rollout (they never stop a run).
+    let mut not_rows: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in &mut rejects {
+        let kind = ingest::reject_kind(r);
+        r.kind = Some(kind);
+        *not_rows.entry(kind).or_default() += 1;
+    }
+    for (kind, n) in &notes.skipped {
+        *not_rows.entry(kind).or_default() += n;
+    }
+    rejects.extend(notes.kept.take().unwrap_or_default());
     io::finish_with_rejects(sink, rejects_file.map(|f| (f, rejects.as_slice())))?;
     bar.finish_and_clear();
     let mut text = String::new();
@@ -195,6 +210,18 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     ));
     if let Some(path) = &args.output.rejects {
         text.push_str(&format!(" (in `{}`)", path.display()));
+    }
+    if !not_rows.is_empty() {
+        let list: Vec<String> = not_rows.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        text.push_str(&format!(
+            "\nrecords that gave no row, by reason: {}{}",
+            list.join(", "),
+            if args.output.rejects.is_some() {
+                " (all in the rejects file)"
+            } else {
+                " (`--rejects FILE` keeps them)"
+            }
+        ));
     }
     if !extra_fields.is_empty() {
         let list: Vec<String> = extra_fields
@@ -236,6 +263,7 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         "output": args.output.out.display().to_string(),
         "rows": counts.rows,
         "rejected": counts.rejected,
+        "not_rows": not_rows,
         "rejects_file": args.output.rejects.as_ref().map(|p| p.display().to_string()),
         "extra_fields": extra_fields,
         "bytes_in": counts.bytes,

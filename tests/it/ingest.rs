@@ -679,3 +679,68 @@ fn agents_sdk_spans_become_rows() {
         "the span status's message: {failed}"
     );
 }
+
+#[test]
+fn every_record_that_gives_no_row_is_counted_by_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("mixed.jsonl");
+    let good = std::fs::read_to_string(fixture("otel_spans.jsonl")).unwrap();
+    let first = good.lines().next().unwrap();
+    let http = r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "t-http", "spanId": "s1", "name": "GET /", "attributes": [{"key": "http.method", "value": {"stringValue": "GET"}}]}]}]}]}"#;
+    let empty = r#"{"resourceSpans": []}"#;
+    std::fs::write(
+        &input,
+        format!("{first}\n{http}\n{empty}\n{{\"resourceSpans\": [oops\n"),
+    )
+    .unwrap();
+    let rejects = dir.path().join("r.jsonl");
+    let (report, rows, _d) = ingest(
+        &input,
+        &["--format", "otel", "--rejects", rejects.to_str().unwrap()],
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        report["not_rows"],
+        json!({"no_spans": 1, "not_genai": 1, "not_json": 1})
+    );
+    let set_aside = read_jsonl(&rejects);
+    let kinds: Vec<(&str, u64)> = set_aside
+        .iter()
+        .map(|r| (r["kind"].as_str().unwrap(), r["line"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("not_json", 4), ("no_spans", 3), ("not_genai", 2)]);
+    assert!(
+        set_aside[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("trace `t-http`"),
+        "{set_aside:?}"
+    );
+    assert!(set_aside[2]["text"].as_str().unwrap().contains("GET /"));
+
+    // Without a rejects file the run still counts them, and says how to keep them; the bad
+    // JSON alone stops it.
+    let clean = dir.path().join("clean.jsonl");
+    std::fs::write(&clean, format!("{first}\n{http}\n{empty}\n")).unwrap();
+    let out = dir.path().join("rows.jsonl");
+    let o = wai()
+        .arg("ingest")
+        .arg(&clean)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("records that gave no row, by reason: no_spans 1, not_genai 1")
+            && text.contains("--rejects FILE"),
+        "{text}"
+    );
+    // Bad chat records are counted by reason too.
+    let (report, _, _d) = ingest(
+        &fixture("chat_rollouts.jsonl"),
+        &["--rejects", dir.path().join("c.jsonl").to_str().unwrap()],
+    );
+    assert_eq!(report["not_rows"], json!({"bad_field": 2}));
+}

@@ -159,12 +159,55 @@ fn line_at(text: &[u8], offset: usize) -> u64 {
 }
 
 /// What a read set aside or marked beyond rows and rejects, for the report's warnings.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Notes {
     /// `OTel` conversations that carried no message content (rows marked `no_content`).
     pub no_content: u64,
     /// `OTel` traces with no GenAI span (not rollouts: no row).
     pub not_genai: u64,
+    /// Records that are no rollout and no error (they never stop a run), by kind:
+    /// `not_genai` (a trace without a GenAI span), `no_spans` (an OTLP document holding no
+    /// span or log record).
+    pub skipped: std::collections::BTreeMap<&'static str, u64>,
+    /// When the run keeps rejects: those records, with their kind, for the rejects file.
+    pub kept: Option<Vec<io::Reject>>,
+}
+
+impl Notes {
+    /// Counts a record that gives no row, and keeps it when the run keeps rejects.
+    fn skip(
+        &mut self,
+        kind: &'static str,
+        file: &str,
+        line: u64,
+        reason: String,
+        text: impl FnOnce() -> String,
+    ) {
+        *self.skipped.entry(kind).or_default() += 1;
+        if let Some(kept) = &mut self.kept {
+            kept.push(io::Reject {
+                file: file.to_owned(),
+                line,
+                field: None,
+                reason,
+                kind: Some(kind),
+                text: text(),
+            });
+        }
+    }
+}
+
+/// The kind of a record set aside as bad (for the report's count by reason).
+pub fn reject_kind(r: &io::Reject) -> &'static str {
+    if r.reason.starts_with("not valid JSON") || r.reason.contains("not valid JSON") {
+        "not_json"
+    } else if r.reason.contains("duplicate rollout_id") {
+        "duplicate_rollout_id"
+    } else if r.field.is_some() {
+        "bad_field"
+    } else {
+        "bad_record"
+    }
 }
 
 /// Reads one input of a known `format` into `accept`.
@@ -203,16 +246,10 @@ pub fn read(
             let mut stream = serde_json::Deserializer::from_slice(&text).into_iter::<Value>();
             loop {
                 let offset = stream.byte_offset();
-                match stream.next() {
+                let record = match stream.next() {
                     None => break,
-                    Some(Ok(Value::Array(items))) => {
-                        for item in &items {
-                            spans.extend(otel::spans(item, line_at(&text, offset), &mut order));
-                        }
-                    }
-                    Some(Ok(record)) => {
-                        spans.extend(otel::spans(&record, line_at(&text, offset), &mut order))
-                    }
+                    Some(Ok(Value::Array(items))) => items,
+                    Some(Ok(record)) => vec![record],
                     Some(Err(e)) => {
                         // The rest of the file cannot be framed: set it aside as one bad record.
                         let rest = text[offset..].trim_ascii();
@@ -225,12 +262,36 @@ pub fn read(
                         accept.take(name, line_at(&text, offset), rest, Err(err))?;
                         break;
                     }
+                };
+                let line = line_at(&text, offset);
+                for item in &record {
+                    let found = otel::spans(item, line, &mut order);
+                    if found.is_empty() {
+                        notes.skip(
+                            "no_spans",
+                            name,
+                            line,
+                            "an OTLP document holding no span or log record (`resourceSpans`, `resourceLogs`, `spans`, or a span)".into(),
+                            || item.to_string(),
+                        );
+                    }
+                    spans.extend(found);
                 }
             }
             for conv in otel::group(spans) {
                 let line = conv.spans.first().map_or(1, |s| s.line);
                 let Some(row) = otel::to_row(&conv, &opts.otel) else {
                     notes.not_genai += 1;
+                    notes.skip(
+                        "not_genai",
+                        name,
+                        line,
+                        format!(
+                            "trace `{}`: no span speaks the GenAI conventions (`gen_ai.*`), so it is no rollout",
+                            conv.id
+                        ),
+                        || otel::summary(&conv).to_string(),
+                    );
                     continue;
                 };
                 if row.get("no_content").is_some() {

@@ -788,6 +788,18 @@ fn join_logs(spans: Vec<Span>) -> Vec<Span> {
     out
 }
 
+/// What a conversation set aside holds, for the rejects file: its id and its spans' ids and
+/// names (the first 100).
+pub fn summary(conv: &Conversation) -> Value {
+    let spans: Vec<Value> = conv
+        .spans
+        .iter()
+        .take(100)
+        .map(|s| json!({"span_id": s.id, "name": s.name}))
+        .collect();
+    json!({"conversation": conv.id, "n_spans": conv.spans.len(), "spans": spans})
+}
+
 /// Whether a conversation's spans carry any message content.
 pub fn has_content(conv: &Conversation) -> bool {
     conv.spans.iter().any(|s| {
