@@ -124,7 +124,7 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         formats.push(json!({"input": input.display, "format": format}));
         if format == Format::Inspect && ingest::inspect::is_zip(&head) {
             // A `.eval` archive is read from its file member by member (a remote one is
-            // first copied to a temporary file): memory holds one sample, never the archive.
+            // first copied to a temporary file): memory holds a batch of samples, never the archive.
             drop(reader);
             let file = eval_file(input, ctx)?;
             let mut emit = |batch: RecordBatch| sink.write(&batch);
@@ -166,10 +166,9 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         let mut emit = |batch: RecordBatch| sink.write(&batch);
         let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
         accept.extra_fields = Some(std::mem::take(&mut extra_fields));
-        ingest::read(
+        ingest::read_otel(
             &name,
-            std::io::Cursor::new(otel_text),
-            Format::Otel,
+            &otel_text,
             &opts,
             &mut accept,
             &|n| bar.inc(n),

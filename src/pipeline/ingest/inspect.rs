@@ -2,8 +2,8 @@
 //!
 //! Input: a `.eval` log (a zip archive whose members are JSON, compressed with zstd or deflate:
 //! `header.json` holds the eval, `samples/<id>_epoch_<n>.json` one sample each), read member by
-//! member from the file (its central directory, then one sample at a time: memory holds one
-//! sample, never the archive); a `.json` log (one object with `eval` and
+//! member from the file (its central directory, then the samples in order, a batch at a time:
+//! never the whole archive in memory); a `.json` log (one object with `eval` and
 //! `samples`), read whole; or samples one per line.
 //!
 //! Mapping: `id` → `task_id`, `epoch` → `rollout_index` (inspect counts epochs from 1, rows

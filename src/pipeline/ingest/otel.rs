@@ -788,6 +788,13 @@ fn join_logs(spans: Vec<Span>) -> Vec<Span> {
     out
 }
 
+/// Numbers spans in the order they were read (input order breaks ties of start time).
+pub fn renumber(spans: &mut [Span]) {
+    for (i, s) in spans.iter_mut().enumerate() {
+        s.order = i;
+    }
+}
+
 /// What a conversation set aside holds, for the rejects file: its id and its spans' ids and
 /// names (the first 100).
 pub fn summary(conv: &Conversation) -> Value {
