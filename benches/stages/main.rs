@@ -13,6 +13,11 @@
 //! Figure the ingest issue asks for:
 //! - `ingest/openai_chat/rows=100k`: input MB/s of OpenAI chat records (made from `wai gen` rows).
 //!
+//! Figures the traces issue asks for (data copied from the fixtures the real libraries wrote,
+//! `ingest_data.rs`; set `WAI_BENCH_INGEST_DIR` to keep the files there for timing by hand):
+//! - `ingest/inspect_eval/samples=100k`: MB/s of uncompressed sample JSON (target 50 MB/s);
+//! - `ingest/otlp/spans=1M`: MB/s of OTLP JSON, traces and logs (target 100 MB/s).
+//!
 //! Figures the grade issue asks for (the judge over rows already read, verdict columns built;
 //! the end-to-end `wai grade` also reads and rewrites every row):
 //! - `grade/sql_expr/rows=1M`: a SQL expression judge;
@@ -48,6 +53,8 @@ use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
 use wai::cli::Cli;
 
+mod ingest_data;
+
 // The same allocator as the binary, so the figures are the binary's.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -55,12 +62,17 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The generated data's folder, removed when the benches end (a static's `TempDir` is never
 /// dropped, and each run left 3 GB in the temp folder).
 static DATA_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// The trace files' folder, removed likewise unless `WAI_BENCH_INGEST_DIR` named it.
+static TRACES_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 fn main() {
     struct Cleanup;
     impl Drop for Cleanup {
         fn drop(&mut self) {
             if let Some(dir) = DATA_DIR.get() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            if let Some(dir) = TRACES_DIR.get() {
                 let _ = std::fs::remove_dir_all(dir);
             }
         }
@@ -356,8 +368,75 @@ mod hack_scan {
     }
 }
 
+/// The trace files of the ingest benches: an inspect `.eval` log of 100k samples, OTLP traces
+/// and logs of 1M spans, and the bytes of JSON each holds.
+struct Traces {
+    dir: PathBuf,
+    eval: PathBuf,
+    eval_bytes: u64,
+    otlp: (PathBuf, PathBuf),
+    otlp_bytes: u64,
+}
+
+static TRACES: LazyLock<Traces> = LazyLock::new(|| {
+    let dir = match std::env::var_os("WAI_BENCH_INGEST_DIR") {
+        Some(d) => {
+            std::fs::create_dir_all(&d).expect("WAI_BENCH_INGEST_DIR");
+            PathBuf::from(d)
+        }
+        None => {
+            let d = tempfile::tempdir().expect("temp dir").keep();
+            let _ = TRACES_DIR.set(d.clone());
+            d
+        }
+    };
+    let eval = dir.join("samples-100k.eval");
+    let eval_bytes = ingest_data::write_eval(&eval, 100_000);
+    let otlp = (
+        dir.join("spans-1m.traces.jsonl"),
+        dir.join("spans-1m.logs.jsonl"),
+    );
+    let otlp_bytes = ingest_data::write_otlp(&otlp.0, &otlp.1, 1_000_000);
+    for p in [&eval, &otlp.0, &otlp.1] {
+        if let Ok(file) = std::fs::File::open(p) {
+            let _ = file.sync_all();
+        }
+    }
+    Traces {
+        dir,
+        eval,
+        eval_bytes,
+        otlp,
+        otlp_bytes,
+    }
+});
+
 mod ingest {
-    use super::{Bencher, BytesCount, DATA, path, run};
+    use super::{Bencher, BytesCount, DATA, TRACES, path, run};
+
+    #[divan::bench(name = "inspect_eval/samples=100k", sample_count = 3)]
+    fn inspect_eval(b: Bencher) {
+        let t = &*TRACES;
+        let out = t.dir.join("inspect-rows.parquet");
+        b.counter(BytesCount::new(t.eval_bytes))
+            .bench(|| run(&["-q", "ingest", path(&t.eval), "-o", path(&out)]));
+    }
+
+    #[divan::bench(name = "otlp/spans=1M", sample_count = 3)]
+    fn otlp(b: Bencher) {
+        let t = &*TRACES;
+        let out = t.dir.join("otlp-rows.parquet");
+        b.counter(BytesCount::new(t.otlp_bytes)).bench(|| {
+            run(&[
+                "-q",
+                "ingest",
+                path(&t.otlp.0),
+                path(&t.otlp.1),
+                "-o",
+                path(&out),
+            ])
+        });
+    }
 
     #[divan::bench(name = "openai_chat/rows=100k", sample_count = 5)]
     fn openai_chat(b: Bencher) {

@@ -44,11 +44,24 @@ fn detect(input: &Input, head: &[u8]) -> Result<Format> {
     })
 }
 
+/// A seekable file holding an `.eval` archive: the local file, or a remote object copied to a
+/// temporary file.
+fn eval_file(input: &Input, ctx: &Context) -> Result<std::fs::File> {
+    if let source::Location::Local(path) = &input.location {
+        return std::fs::File::open(path).map_err(|e| Error::io(path, e));
+    }
+    let mut temp = tempfile::tempfile().map_err(|e| Error::io(&input.display, e))?;
+    let mut reader = source::open(input, ctx.runtime.handle())?;
+    std::io::copy(&mut reader, &mut temp).map_err(|e| Error::io(&input.display, e))?;
+    std::io::Seek::rewind(&mut temp).map_err(|e| Error::io(&input.display, e))?;
+    Ok(temp)
+}
+
 /// Runs `wai ingest`.
 pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let started = Instant::now();
     let out_format = super::convert::output_format(&args.output.out, args.output.to)?;
-    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    let inputs = ctx.runtime.block_on(source::resolve_traces(&args.inputs))?;
     crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
     crate::pipeline::output::rejects_apart(
         args.output.rejects.as_deref(),
@@ -94,7 +107,10 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let mut counts = ReadCounts::default();
     let mut extra_fields: BTreeMap<String, u64> = BTreeMap::new();
     let mut formats = Vec::new();
-    let mut notes = ingest::Notes::default();
+    let mut notes = ingest::Notes {
+        kept: args.output.rejects.is_some().then(Vec::new),
+        ..ingest::Notes::default()
+    };
     let (mut otel_text, mut otel_names) = (Vec::new(), Vec::<String>::new());
     for input in &inputs {
         // Open once: the first bytes serve detection and are then read again from memory.
@@ -111,6 +127,19 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         };
         tracing::info!(input = %input.display, ?format, "ingesting");
         formats.push(json!({"input": input.display, "format": format}));
+        if format == Format::Inspect && ingest::inspect::is_zip(&head) {
+            // A `.eval` archive is read from its file member by member (a remote one is
+            // first copied to a temporary file): memory holds a batch of samples, never the archive.
+            drop(reader);
+            let file = eval_file(input, ctx)?;
+            let mut emit = |batch: RecordBatch| sink.write(&batch);
+            let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+            accept.extra_fields = Some(std::mem::take(&mut extra_fields));
+            ingest::read_eval(&input.display, file, &opts, &mut accept, &|n| bar.inc(n))?;
+            extra_fields = accept.extra_fields.take().unwrap_or_default();
+            accept.finish()?;
+            continue;
+        }
         let mut reader = std::io::Cursor::new(head).chain(reader);
         if format == Format::Otel {
             // A conversation's spans and the log records beside them may be in any of the
@@ -142,10 +171,9 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         let mut emit = |batch: RecordBatch| sink.write(&batch);
         let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
         accept.extra_fields = Some(std::mem::take(&mut extra_fields));
-        ingest::read(
+        ingest::read_otel(
             &name,
-            std::io::Cursor::new(otel_text),
-            Format::Otel,
+            &otel_text,
             &opts,
             &mut accept,
             &|n| bar.inc(n),
@@ -155,6 +183,18 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         accept.finish()?;
     }
     drop(on_bad);
+    // Every record that gave no row, by reason: the bad ones set aside, and those that are no
+    // rollout (they never stop a run).
+    let mut not_rows: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in &mut rejects {
+        let kind = ingest::reject_kind(r);
+        r.kind = Some(kind);
+        *not_rows.entry(kind).or_default() += 1;
+    }
+    for (kind, n) in &notes.skipped {
+        *not_rows.entry(kind).or_default() += n;
+    }
+    rejects.extend(notes.kept.take().unwrap_or_default());
     io::finish_with_rejects(sink, rejects_file.map(|f| (f, rejects.as_slice())))?;
     bar.finish_and_clear();
     let mut text = String::new();
@@ -174,6 +214,18 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     ));
     if let Some(path) = &args.output.rejects {
         text.push_str(&format!(" (in `{}`)", path.display()));
+    }
+    if !not_rows.is_empty() {
+        let list: Vec<String> = not_rows.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        text.push_str(&format!(
+            "\nrecords that gave no row, by reason: {}{}",
+            list.join(", "),
+            if args.output.rejects.is_some() {
+                " (all in the rejects file)"
+            } else {
+                " (`--rejects FILE` keeps them)"
+            }
+        ));
     }
     if !extra_fields.is_empty() {
         let list: Vec<String> = extra_fields
@@ -215,6 +267,7 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
         "output": args.output.out.display().to_string(),
         "rows": counts.rows,
         "rejected": counts.rejected,
+        "not_rows": not_rows,
         "rejects_file": args.output.rejects.as_ref().map(|p| p.display().to_string()),
         "extra_fields": extra_fields,
         "bytes_in": counts.bytes,

@@ -654,6 +654,10 @@ pub struct Reject {
     pub field: Option<String>,
     /// What is wrong.
     pub reason: String,
+    /// Why, in one word, when the command sorts what it set aside (`wai ingest`: `bad_field`,
+    /// `not_json`, `duplicate_rollout_id`, `not_genai`, `no_spans`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
     /// The line as it was read.
     pub text: String,
 }
@@ -862,6 +866,7 @@ impl<'a, 'b> Accept<'a, 'b> {
             line,
             field,
             reason,
+            kind: None,
             text: String::from_utf8_lossy(text).into_owned(),
         };
         let reject = match result {

@@ -39,14 +39,18 @@ impl Format {
         } else if lower.ends_with(".jsonl")
             || lower.ends_with(".ndjson")
             || lower.ends_with(".json")
-            // An inspect_ai log (a zip of JSON members): not rows, but a trace file that
-            // `ingest` opens itself, as it does every JSON trace file.
-            || lower.ends_with(".eval")
         {
             Some(Self::Jsonl)
         } else {
             None
         }
+    }
+
+    /// Whether a file name is an inspect_ai `.eval` log: a zip archive, never rows. Only
+    /// `wai ingest` reads it ([`resolve_traces`]); other commands skip it in folders and refuse it
+    /// when named.
+    pub fn is_eval_log(name: &str) -> bool {
+        name.to_ascii_lowercase().ends_with(".eval")
     }
 
     /// Its name in messages.
@@ -56,6 +60,33 @@ impl Format {
             Self::Parquet => "Parquet",
         }
     }
+}
+
+/// What a run reads: rows (every command), or trace files (`wai ingest`, which also reads
+/// inspect_ai `.eval` archives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Rows,
+    Traces,
+}
+
+impl Want {
+    /// The format of a file named `name`, when this run reads it.
+    fn format_of(self, name: &str) -> Option<Format> {
+        match Format::from_name(name) {
+            Some(f) => Some(f),
+            // ingest opens it itself, by its content; it is tagged JSON, never Parquet.
+            None if self == Self::Traces && Format::is_eval_log(name) => Some(Format::Jsonl),
+            None => None,
+        }
+    }
+}
+
+/// The error for an inspect_ai log given to a command that reads rows.
+fn not_rows(display: &str) -> Error {
+    Error::Usage(format!(
+        "`{display}` is an inspect_ai log (a zip archive), not rows: turn it into rows with `wai ingest {display} -o rows.parquet`"
+    ))
 }
 
 /// Where one input lives.
@@ -195,9 +226,13 @@ pub fn store_for(url: &Url) -> Result<(Arc<dyn ObjectStore>, Url)> {
     Ok((store, root))
 }
 
-fn local_format(path: &Path) -> Result<Format> {
-    if let Some(f) = Format::from_name(&path.to_string_lossy()) {
+fn local_format(path: &Path, want: Want) -> Result<Format> {
+    let name = path.to_string_lossy();
+    if let Some(f) = want.format_of(&name) {
         return Ok(f);
+    }
+    if Format::is_eval_log(&name) {
+        return Err(not_rows(&name));
     }
     // No telling extension: sniff the first bytes.
     let mut head = [0u8; 4];
@@ -205,9 +240,13 @@ fn local_format(path: &Path) -> Result<Format> {
     let n = file.read(&mut head).map_err(|e| Error::io(path, e))?;
     if &head[..n] == b"PAR1" {
         Ok(Format::Parquet)
-    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-        || &head[..n] == b"PK\x03\x04"
-    {
+    } else if &head[..n] == b"PK\x03\x04" {
+        if want == Want::Traces {
+            Ok(Format::Jsonl)
+        } else {
+            Err(not_rows(&name))
+        }
+    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         Ok(Format::Jsonl)
     } else {
         Err(Error::Usage(format!(
@@ -253,8 +292,8 @@ fn parquet_frame(path: &Path, size: u64) -> Result<()> {
     Ok(())
 }
 
-fn local_input(path: PathBuf) -> Result<Input> {
-    let format = local_format(&path)?;
+fn local_input(path: PathBuf, want: Want) -> Result<Input> {
+    let format = local_format(&path, want)?;
     let size = std::fs::metadata(&path)
         .map_err(|e| Error::io(&path, e))?
         .len();
@@ -269,7 +308,7 @@ fn local_input(path: PathBuf) -> Result<Input> {
     })
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn walk(dir: &Path, want: Want, out: &mut Vec<PathBuf>) -> Result<()> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(dir, e)))
@@ -284,22 +323,22 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             continue;
         }
         if path.is_dir() {
-            walk(&path, out)?;
-        } else if Format::from_name(&name).is_some() {
+            walk(&path, want, out)?;
+        } else if want.format_of(&name).is_some() {
             out.push(path);
         }
     }
     Ok(())
 }
 
-fn resolve_local(spec: &str) -> Result<Vec<Input>> {
+fn resolve_local(spec: &str, want: Want) -> Result<Vec<Input>> {
     let path = Path::new(spec);
     if path.is_file() {
-        return Ok(vec![local_input(path.to_path_buf())?]);
+        return Ok(vec![local_input(path.to_path_buf(), want)?]);
     }
     let mut files = Vec::new();
     if path.is_dir() {
-        walk(path, &mut files)?;
+        walk(path, want, &mut files)?;
     } else if has_glob(spec) {
         // As a shell does, `*` does not match a leading dot; and a temporary file of wai's
         // (`.NAME.XXXXXX.tmp`, an output being written or left by a killed run) is never rows.
@@ -315,7 +354,8 @@ fn resolve_local(spec: &str) -> Result<Vec<Input>> {
                 .file_name()
                 .map(|n| n.to_string_lossy())
                 .is_some_and(|n| crate::pipeline::io::is_temporary(&n));
-            if p.is_file() && !temporary {
+            let skipped = want == Want::Rows && Format::is_eval_log(&p.to_string_lossy());
+            if p.is_file() && !temporary && !skipped {
                 files.push(p);
             }
         }
@@ -329,16 +369,16 @@ fn resolve_local(spec: &str) -> Result<Vec<Input>> {
             path: spec.to_owned(),
         });
     }
-    files.into_iter().map(local_input).collect()
+    files.into_iter().map(|p| local_input(p, want)).collect()
 }
 
-async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
+async fn resolve_url(spec: &str, want: Want) -> Result<Vec<Input>> {
     let url = Url::parse(spec).map_err(|e| Error::Usage(format!("bad URL `{spec}`: {e}")))?;
     if url.scheme() == "file" {
         let path = url
             .to_file_path()
             .map_err(|()| Error::Usage(format!("bad file URL `{spec}`")))?;
-        return resolve_local(&path.to_string_lossy());
+        return resolve_local(&path.to_string_lossy(), want);
     }
     let (store, root) = store_for(&url)?;
     let key = url.path().trim_start_matches('/').to_owned();
@@ -348,8 +388,11 @@ async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
         url: spec.to_owned(),
         source,
     };
+    if want == Want::Rows && Format::is_eval_log(&key) {
+        return Err(not_rows(spec));
+    }
     if !has_glob(&key)
-        && let Some(format) = Format::from_name(&key)
+        && let Some(format) = want.format_of(&key)
     {
         let size = store.head(&decoded).await.map_err(store_err)?.size;
         return Ok(vec![Input {
@@ -386,7 +429,7 @@ async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
     let mut inputs = Vec::new();
     for meta in objects {
         let name = meta.location.to_string();
-        let Some(format) = Format::from_name(&name) else {
+        let Some(format) = want.format_of(&name) else {
             continue;
         };
         if pattern.as_ref().is_some_and(|p| !p.matches(&name)) {
@@ -415,14 +458,25 @@ async fn resolve_url(spec: &str) -> Result<Vec<Input>> {
     Ok(inputs)
 }
 
-/// Resolves input specs (paths, folders, globs, URLs) to files, in the order given.
+/// Resolves input specs (paths, folders, globs, URLs) to row files, in the order given. An
+/// inspect_ai `.eval` log is not rows: folders and globs skip it, and naming one is a usage error.
 pub async fn resolve(specs: &[String]) -> Result<Vec<Input>> {
+    resolve_as(specs, Want::Rows).await
+}
+
+/// Resolves input specs to trace files for `wai ingest`: what [`resolve`] finds, and inspect_ai
+/// `.eval` logs (tagged JSON Lines; ingest reads each file by its content).
+pub async fn resolve_traces(specs: &[String]) -> Result<Vec<Input>> {
+    resolve_as(specs, Want::Traces).await
+}
+
+async fn resolve_as(specs: &[String], want: Want) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     for spec in specs {
         if is_url(spec) {
-            out.extend(resolve_url(spec).await?);
+            out.extend(resolve_url(spec, want).await?);
         } else {
-            out.extend(resolve_local(spec)?);
+            out.extend(resolve_local(spec, want)?);
         }
     }
     Ok(out)
@@ -490,7 +544,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join("rows.jsonl");
         std::fs::write(&path, "{\"task_id\": \"a\"}\n").expect("written");
-        let inputs = vec![local_input(path.clone()).expect("an input")];
+        let inputs = vec![local_input(path.clone(), Want::Rows).expect("an input")];
         let pins = pin(&inputs).expect("pinned");
         assert!(unchanged(&inputs, &pins, "select").is_ok());
         // Another file of the same size moved into its place.

@@ -396,6 +396,54 @@ fn pass_at_on_an_inspect_log_equals_inspects_reducers() {
 }
 
 #[test]
+fn an_eval_log_is_read_by_ingest_alone() {
+    // A folder holding an `.eval` log beside rows: ingest reads the log, other commands read
+    // the rows and skip the log; naming the log to another command says to ingest it.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(inspect_log("orders.eval"), dir.path().join("orders.eval")).unwrap();
+    std::fs::copy(
+        fixture("example_scored.jsonl"),
+        dir.path().join("rows.jsonl"),
+    )
+    .unwrap();
+    let o = wai()
+        .args(["--json", "pass-at", "--k", "2", "--min-k", "2"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        report["results"][0]["n_groups"], 50,
+        "the rows, not the log"
+    );
+    let o = wai()
+        .args(["pass-at", "--k", "2"])
+        .arg(dir.path().join("orders.eval"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("is an inspect_ai log") && stderr.contains("wai ingest"),
+        "{stderr}"
+    );
+    // The same archive under another name is still no rows (its first bytes say zip).
+    let renamed = dir.path().join("log.bin");
+    std::fs::copy(inspect_log("orders.eval"), &renamed).unwrap();
+    let o = wai()
+        .args(["pass-at", "--k", "2"])
+        .arg(&renamed)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    // ingest on the folder reads both: the log's 12 samples and the 200 rows.
+    let (report, rows, _d) = ingest(dir.path(), &[]);
+    assert_eq!(report["inputs"].as_array().unwrap().len(), 2);
+    assert_eq!(rows.len(), 212);
+}
+
+#[test]
 fn pass_at_below_the_floor_names_the_flag_that_lowers_it() {
     let (_, _, dir) = ingest(&inspect_log("orders.eval"), &[]);
     let o = wai()
@@ -478,10 +526,22 @@ fn otel_content_on_spans_in_logs_or_nowhere() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     check(&read_jsonl(&out), true);
-    // A logs file alone gives the conversations' text.
+    // A logs file alone gives the conversations' text, and their steps from the tool calls
+    // inside the messages (the tool spans are in the other file).
     let (report, rows, _d) = ingest(&otel_fixture("openai_v2_event_only.logs.jsonl"), &[]);
     assert_eq!(report["inputs"][0]["format"], "otel");
     assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.");
+    assert_eq!(
+        rows[0]["steps"],
+        json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": {"order_id": "A1", "status": "shipped"}, "tool_call_id": "call_2"}])
+    );
+    assert_eq!(rows[3]["steps"][0]["result"], "error: database timeout");
+    // With the spans, the tool span and the message call are one step, carrying its call id.
+    let (_, rows, _d) = ingest(&otel_fixture("openai_v2_span_only.traces.jsonl"), &[]);
+    for r in &rows {
+        assert_eq!(r["steps"].as_array().unwrap().len(), 1, "{r}");
+        assert_eq!(r["steps"][0]["tool_call_id"], "call_2");
+    }
 }
 
 #[test]
@@ -506,4 +566,181 @@ fn an_otel_file_without_rollouts_is_hollow() {
         out.contains("1 trace had no GenAI span") && out.contains("hollow"),
         "{out}"
     );
+}
+
+/// OTLP JSON that OpenLLMetry's opentelemetry-instrumentation-openai wrote for the same four
+/// rollouts, no tool spans (the tool calls are only inside the messages): 0.47.5 in indexed
+/// attributes (`gen_ai.prompt.N.*`, `gen_ai.completion.N.tool_calls.M.*`,
+/// `llm.request.functions.N.*`), 0.62.4 in the latest conventions' message lists with
+/// `gen_ai.tool.definitions`.
+#[test]
+fn openllmetry_spans_indexed_or_as_message_lists() {
+    for name in [
+        "openllmetry_indexed.traces.jsonl",
+        "openllmetry_messages.traces.jsonl",
+    ] {
+        let (report, rows, _d) = ingest(&otel_fixture(name), &[]);
+        assert_eq!(report["inputs"][0]["format"], "otel", "{name}");
+        assert_eq!(rows.len(), 4, "{name}");
+        let tasks: Vec<&Value> = rows.iter().map(|r| &r["task_id"]).collect();
+        assert_eq!(
+            tasks,
+            [
+                &json!("task-A1"),
+                &json!("task-A1"),
+                &json!("task-B2"),
+                &json!("task-B2")
+            ],
+            "{name}"
+        );
+        let rewards: Vec<&Value> = rows.iter().map(|r| &r["reward"]).collect();
+        assert_eq!(
+            rewards,
+            [&json!(1), &json!(1), &json!(1), &json!(0)],
+            "{name}"
+        );
+        let first = &rows[0];
+        assert_eq!(first["prompt"], "Where is order A1?", "{name}");
+        assert_eq!(first["final_text"], "Order A1 has shipped.", "{name}");
+        assert_eq!(
+            first["steps"],
+            json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": {"order_id": "A1", "status": "shipped"}, "tool_call_id": "call_2"}]),
+            "{name}: the call in the first reply and its result in the second request are one step"
+        );
+        assert_eq!(first["tools_used"], json!(["lookup_order"]), "{name}");
+        assert_eq!(
+            (&first["model_version"], &first["finish_reason"]),
+            (&json!("fake-model-2024-01-01"), &json!("stop")),
+            "{name}"
+        );
+        assert_eq!(
+            first["usage"],
+            json!({"input_tokens": 20, "output_tokens": 10}),
+            "{name}"
+        );
+        assert_eq!(
+            first["tool_definitions"][0]["name"], "lookup_order",
+            "{name}: the request's tools ride in extra"
+        );
+        assert_eq!(
+            first["tool_definitions"][0]["parameters"]["required"],
+            json!(["order_id"]),
+            "{name}"
+        );
+        assert_eq!(
+            rows[3]["steps"][0]["result"], "error: database timeout",
+            "{name}"
+        );
+        assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.", "{name}");
+    }
+}
+
+/// OTLP JSON that the OpenAI Agents SDK (openai-agents 0.24.0, offline against the fake server
+/// through the chat completions API, its export to OpenAI off) wrote through OpenTelemetry's
+/// bridge (opentelemetry-instrumentation-openai-agents-v2 0.1.0): `invoke_agent`, `chat` and
+/// `execute_tool` spans under a root span of ours.
+#[test]
+fn agents_sdk_spans_become_rows() {
+    let (report, rows, _d) = ingest(&otel_fixture("openai_agents.traces.jsonl"), &[]);
+    assert_eq!(report["inputs"][0]["format"], "otel");
+    assert_eq!(rows.len(), 4);
+    let rewards: Vec<&Value> = rows.iter().map(|r| &r["reward"]).collect();
+    assert_eq!(rewards, [&json!(1), &json!(1), &json!(1), &json!(0)]);
+    let first = &rows[0];
+    assert_eq!(
+        (&first["task_id"], &first["prompt"], &first["final_text"]),
+        (
+            &json!("task-A1"),
+            &json!("Where is order A1?"),
+            &json!("Order A1 has shipped.")
+        )
+    );
+    assert_eq!(
+        first["steps"],
+        json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": {"order_id": "A1", "status": "shipped"}, "tool_call_id": "call_2"}]),
+        "the tool span (no call id) and the call in the history are one step"
+    );
+    assert_eq!(
+        first["agent_name"], "orders",
+        "the invoke_agent span names the agent"
+    );
+    assert_eq!(
+        first["usage"],
+        json!({"input_tokens": 20, "output_tokens": 10})
+    );
+    let failed = &rows[3]["steps"][0]["result"];
+    assert_eq!(failed["status"], "error");
+    assert_eq!(failed["output"], "error: database timeout");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("database timeout"),
+        "the span status's message: {failed}"
+    );
+}
+
+#[test]
+fn every_record_that_gives_no_row_is_counted_by_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("mixed.jsonl");
+    let good = std::fs::read_to_string(fixture("otel_spans.jsonl")).unwrap();
+    let first = good.lines().next().unwrap();
+    let http = r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "t-http", "spanId": "s1", "name": "GET /", "attributes": [{"key": "http.method", "value": {"stringValue": "GET"}}]}]}]}]}"#;
+    let empty = r#"{"resourceSpans": []}"#;
+    std::fs::write(
+        &input,
+        format!("{first}\n{http}\n{empty}\n{{\"resourceSpans\": [oops\n"),
+    )
+    .unwrap();
+    let rejects = dir.path().join("r.jsonl");
+    let (report, rows, _d) = ingest(
+        &input,
+        &["--format", "otel", "--rejects", rejects.to_str().unwrap()],
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        report["not_rows"],
+        json!({"no_spans": 1, "not_genai": 1, "not_json": 1})
+    );
+    let set_aside = read_jsonl(&rejects);
+    let kinds: Vec<(&str, u64)> = set_aside
+        .iter()
+        .map(|r| (r["kind"].as_str().unwrap(), r["line"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("not_json", 4), ("no_spans", 3), ("not_genai", 2)]);
+    assert!(
+        set_aside[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("trace `t-http`"),
+        "{set_aside:?}"
+    );
+    assert!(set_aside[2]["text"].as_str().unwrap().contains("GET /"));
+
+    // Without a rejects file the run still counts them, and says how to keep them; the bad
+    // JSON alone stops it.
+    let clean = dir.path().join("clean.jsonl");
+    std::fs::write(&clean, format!("{first}\n{http}\n{empty}\n")).unwrap();
+    let out = dir.path().join("rows.jsonl");
+    let o = wai()
+        .arg("ingest")
+        .arg(&clean)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("records that gave no row, by reason: no_spans 1, not_genai 1")
+            && text.contains("--rejects FILE"),
+        "{text}"
+    );
+    // Bad chat records are counted by reason too.
+    let (report, _, _d) = ingest(
+        &fixture("chat_rollouts.jsonl"),
+        &["--rejects", dir.path().join("c.jsonl").to_str().unwrap()],
+    );
+    assert_eq!(report["not_rows"], json!({"bad_field": 2}));
 }

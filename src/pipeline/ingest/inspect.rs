@@ -2,7 +2,8 @@
 //!
 //! Input: a `.eval` log (a zip archive whose members are JSON, compressed with zstd or deflate:
 //! `header.json` holds the eval, `samples/<id>_epoch_<n>.json` one sample each), read member by
-//! member so memory holds the archive and one sample; a `.json` log (one object with `eval` and
+//! member from the file (its central directory, then the samples in order, a batch at a time:
+//! never the whole archive in memory); a `.json` log (one object with `eval` and
 //! `samples`), read whole; or samples one per line.
 //!
 //! Mapping: `id` → `task_id`, `epoch` → `rollout_index` (inspect counts epochs from 1, rows
@@ -20,7 +21,7 @@
 //! 1/0, `C`/`I`/`P`/`N` as 1/0/0.5/0, `yes`/`true` 1 and `no`/`false` 0, numeric strings as
 //! numbers; any other string is an error naming the scorer.
 
-use std::io::{Cursor, Read};
+use std::io::{Read, Seek};
 
 use serde_json::{Map, Value, json};
 
@@ -339,19 +340,20 @@ pub fn decode(bytes: &[u8], info: &EvalInfo, score: Option<&str>) -> Result<Reco
     row::decode(to_row(value, info, score)?)
 }
 
-/// A `.eval` archive's members: the eval's info and, one by one, each sample's name and text.
-pub struct Archive {
-    zip: zip::ZipArchive<Cursor<Vec<u8>>>,
+/// A `.eval` archive's members: the eval's info and, one by one, each sample's name and text,
+/// read from `R` (a file) as they are asked for.
+pub struct Archive<R> {
+    zip: zip::ZipArchive<R>,
     /// The samples' member indices, in archive order.
     samples: Vec<usize>,
     /// The eval (from `header.json`, else `_journal/start.json`).
     pub info: EvalInfo,
 }
 
-impl Archive {
-    /// Opens an archive held in memory.
-    pub fn open(bytes: Vec<u8>) -> Result<Self, String> {
-        let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| e.to_string())?;
+impl<R: Read + Seek> Archive<R> {
+    /// Opens an archive: reads its central directory and its header, nothing else.
+    pub fn open(reader: R) -> Result<Self, String> {
+        let mut zip = zip::ZipArchive::new(reader).map_err(|e| e.to_string())?;
         let mut samples = Vec::new();
         for i in 0..zip.len() {
             let name = zip.name_for_index(i).unwrap_or_default();
@@ -396,7 +398,10 @@ impl Archive {
     }
 }
 
-fn read_member(zip: &mut zip::ZipArchive<Cursor<Vec<u8>>>, name: &str) -> Result<Vec<u8>, String> {
+fn read_member<R: Read + Seek>(
+    zip: &mut zip::ZipArchive<R>,
+    name: &str,
+) -> Result<Vec<u8>, String> {
     let mut file = zip.by_name(name).map_err(|e| e.to_string())?;
     let mut text = Vec::new();
     file.read_to_end(&mut text).map_err(|e| e.to_string())?;

@@ -11,7 +11,7 @@ pub mod inspect;
 pub mod otel;
 mod wire;
 
-use std::io::Read;
+use std::io::{Read, Seek};
 
 use serde_json::Value;
 
@@ -159,12 +159,55 @@ fn line_at(text: &[u8], offset: usize) -> u64 {
 }
 
 /// What a read set aside or marked beyond rows and rejects, for the report's warnings.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Notes {
     /// `OTel` conversations that carried no message content (rows marked `no_content`).
     pub no_content: u64,
     /// `OTel` traces with no GenAI span (not rollouts: no row).
     pub not_genai: u64,
+    /// Records that are no rollout and no error (they never stop a run), by kind:
+    /// `not_genai` (a trace without a GenAI span), `no_spans` (an OTLP document holding no
+    /// span or log record).
+    pub skipped: std::collections::BTreeMap<&'static str, u64>,
+    /// When the run keeps rejects: those records, with their kind, for the rejects file.
+    pub kept: Option<Vec<io::Reject>>,
+}
+
+impl Notes {
+    /// Counts a record that gives no row, and keeps it when the run keeps rejects.
+    fn skip(
+        &mut self,
+        kind: &'static str,
+        file: &str,
+        line: u64,
+        reason: String,
+        text: impl FnOnce() -> String,
+    ) {
+        *self.skipped.entry(kind).or_default() += 1;
+        if let Some(kept) = &mut self.kept {
+            kept.push(io::Reject {
+                file: file.to_owned(),
+                line,
+                field: None,
+                reason,
+                kind: Some(kind),
+                text: text(),
+            });
+        }
+    }
+}
+
+/// The kind of a record set aside as bad (for the report's count by reason).
+pub fn reject_kind(r: &io::Reject) -> &'static str {
+    if r.reason.starts_with("not valid JSON") || r.reason.contains("not valid JSON") {
+        "not_json"
+    } else if r.reason.contains("duplicate rollout_id") {
+        "duplicate_rollout_id"
+    } else if r.field.is_some() {
+        "bad_field"
+    } else {
+        "bad_record"
+    }
 }
 
 /// Reads one input of a known `format` into `accept`.
@@ -197,45 +240,115 @@ pub fn read(
             reader
                 .read_to_end(&mut text)
                 .map_err(|e| Error::io(name, e))?;
-            progress(text.len() as u64);
-            let mut spans = Vec::new();
+            read_otel(name, &text, opts, accept, progress, notes)
+        }
+    }
+}
+
+/// The spans of each line of `text` when every non-blank line is one JSON value (the
+/// collector's file exporter writes one batch a line), parsed in parallel, with the lines'
+/// documents that hold no span; `None` when some line is not (a document over many lines, or
+/// broken JSON), for the sequential reading.
+fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<(u64, Vec<otel::Span>, Vec<String>)>> {
+    use rayon::prelude::*;
+    let mut lines = Vec::new();
+    let mut start = 0usize;
+    for (n, end) in memchr::memchr_iter(b'\n', text)
+        .chain(std::iter::once(text.len()))
+        .enumerate()
+    {
+        if start <= end && !text[start..end].trim_ascii().is_empty() {
+            lines.push((n as u64 + 1, start, end));
+        }
+        start = end + 1;
+    }
+    lines
+        .into_par_iter()
+        .map(|(line, start, end)| {
+            let record: Value = serde_json::from_slice(&text[start..end]).ok()?;
+            let items = match record {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            let (mut spans, mut empty) = (Vec::new(), Vec::new());
             let mut order = 0usize;
-            let mut stream = serde_json::Deserializer::from_slice(&text).into_iter::<Value>();
-            loop {
-                let offset = stream.byte_offset();
-                match stream.next() {
-                    None => break,
-                    Some(Ok(Value::Array(items))) => {
-                        for item in &items {
-                            spans.extend(otel::spans(item, line_at(&text, offset), &mut order));
-                        }
-                    }
-                    Some(Ok(record)) => {
-                        spans.extend(otel::spans(&record, line_at(&text, offset), &mut order))
-                    }
-                    Some(Err(e)) => {
-                        // The rest of the file cannot be framed: set it aside as one bad record.
-                        let rest = text[offset..].trim_ascii();
-                        let err = FieldError {
-                            field: None,
-                            message: format!(
-                                "not valid JSON: {e}; the rest of the file is not read"
-                            ),
-                        };
-                        accept.take(name, line_at(&text, offset), rest, Err(err))?;
-                        break;
-                    }
+            for item in &items {
+                let found = otel::spans(item, line, &mut order);
+                if found.is_empty() {
+                    empty.push(if keep {
+                        item.to_string()
+                    } else {
+                        String::new()
+                    });
                 }
+                spans.extend(found);
             }
-            for conv in otel::group(spans) {
-                let line = conv.spans.first().map_or(1, |s| s.line);
-                let Some(row) = otel::to_row(&conv, &opts.otel) else {
-                    notes.not_genai += 1;
-                    continue;
-                };
-                if row.get("no_content").is_some() {
-                    notes.no_content += 1;
+            Some((line, spans, empty))
+        })
+        .collect()
+}
+
+/// Reads OTLP JSON (every OTLP input of a run, joined): spans and log records grouped into
+/// conversations, one row each. Lines parse in parallel, and rows are made in parallel a chunk
+/// of conversations at a time, taken in order.
+pub fn read_otel(
+    name: &str,
+    text: &[u8],
+    opts: &Options,
+    accept: &mut Accept<'_, '_>,
+    progress: &dyn Fn(u64),
+    notes: &mut Notes,
+) -> Result<()> {
+    use rayon::prelude::*;
+    progress(text.len() as u64);
+    const NO_SPANS: &str = "an OTLP document holding no span or log record (`resourceSpans`, `resourceLogs`, `spans`, or a span)";
+    let mut spans = Vec::new();
+    if let Some(lines) = otel_lines(text, notes.kept.is_some()) {
+        for (line, found, empty) in lines {
+            for item in empty {
+                notes.skip("no_spans", name, line, NO_SPANS.into(), || item);
+            }
+            spans.extend(found);
+        }
+    } else {
+        let mut order = 0usize;
+        let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<Value>();
+        loop {
+            let offset = stream.byte_offset();
+            let record = match stream.next() {
+                None => break,
+                Some(Ok(Value::Array(items))) => items,
+                Some(Ok(record)) => vec![record],
+                Some(Err(e)) => {
+                    // The rest of the file cannot be framed: set it aside as one bad record.
+                    let rest = text[offset..].trim_ascii();
+                    let err = FieldError {
+                        field: None,
+                        message: format!("not valid JSON: {e}; the rest of the file is not read"),
+                    };
+                    accept.take(name, line_at(text, offset), rest, Err(err))?;
+                    break;
                 }
+            };
+            let line = line_at(text, offset);
+            for item in &record {
+                let found = otel::spans(item, line, &mut order);
+                if found.is_empty() {
+                    notes.skip("no_spans", name, line, NO_SPANS.into(), || item.to_string());
+                }
+                spans.extend(found);
+            }
+        }
+    }
+    otel::renumber(&mut spans);
+    let convs = otel::group(spans);
+    for chunk in convs.chunks(4096) {
+        let made: Vec<_> = chunk
+            .par_iter()
+            .map(|conv| {
+                let line = conv.spans.first().map_or(1, |s| s.line);
+                let row = otel::to_row(conv, &opts.otel)?;
+                let no_content = row.get("no_content").is_some();
                 let text = serde_json::to_vec(&row).unwrap_or_default();
                 let first_span = conv
                     .spans
@@ -249,14 +362,78 @@ pub fn read(
                         conv.id, e.message
                     ),
                 });
-                accept.take(name, line, &text, result)?;
+                Some((line, no_content, text, result))
+            })
+            .collect();
+        for (conv, made) in chunk.iter().zip(made) {
+            let Some((line, no_content, text, result)) = made else {
+                notes.not_genai += 1;
+                notes.skip(
+                    "not_genai",
+                    name,
+                    conv.spans.first().map_or(1, |s| s.line),
+                    format!(
+                        "trace `{}`: no span speaks the GenAI conventions (`gen_ai.*`), so it is no rollout",
+                        conv.id
+                    ),
+                    || otel::summary(conv).to_string(),
+                );
+                continue;
+            };
+            if no_content {
+                notes.no_content += 1;
             }
-            Ok(())
+            accept.take(name, line, &text, result)?;
         }
     }
+    Ok(())
 }
 
-/// Reads an inspect_ai log: a `.eval` archive member by member, a `.json` log whole, or
+/// Reads an inspect_ai `.eval` archive from `file`, member by member: a batch of 256 samples in
+/// memory at a time, decoded in parallel.
+pub fn read_eval(
+    name: &str,
+    file: impl Read + Seek,
+    opts: &Options,
+    accept: &mut Accept<'_, '_>,
+    progress: &dyn Fn(u64),
+) -> Result<()> {
+    let score = opts.score.as_deref();
+    let bad = |message: String| Error::BadRow {
+        file: name.to_owned(),
+        line: 1,
+        field: None,
+        message,
+    };
+    use rayon::prelude::*;
+    // Members are read in order, a batch at a time, and decoded in parallel: memory holds one
+    // batch of samples.
+    const BATCH: usize = 256;
+    let mut archive = inspect::Archive::open(file)
+        .map_err(|e| bad(format!("not a readable inspect `.eval` archive: {e}")))?;
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut n = 0;
+    while n < archive.len() {
+        batch.clear();
+        while batch.len() < BATCH && n < archive.len() {
+            batch.push(archive.sample(n).map_err(bad)?);
+            n += 1;
+        }
+        let info = &archive.info;
+        let decoded: Vec<_> = batch
+            .par_iter()
+            .map(|(_, sample)| inspect::decode(sample, info, score))
+            .collect();
+        for ((member, sample), result) in batch.iter().zip(decoded) {
+            progress(sample.len() as u64);
+            accept.take(&format!("{name}:{member}"), 1, sample, result)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads an inspect_ai log: a `.eval` archive member by member (in memory, when it comes as a
+/// stream; [`read_eval`] reads one from its file), a `.json` log whole, or
 /// samples one per line.
 fn read_inspect(
     name: &str,
@@ -277,15 +454,7 @@ fn read_inspect(
         message,
     };
     if inspect::is_zip(&text) {
-        let mut archive = inspect::Archive::open(text)
-            .map_err(|e| bad(format!("not a readable inspect `.eval` archive: {e}")))?;
-        for n in 0..archive.len() {
-            let (member, sample) = archive.sample(n).map_err(bad)?;
-            progress(sample.len() as u64);
-            let result = inspect::decode(&sample, &archive.info, score);
-            accept.take(&format!("{name}:{member}"), 1, &sample, result)?;
-        }
-        return Ok(());
+        return read_eval(name, std::io::Cursor::new(text), opts, accept, progress);
     }
     progress(text.len() as u64);
     if inspect::is_json_log(&text) {

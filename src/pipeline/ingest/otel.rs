@@ -4,7 +4,9 @@
 //! .spans[]`, also `instrumentationLibrarySpans`), one batch per line or one document, or
 //! `{"spans": [...]}`, or bare span objects. Attributes are the OTLP list
 //! (`[{key, value: {stringValue|intValue|doubleValue|boolValue|arrayValue|kvlistValue}}]`) or a
-//! plain object; string values that hold JSON are parsed.
+//! plain object; string values that hold JSON are parsed. OpenLLMetry's indexed attributes
+//! (`gen_ai.prompt.N.*`, `gen_ai.completion.N.*`, `llm.request.functions.N.*`) are folded into
+//! message lists and tool definitions first.
 //!
 //! Grouping: each trace maps to the first conversation id (`gen_ai.conversation.id`,
 //! `conversation.id`, `session.id`, `gen_ai.session.id`, `thread.id`) any of its spans carries;
@@ -12,7 +14,12 @@
 //! spans run in start-time order (input order breaks ties).
 //!
 //! Per group: a tool span (a tool-arguments attribute, a `gen_ai.tool.name`, or
-//! `gen_ai.operation.name = execute_tool`) is a step `{tool, arguments, result}`; a failed tool
+//! `gen_ai.operation.name = execute_tool`) is a step `{tool, arguments, result, tool_call_id}`,
+//! and so is each tool call inside a message (OpenAI `tool_calls`, or `tool_call` parts), its
+//! result from the `tool` message or `tool_call_response` part of the same call id (else the
+//! first call waiting). A call is one step however often it is seen (each client call repeats
+//! the history; the tool span that ran it fills its step, its arguments and result winning);
+//! calls without an id are told apart by name and arguments; a failed tool
 //! (`gen_ai.tool.status` error/failed/failure, or span status ERROR) whose result is not an
 //! object with a `status` gets `{status: "error", output, error: <exception.message>}`. Other
 //! spans give user messages (the first distinct one is the prompt, later ones user steps) and
@@ -20,7 +27,8 @@
 //! current `parts` form. Usage is summed; the reward is the first value in [0, 1] of the reward
 //! attribute (`--reward-attr`) or of a `gen_ai.evaluation.result` event's score; the task id comes
 //! from `--task-attr` when a span carries it (else the prompt keys the task, as in the
-//! reference). The conversation id is the row's `rollout_id`.
+//! reference). The conversation id is the row's `rollout_id`; the first `gen_ai.tool.definitions`
+//! (or OpenLLMetry's request functions) rides in `extra` as `tool_definitions`.
 
 use std::collections::HashMap;
 
@@ -240,6 +248,8 @@ fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
         .map(str::to_owned);
+    let mut attrs = attributes(obj.get("attributes").unwrap_or(&Value::Null));
+    fold_indexed(&mut attrs);
     Some(Span {
         line,
         order,
@@ -247,7 +257,7 @@ fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
         id: text_field(obj, &["spanId", "span_id"]),
         name: text_field(obj, &["name"]),
         start,
-        attrs: attributes(obj.get("attributes").unwrap_or(&Value::Null)),
+        attrs,
         events,
         status_error,
         status_message,
@@ -311,6 +321,310 @@ fn read_log(v: &Value, line: u64, order: usize) -> Option<Span> {
         status_message: None,
         from_log: true,
     })
+}
+
+/// Folds OpenLLMetry's indexed attributes into the message lists the other shapes carry:
+/// `gen_ai.prompt.N.{role,content,tool_call_id}` and `gen_ai.prompt.N.tool_calls.M.{id,name,
+/// arguments}` become `gen_ai.prompt` (OpenAI-style messages), `gen_ai.completion.N.*` becomes
+/// `gen_ai.completion` (its `finish_reason`s `gen_ai.response.finish_reasons` when that is
+/// missing), and `llm.request.functions.N.{name,description,parameters}` becomes
+/// `gen_ai.tool.definitions`. The indexed keys are removed.
+fn fold_indexed(attrs: &mut Map<String, Value>) {
+    use std::collections::BTreeMap;
+    if !attrs.keys().any(|k| {
+        k.starts_with("gen_ai.prompt.")
+            || k.starts_with("gen_ai.completion.")
+            || k.starts_with("llm.request.functions.")
+    }) {
+        return;
+    }
+    type Indexed = BTreeMap<usize, (Map<String, Value>, BTreeMap<usize, Map<String, Value>>)>;
+    let mut lists: [Indexed; 3] = Default::default();
+    let prefixes = [
+        "gen_ai.prompt.",
+        "gen_ai.completion.",
+        "llm.request.functions.",
+    ];
+    let keys: Vec<String> = attrs.keys().cloned().collect();
+    for key in keys {
+        let Some((which, rest)) = prefixes
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| Some((i, key.strip_prefix(p)?)))
+        else {
+            continue;
+        };
+        let Some((n, field)) = rest
+            .split_once('.')
+            .and_then(|(n, f)| Some((n.parse::<usize>().ok()?, f.to_owned())))
+        else {
+            continue;
+        };
+        let Some(value) = attrs.shift_remove(&key) else {
+            continue;
+        };
+        let entry = lists[which].entry(n).or_default();
+        match field
+            .strip_prefix("tool_calls.")
+            .and_then(|r| r.split_once('.'))
+            .and_then(|(m, f)| Some((m.parse::<usize>().ok()?, f)))
+        {
+            Some((m, f)) => {
+                entry.1.entry(m).or_default().insert(f.to_owned(), value);
+            }
+            None => {
+                entry.0.insert(field, value);
+            }
+        }
+    }
+    let [prompt, completion, functions] = lists;
+    let messages = |list: Indexed| -> Vec<Value> {
+        list.into_values()
+            .map(|(mut m, calls)| {
+                if !calls.is_empty() {
+                    m.insert(
+                        "tool_calls".into(),
+                        Value::Array(calls.into_values().map(Value::Object).collect()),
+                    );
+                }
+                Value::Object(m)
+            })
+            .collect()
+    };
+    if !prompt.is_empty() {
+        let list = messages(prompt);
+        attrs.entry("gen_ai.prompt").or_insert(Value::Array(list));
+    }
+    if !completion.is_empty() {
+        let list = messages(completion);
+        let reasons: Vec<Value> = list
+            .iter()
+            .filter_map(|m| m.get("finish_reason").filter(|r| r.is_string()).cloned())
+            .collect();
+        if !reasons.is_empty() {
+            attrs
+                .entry("gen_ai.response.finish_reasons")
+                .or_insert(Value::Array(reasons));
+        }
+        attrs
+            .entry("gen_ai.completion")
+            .or_insert(Value::Array(list));
+    }
+    if !functions.is_empty() {
+        let defs = functions
+            .into_values()
+            .map(|(mut f, _)| {
+                f.insert("type".into(), Value::from("function"));
+                Value::Object(f)
+            })
+            .collect();
+        attrs
+            .entry("gen_ai.tool.definitions")
+            .or_insert(Value::Array(defs));
+    }
+}
+
+/// A tool call inside a message: its id, name and arguments.
+struct Call {
+    id: Option<String>,
+    name: String,
+    arguments: Value,
+}
+
+/// A JSON text parsed, anything else as it is.
+fn maybe_json(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.trim_start().starts_with(['{', '[']) => {
+            serde_json::from_str(s).unwrap_or_else(|_| v.clone())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The tool calls of one message: OpenAI's `tool_calls` (`{id, function: {name, arguments}}`,
+/// or flat `{id, name, arguments}` as OpenLLMetry folds them), and the current conventions'
+/// `tool_call` parts (in `parts`, or in `content` as a list).
+fn calls_in(m: &Value) -> Vec<Call> {
+    let mut out = Vec::new();
+    let call = |c: &Value| -> Option<Call> {
+        let f = c.get("function").filter(|f| f.is_object()).unwrap_or(c);
+        Some(Call {
+            id: text_field(c.as_object()?, &["id", "call_id"]),
+            name: f.get("name")?.as_str()?.to_owned(),
+            arguments: f.get("arguments").map_or_else(|| json!({}), maybe_json),
+        })
+    };
+    for c in m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        out.extend(call(c));
+    }
+    for key in ["parts", "content"] {
+        for p in m.get(key).and_then(Value::as_array).into_iter().flatten() {
+            if p.get("type").and_then(Value::as_str) == Some("tool_call") {
+                out.extend(call(p));
+            }
+        }
+    }
+    out
+}
+
+/// The tool results of one message: a `tool` message's content by its `tool_call_id`, and the
+/// current conventions' `tool_call_response` parts by their `id`.
+fn results_in(m: &Value) -> Vec<(Option<String>, Value)> {
+    let mut out = Vec::new();
+    let Some(obj) = m.as_object() else {
+        return out;
+    };
+    let mut from_parts = false;
+    for key in ["parts", "content"] {
+        for p in obj.get(key).and_then(Value::as_array).into_iter().flatten() {
+            if p.get("type").and_then(Value::as_str) == Some("tool_call_response") {
+                from_parts = true;
+                let result = p
+                    .get("response")
+                    .or_else(|| p.get("result"))
+                    .map_or(Value::Null, maybe_json);
+                out.push((p.as_object().and_then(|p| text_field(p, &["id"])), result));
+            }
+        }
+    }
+    if !from_parts && obj.get("role").and_then(Value::as_str) == Some("tool") {
+        let result = match obj.get("content") {
+            Some(c @ Value::Array(_)) => message_text(m).map_or_else(|| c.clone(), Value::from),
+            Some(c) => maybe_json(c),
+            None => Value::Null,
+        };
+        out.push((text_field(obj, &["tool_call_id", "id"]), result));
+    }
+    out
+}
+
+/// The steps of one conversation as they are built. A call is one step however often it is
+/// seen (each client call repeats the history; the tool span that ran it is another sighting):
+/// steps are found by call id, else by name and arguments (a tool span without a call id fills
+/// the step of the same call that no span has filled yet).
+#[derive(Default)]
+struct Steps {
+    list: Vec<Value>,
+    by_id: HashMap<String, usize>,
+    by_call: HashMap<String, Vec<usize>>,
+    /// Steps a tool span has filled.
+    spanned: Vec<bool>,
+    tools_used: Vec<Value>,
+}
+
+impl Steps {
+    fn call_key(name: &str, arguments: &Value) -> String {
+        format!("{name}\u{0}{arguments}")
+    }
+
+    fn push(&mut self, id: Option<String>, name: String, arguments: Value, result: Value) -> usize {
+        let i = self.list.len();
+        self.by_call
+            .entry(Self::call_key(&name, &arguments))
+            .or_default()
+            .push(i);
+        let mut step = Map::new();
+        step.insert("tool".into(), Value::from(name.clone()));
+        step.insert("arguments".into(), arguments);
+        step.insert("result".into(), result);
+        if let Some(id) = id {
+            self.by_id.insert(id.clone(), i);
+            step.insert("tool_call_id".into(), Value::from(id));
+        }
+        self.tools_used.push(Value::from(name));
+        self.list.push(Value::Object(step));
+        self.spanned.push(false);
+        i
+    }
+
+    /// A call inside a message: a new step, or nothing when it is one already (by id; or, for
+    /// a call without id or a step without one, by name and arguments).
+    fn message_call(&mut self, c: Call) {
+        if let Some(id) = &c.id
+            && self.by_id.contains_key(id)
+        {
+            return;
+        }
+        let same = self
+            .by_call
+            .get(&Self::call_key(&c.name, &c.arguments))
+            .and_then(|at| {
+                at.iter()
+                    .copied()
+                    .find(|&i| c.id.is_none() || self.list[i].get("tool_call_id").is_none())
+            });
+        match (same, c.id) {
+            (Some(i), Some(id)) => {
+                self.list[i]["tool_call_id"] = Value::from(id.clone());
+                self.by_id.insert(id, i);
+            }
+            (Some(_), None) => {}
+            (None, id) => {
+                self.push(id, c.name, c.arguments, Value::Null);
+            }
+        }
+    }
+
+    /// A result inside a message: fills its call's step (by id, else the first call waiting).
+    fn message_result(&mut self, id: Option<String>, result: Value) {
+        let at = match &id {
+            Some(id) => self.by_id.get(id).copied(),
+            None => self
+                .list
+                .iter()
+                .position(|s| s.get("tool").is_some() && s.get("result") == Some(&Value::Null)),
+        };
+        if let Some(i) = at
+            && self.list[i]["result"].is_null()
+        {
+            self.list[i]["result"] = result;
+        }
+    }
+
+    /// A tool span: fills the step of its call (its arguments and result win when it has
+    /// them), else a new step.
+    fn span_call(
+        &mut self,
+        id: Option<String>,
+        name: String,
+        arguments: Option<Value>,
+        result: Value,
+    ) {
+        let at = match &id {
+            Some(id) => self.by_id.get(id).copied(),
+            None => arguments.as_ref().and_then(|a| {
+                self.by_call
+                    .get(&Self::call_key(&name, a))?
+                    .iter()
+                    .copied()
+                    .find(|&i| !self.spanned[i])
+            }),
+        };
+        let i = match at {
+            Some(i) => {
+                let step = &mut self.list[i];
+                if let Some(a) = arguments {
+                    step["arguments"] = a;
+                }
+                if !result.is_null() {
+                    step["result"] = result;
+                }
+                i
+            }
+            None => self.push(id, name, arguments.unwrap_or_else(|| json!({})), result),
+        };
+        self.spanned[i] = true;
+    }
+
+    fn user(&mut self, text: String) {
+        self.list.push(json!({"user": text}));
+        self.spanned.push(false);
+    }
 }
 
 /// The spans in one OTLP record (a batch, `{"spans": [...]}`, or a span).
@@ -401,37 +715,6 @@ fn message_text(m: &Value) -> Option<String> {
     }
 }
 
-/// (role, text) of each message of an input or output attribute. A plain string is one message
-/// of `default_role`.
-fn messages(v: &Value, default_role: &str) -> Vec<(String, String)> {
-    match v {
-        Value::String(s) => vec![(default_role.to_owned(), s.clone())],
-        Value::Array(list) => list
-            .iter()
-            .filter_map(|m| {
-                let role = m
-                    .get("role")
-                    .and_then(Value::as_str)
-                    .unwrap_or(default_role)
-                    .to_owned();
-                Some((role, message_text(m)?))
-            })
-            .collect(),
-        Value::Object(_) => message_text(v)
-            .map(|t| {
-                vec![(
-                    v.get("role")
-                        .and_then(Value::as_str)
-                        .unwrap_or(default_role)
-                        .to_owned(),
-                    t,
-                )]
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    }
-}
-
 fn normalise(text: &str) -> String {
     text.split_whitespace()
         .collect::<Vec<_>>()
@@ -505,6 +788,25 @@ fn join_logs(spans: Vec<Span>) -> Vec<Span> {
     out
 }
 
+/// Numbers spans in the order they were read (input order breaks ties of start time).
+pub fn renumber(spans: &mut [Span]) {
+    for (i, s) in spans.iter_mut().enumerate() {
+        s.order = i;
+    }
+}
+
+/// What a conversation set aside holds, for the rejects file: its id and its spans' ids and
+/// names (the first 100).
+pub fn summary(conv: &Conversation) -> Value {
+    let spans: Vec<Value> = conv
+        .spans
+        .iter()
+        .take(100)
+        .map(|s| json!({"span_id": s.id, "name": s.name}))
+        .collect();
+    json!({"conversation": conv.id, "n_spans": conv.spans.len(), "spans": spans})
+}
+
 /// Whether a conversation's spans carry any message content.
 pub fn has_content(conv: &Conversation) -> bool {
     conv.spans.iter().any(|s| {
@@ -573,12 +875,11 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
     if !conv.spans.iter().any(|s| is_genai(s, fields)) {
         return None;
     }
-    let (mut prompt, mut seen, mut steps, mut final_text) = (
-        None::<String>,
-        Vec::<String>::new(),
-        Vec::<Value>::new(),
-        None::<String>,
-    );
+    let (mut prompt, mut seen, mut final_text) =
+        (None::<String>, Vec::<String>::new(), None::<String>);
+    let mut steps = Steps::default();
+    let mut definitions = None::<Value>;
+    let mut agent_named = false;
     let (mut usage_in, mut usage_out, mut any_usage) = (0u64, 0u64, false);
     let (mut reward, mut reason, mut model, mut task, mut agent) = (
         None,
@@ -587,7 +888,6 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
         None::<Value>,
         None::<String>,
     );
-    let mut tools_used = Vec::new();
     let mut ts = 0u64;
     let (mut finish, mut index) = (None::<String>, None::<i64>);
     for s in &conv.spans {
@@ -648,16 +948,27 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
                 .filter(|v| !v.is_null())
                 .cloned();
         }
-        if agent.is_none() {
-            agent = text_field(&s.attrs, &["gen_ai.agent.name"]);
+        if definitions.is_none() {
+            definitions = s
+                .attrs
+                .get("gen_ai.tool.definitions")
+                .filter(|d| d.as_array().is_some_and(|l| !l.is_empty()))
+                .cloned();
+        }
+        // The agent's own span names it (the Agents SDK's bridge gives its client spans a
+        // default name).
+        let op = s.attrs.get("gen_ai.operation.name").and_then(Value::as_str);
+        if agent.is_none() || matches!(op, Some("invoke_agent" | "create_agent")) && !agent_named {
+            if let Some(a) = text_field(&s.attrs, &["gen_ai.agent.name"]) {
+                agent_named = matches!(op, Some("invoke_agent" | "create_agent"));
+                agent = Some(a);
+            }
         }
         if is_tool(s) {
             let name = text_field(&s.attrs, &TOOL_NAME)
                 .or_else(|| s.name.clone())
                 .unwrap_or_else(|| "tool".into());
-            let arguments = first(&s.attrs, &TOOL_ARGS)
-                .cloned()
-                .unwrap_or_else(|| json!({}));
+            let arguments = first(&s.attrs, &TOOL_ARGS).cloned();
             let mut result = first(&s.attrs, &TOOL_RESULT)
                 .cloned()
                 .unwrap_or(Value::Null);
@@ -682,30 +993,48 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
                 }
                 result = Value::Object(wrapped);
             }
-            tools_used.push(Value::from(name.clone()));
-            steps.push(json!({"tool": name, "arguments": arguments, "result": result}));
+            let id = text_field(&s.attrs, &["gen_ai.tool.call.id"]);
+            steps.span_call(id, name, arguments, result);
             continue;
         }
-        if let Some(input) = first(&s.attrs, &INPUT) {
-            for (role, text) in messages(input, "user") {
-                if role != "user" || text.trim().is_empty() {
+        for (key, default_role) in [(&INPUT, "user"), (&OUTPUT, "assistant")] {
+            let Some(list) = first(&s.attrs, key) else {
+                continue;
+            };
+            let one;
+            let list: &[Value] = match list {
+                Value::Array(l) => l,
+                other => {
+                    one = [other.clone()];
+                    &one
+                }
+            };
+            for m in list {
+                for c in calls_in(m) {
+                    steps.message_call(c);
+                }
+                for (id, result) in results_in(m) {
+                    steps.message_result(id, result);
+                }
+                let role = m
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .unwrap_or(default_role);
+                let Some(text) = message_text(m).filter(|t| !t.trim().is_empty()) else {
                     continue;
-                }
-                let key = normalise(&text);
-                if seen.contains(&key) {
-                    continue;
-                }
-                seen.push(key);
-                if prompt.is_none() {
-                    prompt = Some(text);
-                } else {
-                    steps.push(json!({"user": text}));
-                }
-            }
-        }
-        if let Some(output) = first(&s.attrs, &OUTPUT) {
-            for (role, text) in messages(output, "assistant") {
-                if role == "assistant" && !text.trim().is_empty() {
+                };
+                if role == "user" && default_role == "user" {
+                    let key = normalise(&text);
+                    if seen.contains(&key) {
+                        continue;
+                    }
+                    seen.push(key);
+                    if prompt.is_none() {
+                        prompt = Some(text);
+                    } else {
+                        steps.user(text);
+                    }
+                } else if role == "assistant" && default_role == "assistant" {
                     final_text = Some(text);
                 }
             }
@@ -719,12 +1048,15 @@ pub fn to_row(conv: &Conversation, fields: &OtelFields) -> Option<Value> {
         row.insert("no_content".into(), Value::Bool(true));
     }
     row.insert("prompt".into(), Value::from(prompt.unwrap_or_default()));
-    row.insert("steps".into(), Value::Array(steps));
+    row.insert("steps".into(), Value::Array(steps.list));
     row.insert(
         "final_text".into(),
         Value::from(final_text.unwrap_or_default()),
     );
-    row.insert("tools_used".into(), Value::Array(tools_used));
+    row.insert("tools_used".into(), Value::Array(steps.tools_used));
+    if let Some(d) = definitions {
+        row.insert("tool_definitions".into(), d);
+    }
     if let Some(t) = task {
         row.insert("task_id".into(), t);
     }
@@ -870,5 +1202,75 @@ mod tests {
             row.get("reward").is_none(),
             "a missing reward stays missing"
         );
+    }
+
+    #[test]
+    fn calls_inside_messages_become_steps_once() {
+        // Two bare client calls of one trace, no tool span: the first reply calls a tool (no
+        // call id), the second request repeats that call in its history with the result.
+        let call = r#"{"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": "{\"q\": \"x\"}"}}]}"#;
+        let record = json!({"spans": [
+            {"traceId": "t", "spanId": "b", "startTimeUnixNano": 20, "attributes": {
+                "gen_ai.input.messages": format!(r#"[{{"role": "user", "content": "find x"}}, {call}, {{"role": "tool", "content": "{{\"hits\": 2}}"}}]"#),
+                "gen_ai.output.messages": r#"[{"role": "assistant", "content": "2 hits"}]"#}},
+            {"traceId": "t", "spanId": "a", "startTimeUnixNano": 10, "attributes": {
+                "gen_ai.input.messages": r#"[{"role": "user", "content": "find x"}]"#,
+                "gen_ai.output.messages": format!("[{call}]"),
+                "gen_ai.tool.definitions": r#"[{"type": "function", "name": "search"}]"#}},
+        ]});
+        let mut order = 0;
+        let convs = group(spans(&record, 1, &mut order));
+        let row = to_row(&convs[0], &OtelFields::default()).unwrap();
+        assert_eq!(
+            row["steps"],
+            json!([{"tool": "search", "arguments": {"q": "x"}, "result": {"hits": 2}}])
+        );
+        assert_eq!(
+            (&row["prompt"], &row["final_text"], &row["tools_used"]),
+            (&json!("find x"), &json!("2 hits"), &json!(["search"]))
+        );
+        assert_eq!(
+            row["tool_definitions"],
+            json!([{"type": "function", "name": "search"}])
+        );
+    }
+
+    #[test]
+    fn indexed_attributes_fold_into_messages() {
+        let mut attrs: Map<String, Value> = [
+            ("gen_ai.prompt.1.role", json!("tool")),
+            ("gen_ai.prompt.1.tool_call_id", json!("c1")),
+            ("gen_ai.prompt.1.content", json!({"ok": true})),
+            ("gen_ai.prompt.0.role", json!("user")),
+            ("gen_ai.prompt.0.content", json!("hi")),
+            ("gen_ai.completion.0.role", json!("assistant")),
+            ("gen_ai.completion.0.finish_reason", json!("tool_calls")),
+            ("gen_ai.completion.0.tool_calls.0.id", json!("c2")),
+            ("gen_ai.completion.0.tool_calls.0.name", json!("f")),
+            ("llm.request.functions.0.name", json!("f")),
+            ("gen_ai.system", json!("openai")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        fold_indexed(&mut attrs);
+        assert_eq!(
+            attrs["gen_ai.prompt"],
+            json!([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": {"ok": true}}])
+        );
+        assert_eq!(
+            attrs["gen_ai.completion"],
+            json!([{"role": "assistant", "finish_reason": "tool_calls", "tool_calls": [{"id": "c2", "name": "f"}]}])
+        );
+        assert_eq!(
+            attrs["gen_ai.response.finish_reasons"],
+            json!(["tool_calls"])
+        );
+        assert_eq!(
+            attrs["gen_ai.tool.definitions"],
+            json!([{"name": "f", "type": "function"}])
+        );
+        assert!(!attrs.keys().any(|k| k.starts_with("gen_ai.prompt.")));
+        assert_eq!(attrs["gen_ai.system"], "openai");
     }
 }
