@@ -108,12 +108,7 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format = output_format(&args.output.out, args.output.to)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
-    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
-    crate::pipeline::output::rejects_apart(
-        args.output.rejects.as_deref(),
-        &args.output.out,
-        &inputs,
-    )?;
+    crate::pipeline::output::rows_apart(&args.output.out, args.output.rejects.as_deref(), &inputs)?;
     tracing::info!(inputs = inputs.len(), output = %args.output.out.display(), "converting");
     let counts = stream_rows(
         ctx,

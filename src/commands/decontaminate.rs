@@ -209,13 +209,8 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
 
     // The training side, streamed.
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
-    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
     crate::pipeline::output::not_an_input(&args.output.out, &eval_inputs)?;
-    crate::pipeline::output::rejects_apart(
-        args.output.rejects.as_deref(),
-        &args.output.out,
-        &inputs,
-    )?;
+    crate::pipeline::output::rows_apart(&args.output.out, args.output.rejects.as_deref(), &inputs)?;
     let mut tally = Tally::default();
     let mut no_vector = 0_u64;
     // The dropped list streams to a temporary file beside its path, renamed when complete.

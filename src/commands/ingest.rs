@@ -62,12 +62,7 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let started = Instant::now();
     let out_format = super::convert::output_format(&args.output.out, args.output.to)?;
     let inputs = ctx.runtime.block_on(source::resolve_traces(&args.inputs))?;
-    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
-    crate::pipeline::output::rejects_apart(
-        args.output.rejects.as_deref(),
-        &args.output.out,
-        &inputs,
-    )?;
+    crate::pipeline::output::rows_apart(&args.output.out, args.output.rejects.as_deref(), &inputs)?;
     if let Some(p) = inputs.iter().find(|i| i.format == source::Format::Parquet) {
         return Err(Error::Usage(format!(
             "`{}` is Parquet, already rows: read it with `wai convert`",

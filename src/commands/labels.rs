@@ -33,12 +33,7 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     let inputs = ctx
         .runtime
         .block_on(source::resolve(std::slice::from_ref(&args.rows)))?;
-    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
-    crate::pipeline::output::rejects_apart(
-        args.output.rejects.as_deref(),
-        &args.output.out,
-        &inputs,
-    )?;
+    crate::pipeline::output::rows_apart(&args.output.out, args.output.rejects.as_deref(), &inputs)?;
 
     // First pass: which rows the labels' keys name. Rows are read as the second pass reads them,
     // so derived rollout ids agree.

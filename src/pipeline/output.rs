@@ -63,9 +63,10 @@ pub fn not_an_input(out: &Path, inputs: &[Input]) -> Result<()> {
     Ok(())
 }
 
-/// Checks a run's rejects file: not an input, and not the main output (the rejects, committed
-/// last, would replace it).
-pub fn rejects_apart(rejects: Option<&Path>, out: &Path, inputs: &[Input]) -> Result<()> {
+/// Checks a run's rows output and its rejects file: neither is an input (or holds one), and the
+/// rejects are not the main output (committed last, they would replace it).
+pub fn rows_apart(out: &Path, rejects: Option<&Path>, inputs: &[Input]) -> Result<()> {
+    not_an_input(out, inputs)?;
     let Some(rejects) = rejects else {
         return Ok(());
     };

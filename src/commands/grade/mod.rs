@@ -243,12 +243,7 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     // Every option is checked before a row is read: a bad floor fails now, not after the grade.
     let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
-    crate::pipeline::output::not_an_input(&args.output.out, &inputs)?;
-    crate::pipeline::output::rejects_apart(
-        args.output.rejects.as_deref(),
-        &args.output.out,
-        &inputs,
-    )?;
+    crate::pipeline::output::rows_apart(&args.output.out, args.output.rejects.as_deref(), &inputs)?;
 
     // The judges; a query judge runs first, over every row.
     let mut judges: Vec<Box<dyn Judge>> = Vec::new();

@@ -542,15 +542,7 @@ impl Needles {
 /// Whether `reply` gives `reference` as its answer: its last non-empty line, or all of it,
 /// equals the reference with case, ASCII punctuation and spacing set aside.
 fn gives_the_answer(reply: &str, reference: &str) -> bool {
-    let plain = |s: &str| -> String {
-        s.to_lowercase()
-            .chars()
-            .filter(|c| !c.is_ascii_punctuation())
-            .collect::<String>()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let plain = crate::stages::grade::verify::normalize;
     let want = plain(reference);
     !want.is_empty()
         && (reply

@@ -254,7 +254,9 @@ struct Row<'a> {
 }
 
 /// ASCII punctuation out, lowercase, white space collapsed.
-fn normalize(s: &str) -> String {
+/// `s` as the exact-match check compares it: lowercased, ASCII punctuation dropped, spacing
+/// collapsed.
+pub(crate) fn normalize(s: &str) -> String {
     s.to_lowercase()
         .chars()
         .filter(|c| !c.is_ascii_punctuation())
