@@ -459,3 +459,45 @@ fn few_tasks_say_the_interval_is_approximate_and_percentile_is_the_reference() {
             .starts_with("interval approximate: 8 tasks")
     );
 }
+
+/// Slices are read at the overall k unless a k is asked for (#30 item 11): a slice of long
+/// groups printed its own k (pass^28 beside an overall pass^4).
+#[test]
+fn slices_use_the_overall_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = Vec::new();
+    for (task, tier, n) in [
+        ("a", "easy", 4),
+        ("b", "easy", 4),
+        ("c", "long", 28),
+        ("d", "long", 28),
+    ] {
+        for i in 0..n {
+            rows.push(serde_json::json!({"task_id": task, "rollout_index": i, "reward": i64::from(i % 3 != 0), "dims": {"tier": tier}}));
+        }
+    }
+    let path = dir.path().join("rows.jsonl");
+    crate::support::write_rows(&path, &rows);
+    let r = crate::support::json_of(
+        crate::support::wai()
+            .args(["--json", "pass-at"])
+            .arg(&path)
+            .args(["--by", "dims.tier"]),
+    );
+    assert_eq!(r["results"][0]["k"], 4, "{r}");
+    let slices = r["slices"].as_array().unwrap();
+    assert_eq!(slices.len(), 2);
+    for s in slices {
+        assert_eq!(s["results"][0]["k"], 4, "slice {}: {r}", s["value"]);
+    }
+    // Asked for, a k is every slice's.
+    let r = crate::support::json_of(
+        crate::support::wai()
+            .args(["--json", "pass-at"])
+            .arg(&path)
+            .args(["--by", "dims.tier", "--k", "2"]),
+    );
+    for s in r["slices"].as_array().unwrap() {
+        assert_eq!(s["results"][0]["k"], 2);
+    }
+}

@@ -393,6 +393,16 @@ pub async fn run(
         .next()
         .unwrap_or_default();
     let overall_numbers = finish(&overall, opts);
+    // Slices are read at the overall k unless a k is asked for: a slice of long groups would
+    // otherwise print its own (pass^28 beside an overall pass^4), and the lines would not compare.
+    let slice_opts = if opts.k.is_empty() {
+        Options {
+            k: overall_numbers.iter().map(|r| r.k).collect(),
+            ..opts.clone()
+        }
+    } else {
+        opts.clone()
+    };
     let mut slices = Vec::new();
     for slice in by {
         let (tasks, facts) = plan(ctx, input.clone(), Some(slice)).await?;
@@ -400,7 +410,7 @@ pub async fn run(
             slices.push(SliceReport {
                 by: slice.name(),
                 value: data.value.clone(),
-                results: finish(&data, opts),
+                results: finish(&data, &slice_opts),
             });
         }
     }
