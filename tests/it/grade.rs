@@ -1004,3 +1004,28 @@ fn a_killed_grade_resumes_and_judges_only_what_is_missing() {
     );
     assert!(std::fs::read(&again).unwrap() == std::fs::read(&clean).unwrap());
 }
+
+/// A judge that prints NaN (Python's `json.dumps(float("nan"))`) gives `invalid_result` at
+/// once: the line was read as "not JSON" and ignored, so every row waited out its timeout
+/// (#30 item 14).
+#[test]
+fn a_nan_verdict_is_invalid_at_once_not_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("nan_judge.py");
+    std::fs::write(
+        &script,
+        "import json, sys\nfor line in sys.stdin:\n    req = json.loads(line)\n    print(json.dumps({\"id\": req[\"id\"], \"reward\": float(\"nan\"), \"reason\": \"NaN in a string stays\"}), flush=True)\n",
+    )
+    .unwrap();
+    let (rows, _) = grade(
+        dir.path(),
+        &fixture("grade_transcripts.jsonl"),
+        &[&format!("cmd:python3 {}", script.display())],
+        &["--timeout", "30", "--no-tools"],
+    );
+    assert!(!rows.is_empty());
+    for r in &rows {
+        assert_eq!(r["judge_status"], "invalid_result", "{r}");
+        assert!(r["reward"].is_null());
+    }
+}
