@@ -495,6 +495,8 @@ pub struct Report {
     pub n_eval_texts: u64,
     /// Eval texts (and prompts, for the semantic rule) that some training row hit.
     pub eval_items_touched: u64,
+    /// Eval tasks some training row shares (the same_task rule's hits).
+    pub eval_tasks_touched: u64,
     /// Words per n-gram.
     pub ngram: usize,
     /// The coverage that flags.
@@ -532,6 +534,8 @@ pub struct Tally {
     pub texts_hit: BTreeSet<u32>,
     /// Eval prompts hit (semantic).
     pub prompts_hit: BTreeSet<usize>,
+    /// Eval tasks a training row shares (same_task).
+    pub tasks_hit: BTreeSet<String>,
 }
 
 impl Tally {
@@ -539,6 +543,9 @@ impl Tally {
     pub fn add(&mut self, hit: Hit) {
         *self.by_rule.entry(hit.rule).or_default() += 1;
         *self.by_field.entry(hit.field.clone()).or_default() += 1;
+        if let (Rule::SameTask, Some(task)) = (hit.rule, &hit.task) {
+            self.tasks_hit.insert(task.clone());
+        }
         match (hit.rule, hit.eval_text) {
             (Rule::Semantic, Some(p)) => {
                 self.prompts_hit.insert(p as usize);
@@ -621,6 +628,15 @@ pub fn report(
         }
         notes.push(line);
     }
+    if index.n_rows == 0 {
+        notes.push("the eval set holds no rows: nothing was compared, and nothing could be dropped; check --against".to_owned());
+    }
+    if tally.n > 0 && dropped == tally.n {
+        notes.push(format!(
+            "every training row was dropped ({dropped} of {}): check that --against is the eval set and not the training rows themselves",
+            tally.n
+        ));
+    }
     if embedder && count(Rule::Semantic) > 0 {
         notes.push("semantic flags are a question, not a verdict: read the examples before trusting the drop.".to_owned());
     }
@@ -642,6 +658,7 @@ pub fn report(
         n_eval_rows: index.n_rows,
         n_eval_texts: index.texts.len() as u64,
         eval_items_touched: (tally.texts_hit.len() + tally.prompts_hit.len()) as u64,
+        eval_tasks_touched: tally.tasks_hit.len() as u64,
         ngram: opts.n,
         overlap: opts.overlap.clamp(0.0, 1.0),
         similarity: opts.similarity,
@@ -670,10 +687,11 @@ impl std::fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "eval: {} rows, {} texts; {} eval items touched by a training row; n={} overlap={}{}",
+            "eval: {} rows, {} texts; {} eval texts and {} eval tasks touched by a training row; n={} overlap={}{}",
             self.n_eval_rows,
             self.n_eval_texts,
             self.eval_items_touched,
+            self.eval_tasks_touched,
             self.ngram,
             self.overlap,
             self.similarity

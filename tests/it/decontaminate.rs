@@ -475,3 +475,29 @@ fn a_key_the_server_echoes_and_url_credentials_are_redacted() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// Decontaminating the training rows against themselves drops every row by `same_task`: the
+/// report says how many eval tasks were touched (it said "0 eval items touched") and warns
+/// that everything went (#30 item 15).
+#[test]
+fn a_total_drop_is_called_out_and_the_tasks_it_touched_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("clean.jsonl");
+    let r = crate::support::json_of(
+        crate::support::wai()
+            .args(["--json", "decontaminate"])
+            .arg(crate::support::fixture("example_rows.jsonl"))
+            .arg("--against")
+            .arg(crate::support::fixture("example_rows.jsonl"))
+            .arg("--out")
+            .arg(&out),
+    );
+    assert_eq!(r["n_kept"], 0, "{r}");
+    assert_eq!(r["eval_tasks_touched"], 50, "{r}");
+    assert!(
+        r["notes"]
+            .to_string()
+            .contains("every training row was dropped (200 of 200)"),
+        "{r}"
+    );
+}
