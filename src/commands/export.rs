@@ -1003,7 +1003,7 @@ fn for_parquet(row: &serde_json::Map<String, Value>) -> serde_json::Map<String, 
                 Value::Number(_) if INTEGERS.contains(&key) => v.clone(),
                 Value::Null => Value::Null,
                 Value::String(_) if TEXTS.contains(&key) => v.clone(),
-                other if TEXTS.contains(&key) => Value::String(other.to_string()),
+                // Free-form values, and a plain-text field that is not text, as JSON text.
                 other => Value::String(other.to_string()),
             };
             (k.clone(), v)

@@ -511,7 +511,8 @@ impl<'a> Wire<'a> {
                 texts.extend(t.calls.iter().map(|(_, _, args)| args.as_str()));
             }
             let lineage_value = lineage.map(|l| &l.value);
-            let sampling_value = cache.sampling.text.is_some().then(|| &cache.sampling.value);
+            // The carry loop above left this row's sampling in the cache, when it has one.
+            let sampling_value = self.sampling.get(i).map(|_| &cache.sampling.value);
             for (k, source) in &self.carry {
                 if *k == col::PROMPT {
                     continue;
@@ -523,11 +524,7 @@ impl<'a> Wire<'a> {
                 match source {
                     Carried::Text(a) => texts.extend(a.get(i)),
                     Carried::Lineage => strings_of(lineage_value, &mut texts),
-                    Carried::Sampling => {
-                        if self.sampling.get(i).is_some() {
-                            strings_of(sampling_value, &mut texts);
-                        }
-                    }
+                    Carried::Sampling => strings_of(sampling_value, &mut texts),
                     Carried::Reward | Carried::Extra => {}
                 }
             }
