@@ -1033,6 +1033,15 @@ pub enum RowFormat {
     Parquet,
 }
 
+impl From<RowFormat> for crate::pipeline::source::Format {
+    fn from(f: RowFormat) -> Self {
+        match f {
+            RowFormat::Jsonl => Self::Jsonl,
+            RowFormat::Parquet => Self::Parquet,
+        }
+    }
+}
+
 /// `wai convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {

@@ -50,6 +50,15 @@ pub enum Error {
     /// The command line or an option is wrong.
     #[error("{0}")]
     Usage(String),
+    /// A stage's option is out of range or contradicts another: named by its key in the stage's
+    /// `Options` (the command line names it by its flag instead).
+    #[error("option `{key}`: {message}")]
+    Option {
+        /// The option's key, as the `Options` struct (and a pipeline file) spells it.
+        key: String,
+        /// What is wrong, and what would be right.
+        message: String,
+    },
     /// An input path or URL matched nothing.
     #[error("no input at `{path}`")]
     MissingInput {
@@ -135,6 +144,14 @@ impl Error {
         }
     }
 
+    /// An option of a stage is wrong: `key` is its name in the stage's `Options`.
+    pub fn option(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Option {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
@@ -150,7 +167,7 @@ impl Error {
                 ExitStatus::DataError
             }
             Self::Parquet(_) => ExitStatus::DataError,
-            Self::Usage(_) => ExitStatus::Usage,
+            Self::Usage(_) | Self::Option { .. } => ExitStatus::Usage,
             Self::MissingInput { .. } => ExitStatus::NoInput,
             Self::Io { .. } => ExitStatus::IoError,
             Self::Store { source, .. } => match source {

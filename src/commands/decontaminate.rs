@@ -118,7 +118,8 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
             )));
         }
     }
-    let format = super::convert::output_format(&args.output.out, args.output.to)?;
+    let format =
+        crate::pipeline::rows_out::output_format(&args.output.out, args.output.to.map(Into::into))?;
     let spec = args.embedder.as_deref().map(Spec::parse).transpose()?;
     let opts = Options {
         fields: args.fields.clone(),
@@ -222,10 +223,11 @@ pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
         }
         None => None,
     };
-    let counts = super::convert::stream_rows(
+    let counts = crate::pipeline::rows_out::stream_rows(
         ctx,
         &inputs,
-        &args.output,
+        &args.output.out,
+        args.output.rejects.as_deref(),
         format,
         "decontaminating",
         &mut |batch| {

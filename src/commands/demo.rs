@@ -66,11 +66,13 @@ pub fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
     opts.repeats = Some(4);
     opts.phrasings = Some(8);
     let mut agent = SeededAgent::new(args.rate, &[]).map_err(Error::Usage)?;
-    let mut rows_sink =
-        super::convert::sink(&rows_path, super::convert::output_format(&rows_path, None)?)?;
-    let mut scored_sink = super::convert::sink(
+    let mut rows_sink = crate::pipeline::rows_out::sink(
+        &rows_path,
+        crate::pipeline::rows_out::output_format(&rows_path, None)?,
+    )?;
+    let mut scored_sink = crate::pipeline::rows_out::sink(
         &scored_path,
-        super::convert::output_format(&scored_path, None)?,
+        crate::pipeline::rows_out::output_format(&scored_path, None)?,
     )?;
     // Grade as the rows land: the built-in program judge of the policy.
     let mut judge = DemoJudge;

@@ -73,7 +73,13 @@ pub fn check(
     };
     let (report, mut found) = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
-        let report = pass_at::run(context, rows, &[], &pass_opts).await?;
+        let session = crate::stages::Session::from_context(context.clone());
+        let report = crate::stages::run::<pass_at::PassAtStage>(
+            &session,
+            pass_at::Inputs::new(rows),
+            &pass_opts,
+        )
+        .await?;
         let found = warnings::check(context, opts).await?;
         Ok::<_, Error>((report, found))
     })?;

@@ -20,8 +20,8 @@ pub fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
             args.gold
         )));
     }
-    let format = super::convert::output_format(&args.out, None)?;
-    let mut sink = super::convert::sink(&args.out, format)?;
+    let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
+    let mut sink = crate::pipeline::rows_out::sink(&args.out, format)?;
     let opts = synth::Options {
         rows: args.rows,
         seed: args.seed,

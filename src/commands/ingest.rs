@@ -60,7 +60,8 @@ fn eval_file(input: &Input, ctx: &Context) -> Result<std::fs::File> {
 /// Runs `wai ingest`.
 pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let started = Instant::now();
-    let out_format = super::convert::output_format(&args.output.out, args.output.to)?;
+    let out_format =
+        crate::pipeline::rows_out::output_format(&args.output.out, args.output.to.map(Into::into))?;
     let inputs = ctx.runtime.block_on(source::resolve_traces(&args.inputs))?;
     crate::pipeline::output::rows_apart(&args.output.out, args.output.rejects.as_deref(), &inputs)?;
     if let Some(p) = inputs.iter().find(|i| i.format == source::Format::Parquet) {
@@ -85,7 +86,7 @@ pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     };
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, "ingesting");
-    let mut sink = super::convert::sink(&args.output.out, out_format)?;
+    let mut sink = crate::pipeline::rows_out::sink(&args.output.out, out_format)?;
     let rejects_file = args
         .output
         .rejects

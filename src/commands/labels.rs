@@ -17,7 +17,8 @@ pub fn run(ctx: &Context, command: &LabelsCommand) -> Result<Outcome> {
 
 fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     let kind = labels::kind(&args.kind)?;
-    let format = super::convert::output_format(&args.output.out, args.output.to)?;
+    let format =
+        crate::pipeline::rows_out::output_format(&args.output.out, args.output.to.map(Into::into))?;
     let origin = args.labels.display().to_string();
     let text = std::fs::read_to_string(&args.labels).map_err(|e| Error::read(&args.labels, e))?;
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -56,10 +57,11 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     })?;
 
     // Second pass: the rows, written whole or not at all, with the labels attached.
-    let counts = super::convert::stream_rows(
+    let counts = crate::pipeline::rows_out::stream_rows(
         ctx,
         &inputs,
-        &args.output,
+        &args.output.out,
+        args.output.rejects.as_deref(),
         format,
         "labeling",
         &mut |batch| {

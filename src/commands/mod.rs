@@ -29,29 +29,26 @@ pub mod variance;
 
 use std::io::{IsTerminal, Write};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-use datafusion::prelude::SessionContext;
-
 use crate::cli::{Cli, Command};
-use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::io::{OnBadRow, ParquetSink, Sink};
-use crate::pipeline::read::Reader;
+use crate::error::{ExitStatus, Result};
+pub(crate) use crate::pipeline::context::Context;
+pub(crate) use crate::pipeline::scratch::scratch;
 use crate::pipeline::session;
-use crate::pipeline::source::{self, Format, Input};
-use crate::schema::row_schema;
+pub(crate) use crate::pipeline::tables::{all_rows, as_parquet, load_table, rows_session};
+use crate::report::envelope::Envelope;
 
 /// What a command hands back to be printed.
 pub struct Outcome {
     /// Lines for a person.
     pub text: String,
-    /// The `--json` document.
+    /// The `--json` document: a version-1 document, made into the envelope by [`run`].
     pub json: serde_json::Value,
     /// How the process ends.
     pub status: ExitStatus,
 }
 
-/// The `--json` document of `command`: `version`, `command`, then every key of `report`.
+/// The version-1 `--json` document of `command`: `version`, `command`, then every key of
+/// `report` (made into the envelope by [`run`]).
 pub fn document(command: &str, report: &impl serde::Serialize) -> serde_json::Value {
     let mut doc = serde_json::json!({"version": 1, "command": command});
     if let (Some(obj), Ok(serde_json::Value::Object(r))) =
@@ -60,49 +57,6 @@ pub fn document(command: &str, report: &impl serde::Serialize) -> serde_json::Va
         obj.extend(r);
     }
     doc
-}
-
-/// Shared state of one invocation.
-pub struct Context {
-    /// The async runtime (object stores, DataFusion).
-    pub runtime: tokio::runtime::Runtime,
-    /// Whether a progress bar may be drawn.
-    pub progress: bool,
-    /// Whether the report is the `--json` document (data goes into it, not beside it).
-    pub json: bool,
-}
-
-impl Context {
-    /// A progress bar over `total` bytes, hidden unless stderr is a terminal and output is text.
-    pub fn bytes_bar(&self, total: Option<u64>, what: &str) -> ProgressBar {
-        if !self.progress {
-            return ProgressBar::hidden();
-        }
-        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template(
-            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-        bar.set_style(style);
-        bar.set_message(what.to_owned());
-        bar
-    }
-
-    /// A progress bar over `total` items, hidden unless stderr is a terminal and output is text.
-    pub fn count_bar(&self, total: u64, what: &str) -> ProgressBar {
-        if !self.progress {
-            return ProgressBar::hidden();
-        }
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let style =
-            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
-        bar.set_style(style);
-        bar.set_message(what.to_owned());
-        bar
-    }
 }
 
 /// Runs the parsed command line, writing data to `out`.
@@ -119,6 +73,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         progress,
         json: cli.global.json,
     };
+    let started = std::time::Instant::now();
     let done = match cli.command {
         Command::Convert(args) => convert::run(&ctx, &args),
         Command::Sql(args) => sql::run(&ctx, &args, out),
@@ -145,7 +100,37 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Command::HackScan(args) => hack_scan::run(&ctx, &args),
         Command::CoverageStudy(args) => coverage_study::run(&args),
     };
-    done.map_err(name_the_files)
+    let mut outcome = done.map_err(name_the_flag).map_err(name_the_files)?;
+    outcome.json = enveloped(outcome.json, started.elapsed());
+    Ok(outcome)
+}
+
+/// The `--json` document as the envelope ([`Envelope`]): a version-1 document is split into
+/// envelope and report; the run's wall time is filled in.
+fn enveloped(doc: serde_json::Value, elapsed: std::time::Duration) -> serde_json::Value {
+    let mut doc = if doc.get("version") == Some(&serde_json::Value::from(1)) {
+        serde_json::to_value(Envelope::from_v1(doc)).unwrap_or_default()
+    } else {
+        doc
+    };
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert(
+            "elapsed_s".into(),
+            serde_json::Value::from(elapsed.as_secs_f64()),
+        );
+    }
+    doc
+}
+
+/// A stage's option error names the option by its key; on the command line it is a flag. The
+/// flag is the key with dashes (every option key is spelled so).
+fn name_the_flag(e: crate::Error) -> crate::Error {
+    match e {
+        crate::Error::Option { key, message } => {
+            crate::Error::Usage(format!("`--{}` {message}", key.replace('_', "-")))
+        }
+        e => e,
+    }
 }
 
 /// A Parquet file that does not decode inside a query (DataFusion's error names no file): the
@@ -174,130 +159,4 @@ fn name_the_files(e: crate::Error) -> crate::Error {
             }
         ),
     }
-}
-
-/// Converts JSONL inputs to Parquet files in `scratch`, so every table is scanned as Parquet.
-pub(crate) fn as_parquet(
-    ctx: &Context,
-    inputs: Vec<Input>,
-    scratch: &std::path::Path,
-) -> Result<Vec<Input>> {
-    let mut out = Vec::with_capacity(inputs.len());
-    for (i, input) in inputs.into_iter().enumerate() {
-        if input.format == Format::Parquet {
-            out.push(input);
-            continue;
-        }
-        let path = scratch.join(format!("input-{i}.parquet"));
-        let mut sink = Box::new(ParquetSink::create(&path, row_schema())?);
-        let mut reader = Reader::new(
-            ctx.runtime.handle().clone(),
-            OnBadRow::Fail,
-            Box::new(|_| {}),
-        );
-        reader.read(&input, &mut |batch| sink.write(&batch))?;
-        drop(reader);
-        sink.finish()?;
-        let size = std::fs::metadata(&path)
-            .map_err(|e| Error::io(&path, e))?
-            .len();
-        out.push(Input {
-            display: input.display,
-            location: source::Location::Local(path),
-            format: Format::Parquet,
-            size: Some(size),
-        });
-    }
-    Ok(out)
-}
-
-/// Resolves `specs` and registers them in `context` as one table `name`. JSONL inputs are
-/// converted, streaming, to Parquet files in `scratch` first (bad lines stop with an error).
-pub fn load_table(
-    ctx: &Context,
-    context: &SessionContext,
-    name: &str,
-    specs: &[String],
-    scratch: &std::path::Path,
-) -> Result<()> {
-    let inputs = ctx.runtime.block_on(source::resolve(specs))?;
-    // One folder per table: tables loaded into one scratch must not share converted files.
-    let folder = scratch.join(format!("table-{name}"));
-    std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
-    let inputs = as_parquet(ctx, inputs, &folder)?;
-    ctx.runtime
-        .block_on(session::register_parquet(context, name, &inputs))
-}
-
-/// A session with `inputs` registered as table `rows`, and the scratch folder its converted
-/// JSONL inputs live in (keep it alive as long as the session).
-pub fn rows_session(ctx: &Context, inputs: &[String]) -> Result<(SessionContext, Scratch)> {
-    let context = session::new_context(None)?;
-    let scratch = scratch()?;
-    load_table(ctx, &context, "rows", inputs, scratch.path())?;
-    Ok((context, scratch))
-}
-
-/// Every row of `inputs`, in file order (for stages that need the whole table in memory).
-pub fn all_rows(
-    ctx: &Context,
-    inputs: &[String],
-) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
-    let (context, _scratch) = rows_session(ctx, inputs)?;
-    ctx.runtime.block_on(session::collect_in_file_order(
-        &context,
-        "SELECT * FROM rows",
-    ))
-}
-
-/// A scratch folder under the system's temporary folder, removed when dropped. While a run
-/// holds it, it holds a lock on `.lock` inside it, so a later run can tell a killed run's
-/// scratch folder (left behind, its lock free) from a live one and remove it.
-pub struct Scratch {
-    dir: tempfile::TempDir,
-    _lock: std::fs::File,
-}
-
-impl Scratch {
-    /// The folder.
-    pub fn path(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-}
-
-/// Makes a [`Scratch`] folder, first removing those killed runs left (`wai-*` folders whose
-/// lock nobody holds).
-pub fn scratch() -> Result<Scratch> {
-    let tmp = std::env::temp_dir();
-    if let Ok(entries) = std::fs::read_dir(&tmp) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            // A folder made in the last minute may be a run between making it and locking it.
-            let young = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() < 60));
-            let ours =
-                entry.file_name().to_string_lossy().starts_with("wai-") && path.is_dir() && !young;
-            let Ok(lock) = std::fs::File::open(path.join(".lock")) else {
-                continue;
-            };
-            if ours && lock.try_lock().is_ok() {
-                drop(lock);
-                if std::fs::remove_dir_all(&path).is_ok() {
-                    tracing::info!(path = %path.display(), "removed the scratch folder of a killed run");
-                }
-            }
-        }
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("wai-")
-        .tempdir()
-        .map_err(|e| Error::io(&tmp, e))?;
-    let lock_path = dir.path().join(".lock");
-    let lock = std::fs::File::create(&lock_path).map_err(|e| Error::io(&lock_path, e))?;
-    lock.lock().map_err(|e| Error::io(&lock_path, e))?;
-    // A signal removes it too.
-    crate::pipeline::signals::add_temp(dir.path());
-    Ok(Scratch { dir, _lock: lock })
 }

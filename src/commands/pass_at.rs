@@ -3,12 +3,14 @@
 use super::{Context, Outcome};
 use crate::cli::PassAtArgs;
 use crate::error::{ExitStatus, Result};
-use crate::stages::pass_at::{self, Options, Slice};
+use crate::stages::Session;
+use crate::stages::pass_at::{self, Options, PassAtStage, Slice};
 
 /// Runs `wai pass-at`.
 pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let opts = Options {
+        by: args.by.iter().map(|b| Slice::parse(b)).collect(),
         k: args.k.clone(),
         min_k: args.min_k,
         unanimous_short: args.unanimous_short,
@@ -16,10 +18,14 @@ pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
         draws: args.draws,
         interval: args.interval.into(),
     };
-    let by: Vec<Slice> = args.by.iter().map(|b| Slice::parse(b)).collect();
     let report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
-        pass_at::run(&context, rows, &by, &opts).await
+        crate::stages::run::<PassAtStage>(
+            &Session::from_context(context),
+            pass_at::Inputs::new(rows),
+            &opts,
+        )
+        .await
     })?;
     // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
     let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);

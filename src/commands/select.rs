@@ -146,7 +146,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         crate::pipeline::output::jsonl_name(&args.out, "`--mode preference` writes pairs, which")?;
         None
     } else {
-        Some(super::convert::output_format(&args.out, None)?)
+        Some(crate::pipeline::rows_out::output_format(&args.out, None)?)
     };
     // Pass 1: every row's summary, in the inputs' order; the rows themselves are not kept.
     // JSONL inputs are converted to Parquet first, so the passes can pick columns and rows.
@@ -189,7 +189,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let penalize = args.truncated == SelectTruncated::Penalize;
     let format =
         format.ok_or_else(|| Error::Internal("select: rows without an output format".into()))?;
-    let mut sink = super::convert::sink(&args.out, format)?;
+    let mut sink = crate::pipeline::rows_out::sink(&args.out, format)?;
     let ordered = training_order(&taken, &at, &chosen, &marked, penalize)?;
     drop(taken);
     tracing::debug!(elapsed = ?started.elapsed(), "select: rows in training order");

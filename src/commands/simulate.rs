@@ -325,7 +325,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         opts.tasks = Some(read_tasks(ctx, spec)?);
     }
     let workers = super::grade::pool(&args.pool)?;
-    let format = super::convert::output_format(&args.out, None)?;
+    let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
     // play the same rollouts again.
     let mut checkpoint = match &args.checkpoint {
@@ -337,7 +337,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         Some(p) => read_checkpoint(p)?,
         None => (Vec::new(), false),
     };
-    let mut sink = super::convert::sink(&args.out, format)?;
+    let mut sink = crate::pipeline::rows_out::sink(&args.out, format)?;
     let bar = ctx.count_bar(args.budget * u64::from(args.runs.max(1)), "rollouts");
     let progress_json = args.progress_json;
     let report = simulate::simulate(

@@ -1,5 +1,6 @@
 //! Rendering results for people and programs: aligned tables, CSV, JSON, JSON Lines, Parquet.
 
+pub mod envelope;
 pub mod redact;
 pub mod table;
 

@@ -1,5 +1,6 @@
 //! Operators over rows. Each stage plans a `DataFrame` and reports what it found; stages know
-//! nothing about files, the command line or progress bars.
+//! nothing about files, the command line or progress bars. [`stage`] is the contract every
+//! stage keeps: [`Stage`], its [`Options`], the [`Session`] it runs in, and [`run`].
 
 mod cells;
 pub mod compare;
@@ -17,6 +18,9 @@ pub mod markers;
 pub mod pass_at;
 pub mod select;
 pub mod simulate;
+pub mod stage;
 pub mod terms;
 pub mod udf;
 pub mod variance;
+
+pub use stage::{Options, Session, Stage, run};

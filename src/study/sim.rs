@@ -68,6 +68,7 @@ pub(super) fn pass(
             seed,
             draws,
             interval: method,
+            by: Vec::new(),
         };
         let r = pass_at::estimate(
             &tasks,

@@ -136,9 +136,11 @@ fn success_reports_on_stdout_and_json_is_one_document() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    assert_eq!(doc["version"], 1);
-    assert_eq!(doc["rows"], 10);
+    let doc: serde_json::Value = crate::support::envelope(&out.stdout);
+    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["command"], "gen");
+    assert_eq!(doc["outputs"][0]["path"], "g.parquet");
+    assert_eq!(doc["report"]["rows"], 10);
     let out = outcome(
         wai()
             .current_dir(dir.path())

@@ -16,8 +16,7 @@ fn compare(before: &Path, after: &Path, args: &[String]) -> (Value, i32) {
         .args(args)
         .output()
         .unwrap();
-    let doc = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let doc = crate::support::envelope(&out.stdout)["report"].clone();
     (doc, out.status.code().unwrap_or(-1))
 }
 
@@ -240,7 +239,7 @@ fn holdout_size_matches_the_reference() {
                 cmd.arg(format!("--{side}")).arg(p);
             }
         }
-        let got = crate::support::json_of(&mut cmd);
+        let got = crate::support::report_of(&mut cmd);
         let want = &case["out"];
         for key in [
             "n_tasks",
@@ -268,7 +267,7 @@ fn holdout_size_matches_the_reference() {
             want["warnings"].as_array().unwrap().len()
         );
     }
-    let got = crate::support::json_of(wai().args([
+    let got = crate::support::report_of(wai().args([
         "--json",
         "holdout-size",
         "--tasks",

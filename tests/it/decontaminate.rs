@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{json_of, read_jsonl, wai, write_rows};
+use crate::support::{read_jsonl, report_of, wai, write_rows};
 
 /// Runs `wai --json decontaminate TRAIN --against EVAL -o OUT ARGS`: the report and the kept rows.
 fn decontaminate(
@@ -21,7 +21,7 @@ fn decontaminate(
     );
     write_rows(&t, train);
     write_rows(&e, eval);
-    let report = json_of(
+    let report = report_of(
         wai()
             .args(["--json", "decontaminate"])
             .arg(&t)
@@ -345,7 +345,7 @@ fn an_openai_compatible_endpoint_embeds_and_a_refusal_stops_the_run() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
-    let report: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    let report: Value = crate::support::envelope(&ok.stdout)["report"].clone();
     assert_eq!(report["n_semantic"], json!(1), "{report:#}");
     assert_eq!(read_jsonl(&out).len(), 1);
 }
@@ -483,7 +483,7 @@ fn a_key_the_server_echoes_and_url_credentials_are_redacted() {
 fn a_total_drop_is_called_out_and_the_tasks_it_touched_are_counted() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("clean.jsonl");
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         crate::support::wai()
             .args(["--json", "decontaminate"])
             .arg(crate::support::fixture("example_rows.jsonl"))

@@ -50,7 +50,7 @@ fn exports_match_the_reference_record_for_record() {
         ("trl", "example_export_trl_head.jsonl"),
     ] {
         let out = dir.path().join(format!("{format}.jsonl"));
-        let report = crate::support::json_of(
+        let report = crate::support::report_of(
             wai()
                 .args(["--json", "export"])
                 .arg(&input)
@@ -147,7 +147,7 @@ fn the_gates_refuse_leaks_and_string_wrapped_arguments() {
     assert_eq!(failed.status.code(), Some(65), "bad data");
     assert!(String::from_utf8_lossy(&failed.stderr).contains("privileged_leak: 8 of 200 rows"));
     assert!(!out.exists(), "nothing written");
-    let report = crate::support::json_of(
+    let report = crate::support::report_of(
         wai()
             .args(["--json", "export"])
             .arg(fixture("example_scored.jsonl"))
@@ -283,7 +283,7 @@ fn select_gate_counts_equal_the_references_on_its_example() {
     // (shared/data/example_reports.json).
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rl.jsonl");
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         wai()
             .args(["--json", "select"])
             .arg(fixture("example_scored.jsonl"))
@@ -323,7 +323,7 @@ fn select_gate_counts_equal_the_references_on_its_example() {
         "{groups:?}"
     );
     let out = dir.path().join("sft.jsonl");
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         wai()
             .args(["--json", "select", "--mode", "sft"])
             .arg(fixture("example_scored.jsonl"))
@@ -351,7 +351,7 @@ fn select_gate_counts_equal_the_references_on_its_example() {
 fn preference_pairs_become_dpo_rows() {
     let dir = tempfile::tempdir().unwrap();
     let pairs = dir.path().join("pairs.jsonl");
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         wai()
             .args(["--json", "select", "--mode", "preference"])
             .arg(fixture("example_scored.jsonl"))
@@ -557,7 +557,7 @@ fn odd_rows_after_review() {
             serde_json::json!({"task_id": 1, "prompt": "p four", "reward": 1}),
         ],
     );
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         wai()
             .args(["--json", "select"])
             .arg(&bare)
@@ -706,7 +706,7 @@ fn every_format_trains_in_trl_what_its_report_claims() {
                 "{name}.{k}.{format}{}",
                 if *format == "parquet" { "" } else { ".jsonl" }
             ));
-            let report = crate::support::json_of(
+            let report = crate::support::report_of(
                 wai()
                     .args(["--json", "export"])
                     .arg(input)
@@ -780,7 +780,7 @@ fn rows_a_trainer_cannot_train_are_cut_or_dropped_with_a_count_and_the_first_row
     );
     for (format, out) in [("openai", "o.jsonl"), ("trl", "t.jsonl"), ("parquet", "ds")] {
         let out = dir.path().join(out);
-        let r = crate::support::json_of(
+        let r = crate::support::report_of(
             wai()
                 .args(["--json", "export"])
                 .arg(&rows)
@@ -867,7 +867,7 @@ fn a_correct_answer_is_not_a_leak_and_a_quoted_reference_is_one() {
     }
     // RL keeps every (mixed) group: the passes give the answer the task asks for.
     let selected = dir.path().join("rl.jsonl");
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         wai()
             .args(["--json", "select"])
             .arg(&scored)

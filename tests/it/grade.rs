@@ -23,7 +23,7 @@ fn grade(dir: &Path, input: &Path, judges: &[&str], extra: &[&str]) -> (Vec<Valu
         "{}",
         String::from_utf8_lossy(&result.stderr)
     );
-    let report: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let report: Value = crate::support::envelope(&result.stdout)["report"].clone();
     let rows = sql_jsonl(
         &[
             "SELECT task_id, rollout_index, reward, reason, judge_status, judge_name, judge_meta, lineage, markers FROM rows",
@@ -964,7 +964,7 @@ fn a_killed_grade_resumes_and_judges_only_what_is_missing() {
         .output()
         .unwrap();
     assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = crate::support::envelope(&out.stdout)["report"].clone();
     assert_eq!(
         report["resumed"].as_u64(),
         Some(logged.len() as u64),
@@ -997,7 +997,7 @@ fn a_killed_grade_resumes_and_judges_only_what_is_missing() {
         .args(args(&again, &count))
         .output()
         .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = crate::support::envelope(&out.stdout)["report"].clone();
     assert!(
         report["notes"].to_string().contains("it was started over"),
         "{report}"

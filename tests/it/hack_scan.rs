@@ -17,8 +17,7 @@ fn scan(path: &Path, args: &[&str], threads: &str) -> (Value, i32) {
         .args(args)
         .output()
         .unwrap();
-    let mut doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let mut doc: Value = crate::support::envelope(&out.stdout)["report"].clone();
     doc.as_object_mut().unwrap().remove("elapsed_ms");
     (doc, out.status.code().unwrap_or(-1))
 }
@@ -274,8 +273,7 @@ fn rows_are_read_in_file_order_whatever_the_partitioning() {
             .args(paths)
             .output()
             .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let doc: Value = crate::support::envelope(&out.stdout)["report"].clone();
         (doc["tau"].clone(), doc["features"].clone())
     };
     let whole = run(&[&one]);

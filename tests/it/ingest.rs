@@ -19,7 +19,7 @@ fn ingest(input: &Path, args: &[&str]) -> (Value, Vec<Value>, tempfile::TempDir)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let report: Value = crate::support::envelope(&o.stdout)["report"].clone();
     let rows = read_jsonl(&out);
     (report, rows, dir)
 }
@@ -153,7 +153,7 @@ fn tau_bench_results_ingest_and_feed_pass_at() {
         .arg(dir.path().join("rows.jsonl"))
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::support::envelope(&out.stdout)["report"].clone();
     assert_eq!(doc["results"][0]["n_groups"], 3);
     assert_eq!(doc["results"][0]["n_groups_at_k"], 3);
 }
@@ -378,7 +378,7 @@ fn pass_at_on_an_inspect_log_equals_inspects_reducers() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let report: Value = crate::support::envelope(&o.stdout)["report"].clone();
     let r = &report["results"][0];
     let inspect = &numbers["includes"];
     for (ours, theirs) in [
@@ -412,7 +412,7 @@ fn an_eval_log_is_read_by_ingest_alone() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let report: Value = crate::support::envelope(&o.stdout)["report"].clone();
     assert_eq!(
         report["results"][0]["n_groups"], 50,
         "the rows, not the log"

@@ -16,8 +16,7 @@ fn judge_trust(rows: &[Value], args: &[&str]) -> (Value, i32) {
         .args(args)
         .output()
         .unwrap();
-    let doc = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let doc = crate::support::envelope(&out.stdout)["report"].clone();
     (doc, out.status.code().unwrap_or(-1))
 }
 
@@ -347,8 +346,7 @@ fn compare_judges_ranks_by_kappa_and_names_the_best() {
             cmd.args(["--judge", j]);
         }
         let out = cmd.output().unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let doc: Value = crate::support::envelope(&out.stdout)["report"].clone();
         (doc, out.status.code())
     };
     let (doc, code) = run(&[
@@ -435,7 +433,7 @@ fn compare_judges_reads_who_wrote_the_gold_off_the_rows() {
         .args(["--judge", "same=sql:reward"])
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::support::envelope(&out.stdout)["report"].clone();
     assert_eq!(out.status.code(), Some(1), "{doc:#}");
     assert_eq!(doc["gold_kind"], json!("model"));
     assert_eq!(doc["judges"][0]["ok"], json!(false));

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::support::{json_of, read_jsonl, succeeded, vectors, wai, write_rows};
+use crate::support::{read_jsonl, report_of, succeeded, vectors, wai, write_rows};
 
 #[test]
 fn the_attach_labels_vector_agrees_with_the_reference() {
@@ -19,7 +19,7 @@ fn the_attach_labels_vector_agrees_with_the_reference() {
     );
     write_rows(&rows, case["rows"].as_array().unwrap());
     write_rows(&labels, case["labels"].as_array().unwrap());
-    let report = json_of(
+    let report = report_of(
         wai()
             .args(["--json", "labels", "attach"])
             .arg(&rows)

@@ -318,7 +318,7 @@ fn temporary_files_of_killed_runs_are_not_rows_and_are_cleaned() {
         .set_modified(two_days)
         .unwrap();
     let glob = format!("{}/*", runs.display());
-    let r = crate::support::json_of(wai().args(["--json", "pass-at", &glob]));
+    let r = crate::support::report_of(wai().args(["--json", "pass-at", &glob]));
     assert_eq!(r["results"][0]["n_rows"], 200, "only a.jsonl is read: {r}");
     // The next write beside them removes the stale one, not the fresh one (a live run's).
     succeeded(

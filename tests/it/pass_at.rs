@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{fixture, gen_rows, json_of, read_jsonl, sql_jsonl, vectors, wai, write_rows};
+use crate::support::{
+    fixture, gen_rows, read_jsonl, report_of, sql_jsonl, vectors, wai, write_rows,
+};
 
 fn pass_at_json(rows: &Path, args: &[&str]) -> (Value, i32) {
     let out = wai()
@@ -15,8 +17,7 @@ fn pass_at_json(rows: &Path, args: &[&str]) -> (Value, i32) {
         .output()
         .unwrap();
     let code = out.status.code().unwrap_or(-1);
-    let doc = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let doc = crate::support::envelope(&out.stdout)["report"].clone();
     (doc, code)
 }
 
@@ -284,7 +285,7 @@ fn same_seed_same_numbers_whatever_the_row_order_and_threads() {
             .arg(path)
             .output()
             .unwrap();
-        let mut doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut doc: Value = crate::support::envelope(&out.stdout)["report"].clone();
         doc.as_object_mut().unwrap().remove("elapsed_ms");
         doc
     };
@@ -297,7 +298,7 @@ fn same_seed_same_numbers_whatever_the_row_order_and_threads() {
         .arg(&rows)
         .output()
         .unwrap();
-    let other: Value = serde_json::from_slice(&other_seed.stdout).unwrap();
+    let other: Value = crate::support::envelope(&other_seed.stdout)["report"].clone();
     assert_eq!(
         other["results"][0]["pass_at_1"],
         base["results"][0]["pass_at_1"]
@@ -310,7 +311,7 @@ fn markers_match_the_reference_summary() {
     let v = vectors();
     let rows = dir.path().join("rows.jsonl");
     write_rows(&rows, v["marker_summary"]["rows"].as_array().unwrap());
-    let doc = json_of(
+    let doc = report_of(
         wai()
             .args(["--json", "markers", "--interval", "percentile"])
             .arg(&rows),
@@ -355,7 +356,7 @@ fn markers_match_the_reference_summary() {
 #[test]
 fn eval_variance_matches_the_reference_vector() {
     // The reference's vector: three runs of 5 tasks, split by lineage.eval_run.
-    let got = json_of(
+    let got = report_of(
         wai()
             .args(["--json", "variance"])
             .arg(fixture("eval_variance_runs.jsonl")),
@@ -380,7 +381,7 @@ fn eval_variance_matches_the_reference_vector() {
     let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
     std::fs::write(&a, run(0)).unwrap();
     std::fs::write(&b, run(1)).unwrap();
-    let got = json_of(wai().args(["--json", "variance"]).arg(&a).arg(&b));
+    let got = report_of(wai().args(["--json", "variance"]).arg(&a).arg(&b));
     assert_eq!(
         got["means"],
         serde_json::json!({"run_1": 0.4667, "run_2": 0.4667})
@@ -399,7 +400,7 @@ fn eval_variance_matches_the_reference_vector() {
     let mut with_unkeyed = run(0) + &run(1);
     with_unkeyed.push_str("{\"task_id\": \"t0\", \"reward\": 1}\n");
     std::fs::write(&a, with_unkeyed).unwrap();
-    let got = json_of(wai().args(["--json", "variance"]).arg(&a));
+    let got = report_of(wai().args(["--json", "variance"]).arg(&a));
     assert!(
         got["notes"][0]
             .as_str()
@@ -446,7 +447,7 @@ fn few_tasks_say_the_interval_is_approximate_and_percentile_is_the_reference() {
         text(&[])
     );
     assert!(!text(&["--interval", "percentile"]).contains("approximate"));
-    let markers = json_of(wai().args(["--json", "markers"]).arg(&path));
+    let markers = report_of(wai().args(["--json", "markers"]).arg(&path));
     assert_eq!(markers["interval"], json!("wilson"));
     assert_eq!(
         markers["markers"]["polite"]["interval_approximate"],
@@ -478,7 +479,7 @@ fn slices_use_the_overall_k() {
     }
     let path = dir.path().join("rows.jsonl");
     crate::support::write_rows(&path, &rows);
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         crate::support::wai()
             .args(["--json", "pass-at"])
             .arg(&path)
@@ -491,7 +492,7 @@ fn slices_use_the_overall_k() {
         assert_eq!(s["results"][0]["k"], 4, "slice {}: {r}", s["value"]);
     }
     // Asked for, a k is every slice's.
-    let r = crate::support::json_of(
+    let r = crate::support::report_of(
         crate::support::wai()
             .args(["--json", "pass-at"])
             .arg(&path)

@@ -130,7 +130,7 @@ fn s3_objects_prefixes_and_sql() {
         .arg(&out)
         .assert()
         .success();
-    let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    let report: Value = crate::support::envelope(&a.get_output().stdout)["report"].clone();
     assert_eq!(report["rows"], 200);
 
     // A prefix: both JSONL objects, in key order.
@@ -141,7 +141,7 @@ fn s3_objects_prefixes_and_sql() {
         .arg(dir.path().join("all.jsonl"))
         .assert()
         .success();
-    let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    let report: Value = crate::support::envelope(&a.get_output().stdout)["report"].clone();
     assert_eq!(report["rows"], 400, "{report}");
 
     // SQL over a Parquet object, scanned in place.
@@ -246,6 +246,6 @@ fn http_urls_are_inputs() {
         .arg(dir.path().join("scored.parquet"))
         .assert()
         .success();
-    let report: Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    let report: Value = crate::support::envelope(&a.get_output().stdout)["report"].clone();
     assert_eq!(report["rows"], 200);
 }

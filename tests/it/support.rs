@@ -87,9 +87,36 @@ pub(crate) fn refused(cmd: &mut Command, needle: &str) {
     assert!(err.contains(needle), "{err}");
 }
 
-/// Runs `cmd` (a `wai --json ...` command), checks it succeeded, and parses its report.
+/// The `--json` envelope's JSON Schema (`docs/json.schema.json`).
+static ENVELOPE: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(|| {
+    let text = include_str!("../../docs/json.schema.json");
+    jsonschema::validator_for(&serde_json::from_str(text).unwrap()).unwrap()
+});
+
+/// Parses `stdout` as a `--json` document and holds it to the envelope's schema.
+pub(crate) fn envelope(stdout: &[u8]) -> Value {
+    let doc: Value = serde_json::from_slice(stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(stdout)));
+    let errors: Vec<String> = ENVELOPE
+        .iter_errors(&doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not a --json envelope: {errors:?}\n{doc}"
+    );
+    doc
+}
+
+/// Runs `cmd` (a `wai --json ...` command), checks it succeeded and printed an envelope, and
+/// returns the envelope.
 pub(crate) fn json_of(cmd: &mut Command) -> Value {
-    serde_json::from_slice(&succeeded(cmd).stdout).unwrap()
+    envelope(&succeeded(cmd).stdout)
+}
+
+/// Runs `cmd` (a `wai --json ...` command) as [`json_of`] does, and returns its report.
+pub(crate) fn report_of(cmd: &mut Command) -> Value {
+    json_of(cmd)["report"].take()
 }
 
 /// Runs `wai sql ARGS --format jsonl --table TABLE`, checks it succeeded, and parses the rows.

@@ -238,7 +238,8 @@ fn run_id(args: &GradeArgs, texts: &[String]) -> String {
 /// Runs `wai grade`.
 pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let started = Instant::now();
-    let format = super::convert::output_format(&args.output.out, args.output.to)?;
+    let format =
+        crate::pipeline::rows_out::output_format(&args.output.out, args.output.to.map(Into::into))?;
     let workers = pool(&args.pool)?;
     // Every option is checked before a row is read: a bad floor fails now, not after the grade.
     let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
@@ -293,10 +294,11 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let mut tally = Tally::default();
     let mut seen: u64 = 0;
     let mut judged: u64 = 0;
-    let counts = super::convert::stream_rows(
+    let counts = crate::pipeline::rows_out::stream_rows(
         ctx,
         &inputs,
-        &args.output,
+        &args.output.out,
+        args.output.rejects.as_deref(),
         format,
         "grading",
         &mut |batch| {

@@ -80,6 +80,9 @@ impl Slice {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Options {
+    /// Slicings reported beside the overall numbers, each a column or a `dims` key.
+    #[serde(default)]
+    pub by: Vec<Slice>,
     /// The k values; empty = the reference's default.
     #[serde(default)]
     pub k: Vec<u32>,
@@ -111,6 +114,7 @@ fn default_draws() -> u32 {
 impl Default for Options {
     fn default() -> Self {
         Self {
+            by: Vec::new(),
             k: Vec::new(),
             min_k: MIN_K,
             unanimous_short: false,
@@ -373,19 +377,52 @@ pub fn finish(data: &SliceData, opts: &Options) -> Vec<PassAt> {
         .collect()
 }
 
-/// The whole stage on a `DataFrame`: overall, then each slicing, each with its slices.
-pub async fn run(
-    ctx: &SessionContext,
-    input: DataFrame,
-    by: &[Slice],
-    opts: &Options,
-) -> Result<Report> {
-    if opts.draws == 0 {
-        return Err(Error::Usage("`--draws` must be at least 1".into()));
+impl crate::stages::Options for Options {
+    fn check(&self) -> Result<()> {
+        if self.draws == 0 {
+            return Err(Error::option("draws", "must be at least 1"));
+        }
+        if self.k.contains(&0) {
+            return Err(Error::option("k", "must be at least 1"));
+        }
+        Ok(())
     }
-    if opts.k.contains(&0) {
-        return Err(Error::Usage("k must be at least 1".into()));
+}
+
+/// What the stage reads.
+pub struct Inputs {
+    /// Rows: `task_id` and `reward`, and the columns the run config reads where present.
+    pub rows: DataFrame,
+}
+
+impl Inputs {
+    /// The stage's inputs: `rows`.
+    pub fn new(rows: DataFrame) -> Self {
+        Self { rows }
     }
+}
+
+/// The stage: pass@1, pass^k and pass@k, overall and per slice.
+pub struct PassAtStage;
+
+impl crate::stages::Stage for PassAtStage {
+    type Inputs = Inputs;
+    type Options = Options;
+    type Report = Report;
+    const NAME: &'static str = "pass-at";
+
+    async fn run(
+        session: &crate::stages::Session,
+        inputs: Inputs,
+        options: &Options,
+    ) -> Result<Report> {
+        report(&session.scope()?, inputs.rows, options).await
+    }
+}
+
+/// The whole stage on a `DataFrame` in `ctx` (a stage scope: views are registered in it):
+/// overall, then each slicing, each with its slices.
+async fn report(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Result<Report> {
     let (tasks, facts) = plan(ctx, input.clone(), None).await?;
     let overall = collect(ctx, tasks, facts)
         .await?
@@ -404,7 +441,7 @@ pub async fn run(
         opts.clone()
     };
     let mut slices = Vec::new();
-    for slice in by {
+    for slice in &opts.by {
         let (tasks, facts) = plan(ctx, input.clone(), Some(slice)).await?;
         for data in collect(ctx, tasks, facts).await? {
             slices.push(SliceReport {
