@@ -52,11 +52,12 @@ pub enum Error {
     Usage(String),
     /// A stage's option is out of range or contradicts another: named by its key in the stage's
     /// `Options` (the command line names it by its flag instead).
-    #[error("option `{key}`: {message}")]
+    #[error("option `{key}` {message}")]
     Option {
         /// The option's key, as the `Options` struct (and a pipeline file) spells it.
         key: String,
-        /// What is wrong, and what would be right.
+        /// What is wrong, and what would be right, as it reads after the option's name (`must be at
+        /// least 1`).
         message: String,
     },
     /// An input path or URL matched nothing.

@@ -6,7 +6,9 @@
 //!
 //! Layout: [`pipeline`] reads and writes rows (JSONL, Parquet, object stores) and builds
 //! sessions; [`stages`] holds operators and the SQL functions they share; [`stats`] the formulas;
-//! [`report`] the rendering; [`study`] the coverage study of the intervals; [`queries`] the canned SQL; [`synth`] the synthetic row generator.
+//! [`report`] the rendering; [`study`] the coverage study of the intervals; [`queries`] the canned
+//! SQL; [`synth`] the synthetic row generator; `testing` (feature `testing`) rows in memory for
+//! tests and examples.
 
 #![warn(missing_docs)]
 
@@ -21,5 +23,7 @@ pub mod stages;
 pub mod stats;
 pub mod study;
 pub mod synth;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use error::{Error, ExitStatus, Result};

@@ -13,6 +13,7 @@ mod hack_scan; // what the reward teaches: reference vectors, a planted shortcut
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel
 mod judge_trust; // the judge against hand labels: reference vectors, the fixed false passes
 mod labels; // hand labels onto rows: reference vectors, refusals that change nothing
+mod library; // the library on its own: a stage run from Rust, its option checks, rows in memory
 mod outputs; // where outputs may go: never over inputs or data, rejects with their output, temp files
 mod pass_at; // pass@k and markers: reference vectors, τ-bench, SQL, determinism
 mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, http.server)

@@ -1,0 +1,93 @@
+//! Rows in memory for tests and examples: from JSON rows in the reference's format, or from the
+//! synthetic generator, as record batches or as a data frame in a [`Session`].
+//!
+//! Built for the crate's own unit tests, and for anyone else with the `testing` feature
+//! (`wai = { features = ["testing"] }`): the integration tests and the examples use it.
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::prelude::DataFrame;
+
+use crate::error::{Error, Result};
+use crate::pipeline::io::Identity;
+use crate::pipeline::row::{Builder, decode};
+use crate::stages::Session;
+
+/// One batch of the row schema holding `rows` (each a JSON object in the reference's row
+/// format, as a JSONL line would hold it), with `rollout_id`s derived where absent as a read
+/// derives them.
+///
+/// # Errors
+/// A row that is not a valid row: the error names its index and field.
+pub fn batch(rows: &[serde_json::Value]) -> Result<RecordBatch> {
+    let mut builder = Builder::new();
+    let mut identity = Identity::default();
+    for (i, row) in rows.iter().enumerate() {
+        let bad = |field: Option<String>, message: String| Error::BadRow {
+            file: "<memory>".into(),
+            line: i as u64 + 1,
+            field,
+            message,
+        };
+        let mut record = decode(row.clone()).map_err(|e| bad(e.field, e.message))?;
+        identity
+            .assign(&mut record)
+            .map_err(|m| bad(Some("rollout_id".into()), m))?;
+        builder.push(&record)?;
+    }
+    builder.finish()
+}
+
+/// `rows` synthetic rows made with `seed` (what `wai gen --rows ROWS --seed SEED` writes), in
+/// batches.
+///
+/// # Errors
+/// A row the builder refuses (a bug).
+pub fn generated(rows: u64, seed: u64) -> Result<Vec<RecordBatch>> {
+    let opts = crate::synth::Options {
+        rows,
+        seed,
+        shortcut: None,
+        gold: 0.0,
+    };
+    let mut builder = Builder::new();
+    let mut out = Vec::new();
+    crate::synth::generate(&opts, |records| {
+        for r in &records {
+            builder.push(r)?;
+            if builder.len() >= crate::pipeline::row::BATCH_ROWS {
+                out.push(builder.finish()?);
+            }
+        }
+        Ok(())
+    })?;
+    if !builder.is_empty() {
+        out.push(builder.finish()?);
+    }
+    Ok(out)
+}
+
+/// `batches` as a data frame in `session` (in memory, one partition).
+///
+/// # Errors
+/// The batches do not share one schema.
+pub fn frame(session: &Session, batches: Vec<RecordBatch>) -> Result<DataFrame> {
+    Ok(session.context().read_batches(batches)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn json_rows_and_generated_rows_become_frames() {
+        let one = batch(&[serde_json::json!({"prompt": "hi", "reward": 1.0})]).unwrap();
+        assert_eq!(one.num_rows(), 1);
+        let err = batch(&[serde_json::json!({"prompt": "hi", "reward": "yes"})]).unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+        let rows = generated(300, 1).unwrap();
+        assert_eq!(rows.iter().map(RecordBatch::num_rows).sum::<usize>(), 300);
+        let session = Session::new().unwrap();
+        let n = frame(&session, rows).unwrap().count().await.unwrap();
+        assert_eq!(n, 300);
+    }
+}
