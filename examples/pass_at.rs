@@ -6,6 +6,8 @@
 //! cargo run --example pass_at -- runs/scored.parquet
 //! ```
 
+#![allow(clippy::print_stdout, reason = "an example prints what it found")]
+
 use wai::stages::pass_at::{self, PassAtStage, Slice};
 use wai::stages::{Session, run};
 

@@ -1,5 +1,7 @@
 //! `wai pass-at`: pass@1, pass^k and pass@k with task-bootstrap intervals, overall and by slice.
 
+use std::fmt::Write as _;
+
 use super::{Context, Outcome};
 use crate::cli::PassAtArgs;
 use crate::error::{ExitStatus, Result};
@@ -35,11 +37,12 @@ pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     // more often a floor to lower than repeats to add, so say how.
     for r in &report.results {
         if r.k < args.min_k && args.k.contains(&r.k) && r.note.starts_with("set repeats") {
-            text.push_str(&format!(
+            let _ = write!(
+                text,
                 "\nhint: k={k} is below `--min-k` ({m}); pass `--min-k {k}` to estimate pass^{k} and pass@{k} from groups of {k} or more repeats",
                 k = r.k,
                 m = args.min_k
-            ));
+            );
         }
     }
     Ok(Outcome {

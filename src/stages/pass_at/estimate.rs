@@ -250,6 +250,122 @@ pub fn default_k(group_sizes: impl IntoIterator<Item = u64>) -> u32 {
         .map_or(1, |m| u32::try_from(m).unwrap_or(u32::MAX))
 }
 
+/// The numbers when no task has a graded rollout: nothing to estimate, and notes saying why.
+fn no_tasks(
+    n_partial: u64,
+    n_unjudged: u64,
+    facts: &Facts,
+    k: Option<u32>,
+    opts: &super::Options,
+) -> PassAt {
+    let k = k.unwrap_or(1);
+    PassAt {
+        k,
+        pass_at_1: None,
+        pass_pow_k: None,
+        pass_at_k: None,
+        headroom: None,
+        n_groups: 0,
+        n_groups_at_k: 0,
+        n_groups_imputed: 0,
+        n_partial,
+        n_rows: 0,
+        n_unjudged,
+        note: join([
+            degenerate_note(facts).unwrap_or_default(),
+            nothing_to_score(facts),
+        ]),
+        unanimous: degenerate_note(facts),
+        ci95: None,
+        interval: opts.interval,
+        interval_approximate: false,
+        pass_pow_k_ci95: None,
+        pass_at_k_ci95: None,
+        config: run_config(facts, 0, k),
+        per_task: Vec::new(),
+    }
+}
+
+/// pass^k and pass@k over the tasks that reached k (and, with `unanimous_short`, the short
+/// unanimous ones at their value), or the note saying why there are none.
+#[derive(Default)]
+struct AtK {
+    /// Mean of per-task pass^k.
+    pow: Option<f64>,
+    /// Mean of per-task pass@k.
+    at: Option<f64>,
+    /// Tasks counted.
+    counted: u64,
+    /// Of them, short unanimous tasks counted at their value.
+    imputed: u64,
+    /// Per-task pass^k, for the interval.
+    pow_vals: Vec<f64>,
+    /// Per-task pass@k, for the interval.
+    at_vals: Vec<f64>,
+    /// Why k is what it is, or why there is no number.
+    note: String,
+}
+
+/// [`AtK`] for `tasks` at `k`; `sizes` are the distinct group sizes of two or more, sorted, and
+/// `uneven` says k was defaulted over groups of several sizes.
+fn at_k(tasks: &[TaskCounts], k: u32, sizes: &[u64], uneven: bool, opts: &super::Options) -> AtK {
+    let k64 = u64::from(k);
+    if k < opts.min_k.max(1) {
+        let note = if uneven {
+            let (lo, hi) = (sizes[0], sizes[sizes.len() - 1]);
+            let reached = tasks.iter().filter(|t| t.n >= 2 && t.n >= hi).count();
+            format!(
+                "groups are uneven ({lo} to {hi} repeats); k defaults to the smallest, so pass k={hi} to score the {reached} group(s) that reached it, or finish the cut groups"
+            )
+        } else {
+            format!("set repeats>={} for pass^k and pass@k", opts.min_k)
+        };
+        return AtK {
+            note,
+            ..AtK::default()
+        };
+    }
+    let eligible: Vec<&TaskCounts> = tasks.iter().filter(|t| t.n >= k64).collect();
+    let imputed: Vec<&TaskCounts> = if opts.unanimous_short {
+        tasks
+            .iter()
+            .filter(|t| t.n < k64 && (t.c == 0 || t.c == t.n))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if eligible.is_empty() && imputed.is_empty() {
+        return AtK {
+            note: format!("no group has {k} graded repeats"),
+            ..AtK::default()
+        };
+    }
+    let mut out = AtK::default();
+    for t in &eligible {
+        out.pow_vals
+            .push(passk::pass_pow_k(t.n, t.c, k64).unwrap_or(f64::NAN));
+        out.at_vals
+            .push(passk::pass_at_k(t.n, t.c, k64).unwrap_or(f64::NAN));
+    }
+    for t in &imputed {
+        let v = if t.c == t.n { 1.0 } else { 0.0 };
+        out.pow_vals.push(v);
+        out.at_vals.push(v);
+    }
+    out.pow = sum::mean(&out.pow_vals);
+    out.at = sum::mean(&out.at_vals);
+    out.counted = (eligible.len() + imputed.len()) as u64;
+    out.imputed = imputed.len() as u64;
+    if uneven {
+        out.note = format!(
+            "groups are uneven ({} to {} repeats); k is the smallest",
+            sizes[0],
+            sizes[sizes.len() - 1]
+        );
+    }
+    out
+}
+
 /// Computes the numbers for `tasks` (ordered by task id, each with `n > 0`) at `k` (`None` =
 /// the default), as measure spec §2 describes.
 pub fn estimate(
@@ -260,102 +376,27 @@ pub fn estimate(
     k: Option<u32>,
     opts: &super::Options,
 ) -> PassAt {
-    let n_rows: u64 = tasks.iter().map(|t| t.n).sum();
     if tasks.is_empty() {
-        let k = k.unwrap_or(1);
-        return PassAt {
-            k,
-            pass_at_1: None,
-            pass_pow_k: None,
-            pass_at_k: None,
-            headroom: None,
-            n_groups: 0,
-            n_groups_at_k: 0,
-            n_groups_imputed: 0,
-            n_partial,
-            n_rows: 0,
-            n_unjudged,
-            note: join([
-                degenerate_note(facts).unwrap_or_default(),
-                nothing_to_score(facts),
-            ]),
-            unanimous: degenerate_note(facts),
-            ci95: None,
-            interval: opts.interval,
-            interval_approximate: false,
-            pass_pow_k_ci95: None,
-            pass_at_k_ci95: None,
-            config: run_config(facts, 0, k),
-            per_task: Vec::new(),
-        };
+        return no_tasks(n_partial, n_unjudged, facts, k, opts);
     }
-    #[allow(clippy::cast_precision_loss)]
+    let n_rows: u64 = tasks.iter().map(|t| t.n).sum();
+    #[allow(clippy::cast_precision_loss, reason = "pass and rollout counts")]
     let per_task: Vec<(String, f64)> = tasks
         .iter()
         .map(|t| (t.task_id.clone(), t.c as f64 / t.n as f64))
         .collect();
     let rates: Vec<f64> = per_task.iter().map(|(_, r)| *r).collect();
     let pass_at_1 = sum::mean(&rates);
-    let multi: Vec<u64> = tasks.iter().map(|t| t.n).filter(|n| *n >= 2).collect();
     let k_given = k.is_some();
     let k = k.unwrap_or_else(|| default_k(tasks.iter().map(|t| t.n)));
-    let mut sizes = multi.clone();
+    let mut sizes: Vec<u64> = tasks.iter().map(|t| t.n).filter(|n| *n >= 2).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let uneven = !k_given && sizes.len() > 1;
-    let k64 = u64::from(k);
-
-    let mut k_note = String::new();
-    let (mut pow, mut at, mut n_at_k, mut n_imputed) = (None, None, 0u64, 0u64);
-    let (mut pow_vals, mut at_vals) = (Vec::new(), Vec::new());
-    if k < opts.min_k.max(1) {
-        k_note = if uneven {
-            let (lo, hi) = (sizes[0], sizes[sizes.len() - 1]);
-            let reached = multi.iter().filter(|n| **n >= hi).count();
-            format!(
-                "groups are uneven ({lo} to {hi} repeats); k defaults to the smallest, so pass k={hi} to score the {reached} group(s) that reached it, or finish the cut groups"
-            )
-        } else {
-            format!("set repeats>={} for pass^k and pass@k", opts.min_k)
-        };
-    } else {
-        let eligible: Vec<&TaskCounts> = tasks.iter().filter(|t| t.n >= k64).collect();
-        let imputed: Vec<&TaskCounts> = if opts.unanimous_short {
-            tasks
-                .iter()
-                .filter(|t| t.n < k64 && (t.c == 0 || t.c == t.n))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        if eligible.is_empty() && imputed.is_empty() {
-            k_note = format!("no group has {k} graded repeats");
-        } else {
-            for t in &eligible {
-                pow_vals.push(passk::pass_pow_k(t.n, t.c, k64).unwrap_or(f64::NAN));
-                at_vals.push(passk::pass_at_k(t.n, t.c, k64).unwrap_or(f64::NAN));
-            }
-            for t in &imputed {
-                let v = if t.c == t.n { 1.0 } else { 0.0 };
-                pow_vals.push(v);
-                at_vals.push(v);
-            }
-            pow = sum::mean(&pow_vals);
-            at = sum::mean(&at_vals);
-            n_at_k = (eligible.len() + imputed.len()) as u64;
-            n_imputed = imputed.len() as u64;
-            if uneven {
-                k_note = format!(
-                    "groups are uneven ({} to {} repeats); k is the smallest",
-                    sizes[0],
-                    sizes[sizes.len() - 1]
-                );
-            }
-        }
-    }
+    let numbers = at_k(tasks, k, &sizes, uneven, opts);
 
     let ci95 = ci(&rates, opts);
-    let mut parts = vec![k_note];
+    let mut parts = vec![numbers.note];
     if ci95.is_none() {
         parts.push(no_interval_note(tasks.len(), "pass@1"));
     }
@@ -372,6 +413,7 @@ pub fn estimate(
     if let Some(d) = &unanimous {
         parts.insert(0, d.clone());
     }
+    let (pow, at) = (numbers.pow, numbers.at);
     PassAt {
         k,
         pass_at_1,
@@ -379,8 +421,8 @@ pub fn estimate(
         pass_at_k: at,
         headroom: at.zip(pass_at_1).map(|(a, p)| a - p),
         n_groups: tasks.len() as u64,
-        n_groups_at_k: n_at_k,
-        n_groups_imputed: n_imputed,
+        n_groups_at_k: numbers.counted,
+        n_groups_imputed: numbers.imputed,
         n_partial,
         n_rows,
         n_unjudged,
@@ -388,8 +430,8 @@ pub fn estimate(
         ci95,
         interval: opts.interval,
         interval_approximate,
-        pass_pow_k_ci95: pow.and_then(|_| ci(&pow_vals, opts)),
-        pass_at_k_ci95: at.and_then(|_| ci(&at_vals, opts)),
+        pass_pow_k_ci95: pow.and_then(|_| ci(&numbers.pow_vals, opts)),
+        pass_at_k_ci95: at.and_then(|_| ci(&numbers.at_vals, opts)),
         config: run_config(facts, tasks.len() as u64, k),
         per_task,
         unanimous,

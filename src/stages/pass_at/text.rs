@@ -1,5 +1,7 @@
 //! The printed line, exactly as the reference prints it (measure spec §2.6).
 
+use std::fmt::Write as _;
+
 use super::PassAt;
 use crate::report::percent;
 
@@ -16,13 +18,10 @@ impl std::fmt::Display for PassAt {
         let k = self.k;
         let mut tail = String::new();
         if let Some(t) = self.config.truncated_share.filter(|t| *t != 0.0) {
-            tail.push_str(&format!("; {} of rows cut by the token cap", percent(t)));
+            write!(tail, "; {} of rows cut by the token cap", percent(t))?;
         }
         if let Some(a) = self.config.answered_share.filter(|a| *a < 1.0) {
-            tail.push_str(&format!(
-                "; {} of rows have no spoken reply",
-                percent(1.0 - a)
-            ));
+            write!(tail, "; {} of rows have no spoken reply", percent(1.0 - a))?;
         }
         if !self.note.is_empty() {
             tail.push_str("; ");
