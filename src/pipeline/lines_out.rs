@@ -17,6 +17,9 @@ use crate::error::{Error, Result};
 /// Chunks of lines (and their lines beside) in flight to the writer.
 const IN_FLIGHT: usize = 16;
 
+/// Takes each chunk of lines and its lines beside, in order.
+pub type Sink = Box<dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>>;
+
 /// Where the lines go, and the thread writing them.
 pub struct LinesOut {
     /// The file, when the lines are the output.
@@ -115,7 +118,7 @@ impl LinesOut {
 
     /// Where chunks go: each chunk's lines, and its lines beside (empty without a file beside).
     /// Taken once; the writer ends when it is dropped.
-    pub fn sink(&mut self) -> Box<dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>> {
+    pub fn sink(&mut self) -> Sink {
         let sender = self.sender.take();
         let what = self.what;
         Box::new(move |lines, beside| match &sender {

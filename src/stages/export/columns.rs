@@ -25,8 +25,12 @@ use crate::pipeline::row::{Text, Typed, extra_beside, item_field, item_text, jso
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 
-/// What the command's report needs of a row besides its facts.
+/// What the report needs of a row besides its facts.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of a row, each summed on its own"
+)]
 pub struct Side {
     /// The first message is a system prompt.
     pub with_system: bool,

@@ -282,12 +282,12 @@ mod tests {
                 .sum();
             let lines: usize = chunks
                 .iter()
-                .map(|c| c.lines.iter().filter(|b| **b == b'\n').count())
+                .map(|c| memchr::memchr_iter(b'\n', &c.lines).count())
                 .sum();
             assert_eq!(lines as u64, written, "{format:?}");
             let meta: usize = chunks
                 .iter()
-                .map(|c| c.meta.iter().filter(|b| **b == b'\n').count())
+                .map(|c| memchr::memchr_iter(b'\n', &c.meta).count())
                 .sum();
             assert_eq!(
                 meta as u64,

@@ -3,6 +3,8 @@
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float64Type};
+use std::fmt::Write as _;
+
 use foldhash::HashMap;
 use serde_json::{Map, Value, json};
 use sha1::{Digest, Sha1};
@@ -52,7 +54,12 @@ pub(crate) fn column_task_key<'a>(
 /// `sha1hex(key)[:12]`: the reference's export group id.
 pub fn group_id(key: &str) -> String {
     let d = Sha1::digest(key.as_bytes());
-    d.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    d.iter()
+        .take(6)
+        .fold(String::with_capacity(12), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// Group fields over the rows being exported: `task key → (k, n0, n1, mean, std)`.
@@ -112,7 +119,7 @@ impl Groups {
                     let mut bytes = Vec::with_capacity(128);
                     for (k, v) in self.fields(key) {
                         if k == "group_id" {
-                            id = v.as_str().unwrap_or_default().to_owned();
+                            v.as_str().unwrap_or_default().clone_into(&mut id);
                         }
                         bytes.push(b',');
                         // Writing JSON to a Vec cannot fail.

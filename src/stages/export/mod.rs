@@ -74,6 +74,10 @@ pub enum MaskMode {
 
 /// Export settings.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent switches, each a flag of its own"
+)]
 pub struct Options {
     /// Prepended as a system message.
     pub system_prompt: Option<String>,

@@ -97,7 +97,39 @@ pub fn training_rows(
     let needles = row_needles(row);
     facts.privileged = needles.is_some();
     facts.truncated = row.get("finish_reason").and_then(Value::as_str) == Some("length");
-    // Convert.
+    let mut messages = convert_messages(source, opts, &mut facts);
+    // A training conversation ends on what the policy wrote: turns after the last assistant turn
+    // (a tool result the agent never answered, a user turn) are cut.
+    let Some(last) = messages.iter().rposition(|m| m["role"] == "assistant") else {
+        facts.no_completion = true;
+        return (Vec::new(), facts);
+    };
+    let answer = content_text(messages[last].get("content"));
+    facts.trailing_cut = (messages.len() - last - 1) as u64;
+    messages.truncate(last + 1);
+    let assistant: Vec<usize> = (0..messages.len())
+        .filter(|&i| messages[i]["role"] == "assistant")
+        .collect();
+    let samples = samples(row, messages, last, &assistant, opts, groups, &facts);
+    let rows = shape(samples, opts, &mut facts);
+    if rows.is_empty() {
+        facts.no_completion = true;
+    }
+    // The leak gate reads what is exported.
+    if let Some(needles) = &needles {
+        let (mut texts, mut answers) = (Vec::new(), Vec::new());
+        for r in &rows {
+            exported_texts(r, &mut texts, &mut answers);
+        }
+        let ask = row.get("prompt").and_then(Value::as_str).unwrap_or("");
+        facts.leak = needles.quoted(ask, &answer, &answers, &texts).cloned();
+    }
+    (rows, facts)
+}
+
+/// The row's messages in the wire shape: the system prompt first, calls with ids and arguments
+/// (counted by the round-trip gate), tool outputs cut, tool turns matched to their calls.
+fn convert_messages(source: &[Value], opts: &Options, facts: &mut RowFacts) -> Vec<Value> {
     let mut messages: Vec<Value> = Vec::with_capacity(source.len() + 1);
     if let Some(sys) = opts.system_prompt.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": sys}));
@@ -110,7 +142,7 @@ pub fn training_rows(
             "assistant" => {
                 let mut content = content_text(m.get("content"));
                 if opts.strip_think {
-                    content = THINK.replace_all(&content, "").trim().to_owned();
+                    content = String::from(THINK.replace_all(&content, "").trim());
                 }
                 let mut out = Map::new();
                 out.insert("role".into(), json!("assistant"));
@@ -195,23 +227,29 @@ pub fn training_rows(
                 messages.push(Value::Object(out));
             }
             "user" | "system" => {
-                messages.push(json!({"role": role, "content": content_text(m.get("content"))}))
+                messages.push(json!({"role": role, "content": content_text(m.get("content"))}));
             }
             _ => {}
         }
     }
-    // A training conversation ends on what the policy wrote: turns after the last assistant turn
-    // (a tool result the agent never answered, a user turn) are cut.
-    let Some(last) = messages.iter().rposition(|m| m["role"] == "assistant") else {
-        facts.no_completion = true;
-        return (Vec::new(), facts);
-    };
-    let answer = content_text(messages[last].get("content"));
-    facts.trailing_cut = (messages.len() - last - 1) as u64;
-    messages.truncate(last + 1);
-    let assistant: Vec<usize> = (0..messages.len())
-        .filter(|&i| messages[i]["role"] == "assistant")
-        .collect();
+    messages
+}
+
+/// A sample: its messages, which of them the loss covers, and its other fields.
+type Sample = (Vec<Value>, Vec<bool>, Map<String, Value>);
+
+/// Each sample of a row: its messages and which of them the loss covers (the last assistant
+/// turn of an unrolled sample; every assistant turn, or the last, of a whole one), with the
+/// carried fields (and, for a whole row, the group fields).
+fn samples(
+    row: &Map<String, Value>,
+    messages: Vec<Value>,
+    last: usize,
+    assistant: &[usize],
+    opts: &Options,
+    groups: &Groups,
+    facts: &RowFacts,
+) -> Vec<Sample> {
     let carry = |out: &mut Map<String, Value>| {
         if let Some(t) = opts.tools.as_ref().filter(|t| !t.is_empty()) {
             out.insert("tools".into(), Value::Array(t.clone()));
@@ -225,7 +263,7 @@ pub fn training_rows(
     };
     // Each sample: its messages and which of them the loss covers (the last assistant turn
     // of an unrolled sample; every assistant turn, or the last, of a whole one).
-    let mut samples: Vec<(Vec<Value>, Vec<bool>, Map<String, Value>)> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
     if opts.unroll {
         for (turn, &at) in assistant.iter().enumerate() {
             let mut out = Map::new();
@@ -269,6 +307,12 @@ pub fn training_rows(
         groups.stamp(row, &mut out);
         samples.push((messages, trained, out));
     }
+    samples
+}
+
+/// The samples as the format's rows (OpenAI weights, TRL messages or prompt/completion),
+/// counting the turns trained and masked.
+fn shape(samples: Vec<Sample>, opts: &Options, facts: &mut RowFacts) -> Vec<Map<String, Value>> {
     let is_assistant = |m: &Value| m["role"] == "assistant";
     let split = opts.unroll || opts.mask_mode == MaskMode::Final;
     let mut rows = Vec::with_capacity(samples.len());
@@ -326,19 +370,7 @@ pub fn training_rows(
             }
         }
     }
-    if rows.is_empty() {
-        facts.no_completion = true;
-    }
-    // The leak gate reads what is exported.
-    if let Some(needles) = &needles {
-        let (mut texts, mut answers) = (Vec::new(), Vec::new());
-        for r in &rows {
-            exported_texts(r, &mut texts, &mut answers);
-        }
-        let ask = row.get("prompt").and_then(Value::as_str).unwrap_or("");
-        facts.leak = needles.quoted(ask, &answer, &answers, &texts).cloned();
-    }
-    (rows, facts)
+    rows
 }
 
 /// An OpenAI training row split into what the fine-tuning file holds (`messages` and `tools`:

@@ -105,7 +105,7 @@ fn the_reference_wire_row() {
         rows[0]["messages"][2]["tool_calls"][0]["function"]["arguments"],
         json!({"order_id": "A1002"})
     );
-    assert_eq!(rows[0].keys().last().unwrap(), "prompt_text");
+    assert_eq!(rows[0].keys().next_back().unwrap(), "prompt_text");
     assert!(rows[0].get("loss_mask").is_none());
     let mut o = opts(Format::Trl);
     o.mask_mode = MaskMode::Final;
