@@ -5,6 +5,8 @@
 pub mod context;
 pub mod ingest;
 pub mod io;
+pub mod json_lines;
+pub mod lines_out;
 pub mod output;
 pub mod pipe;
 pub mod read;
@@ -12,6 +14,7 @@ pub mod row;
 pub mod rows_out;
 pub mod scratch;
 pub mod session;
+pub mod shards;
 pub mod signals;
 pub mod source;
 pub mod tables;

@@ -147,7 +147,7 @@ fn the_gates_refuse_leaks_and_string_wrapped_arguments() {
     assert_eq!(failed.status.code(), Some(65), "bad data");
     assert!(String::from_utf8_lossy(&failed.stderr).contains("privileged_leak: 8 of 200 rows"));
     assert!(!out.exists(), "nothing written");
-    let report = crate::support::report_of(
+    let doc = crate::support::json_of(
         wai()
             .args(["--json", "export"])
             .arg(fixture("example_scored.jsonl"))
@@ -155,8 +155,9 @@ fn the_gates_refuse_leaks_and_string_wrapped_arguments() {
             .arg("--out")
             .arg(&out),
     );
+    let report = &doc["report"];
     assert_eq!(report["privileged_leaks"]["n_leaked"], 8);
-    assert!(report["warnings"].to_string().contains("reward below 0.5"));
+    assert!(doc["warnings"].to_string().contains("reward below 0.5"));
     // A call whose arguments are a string that is not JSON cannot round-trip.
     let bad = dir.path().join("bad.jsonl");
     crate::support::write_rows(
@@ -780,20 +781,21 @@ fn rows_a_trainer_cannot_train_are_cut_or_dropped_with_a_count_and_the_first_row
     );
     for (format, out) in [("openai", "o.jsonl"), ("trl", "t.jsonl"), ("parquet", "ds")] {
         let out = dir.path().join(out);
-        let r = crate::support::report_of(
+        let doc = crate::support::json_of(
             wai()
                 .args(["--json", "export"])
                 .arg(&rows)
                 .args(["--format", format, "--mask-mode", "final", "--out"])
                 .arg(&out),
         );
+        let r = &doc["report"];
         assert_eq!(r["n"], 2, "{format}: {r}");
         assert_eq!(r["no_completion_dropped"], 1, "{format}");
         assert_eq!(
             r["trailing_turns_cut"],
             serde_json::json!({"rows": 1, "turns": 1})
         );
-        let warnings = r["warnings"].to_string();
+        let warnings = doc["warnings"].to_string();
         assert!(
             warnings.contains("first: row `r-silent`")
                 && warnings.contains("first: row `r-tool-end`"),

@@ -15,17 +15,22 @@ use datafusion::arrow::array::{Array, Float64Array, ListArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use serde_json::Value;
 
-use super::{
-    CARRY, Format, Groups, MaskMode, NeedleCache, Options, RowFacts, THINK, column_task_key,
-    decode_args,
-};
+use super::json_string::push_json_string;
+use super::messages::decode_args;
+use super::rows::THINK;
+use super::wire_line::{Turn, cut, json, member, put, write_messages};
+use super::{CARRY, Format, Groups, MaskMode, NeedleCache, Options, RowFacts, column_task_key};
 use crate::error::{Error, Result};
 use crate::pipeline::row::{Text, Typed, extra_beside, item_field, item_text, json_text, score};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 
-/// What the command's report needs of a row besides its facts.
+/// What the report needs of a row besides its facts.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of a row, each summed on its own"
+)]
 pub struct Side {
     /// The first message is a system prompt.
     pub with_system: bool,
@@ -263,28 +268,80 @@ impl<'a> Wire<'a> {
         let Some(extra) = extra_beside(self.extra, i, &READ)? else {
             return Ok(None);
         };
-        let side_field = |k: &str| extra.get(k);
         let mut facts = RowFacts::default();
         let mut side = Side::default();
-        // Messages, converted.
-        struct Turn<'t> {
-            role: &'static str,
-            content: Cow<'t, str>,
-            tool_call_id: Option<Cow<'t, str>>,
-            calls: Vec<(Cow<'t, str>, &'t str, String)>,
+        let mut turns = self.turns(i, opts, cache, &mut facts)?;
+        facts.truncated = self.finish_reason.get(i) == Some("length");
+        // A row with nothing to train takes the general path, which counts and drops it; turns
+        // after the last assistant turn are cut, as there.
+        let Some(last_assistant) = turns.iter().rposition(|t| t.role == "assistant") else {
+            return Ok(None);
+        };
+        facts.trailing_cut = (turns.len() - last_assistant - 1) as u64;
+        turns.truncate(last_assistant + 1);
+        let assistant_turns = turns.iter().filter(|t| t.role == "assistant").count() as u64;
+        facts.trained += match opts.mask_mode {
+            MaskMode::Final => 1,
+            MaskMode::Assistant => assistant_turns,
+        };
+        facts.masked += assistant_turns - facts.trained;
+        facts.trl_trained += assistant_turns;
+        side.with_system = turns.first().is_some_and(|t| t.role == "system");
+        side.with_tools = write_messages(out, &turns, last_assistant, opts)?;
+        // The metadata: members written each after a comma, the first comma made the brace.
+        let opened = meta.len();
+        if facts.outputs_cut > 0 {
+            let _ = write!(
+                meta,
+                ",\"tool_output_truncated\":{},\"tool_output_chars_cut\":{}",
+                facts.outputs_cut, facts.chars_cut
+            );
         }
+        let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
+        self.write_carried(i, &extra, reward, cache, meta)?;
+        put(meta, b",\"schema_version\":\"1\"");
+        facts.leak = self.leak(i, &extra, &turns, last_assistant, cache, &mut facts)?;
+        // Group fields.
+        let key = column_task_key(
+            extra.get("scenario_id"),
+            self.task_id.value(i),
+            self.prompt.get(i),
+        );
+        if let Some((id, fields)) = groups.written(&key) {
+            side.group = Some(id.to_owned());
+            put(meta, fields);
+        }
+        // `schema_version` is always there, so the first member's comma is.
+        meta[opened] = b'{';
+        put(meta, b"}\n");
+        let lineage = self.lineage.get(i).map(|_| &cache.lineage);
+        side.reward = reward.map(score).as_ref().and_then(Value::as_f64);
+        side.eval_sourced = lineage.is_some_and(|l| l.eval_sourced);
+        side.has_policy_sha = lineage.is_some_and(|l| l.policy_sha);
+        side.calls_tools = (self.tools_used.is_valid(i) && self.tools_used.value_length(i) > 0)
+            || (self.steps.is_valid(i) && {
+                let so = self.steps.value_offsets();
+                (usize_of(so[i])..usize_of(so[i + 1])).any(|j| self.step_tool.is_valid(j))
+            });
+        Ok(Some((facts, side)))
+    }
+
+    /// Row `i`'s messages, converted (the system prompt first, calls with ids and arguments,
+    /// tool outputs cut, tool turns matched to their calls).
+    fn turns(
+        &self,
+        i: usize,
+        opts: &'a Options,
+        cache: &mut WireCache,
+        facts: &mut RowFacts,
+    ) -> Result<Vec<Turn<'a>>> {
         let o = self.messages.value_offsets();
         let source = usize_of(o[i])..usize_of(o[i + 1]);
         let mut turns: Vec<Turn> = Vec::with_capacity(source.len() + 1);
         if let Some(sys) = opts.system_prompt.as_deref().filter(|s| !s.is_empty()) {
-            turns.push(Turn {
-                role: "system",
-                content: Cow::Borrowed(sys),
-                tool_call_id: None,
-                calls: Vec::new(),
-            });
+            turns.push(Turn::new("system", Cow::Borrowed(sys)));
         }
-        let mut pending: VecDeque<Cow<'_, str>> = VecDeque::new();
+        let mut pending: VecDeque<Cow<'a, str>> = VecDeque::new();
         let mut call_index = 0usize;
         for j in source {
             let content = self.content.value(j);
@@ -295,7 +352,7 @@ impl<'a> Wire<'a> {
                     } else {
                         Cow::Borrowed(content)
                     };
-                    let mut calls = Vec::new();
+                    let mut turn = Turn::new("assistant", content);
                     if self.calls.is_valid(j) {
                         let co = self.calls.value_offsets();
                         for c in usize_of(co[j])..usize_of(co[j + 1]) {
@@ -305,158 +362,63 @@ impl<'a> Wire<'a> {
                             );
                             call_index += 1;
                             pending.push_back(id.clone());
-                            let (args, object) =
-                                match (self.call_arguments_text.get(c), self.call_arguments.get(c))
-                                {
-                                    (Some(t), _) => cache.args(true, Some(t))?,
-                                    (None, a) => cache.args(false, a)?,
-                                };
-                            facts.calls += 1;
-                            if !object {
-                                facts.invalid_calls += 1;
-                            }
-                            let name = self.call_name.value(c);
-                            calls.push((id, name, args));
+                            turn.calls.push(self.call(c, id, cache, facts)?);
                         }
                     }
-                    turns.push(Turn {
-                        role: "assistant",
-                        content,
-                        tool_call_id: None,
-                        calls,
-                    });
+                    turns.push(turn);
                 }
                 "tool" => {
-                    let mut content = Cow::Borrowed(content);
-                    if let Some(cap) = opts.max_tool_output_chars {
-                        let n = content.chars().count();
-                        if n > cap {
-                            let cut = n - cap;
-                            content = Cow::Owned(format!(
-                                "{}\n[... {cut} chars of tool output truncated]",
-                                content.chars().take(cap).collect::<String>()
-                            ));
-                            facts.outputs_cut += 1;
-                            facts.chars_cut += cut as u64;
-                        }
-                    }
+                    let mut turn = Turn::new("tool", cut(content, opts, facts));
                     let id = self.tool_call_id.get(j).map(Cow::Borrowed);
                     if let Some(id) = &id {
                         pending.retain(|p| p != id);
                     }
                     // OpenAI's tool messages hold `role`, `content` and `tool_call_id` only.
-                    turns.push(Turn {
-                        role: "tool",
-                        content,
-                        tool_call_id: id.or_else(|| pending.pop_front()),
-                        calls: Vec::new(),
-                    });
+                    turn.tool_call_id = id.or_else(|| pending.pop_front());
+                    turns.push(turn);
                 }
-                role @ ("user" | "system") => turns.push(Turn {
-                    role: if role == "user" { "user" } else { "system" },
-                    content: Cow::Borrowed(content),
-                    tool_call_id: None,
-                    calls: Vec::new(),
-                }),
+                role @ ("user" | "system") => turns.push(Turn::new(
+                    if role == "user" { "user" } else { "system" },
+                    Cow::Borrowed(content),
+                )),
                 _ => {}
             }
         }
-        facts.truncated = self.finish_reason.get(i) == Some("length");
-        // A row with nothing to train takes the general path, which counts and drops it; turns
-        // after the last assistant turn are cut, as there.
-        let Some(last_assistant) = turns.iter().rposition(|t| t.role == "assistant") else {
-            return Ok(None);
+        Ok(turns)
+    }
+
+    /// Call `c`: its id, name and arguments as JSON text (counted by the round-trip gate).
+    fn call(
+        &self,
+        c: usize,
+        id: Cow<'a, str>,
+        cache: &mut WireCache,
+        facts: &mut RowFacts,
+    ) -> Result<(Cow<'a, str>, &'a str, String)> {
+        let (args, object) = match (self.call_arguments_text.get(c), self.call_arguments.get(c)) {
+            (Some(t), _) => cache.args(true, Some(t))?,
+            (None, a) => cache.args(false, a)?,
         };
-        facts.trailing_cut = (turns.len() - last_assistant - 1) as u64;
-        turns.truncate(last_assistant + 1);
-        // The weights.
-        let weight = |k: usize| match opts.mask_mode {
-            MaskMode::Final => k == last_assistant,
-            MaskMode::Assistant => true,
-        };
-        let assistant_turns = turns.iter().filter(|t| t.role == "assistant").count() as u64;
-        facts.trained += match opts.mask_mode {
-            MaskMode::Final => 1,
-            MaskMode::Assistant => assistant_turns,
-        };
-        facts.masked += assistant_turns - facts.trained;
-        facts.trl_trained += assistant_turns;
-        side.with_system = turns.first().is_some_and(|t| t.role == "system");
-        // Write.
-        let json = |out: &mut Vec<u8>, v: &Value| -> Result<()> {
-            serde_json::to_writer(out, v)
-                .map_err(|e| Error::Internal(format!("writing a row: {e}")))
-        };
-        let put = |out: &mut Vec<u8>, b: &[u8]| out.extend_from_slice(b);
-        put(out, b"{\"messages\":[");
-        for (k, t) in turns.iter().enumerate() {
-            if k > 0 {
-                put(out, b",");
-            }
-            put(out, b"{\"role\":");
-            push_json_string(out, t.role);
-            put(out, b",\"content\":");
-            push_json_string(out, &t.content);
-            if !t.calls.is_empty() {
-                put(out, b",\"tool_calls\":[");
-                for (c, (id, name, args)) in t.calls.iter().enumerate() {
-                    if c > 0 {
-                        put(out, b",");
-                    }
-                    put(out, b"{\"id\":");
-                    push_json_string(out, id);
-                    put(out, b",\"type\":\"function\",\"function\":{\"name\":");
-                    push_json_string(out, name);
-                    put(out, b",\"arguments\":");
-                    push_json_string(out, args);
-                    put(out, b"}}");
-                }
-                put(out, b"]");
-            }
-            if let Some(id) = &t.tool_call_id {
-                put(out, b",\"tool_call_id\":");
-                push_json_string(out, id);
-            }
-            if t.role == "assistant" {
-                put(
-                    out,
-                    if weight(k) {
-                        b",\"weight\":1"
-                    } else {
-                        b",\"weight\":0"
-                    },
-                );
-            }
-            put(out, b"}");
+        facts.calls += 1;
+        if !object {
+            facts.invalid_calls += 1;
         }
-        put(out, b"]");
-        if let Some(t) = opts.tools.as_ref().filter(|t| !t.is_empty()) {
-            put(out, b",\"tools\":");
-            serde_json::to_writer(&mut *out, t)
-                .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
-            side.with_tools = true;
-        }
-        put(out, b"}\n");
-        // The metadata: members written each after a comma, the first comma made the brace.
-        let out = meta;
-        let opened = out.len();
-        if facts.outputs_cut > 0 {
-            let _ = write!(
-                out,
-                ",\"tool_output_truncated\":{},\"tool_output_chars_cut\":{}",
-                facts.outputs_cut, facts.chars_cut
-            );
-        }
-        let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
-        let lineage = cache.lineage.at(self.lineage, i, col::LINEAGE)?;
-        // `,"key":` before a carried value.
-        let member = |out: &mut Vec<u8>, k: &str| {
-            put(out, b",");
-            push_json_string(out, k);
-            put(out, b":");
-        };
+        Ok((id, self.call_name.value(c), args))
+    }
+
+    /// Writes row `i`'s carried fields, each `,"key":value` (`extra` first, as the row reads
+    /// them); the row's lineage and sampling stay in `cache` for the leak gate.
+    fn write_carried(
+        &self,
+        i: usize,
+        extra: &serde_json::Map<String, Value>,
+        reward: Option<f64>,
+        cache: &mut WireCache,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let lineage = cache.lineage.at(self.lineage, i, col::LINEAGE)?.is_some();
         for (k, source) in &self.carry {
-            if let Some(v) = side_field(k) {
+            if let Some(v) = extra.get(*k) {
                 if !v.is_null() {
                     member(out, k);
                     json(out, v)?;
@@ -472,7 +434,7 @@ impl<'a> Wire<'a> {
                     }
                     continue;
                 }
-                Carried::Lineage => LastJson::non_null(lineage),
+                Carried::Lineage => LastJson::non_null(lineage.then_some(&cache.lineage)),
                 Carried::Sampling => {
                     LastJson::non_null(cache.sampling.at(self.sampling, i, col::SAMPLING)?)
                 }
@@ -490,71 +452,69 @@ impl<'a> Wire<'a> {
                 put(out, &j.written);
             }
         }
-        put(out, b",\"schema_version\":\"1\"");
-        // The leak gate reads what is exported, as the general path does
-        // ([`super::exported_texts`]): the turns but tool results, the calls' arguments, then
-        // the carried fields' strings.
-        if let Some(p) = self.privileged.get(i)
-            && let Some(n) = cache.needles.needles(p)?
-        {
-            facts.privileged = true;
-            let mut texts: Vec<&str> = Vec::new();
-            let mut answer_at = Vec::new();
-            for (k, t) in turns.iter().enumerate() {
-                if t.role == "tool" || t.role == "system" {
-                    continue;
-                }
-                if k == last_assistant {
-                    answer_at.push(texts.len());
-                }
-                texts.push(&t.content);
-                texts.extend(t.calls.iter().map(|(_, _, args)| args.as_str()));
+        Ok(())
+    }
+
+    /// The leak gate over what is exported, as the general path reads it
+    /// ([`super::leak::exported_texts`]): the turns but tool results, the calls' arguments, then
+    /// the carried fields' strings.
+    fn leak(
+        &self,
+        i: usize,
+        extra: &serde_json::Map<String, Value>,
+        turns: &[Turn<'_>],
+        last_assistant: usize,
+        cache: &mut WireCache,
+        facts: &mut RowFacts,
+    ) -> Result<Option<String>> {
+        let Some(p) = self.privileged.get(i) else {
+            return Ok(None);
+        };
+        let WireCache {
+            needles,
+            lineage,
+            sampling,
+            ..
+        } = cache;
+        let Some(n) = needles.needles(p)? else {
+            return Ok(None);
+        };
+        facts.privileged = true;
+        let mut texts: Vec<&str> = Vec::new();
+        let mut answer_at = Vec::new();
+        for (k, t) in turns.iter().enumerate() {
+            if t.role == "tool" || t.role == "system" {
+                continue;
             }
-            let lineage_value = lineage.map(|l| &l.value);
-            // The carry loop above left this row's sampling in the cache, when it has one.
-            let sampling_value = self.sampling.get(i).map(|_| &cache.sampling.value);
-            for (k, source) in &self.carry {
-                if *k == col::PROMPT {
-                    continue;
-                }
-                if let Some(v) = side_field(k) {
-                    strings(v, &mut texts);
-                    continue;
-                }
-                match source {
-                    Carried::Text(a) => texts.extend(a.get(i)),
-                    Carried::Lineage => strings_of(lineage_value, &mut texts),
-                    Carried::Sampling => strings_of(sampling_value, &mut texts),
-                    Carried::Reward | Carried::Extra => {}
-                }
+            if k == last_assistant {
+                answer_at.push(texts.len());
             }
-            let answer = turns[last_assistant].content.as_ref();
-            facts.leak = n
-                .quoted(self.prompt.get(i).unwrap_or(""), answer, &answer_at, &texts)
-                .cloned();
+            texts.push(&t.content);
+            texts.extend(t.calls.iter().map(|(_, _, args)| args.as_str()));
         }
-        // Group fields.
-        let key = column_task_key(
-            side_field("scenario_id"),
-            self.task_id.value(i),
-            self.prompt.get(i),
-        );
-        if let Some((id, fields)) = groups.written(&key) {
-            side.group = Some(id.to_owned());
-            put(out, fields);
+        // The carry loop left this row's lineage and sampling in the cache, when it has them.
+        let lineage_value = self.lineage.get(i).map(|_| &lineage.value);
+        let sampling_value = self.sampling.get(i).map(|_| &sampling.value);
+        for (k, source) in &self.carry {
+            if *k == col::PROMPT {
+                continue;
+            }
+            if let Some(v) = extra.get(*k) {
+                strings(v, &mut texts);
+                continue;
+            }
+            match source {
+                Carried::Text(a) => texts.extend(a.get(i)),
+                Carried::Lineage => strings_of(lineage_value, &mut texts),
+                Carried::Sampling => strings_of(sampling_value, &mut texts),
+                Carried::Reward | Carried::Extra => {}
+            }
         }
-        // `schema_version` is always there, so the first member's comma is.
-        out[opened] = b'{';
-        put(out, b"}\n");
-        side.reward = reward.map(score).as_ref().and_then(Value::as_f64);
-        side.eval_sourced = lineage.is_some_and(|l| l.eval_sourced);
-        side.has_policy_sha = lineage.is_some_and(|l| l.policy_sha);
-        side.calls_tools = (self.tools_used.is_valid(i) && self.tools_used.value_length(i) > 0)
-            || (self.steps.is_valid(i) && {
-                let so = self.steps.value_offsets();
-                (usize_of(so[i])..usize_of(so[i + 1])).any(|j| self.step_tool.is_valid(j))
-            });
-        Ok(Some((facts, side)))
+        let answer = turns[last_assistant].content.as_ref();
+        Ok(
+            n.quoted(self.prompt.get(i).unwrap_or(""), answer, &answer_at, &texts)
+                .cloned(),
+        )
     }
 }
 
@@ -574,76 +534,9 @@ fn strings_of<'v>(v: Option<&'v Value>, out: &mut Vec<&'v str>) {
     }
 }
 
-/// The first of the eight bytes of `w` (little end first) that needs escaping in a JSON
-/// string: a control character (below 0x20), `"` or `\`. The bit tricks "has a byte less than
-/// n" and "has a zero byte" can mark a byte above the first one wrongly (a borrow runs up), never
-/// one below it, so the lowest mark is exact; bytes of 0x80 and over are never marked.
-fn first_escape(w: u64) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
-    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    let marks = control | zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\')));
-    (marks != 0).then(|| marks.trailing_zeros() as usize / 8)
-}
-
-/// Appends `s` as a JSON string, byte for byte as `serde_json` writes it: `"` and `\`
-/// escaped, the control characters below 0x20 as `\b \t \n \f \r` or `\u00xx`
-/// (lowercase hex), everything else (DEL and non-ASCII included) as it is. Text is read eight
-/// bytes at a time, going straight to the next byte to escape: `serde_json`'s byte-at-a-time
-/// loop was about a quarter of an export's instructions.
-fn push_json_string(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let b = s.as_bytes();
-    out.reserve(b.len() + 2);
-    out.push(b'"');
-    let (mut start, mut i) = (0, 0);
-    while i < b.len() {
-        match b.get(i..i + 8) {
-            Some(word) => match first_escape(u64::from_le_bytes(word.try_into().unwrap_or([0; 8])))
-            {
-                None => {
-                    i += 8;
-                    continue;
-                }
-                Some(k) => i += k,
-            },
-            // The last bytes, one at a time.
-            None => {
-                if !matches!(b[i], 0..=0x1f | b'"' | b'\\') {
-                    i += 1;
-                    continue;
-                }
-            }
-        }
-        let c = b[i];
-        out.extend_from_slice(&b[start..i]);
-        match c {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            _ => {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(c >> 4)]);
-                out.push(HEX[usize::from(c & 0xf)]);
-            }
-        }
-        i += 1;
-        start = i;
-    }
-    out.extend_from_slice(&b[start..]);
-    out.push(b'"');
-}
-
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
-    use super::{LastJson, push_json_string};
+    use super::LastJson;
     use crate::pipeline::row::Text;
     use datafusion::arrow::array::{StringArray, StringViewArray};
 
@@ -691,39 +584,6 @@ mod tests {
             assert_eq!(seen, want);
             let bad = StringArray::from(vec!["{"]);
             assert!(last.at(Text::Plain(&bad), 0, "lineage").is_err());
-        }
-    }
-
-    fn ours(s: &str) -> String {
-        let mut out = Vec::new();
-        push_json_string(&mut out, s);
-        String::from_utf8(out).expect("UTF-8")
-    }
-
-    #[test]
-    fn strings_are_written_as_serde_json_writes_them() {
-        let mut every_byte = String::new();
-        for c in 0u8..=0x7f {
-            every_byte.push(char::from(c));
-        }
-        for s in [
-            String::new(),
-            every_byte.clone(),
-            format!("{every_byte}{every_byte}"),
-            "plain text that runs past eight bytes".into(),
-            "é\"ü\\\u{1f}\u{7f}\u{2028}日本".into(),
-            "1234567\"".into(),
-            "12345678\n".into(),
-            "\u{0}".repeat(17),
-        ] {
-            assert_eq!(ours(&s), serde_json::to_string(&s).expect("JSON"), "{s:?}");
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn any_string_is_written_as_serde_json_writes_it(s in "(\\PC|[\\x00-\\x1f\"\\\\\\x7f])*") {
-            prop_assert_eq!(ours(&s), serde_json::to_string(&s).expect("JSON"));
         }
     }
 }
