@@ -31,14 +31,18 @@ fn scan(ctx: &Context, rows: &[RecordBatch], endorsed: &[String]) -> Result<hack
         .map(<[RecordBatch]>::to_vec)
         .collect();
     let table = datafusion::datasource::MemTable::try_new(schema, parts)?;
-    session.register_table("rows", Arc::new(table))?;
+    let rows = session.read_table(Arc::new(table))?;
     let opts = hack_scan::Options {
         endorsed: endorsed.to_vec(),
         top_features: Some(5),
         ..hack_scan::Options::default()
     };
     ctx.runtime
-        .block_on(hack_scan::scan(&session, "rows", &opts))
+        .block_on(crate::stages::run::<hack_scan::HackScanStage>(
+            &crate::stages::Session::from_context(session),
+            hack_scan::Inputs::new(rows),
+            &opts,
+        ))
 }
 
 /// Rows in chunks per core to put into training order (each chunk one output batch).
