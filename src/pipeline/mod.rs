@@ -14,4 +14,5 @@ pub mod scratch;
 pub mod session;
 pub mod signals;
 pub mod source;
+pub mod summaries;
 pub mod tables;
