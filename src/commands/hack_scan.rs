@@ -3,16 +3,12 @@
 use super::{Context, Outcome};
 use crate::cli::HackScanArgs;
 use crate::error::{Error, ExitStatus, Result};
-use crate::stages::hack_scan::{self, Options, Regime};
+use crate::report::envelope::Envelope;
+use crate::stages::Session;
+use crate::stages::hack_scan::{self, HackScanStage, Options, Regime};
 
-/// Runs `wai hack-scan`.
-pub fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
-    if !(args.alpha > 0.0 && args.alpha < 1.0) {
-        return Err(Error::Usage(format!(
-            "--alpha must be between 0 and 1, not {}",
-            args.alpha
-        )));
-    }
+/// The scan's options from the command line.
+fn options(args: &HackScanArgs) -> Result<Options> {
     let features = args
         .features
         .iter()
@@ -28,7 +24,7 @@ pub fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
                 })
         })
         .collect::<Result<Vec<_>>>()?;
-    let opts = Options {
+    Ok(Options {
         endorsed: args.endorsed.clone(),
         features,
         auto: !args.no_auto,
@@ -39,18 +35,46 @@ pub fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
         alpha: args.alpha,
         seed: args.seed,
         top_features: (args.top > 0).then_some(args.top),
-    };
+    })
+}
+
+/// The stage names a user feature by the option key `features`; the flag is `--feature`.
+fn name_the_feature_flag(e: Error) -> Error {
+    match e {
+        Error::Option { key, message } if key == "features" => {
+            Error::Usage(format!("--feature {message}"))
+        }
+        e => e,
+    }
+}
+
+/// Runs `wai hack-scan`.
+pub fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
+    let opts = options(args)?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let report = ctx
         .runtime
-        .block_on(hack_scan::scan(&context, "rows", &opts))?;
-    Ok(Outcome {
-        text: report.to_string().trim_end().to_owned(),
-        json: super::document("hack-scan", &report),
-        status: if report.regime == Regime::RewardHack {
-            ExitStatus::Failure
-        } else {
-            ExitStatus::Success
-        },
-    })
+        .block_on(async {
+            let rows = context.table("rows").await?;
+            crate::stages::run::<HackScanStage>(
+                &Session::from_context(context),
+                hack_scan::Inputs::new(rows),
+                &opts,
+            )
+            .await
+        })
+        .map_err(name_the_feature_flag)?;
+    let status = if report.regime == Regime::RewardHack {
+        ExitStatus::Failure
+    } else {
+        ExitStatus::Success
+    };
+    let text = report.to_string().trim_end().to_owned();
+    let json = serde_json::to_value(
+        Envelope::new("hack-scan", &report)
+            .inputs(&args.inputs)
+            .warnings(report.warnings.iter().map(String::as_str)),
+    )
+    .map_err(|e| Error::Internal(format!("the hack-scan report does not serialize: {e}")))?;
+    Ok(Outcome { text, json, status })
 }

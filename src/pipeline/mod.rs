@@ -17,4 +17,5 @@ pub mod session;
 pub mod shards;
 pub mod signals;
 pub mod source;
+pub mod summaries;
 pub mod tables;

@@ -8,6 +8,7 @@ mod conversation;
 pub mod coverage;
 pub mod decontaminate;
 pub mod embed;
+pub mod ending;
 pub mod export;
 pub mod grade;
 pub mod hack_scan;

@@ -15,13 +15,14 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use super::{NO_FAULT, Parts, RowInfo, planned_fault, result_fault, row_info, side_wants_tool};
-use crate::error::{Error, Result};
-use crate::pipeline::read::{LocalParquet, Reader};
+use super::summary::{
+    NO_FAULT, Parts, RowInfo, planned_fault, prompt_wants_tool, result_fault, row_info,
+    side_wants_tool,
+};
+use crate::error::Result;
 use crate::pipeline::row::{
     BatchView, Text, Typed, encode, extra_beside, item_field, item_text, json_at, json_text,
 };
-use crate::pipeline::source::Input;
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
 use crate::stages::export::{NeedleCache, column_task_key};
@@ -196,7 +197,7 @@ impl<'a> Columns<'a> {
         let reward = self.reward.is_valid(i).then(|| self.reward.value(i));
         let (shared_prompt, new) = shared(&mut cache.prompt, prompt.unwrap_or(""));
         if new {
-            cache.wants_tool = super::prompt_wants_tool(&shared_prompt);
+            cache.wants_tool = prompt_wants_tool(&shared_prompt);
         }
         Ok(Some(
             Parts {
@@ -304,22 +305,9 @@ pub(super) fn row_infos(batch: &RecordBatch) -> Result<(Vec<RowInfo>, usize)> {
 #[cfg(test)]
 fn column_infos(cols: &Columns<'_>, n: usize) -> Result<Vec<Option<RowInfo>>> {
     let mut infos = Vec::with_capacity(n);
-    append_column_infos(cols, n, &mut infos)?;
+    infos.resize_with(n, || None);
+    fill_column_infos(cols, &mut infos)?;
     Ok(infos)
-}
-
-/// The column path's summaries of the rows of `cols` appended to `infos`, made in parallel and
-/// written in place (a million summaries are a quarter of a gigabyte: they are not gathered per
-/// chunk and copied over, on one thread, as they were); `None` for a row that needs the general
-/// path.
-fn append_column_infos(
-    cols: &Columns<'_>,
-    n: usize,
-    infos: &mut Vec<Option<RowInfo>>,
-) -> Result<()> {
-    let start = infos.len();
-    infos.resize_with(start + n, || None);
-    fill_column_infos(cols, &mut infos[start..])
 }
 
 /// The column path's summaries of the first `slots.len()` rows of `cols`, written into
@@ -359,88 +347,21 @@ pub const LEAVES: [&str; 17] = [
     "steps.truncated",
 ];
 
-/// Every row's summary from `inputs` (Parquet files) in order, and each file's row count. The
-/// first reading decodes only [`LEAVES`] (about a third less to decode than every column); the
-/// rows the column path leaves to the general one (no messages, or an `extra` that overrides a
-/// column) are then read whole, alone, and summarized the general way.
+/// Fills `slots` with the summaries of the rows of `batch` (read as [`LEAVES`]) by the column
+/// path, in parallel: `None` for a row that needs the general path ([`general_summary`]).
 ///
 /// # Errors
-/// A read failure, or a file that changed between the two readings.
-pub fn read_summaries(
-    reader: &mut Reader<'_>,
-    inputs: &[Input],
-) -> Result<(Vec<RowInfo>, Vec<usize>)> {
-    // Sized up front: grown by doubling, a million summaries were copied about twice over into
-    // fresh pages (a fifth of the first reading's page faults).
-    let files = inputs
-        .iter()
-        .map(LocalParquet::open)
-        .collect::<Result<Vec<_>>>()?;
-    let groups: Vec<Option<Vec<usize>>> = files
-        .iter()
-        .map(|f| f.as_ref().map(LocalParquet::group_rows))
-        .collect();
-    let rows = groups.iter().flatten().flatten().sum();
-    let mut infos: Vec<Option<RowInfo>> = Vec::with_capacity(rows);
-    let mut counts = Vec::with_capacity(inputs.len());
-    for ((input, file), groups) in inputs.iter().zip(&files).zip(groups) {
-        let before = infos.len();
-        if let (Some(file), Some(groups)) = (file, groups) {
-            // A local file: its row groups are summarized where they are decoded, each into
-            // its own part of the vector (the decoders do not wait on one consumer).
-            let rows: usize = groups.iter().sum();
-            // Written in parallel: the first touch of a few hundred megabytes is page faults,
-            // taken on every core.
-            infos.par_extend((0..rows).into_par_iter().map(|_| None));
-            let mut parts = Vec::with_capacity(groups.len());
-            let mut rest = &mut infos[before..];
-            for n in groups {
-                let (part, after) = rest.split_at_mut(n);
-                parts.push(std::sync::Mutex::new(part));
-                rest = after;
-            }
-            let summarize = |group: usize, at: usize, batch: RecordBatch| -> Result<()> {
-                let mut part = parts[group]
-                    .lock()
-                    .map_err(|_| Error::Internal("a summarizing thread panicked".into()))?;
-                let slots = part.get_mut(at..at + batch.num_rows()).ok_or_else(|| {
-                    Error::Internal(format!(
-                        "`{}`: row group {group} has more rows than its footer says",
-                        input.display
-                    ))
-                })?;
-                fill_column_infos(&Columns::of(&batch)?, slots)
-            };
-            reader.par_leaves(file, &LEAVES, &summarize)?;
-            counts.push(rows);
-            continue;
-        }
-        reader.read_leaves(input, &LEAVES, &mut |batch| {
-            append_column_infos(&Columns::of(&batch)?, batch.num_rows(), &mut infos)
-        })?;
-        counts.push(infos.len() - before);
-    }
-    // The rows left to the general path, read whole.
-    let rest: Vec<usize> = (0..infos.len()).filter(|&i| infos[i].is_none()).collect();
-    if !rest.is_empty() {
-        let (batches, at) = reader.read_positions(inputs, &counts, &rest)?;
-        let views = batches
-            .iter()
-            .map(BatchView::new)
-            .collect::<Result<Vec<_>>>()?;
-        let general: Vec<RowInfo> = at
-            .par_iter()
-            .map(|&(b, j)| general(&views[b], j))
-            .collect::<Result<_>>()?;
-        for (i, info) in rest.into_iter().zip(general) {
-            infos[i] = Some(info);
-        }
-    }
-    let infos = infos
-        .into_iter()
-        .map(|i| i.ok_or_else(|| Error::Internal("a row without a summary".into())))
-        .collect::<Result<_>>()?;
-    Ok((infos, counts))
+/// A column of the wrong type.
+pub fn fill_summaries(batch: &RecordBatch, slots: &mut [Option<RowInfo>]) -> Result<()> {
+    fill_column_infos(&Columns::of(batch)?, slots)
+}
+
+/// Row `i`'s summary by the general path (the row whole, encoded in the reference's format).
+///
+/// # Errors
+/// The row does not encode.
+pub fn general_summary(view: &BatchView<'_>, i: usize) -> Result<RowInfo> {
+    general(view, i)
 }
 
 #[cfg(test)]

@@ -1,0 +1,195 @@
+//! Decontamination: training rows that overlap the eval set, found by task, by text, by n-gram
+//! coverage and by embedding (the data spec's §5).
+//!
+//! The eval side is small and indexed once ([`EvalIndex`]): its recorded task ids, the normalised
+//! text of each eval text (the prompt, plus a top-level `answer` and `reference` when present),
+//! and a hash set of every word n-gram of those texts pointing at the texts that hold it. The
+//! training side streams past the index batch by batch, each batch's rows checked in parallel
+//! ([`check_batch`]), so the cost is linear in the training rows. Rules run in order and a row is
+//! counted under the first that fires:
+//!
+//! 1. `same_task`: the row's task id is an eval task id (ids derived from a prompt hash are not
+//!    recorded ids, on either side);
+//! 2. per field, in order: `exact` (the normalised texts are equal), then near copy (one eval text
+//!    covers at least `overlap` of the row's words with shared n-grams; under `n` words a row can
+//!    only match exactly);
+//! 3. `semantic` (with an embedder): the best cosine against eval prompts of another task is at
+//!    least `similarity`.
+//!
+//! Text is read as the reference reads it: `norm` lowercases and collapses white space; words are
+//! the runs of `[a-z0-9]` in the lowercased text. N-grams are compared by a 64-bit hash of their
+//! words (a false match needs a 64-bit collision).
+
+mod check;
+mod index;
+mod report;
+mod text;
+mod vectors;
+
+use serde::Serialize;
+
+pub use check::*;
+pub use index::*;
+pub use report::*;
+pub use text::*;
+pub use vectors::*;
+
+/// Default n-gram length.
+pub const NGRAM: usize = 8;
+/// Default share of a row's words an eval text must cover.
+pub const OVERLAP: f64 = 0.8;
+/// Default cosine similarity that flags.
+pub const SIMILARITY: f64 = 0.85;
+/// Flagged rows kept as examples.
+pub const EXAMPLES: usize = 20;
+/// Characters of a matched n-gram or eval prompt kept in an example.
+pub const MATCH_CHARS: usize = 120;
+
+/// What to check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Options {
+    /// Training-row fields compared with the eval texts, in order.
+    pub fields: Vec<String>,
+    /// Words per n-gram.
+    pub n: usize,
+    /// Coverage that flags a near copy (0 flags any shared n-gram).
+    pub overlap: f64,
+    /// Cosine similarity that flags (with an embedder).
+    pub similarity: Option<f64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            fields: vec!["prompt".to_owned()],
+            n: NGRAM,
+            overlap: OVERLAP,
+            similarity: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index() -> EvalIndex {
+        let mut ix = EvalIndex::new(8);
+        let _ = ix.add(Some("e1"), "Cancel order 9911.", &[]);
+        let _ = ix.add(
+            None,
+            "cancel my order 9911 today because the shoes did not fit me",
+            &["done".to_owned()],
+        );
+        ix
+    }
+
+    fn verdict(ix: &EvalIndex, prompt: &str, task: Option<&str>, overlap: f64) -> Option<Hit> {
+        let opts = Options {
+            overlap,
+            ..Options::default()
+        };
+        check(
+            ix,
+            &opts,
+            &Row {
+                task,
+                texts: vec![prompt],
+            },
+            0,
+        )
+    }
+
+    #[test]
+    fn the_reference_examples() {
+        let ix = index();
+        assert_eq!(ix.texts.len(), 3);
+        assert!(verdict(&ix, "Where is order 4473?", None, 0.8).is_none());
+        assert_eq!(
+            verdict(&ix, "Cancel order 9911.", None, 0.8).unwrap().rule,
+            Rule::Exact
+        );
+        assert_eq!(
+            verdict(&ix, "  CANCEL   order 9911.  ", None, 0.8)
+                .unwrap()
+                .rule,
+            Rule::Exact
+        );
+        let long = "Please cancel my order 9911 today because the shoes did not fit me well at all";
+        assert!(verdict(&ix, long, Some("s2"), 0.8).is_none());
+        let hit = verdict(&ix, long, Some("s2"), 0.0).unwrap();
+        assert_eq!((hit.rule, hit.coverage), (Rule::Near, Some(0.75)));
+        let near = "I would like to cancel my order 9911 today because the shoes did not fit me";
+        assert!(verdict(&ix, near, None, 0.8).is_none());
+        assert_eq!(
+            verdict(&ix, "anything", Some("e1"), 0.8).unwrap().rule,
+            Rule::SameTask
+        );
+    }
+
+    #[test]
+    fn the_calibration_is_the_references_rank_over_distinct_task_pairs() {
+        // Four prompts, three tasks: pairs (a,b) (a,c) (a,d) (b,c) (b,d) (c,d) less the
+        // same-task pair (c,d): five similarities; rank round(0.99·4) = 4, the largest.
+        let v = |x: f32, y: f32| unit(vec![x, y]);
+        let eval = vec![v(1.0, 0.0), v(0.0, 1.0), v(1.0, 1.0), v(1.0, 0.9)];
+        let task = |t: &str| (String::new(), Some(t.to_owned()));
+        let prompts = vec![task("a"), task("b"), task("c"), task("c")];
+        let (p99, m) = calibrate(&eval, &prompts).unwrap();
+        let mut sims: Vec<f64> = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
+            .iter()
+            .map(|&(i, j)| dot(&eval[i], &eval[j]))
+            .collect();
+        sims.sort_by(f64::total_cmp);
+        assert_eq!(p99, sims[4].min(1.0));
+        assert_eq!(m, 4);
+        // One pair is not a distribution.
+        assert!(calibrate(&eval[..2], &prompts[..2]).is_none());
+    }
+
+    #[test]
+    fn a_batch_gives_each_row_its_own_verdict_at_its_own_position() {
+        let ix = index();
+        let opts = Options {
+            overlap: 0.5,
+            ..Options::default()
+        };
+        let prompts = [
+            "Cancel order 9911.",
+            "Where is order 4473?",
+            "Please cancel my order 9911 today because the shoes did not fit me well at all",
+        ];
+        let tasks = [None, Some("e1"), Some("s2")];
+        // Runs of one to five equal rows, some runs differing only in their task, across the
+        // parallel chunks' edges.
+        let mut rows = Vec::new();
+        for k in 0..300_usize {
+            for _ in 0..=(k % 5) {
+                rows.push(Row {
+                    task: tasks[(k / 3) % 3],
+                    texts: vec![prompts[k % 3]],
+                });
+            }
+        }
+        let batch = check_batch(&ix, &opts, &rows, 1000);
+        assert_eq!(batch.len(), rows.len());
+        let mut hits = 0;
+        for (i, (got, row)) in batch.iter().zip(&rows).enumerate() {
+            let want = check(&ix, &opts, row, 1000 + i as u64);
+            assert_eq!(
+                serde_json::to_value(got).unwrap(),
+                serde_json::to_value(&want).unwrap(),
+                "row {i}"
+            );
+            assert_eq!(got.as_ref().map(|h| h.rule), want.map(|h| h.rule));
+            hits += usize::from(got.is_some());
+        }
+        assert!(hits > 0 && hits < rows.len());
+    }
+
+    #[test]
+    fn words_and_norms_read_as_the_reference_reads() {
+        assert_eq!(words("Héllo, WORLD_42!"), vec!["h", "llo", "world", "42"]);
+        assert_eq!(norm("  A\tb\n\nC  "), "a b c");
+    }
+}

@@ -1,0 +1,301 @@
+//! Reading the rows: each graded row's task, reward and profile, its hand-tier and user features
+//! as sparse columns (numbered as first seen), and the auto tier's document frequencies.
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::prelude::SessionContext;
+use rayon::prelude::*;
+
+use super::rows::{self, Columns, FIXED, Name};
+use super::{HashMap, Options};
+use crate::error::{Error, Result};
+use crate::stages::terms::{DocFreq, Tokenizer};
+
+/// Names a user feature may not take: the auto tier's and the conjunctions'.
+pub(super) fn check_user_names(features: &[(String, String)]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for (name, _) in features {
+        check_user_name(name)?;
+        if !seen.insert(name.as_str()) {
+            return Err(Error::option(
+                "features",
+                format!("`{name}` is given twice: name each feature once"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks one user feature name.
+fn check_user_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.starts_with("contains:") || name.contains(" AND ") {
+        return Err(Error::option(
+            "features",
+            format!(
+                "`{name}`: a feature needs a name that is not empty, does not start with \
+                 `contains:` and holds no ` AND ` (those name the automatic features)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The rows, read: per graded row its task, reward and profile; the hand and user columns in
+/// creation order; the texts; and the auto tier's document frequencies.
+pub(super) struct Read {
+    pub(super) n_rows: u64,
+    pub(super) tasks: Vec<String>,
+    pub(super) rewards: Vec<f64>,
+    pub(super) profiles: Vec<u64>,
+    /// (name, rows, values) in creation order.
+    pub(super) columns: Vec<(String, Vec<u32>, Vec<f64>)>,
+    /// Each text's token keys (the auto tier's terms are found in them).
+    pub(super) texts: Vec<Box<[u64]>>,
+    pub(super) df: DocFreq,
+}
+
+/// Reads `table`: the graded rows' features, in file order.
+pub(super) async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> Result<Read> {
+    for (name, expr) in &opts.features {
+        crate::pipeline::session::bounded_sql(expr, name).map_err(|e| match e {
+            Error::Usage(m) => Error::option("features", m),
+            e => e,
+        })?;
+        // A feature is a number or a boolean; text would fail row by row, later.
+        let planned = ctx
+            .sql_with_options(
+                &format!("SELECT ({expr}) AS f FROM {table} LIMIT 0"),
+                crate::pipeline::session::read_only(),
+            )
+            .await
+            .map_err(|e| Error::option("features", format!("{name}={expr}: {e}")))?;
+        let kind = planned.schema().field(0).data_type().clone();
+        if !(kind.is_numeric()
+            || kind == datafusion::arrow::datatypes::DataType::Boolean
+            || kind == datafusion::arrow::datatypes::DataType::Null)
+        {
+            return Err(Error::option(
+                "features",
+                format!(
+                    "{name}={expr} gives {kind}, not a number or a boolean: a feature is a number per row (compare or measure the text, as `length(final_text)` or `final_text ILIKE '%sorry%'`)"
+                ),
+            ));
+        }
+    }
+    let counted = ctx
+        .sql(&format!("SELECT count(*) AS n FROM {table}"))
+        .await?
+        .collect()
+        .await?;
+    let n_rows = counted
+        .first()
+        .map(|b| crate::stages::cells::Cells(b).count("n", 0))
+        .transpose()?
+        .unwrap_or(0);
+    let user: String = opts
+        .features
+        .iter()
+        .enumerate()
+        .map(|(j, (_, e))| format!(", CAST(({e}) AS DOUBLE) AS __user_{j}"))
+        .collect();
+    let sql = format!(
+        "SELECT task_id, reward, final_text, prompt, finish_reason, reason, \
+         json_get_str(extra, 'grader_reason') AS grader_reason, \
+         json_get_str(extra, 'opener') AS opener, \
+         json_get_float(extra, 'logprob') AS logprob, \
+         json_get_int(extra, 'n_tokens') AS n_tokens, \
+         messages, steps, markers{user} \
+         FROM {table} WHERE reward IS NOT NULL AND NOT isnan(reward)"
+    );
+    let names: Vec<String> = opts.features.iter().map(|(n, _)| n.clone()).collect();
+    let mut out = Read {
+        n_rows,
+        tasks: Vec::new(),
+        rewards: Vec::new(),
+        profiles: Vec::new(),
+        columns: Vec::new(),
+        texts: Vec::new(),
+        df: DocFreq::default(),
+    };
+    let mut registry = Registry::default();
+    crate::pipeline::session::for_each_in_file_order(ctx, &sql, |batch| {
+        add_batch(&batch, &names, opts, &mut out, &mut registry)
+    })
+    .await?;
+    Ok(out)
+}
+
+/// Adds the graded rows of `batch` to `out`.
+fn add_batch(
+    batch: &RecordBatch,
+    names: &[String],
+    opts: &Options,
+    out: &mut Read,
+    registry: &mut Registry,
+) -> Result<()> {
+    let cols = Columns::of(batch, names.len())?;
+    let rows: Vec<rows::Row> = (0..batch.num_rows())
+        .into_par_iter()
+        .map(|i| cols.row(i, names))
+        .collect();
+    // The texts are split once: counted, and their token keys kept for finding the
+    // vocabulary's holders.
+    let mut keys: Vec<Box<[u64]>> = Vec::new();
+    if opts.auto {
+        let parts = rayon::current_num_threads().max(1) * 2;
+        let counted: Vec<(DocFreq, Vec<Box<[u64]>>)> = rows
+            .par_chunks(rows.len().div_ceil(parts).max(1))
+            .map(|chunk| {
+                let (mut t, mut df) = (Tokenizer::default(), DocFreq::default());
+                let keys = chunk
+                    .iter()
+                    .map(|r| {
+                        df.add(&mut t, &r.text);
+                        Box::from(t.keys())
+                    })
+                    .collect();
+                (df, keys)
+            })
+            .collect();
+        keys.reserve(rows.len());
+        for (df, k) in counted {
+            out.df.merge(df);
+            keys.extend(k);
+        }
+    }
+    let mut keys = keys.into_iter();
+    for r in rows {
+        let at = u32::try_from(out.rewards.len())
+            .map_err(|_| Error::Usage("hack-scan reads at most 2^32 rows".into()))?;
+        for (name, v) in &r.features {
+            if *v != 0.0 && !v.is_nan() {
+                let c = registry.column(name, names, &mut out.columns);
+                out.columns[c].1.push(at);
+                out.columns[c].2.push(*v);
+            }
+        }
+        out.tasks.push(r.task);
+        out.rewards.push(r.reward);
+        out.profiles.push(r.profile);
+        if let Some(k) = keys.next() {
+            out.texts.push(k);
+        }
+    }
+    Ok(())
+}
+
+/// Columns by name, numbered as first seen.
+#[derive(Default)]
+struct Registry {
+    fixed: [Option<usize>; FIXED.len()],
+    logprob: Option<usize>,
+    user: HashMap<u16, usize>,
+    tools: HashMap<String, usize>,
+    markers: HashMap<String, usize>,
+}
+
+impl Registry {
+    fn column(
+        &mut self,
+        name: &Name<'_>,
+        user_names: &[String],
+        columns: &mut Vec<(String, Vec<u32>, Vec<f64>)>,
+    ) -> usize {
+        let mut new = |spelled: String| {
+            columns.push((spelled, Vec::new(), Vec::new()));
+            columns.len() - 1
+        };
+        match name {
+            Name::Fixed(k) => {
+                *self.fixed[*k as usize].get_or_insert_with(|| new(FIXED[*k as usize].to_owned()))
+            }
+            Name::LogprobMean => *self
+                .logprob
+                .get_or_insert_with(|| new("logprob_mean".to_owned())),
+            Name::User(j) => match rows::spelled(&user_names[*j as usize]) {
+                // A user feature named like a built-in fills the built-in's column.
+                Some(builtin) => self.column(&builtin, user_names, columns),
+                None => *self
+                    .user
+                    .entry(*j)
+                    .or_insert_with(|| new(user_names[*j as usize].clone())),
+            },
+            Name::Tool(t) => by_name(&mut self.tools, "tool:", t, new),
+            Name::Marker(m) => by_name(&mut self.markers, "marker:", m, new),
+        }
+    }
+}
+
+/// The column `prefix` + `key` of `map`, made by `new` when it is not there.
+fn by_name(
+    map: &mut HashMap<String, usize>,
+    prefix: &str,
+    key: &str,
+    new: impl FnOnce(String) -> usize,
+) -> usize {
+    if let Some(c) = map.get(key) {
+        return *c;
+    }
+    let c = new(format!("{prefix}{key}"));
+    map.insert(key.to_owned(), c);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_names_are_checked() {
+        let ok = vec![("apology".to_owned(), "1".to_owned())];
+        assert!(check_user_names(&ok).is_ok());
+        for bad in ["", "contains:x", "a AND b"] {
+            let e = check_user_names(&[(bad.to_owned(), "1".to_owned())]).unwrap_err();
+            assert!(
+                matches!(e, Error::Option { ref key, .. } if key == "features"),
+                "{e}"
+            );
+        }
+        let twice = [ok[0].clone(), ok[0].clone()];
+        let e = check_user_names(&twice).unwrap_err();
+        assert!(e.to_string().contains("`apology` is given twice"), "{e}");
+    }
+
+    #[test]
+    fn columns_are_numbered_as_first_seen_and_built_ins_share_theirs() {
+        let user = vec!["mine".to_owned(), "reply_length".to_owned()];
+        let mut registry = Registry::default();
+        let mut columns = Vec::new();
+        let c = |r: &mut Registry, n: Name<'_>, cols: &mut Vec<_>| r.column(&n, &user, cols);
+        assert_eq!(c(&mut registry, Name::Tool("refund"), &mut columns), 0);
+        assert_eq!(c(&mut registry, Name::User(0), &mut columns), 1);
+        assert_eq!(c(&mut registry, Name::Fixed(0), &mut columns), 2);
+        // A user feature named like a built-in fills the built-in's column.
+        assert_eq!(c(&mut registry, Name::User(1), &mut columns), 2);
+        assert_eq!(c(&mut registry, Name::Tool("refund"), &mut columns), 0);
+        assert_eq!(c(&mut registry, Name::LogprobMean, &mut columns), 3);
+        let names: Vec<&str> = columns.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["tool:refund", "mine", "reply_length", "logprob_mean"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_feature_that_gives_text_is_refused_by_its_name() {
+        let session = crate::stages::Session::new().unwrap();
+        let rows = session
+            .context()
+            .sql("SELECT 'a' AS final_text")
+            .await
+            .unwrap();
+        let scope = session.scope_with(&[("rows", rows)]).unwrap();
+        let opts = Options {
+            features: vec![("t".into(), "final_text".into())],
+            ..Options::default()
+        };
+        let Err(e) = read(&scope, "rows", &opts).await else {
+            panic!("a text feature is refused");
+        };
+        assert!(e.to_string().contains("t=final_text gives Utf8"), "{e}");
+    }
+}
