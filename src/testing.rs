@@ -6,6 +6,7 @@
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::DataFrame;
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::pipeline::io::Identity;
@@ -72,6 +73,49 @@ pub fn generated(rows: u64, seed: u64) -> Result<Vec<RecordBatch>> {
 /// The batches do not share one schema.
 pub fn frame(session: &Session, batches: Vec<RecordBatch>) -> Result<DataFrame> {
     Ok(session.context().read_batches(batches)?)
+}
+
+// The fixtures of `tests/fixtures`, for tests in this crate and beside it.
+
+/// The row fixtures of every shape: the reference's rows, odd rows, chat and trace imports,
+/// public benchmark rewards.
+pub const ROW_FIXTURES: [&str; 8] = [
+    "example_scored.jsonl",
+    "example_rows.jsonl",
+    "odd_rows.jsonl",
+    "chat_rollouts.jsonl",
+    "hack_scan_planted.jsonl",
+    "grade_transcripts.jsonl",
+    "tau_bench_airline_rewards.jsonl",
+    "eval_variance_runs.jsonl",
+];
+
+/// `rows` as one batch (rows ingest would set aside are left out; a missing rollout id is
+/// made up from the position). Lenient where [`batch`] is strict: for fixtures of odd shapes.
+///
+/// # Panics
+/// The builder refuses a decoded row (a bug).
+pub fn batch_of(rows: impl IntoIterator<Item = Value>) -> RecordBatch {
+    let mut b = Builder::new();
+    for (n, v) in rows.into_iter().enumerate() {
+        let Ok(mut record) = decode(v) else { continue };
+        record.rollout_id.get_or_insert_with(|| format!("r{n}"));
+        b.push(&record).expect("pushed");
+    }
+    b.finish().expect("batch")
+}
+
+/// The rows of a JSONL file in `tests/fixtures`.
+///
+/// # Panics
+/// The file is not there or a line is not JSON (a broken fixture).
+pub fn fixture(name: &str) -> Vec<Value> {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect()
 }
 
 #[cfg(test)]

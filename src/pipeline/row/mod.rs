@@ -110,38 +110,13 @@ pub struct Record {
     pub extra: Option<String>,
 }
 
-/// Test helpers: rows as a batch, as ingest would store them.
+/// Test helpers: rows as a batch, as ingest would store them (the shared ones live in
+/// [`crate::testing`]).
 #[cfg(test)]
 pub(crate) mod testing {
     use datafusion::arrow::array::RecordBatch;
-    use serde_json::Value;
 
-    use super::{Builder, decode};
-
-    /// The row fixtures of every shape: the reference's rows, odd rows, chat and trace imports,
-    /// public benchmark rewards.
-    pub(crate) const ROW_FIXTURES: [&str; 8] = [
-        "example_scored.jsonl",
-        "example_rows.jsonl",
-        "odd_rows.jsonl",
-        "chat_rollouts.jsonl",
-        "hack_scan_planted.jsonl",
-        "grade_transcripts.jsonl",
-        "tau_bench_airline_rewards.jsonl",
-        "eval_variance_runs.jsonl",
-    ];
-
-    /// `rows` as one batch (rows ingest would set aside are left out; a missing rollout id is
-    /// made up from the position).
-    pub(crate) fn batch_of(rows: impl IntoIterator<Item = Value>) -> RecordBatch {
-        let mut b = Builder::new();
-        for (n, v) in rows.into_iter().enumerate() {
-            let Ok(mut record) = decode(v) else { continue };
-            record.rollout_id.get_or_insert_with(|| format!("r{n}"));
-            b.push(&record).expect("pushed");
-        }
-        b.finish().expect("batch")
-    }
+    pub(crate) use crate::testing::{ROW_FIXTURES, batch_of, fixture};
 
     /// `batch` with its text as views, as `Reader::read_leaves` and `Reader::read_views` give
     /// rows to the column paths.
@@ -152,15 +127,5 @@ pub(crate) mod testing {
             &crate::pipeline::read::row_schema_with_views(),
         )
         .expect("views")
-    }
-
-    /// The rows of a JSONL file in `tests/fixtures`.
-    pub(crate) fn fixture(name: &str) -> Vec<Value> {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).expect("fixture");
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).expect("JSON"))
-            .collect()
     }
 }
