@@ -7,10 +7,10 @@ use std::path::Path;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use serde_json::Value;
 
-use super::simulate::{read_asks, read_tools};
 use super::{Context, Outcome};
 use crate::cli::{CoverageGapArgs, PreflightArgs};
 use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::world_files::{read_asks, read_tools};
 use crate::stages::coverage;
 
 fn policy_text(path: Option<&Path>) -> Result<String> {

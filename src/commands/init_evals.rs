@@ -531,7 +531,7 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let seeds = match &args.seeds {
         Some(p) => {
             picked.push(format!("seeds: {} (--seeds)", p.display()));
-            let asks = super::simulate::read_asks(p)?;
+            let asks = crate::pipeline::world_files::read_asks(p)?;
             format!(
                 "# One ask per line; `#` starts a comment.\n{}\n",
                 asks.iter()

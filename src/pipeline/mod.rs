@@ -2,6 +2,7 @@
 //!
 //! `pipeline` knows no stage's internals; stages know nothing about files.
 
+pub mod checkpoint;
 pub mod context;
 pub mod ingest;
 pub mod io;
@@ -15,3 +16,4 @@ pub mod session;
 pub mod signals;
 pub mod source;
 pub mod tables;
+pub mod world_files;

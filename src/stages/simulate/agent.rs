@@ -114,6 +114,34 @@ pub const BEHAVIORS: [&str; 7] = [
 /// The seeded agent's default mistake rate.
 pub const DEFAULT_RATE: f64 = 0.35;
 
+/// Which agent plays: `seeded`, `seeded:RATE`, or `cmd:COMMAND`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentSpec {
+    /// The seeded demo agent with this mistake rate.
+    Seeded(f64),
+    /// A command agent.
+    Command(String),
+}
+
+impl AgentSpec {
+    /// Parses a spec; the error says what is wrong with it (without naming the spec).
+    pub fn parse(spec: &str) -> std::result::Result<Self, &'static str> {
+        if let Some(command) = spec.strip_prefix("cmd:") {
+            return Ok(Self::Command(command.to_owned()));
+        }
+        match spec.strip_prefix("seeded") {
+            Some("") => Ok(Self::Seeded(DEFAULT_RATE)),
+            Some(r) => r
+                .strip_prefix(':')
+                .and_then(|r| r.parse::<f64>().ok())
+                .filter(|r| (0.0..=1.0).contains(r))
+                .map(Self::Seeded)
+                .ok_or("the rate is a share in [0, 1], as in `seeded:0.2`"),
+            None => Err("use `seeded`, `seeded:RATE` or `cmd:COMMAND`"),
+        }
+    }
+}
+
 const HEDGES: [&str; 2] = [
     "It is probably fine, although I can't be completely sure either way.",
     "This may or may not be the whole picture, but broadly speaking:",
@@ -478,6 +506,21 @@ pub fn honest_reply(tool: &str, who: &str, result: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn agent_specs_parse() {
+        assert_eq!(
+            AgentSpec::parse("seeded"),
+            Ok(AgentSpec::Seeded(DEFAULT_RATE))
+        );
+        assert_eq!(AgentSpec::parse("seeded:0.2"), Ok(AgentSpec::Seeded(0.2)));
+        assert_eq!(
+            AgentSpec::parse("cmd:python3 a.py"),
+            Ok(AgentSpec::Command("python3 a.py".into()))
+        );
+        assert!(AgentSpec::parse("seeded:2").unwrap_err().contains("[0, 1]"));
+        assert!(AgentSpec::parse("gpt").unwrap_err().contains("cmd:COMMAND"));
+    }
+
     use super::*;
     use crate::stages::simulate::tools::parse_tools;
     use serde_json::json;
