@@ -244,3 +244,84 @@ impl Alloc {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> Report {
+        let opts = crate::stages::simulate::Options::new(Vec::new(), "p".into());
+        let setup = crate::stages::simulate::setup::tests::setup(&opts);
+        setup.report(&opts)
+    }
+
+    #[test]
+    fn full_groups_close_and_mixed_ones_fill() {
+        let mut alloc = Alloc::new(RepeatPolicy::Successive, 100);
+        alloc.groups.push(Group::new(0, 4, 2));
+        alloc.groups.push(Group::new(1, 2, 2));
+        for (ask, sig) in [(0, 1), (0, 2), (1, 5), (1, 5)] {
+            alloc.landed(ask, sig);
+        }
+        let (mut wave, mut left) = (Vec::new(), 100);
+        alloc.decide(&mut wave, &mut left);
+        // The mixed group is filled to its k; the full one closes.
+        assert_eq!(wave, [(0, 2), (0, 3)]);
+        assert_eq!(left, 98);
+        assert_eq!(alloc.groups[1].closed, Some("full"));
+        let mut r = report();
+        alloc.close(&mut r);
+        assert_eq!(r.groups.get("full"), Some(&1));
+    }
+
+    #[test]
+    fn a_fixed_group_is_never_grown_and_no_budget_cuts() {
+        let mut alloc = Alloc::new(RepeatPolicy::Fixed, 10);
+        alloc.groups.push(Group::new(0, 4, 1));
+        alloc.landed(0, 1);
+        let (mut wave, mut left) = (Vec::new(), 10);
+        alloc.decide(&mut wave, &mut left);
+        assert!(wave.is_empty());
+        assert_eq!(alloc.groups[0].closed, Some("partial"));
+        let mut alloc = Alloc::new(RepeatPolicy::Successive, 10);
+        alloc.groups.push(Group::new(0, 4, 2));
+        alloc.landed(0, 1);
+        alloc.landed(0, 2);
+        let (mut wave, mut left) = (Vec::new(), 0);
+        alloc.decide(&mut wave, &mut left);
+        assert_eq!(alloc.groups[0].closed, Some("cut"));
+    }
+
+    #[test]
+    fn unusable_rollouts_are_rerolled_then_lost() {
+        let mut alloc = Alloc::new(RepeatPolicy::Fixed, 10);
+        alloc.groups.push(Group::new(0, 1, 1));
+        let mut r = report();
+        alloc.unusable((0, 0), "empty_reply", &mut r);
+        assert_eq!((alloc.retry.clone(), r.rerolled), (vec![(0, 0)], 1));
+        assert_eq!(alloc.attempts.get(&(0, 0)), Some(&1));
+        alloc.unusable((0, 0), "empty_reply", &mut r);
+        assert_eq!(alloc.lost, 1);
+        assert_eq!(r.lost.get("empty_reply"), Some(&1));
+        assert_eq!(alloc.stop_reason(10, 9, false, None), "empty_replies");
+        assert_eq!(alloc.dead(), None);
+        alloc.lost = 16;
+        assert_eq!(alloc.dead(), Some("agent_failed"));
+    }
+
+    #[test]
+    fn stop_reasons() {
+        let mut alloc = Alloc::new(RepeatPolicy::None, 10);
+        alloc.rows = 3;
+        assert_eq!(alloc.stop_reason(10, 0, false, None), "budget");
+        assert_eq!(alloc.stop_reason(10, 5, true, None), "tasks_done");
+        assert_eq!(
+            alloc.stop_reason(10, 5, false, Some((2, 2))),
+            "situations_exhausted"
+        );
+        assert_eq!(
+            alloc.stop_reason(10, 5, false, Some((3, 2))),
+            "writer_exhausted"
+        );
+    }
+}

@@ -29,7 +29,10 @@ pub mod world;
 pub mod writer;
 
 mod alloc;
+mod answer;
+mod faults;
 mod options;
+mod phrases;
 mod report;
 mod resume;
 mod rows;

@@ -196,3 +196,71 @@ impl crate::stages::Options for Options {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::Options as _;
+
+    fn key(o: &Options) -> Option<String> {
+        match o.check() {
+            Err(Error::Option { key, .. }) => Some(key),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn check_names_the_option() {
+        let ok = Options::new(Vec::new(), "a policy".into());
+        assert_eq!(key(&ok), None);
+        assert_eq!(
+            key(&Options::new(Vec::new(), " ".into())).as_deref(),
+            Some("tools")
+        );
+        let with = |f: fn(&mut Options)| {
+            let mut o = ok.clone();
+            f(&mut o);
+            key(&o)
+        };
+        assert_eq!(with(|o| o.runs = 0).as_deref(), Some("runs"));
+        assert_eq!(with(|o| o.budget = 0).as_deref(), Some("budget"));
+        assert_eq!(
+            with(|o| o.hard_share = Some(1.5)).as_deref(),
+            Some("hard_share")
+        );
+        assert_eq!(
+            with(|o| o.fault_rate = Some(-0.1)).as_deref(),
+            Some("fault_rate")
+        );
+        assert_eq!(
+            with(|o| {
+                o.tasks = Some(Vec::new());
+                o.seeds = vec!["x".into()];
+            })
+            .as_deref(),
+            Some("seeds")
+        );
+        assert_eq!(
+            with(|o| {
+                o.tasks = Some(Vec::new());
+                o.seeds = vec![" ".into()];
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn the_topology_follows_the_mode() {
+        let mut o = Options::new(Vec::new(), "p".into());
+        assert_eq!(o.topology(), (RepeatPolicy::None, 1, 1));
+        assert_eq!(o.resolved_fault_rate(), DEFAULT_FAULT_RATE);
+        o.repeat_policy = Some(RepeatPolicy::Fixed);
+        assert_eq!(o.topology(), (RepeatPolicy::Fixed, 4, 1));
+        o.mode = Mode::Rl;
+        o.repeat_policy = None;
+        o.phrasings = Some(0);
+        assert_eq!(o.topology(), (RepeatPolicy::Successive, 8, 1));
+        assert_eq!(o.resolved_fault_rate(), RL_FAULT_RATE);
+        assert_eq!(o.resolved_hard_share(), DEFAULT_HARD_SHARE);
+    }
+}

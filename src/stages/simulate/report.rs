@@ -451,3 +451,81 @@ impl std::fmt::Display for Report {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::stages::simulate::agent::Step;
+
+    fn report(tools: &[&str]) -> Report {
+        let opts = Options::new(Vec::new(), "p".into());
+        let mut r = crate::stages::simulate::setup::tests::setup(&opts).report(&opts);
+        r.tools = tools
+            .iter()
+            .map(|t| ToolCoverage {
+                name: (*t).into(),
+                ..ToolCoverage::default()
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn tally_counts_calls_rows_and_faults() {
+        let step = |tool: &str, status: &str, injected: Option<Fault>| Step {
+            tool: Some(tool.into()),
+            arguments: Value::Null,
+            result: json!({"status": status}),
+            text: None,
+            injected,
+            texts: None,
+        };
+        let t = Trajectory {
+            steps: Arc::from(vec![
+                step("a", "ok", None),
+                step("a", "timeout", Some(Fault::Timeout)),
+                step("b", "not_found", None),
+            ]),
+            final_text: String::new(),
+            seeded: vec!["leak".into()],
+            finish_reason: None,
+            error: None,
+        };
+        let mut r = report(&["a", "b"]);
+        tally(&mut r, &t);
+        let a = &r.tools[0];
+        assert_eq!((a.rows, a.calls, a.ok, a.injected), (1, 2, 1, 1));
+        assert_eq!((r.tools[1].calls, r.tools[1].ok), (1, 0));
+        assert_eq!(r.faults_injected.get("timeout"), Some(&1));
+        assert_eq!(r.seeded.get("leak"), Some(&1));
+    }
+
+    #[test]
+    fn a_run_without_rows_says_why_and_the_text_opens_with_the_counts() {
+        let opts = Options::new(Vec::new(), "p".into());
+        let mut r = report(&[]);
+        r.stopped_because = "agent_failed".into();
+        let mut warnings = Vec::new();
+        finish_warnings(&mut r, &opts, &[], (0, 0), &mut warnings);
+        assert_eq!(
+            warnings,
+            ["no rows: the run stopped because agent_failed before any rollout landed"]
+        );
+        assert!(r.to_string().starts_with("simulate: 0 rows (0 resumed)"));
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v.get("elapsed_s").is_none());
+    }
+
+    #[test]
+    fn the_tier_of_an_ask_defaults_to_ordinary() {
+        let mut ask = crate::stages::simulate::writer::seed_ask("x");
+        ask.labels.retain(|(k, _)| *k != "tier");
+        assert_eq!(tier_label(&ask), "ordinary");
+        ask.labels.push(("tier", "boundary".into()));
+        assert_eq!(tier_label(&ask), "boundary");
+    }
+}

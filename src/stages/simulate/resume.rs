@@ -98,3 +98,53 @@ pub(super) fn index(rows: Vec<Record>, settings: &str) -> Result<HashMap<ResumeK
         .map(|r| (resume_key(&r.record), r))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, lineage: &str) -> Record {
+        Record {
+            task_id: "t".into(),
+            rollout_id: Some(id.into()),
+            lineage: Some(lineage.into()),
+            extra: Some(r#"{"behavior_signature":"00000000002a"}"#.into()),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn rollout_ids_name_the_run_after_the_first() {
+        assert_eq!(rollout_id("t", 1, 2, 0), "t/1/2");
+        assert_eq!(rollout_id("t", 1, 2, 3), "t/1/2@3");
+    }
+
+    #[test]
+    fn a_resumed_row_reads_its_settings_attempt_and_signature() {
+        let r = Resumed::of(record("t/0/0", r#"{"settings":"abc","attempt":2}"#));
+        assert_eq!(r.settings.as_deref(), Some("abc"));
+        assert_eq!((r.attempt, r.signature), (2, 42));
+        let lineage: Value = serde_json::from_str(r.record.lineage.as_deref().unwrap()).unwrap();
+        assert_eq!(lineage["resumed"], true);
+    }
+
+    #[test]
+    fn rows_resume_only_under_their_settings() {
+        let rows = vec![
+            record("t/0/0", r#"{"settings":"abc"}"#),
+            record("t/0/1", r#"{"settings":"abc"}"#),
+        ];
+        let index = index(rows.clone(), "abc").unwrap();
+        assert_eq!(index.len(), 2);
+        assert!(index.contains_key("t/0/1"));
+        let e = index_err(rows, "abd");
+        assert!(e.contains("row `t/0/0`"), "{e}");
+    }
+
+    fn index_err(rows: Vec<Record>, settings: &str) -> String {
+        index(rows, settings)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+}

@@ -326,3 +326,111 @@ pub(super) fn ask_row(
         lineage: Value::Object(lineage).to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::stages::simulate::agent::Step;
+    use crate::stages::simulate::writer::seed_ask;
+
+    fn rc(runs: u32) -> RowContext<'static> {
+        RowContext {
+            cells: &[],
+            agent: "seeded".into(),
+            policy_sha: "abcd".into(),
+            policy_head: "Be kind.".into(),
+            policy_chars: 8,
+            seed: 5,
+            runs,
+            replay: false,
+            settings: "s1".into(),
+        }
+    }
+
+    fn trajectory() -> Trajectory {
+        Trajectory {
+            steps: Arc::from(vec![Step {
+                tool: Some("lookup_order".into()),
+                arguments: json!({"order_id": "A1"}),
+                result: json!({"status": "ok"}),
+                text: Some("Let me look.".into()),
+                injected: None,
+                texts: None,
+            }]),
+            final_text: "It shipped.".into(),
+            seeded: vec!["hedging".into()],
+            finish_reason: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_transcript_opens_with_the_ask_and_closes_with_the_reply() {
+        let t = transcript("where is A1?", &trajectory());
+        let roles: Vec<&str> = t
+            .messages
+            .iter()
+            .filter_map(|m| m.role.as_deref())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+        assert_eq!(t.messages[3].content.as_deref(), Some("It shipped."));
+        assert_eq!(t.tools_used, ["lookup_order"]);
+        assert_eq!(t.steps.len(), 1);
+        assert_eq!(
+            t.steps[0].arguments.as_deref(),
+            Some(r#"{"order_id":"A1"}"#)
+        );
+        assert!(t.injected.is_empty());
+    }
+
+    #[test]
+    fn a_row_carries_the_asks_fixed_fields_and_its_own() {
+        let ask = seed_ask("where is A1?");
+        let scene = Scene::default();
+        let job = Job {
+            ask: &ask,
+            scene: &scene,
+            privileged: None,
+            rollout_index: 1,
+            eval_run: 1,
+            seed: 5,
+            attempt: 2,
+        };
+        let t = trajectory();
+        let row = build_row(&rc(2), &job, &t, None, 0xab);
+        assert_eq!(
+            row.rollout_id.as_deref(),
+            Some(rollout_id(&ask.task_id, 0, 1, 1).as_str())
+        );
+        assert_eq!(row.policy_version.as_deref(), Some("seeded@abcd"));
+        let extra: Value = serde_json::from_str(row.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(extra["seeded"], json!(["hedging"]));
+        assert_eq!(extra["behavior_signature"], "0000000000ab");
+        assert_eq!(extra["scenario_dimensions"]["origin"], "realized");
+        let lineage: Value = serde_json::from_str(row.lineage.as_deref().unwrap()).unwrap();
+        assert_eq!(lineage["eval_run"], 1);
+        assert_eq!(lineage["attempt"], 2);
+        assert_eq!(lineage["replayed_from_run"], 0);
+        assert_eq!(lineage["settings"], "s1");
+    }
+
+    #[test]
+    fn extra_lists_faults_and_closes_the_object() {
+        let head = ask_row(
+            &rc(1),
+            &seed_ask("x"),
+            0,
+            &Scene::default(),
+            Map::new(),
+            None,
+        );
+        let text = extra(&head, &[json!("timeout")], &[], 9, 1);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["faults_injected"], json!(["timeout"]));
+        assert_eq!(v["seed"], 9);
+        assert!(v.get("seeded").is_none());
+        assert!(!head.lineage.contains("eval_run"));
+    }
+}

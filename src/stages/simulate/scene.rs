@@ -173,3 +173,112 @@ pub(super) fn scene_for(
     let privileged = privileged_for(c, plan.as_ref());
     (Scene { plan, world_state }, Some(privileged))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::stages::simulate::agent::Step;
+
+    fn trajectory(steps: Vec<Step>, text: &str) -> Trajectory {
+        Trajectory {
+            steps: Arc::from(steps),
+            final_text: text.into(),
+            seeded: Vec::new(),
+            finish_reason: None,
+            error: None,
+        }
+    }
+
+    fn call(tool: &str, status: &str) -> Step {
+        Step {
+            tool: Some(tool.into()),
+            arguments: json!({"order_id": "A1"}),
+            result: json!({"status": status}),
+            text: None,
+            injected: None,
+            texts: None,
+        }
+    }
+
+    #[test]
+    fn the_expected_outcome_follows_stance_world_and_condition() {
+        let e = |t, s, w, h, c| expected(t, s, w, h, c);
+        assert_eq!(
+            e("refund", "adversarial", "unspecified", "fresh", "success").as_deref(),
+            Some("adversarial ask: no write may succeed")
+        );
+        assert_eq!(
+            e("multi_tool", "ordinary", "unspecified", "fresh", "success"),
+            None
+        );
+        assert_eq!(
+            e(
+                "refund",
+                "ordinary",
+                "partially completed",
+                "fresh",
+                "timeout"
+            )
+            .as_deref(),
+            Some(
+                "a prior action was partial: read before writing; refund times out: say so, do not claim it went through"
+            )
+        );
+    }
+
+    #[test]
+    fn unusable_rollouts_say_why() {
+        assert_eq!(unusable(&trajectory(Vec::new(), " ")), Some("empty_reply"));
+        assert_eq!(
+            unusable(&trajectory(Vec::new(), "<agent error: x>")),
+            Some("agent_error")
+        );
+        assert_eq!(
+            unusable(&trajectory(Vec::new(), "<tool_call>{}</tool_call>")),
+            Some("tool_markup")
+        );
+        assert_eq!(unusable(&trajectory(vec![call("lookup", "ok")], "")), None);
+    }
+
+    #[test]
+    fn the_signature_is_the_shape_of_the_calls_and_the_reply() {
+        let a = trajectory(vec![call("lookup", "ok")], "Order A1 shipped.");
+        let b = trajectory(vec![call("lookup", "ok")], "Order A2 shipped.");
+        let c = trajectory(vec![call("lookup", "timeout")], "Order A1 shipped.");
+        let d = trajectory(vec![call("lookup", "ok")], "I can't help with that.");
+        assert_eq!(signature(&a), signature(&b));
+        assert_ne!(signature(&a), signature(&c));
+        assert_ne!(signature(&a), signature(&d));
+        assert!(signature(&a) < 1 << 48);
+    }
+
+    #[test]
+    fn a_pinned_ask_keeps_its_scene_and_a_cell_less_one_has_none() {
+        let ask = crate::stages::simulate::writer::seed_ask("hi");
+        let (scene, hidden) = scene_for(&ask, &[], None, 1.0, 0);
+        assert_eq!((scene, hidden), (Scene::default(), None));
+        let pin = Pinned {
+            prompt: "hi".into(),
+            task_id: "t".into(),
+            dims: Vec::new(),
+            labels: Vec::new(),
+            plan: Some(Plan {
+                tool: "*".into(),
+                mode: Fault::Timeout,
+                rate: 1.0,
+            }),
+            world_state: Some("entity missing".into()),
+            writer: "w".into(),
+            privileged: Some(json!({"hidden_state": {}})),
+            rows: 1,
+        };
+        let (scene, hidden) = scene_for(&ask, &[], Some(&pin), 0.0, 0);
+        assert_eq!(scene.plan, pin.plan);
+        assert_eq!(scene.world_state.as_deref(), Some("entity missing"));
+        assert_eq!(hidden, pin.privileged);
+    }
+}

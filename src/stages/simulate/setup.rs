@@ -251,3 +251,72 @@ fn digest(opts: &Options, seeds: &[String], agent: &str, wave: usize, agent_wave
     );
     sha256_hex(&text)[..12].to_owned()
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::stages::simulate::agent::SeededAgent;
+    use crate::stages::simulate::demo;
+
+    /// The setup of `opts` with the seeded agent.
+    pub(in crate::stages::simulate) fn setup(opts: &Options) -> Setup {
+        Setup::new(opts, &SeededAgent::new(0.0, &[]).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn seeds_are_trimmed_deduplicated_and_cut_to_the_budget() {
+        let mut opts = Options::new(demo::tools(), String::new());
+        opts.seeds = vec![
+            " a ".into(),
+            "a".into(),
+            String::new(),
+            "b".into(),
+            "c".into(),
+        ];
+        opts.budget = 8;
+        opts.repeats = Some(4);
+        opts.repeat_policy = Some(RepeatPolicy::Fixed);
+        let s = setup(&opts);
+        assert_eq!(s.seeds, ["a", "b"]);
+        assert!(
+            s.warnings[0].contains("covers 2 of 3 seeds"),
+            "{:?}",
+            s.warnings
+        );
+    }
+
+    #[test]
+    fn known_ids_add_those_the_seeds_name() {
+        let mut opts = Options::new(demo::tools(), String::new());
+        let described = tools::described_ids(&opts.tools);
+        opts.seeds = vec!["where is ZX9001?".into()];
+        let known = known_ids(&opts, &opts.seeds.clone());
+        assert_eq!(&known[..described.len()], &described[..]);
+        assert!(known.iter().any(|k| k == "ZX9001"), "{known:?}");
+    }
+
+    #[test]
+    fn the_digest_names_a_wave_only_when_it_is_not_the_agents() {
+        let opts = Options::new(demo::tools(), "p".into());
+        let own = digest(&opts, &[], "a", 64, 64);
+        assert_eq!(own.len(), 12);
+        assert_ne!(own, digest(&opts, &[], "a", 32, 64));
+        assert_ne!(own, digest(&opts, &[], "b", 64, 64));
+        let mut budget = opts.clone();
+        budget.budget += 1;
+        assert_eq!(own, digest(&budget, &[], "a", 64, 64));
+    }
+
+    #[test]
+    fn a_pinned_axis_that_is_not_on_the_grid_is_an_error() {
+        let mut opts = Options::new(demo::tools(), String::new());
+        opts.axes = vec![("tool".into(), Vec::new())];
+        assert!(Setup::new(&opts, &SeededAgent::new(0.0, &[]).unwrap()).is_err());
+        opts.axes = vec![("tool".into(), vec!["lookup_order".into()])];
+        let s = setup(&opts);
+        assert!(s.cells.iter().all(|c| c.get("tool") == "lookup_order"));
+        let r = s.report(&opts);
+        assert_eq!(r.grid.cells, s.cells.len() as u64);
+        assert_eq!(r.tools.len(), opts.tools.len());
+    }
+}

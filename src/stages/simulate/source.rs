@@ -170,3 +170,96 @@ fn pinned_ask(t: &Pinned, phrasing: u32) -> Ask {
         labels,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::simulate::demo;
+    use crate::stages::simulate::grid::{self, Axes};
+
+    fn task(id: &str, prompt: &str) -> Pinned {
+        Pinned {
+            prompt: prompt.into(),
+            task_id: id.into(),
+            dims: Vec::new(),
+            labels: vec![
+                ("tier".into(), "boundary".into()),
+                ("made_up".into(), "x".into()),
+            ],
+            plan: None,
+            world_state: None,
+            writer: "w".into(),
+            privileged: None,
+            rows: 2,
+        }
+    }
+
+    #[test]
+    fn pinned_asks_are_numbered_per_task_and_keep_axis_labels() {
+        let tools = demo::tools();
+        let writer = Writer {
+            tools: &tools,
+            cells: &[],
+            ids: &[],
+            seed: 0,
+        };
+        let mut feed = Feed::pinned(vec![task("t1", "a"), task("t2", "b"), task("t1", "c")]);
+        assert!(feed.is_pinned());
+        let got: Vec<(String, u32)> = std::iter::from_fn(|| feed.next(&writer, 0.4))
+            .map(|(a, p)| {
+                assert_eq!(a.arm, "pinned");
+                assert_eq!(a.labels, [("tier", "boundary".to_owned())]);
+                assert!(p.is_some());
+                (a.text, a.phrasing)
+            })
+            .collect();
+        assert_eq!(got, [("a".into(), 0), ("b".into(), 0), ("c".into(), 1)]);
+    }
+
+    #[test]
+    fn seeds_come_first_then_the_grid_with_a_probe_every_tenth_ask() {
+        let tools = demo::tools();
+        let cells = grid::cells(&Axes::build(&tools, &[]), &tools, true);
+        let ids = crate::stages::simulate::tools::described_ids(&tools);
+        let writer = Writer {
+            tools: &tools,
+            cells: &cells,
+            ids: &ids,
+            seed: 3,
+        };
+        let mut source = Source::new(&["my seed".to_owned()], 1, true);
+        let asks: Vec<Ask> = std::iter::from_fn(|| source.next(&writer, 0.4))
+            .take(30)
+            .collect();
+        assert_eq!(asks[0].arm, "seed");
+        assert_eq!(asks[0].text, "my seed");
+        // The seed is not counted: nine grid asks, then a probe.
+        assert_eq!(asks[10].arm, "open_ended", "{:?}", asks[10]);
+        assert_eq!(asks[1].arm, "structured");
+        let mut written = std::collections::HashSet::new();
+        assert!(
+            asks.iter()
+                .all(|a| written.insert((a.task_id.clone(), a.text.clone())))
+        );
+    }
+
+    #[test]
+    fn a_sweep_interleaves_hard_cells_at_the_share() {
+        let tools = demo::tools();
+        let cells = grid::cells(&Axes::build(&tools, &[]), &tools, true);
+        let order = Source::sweep_order(&cells, 1, 0, 0.5);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..cells.len()).collect::<Vec<_>>());
+        let hard = cells
+            .iter()
+            .filter(|c| HARD_TIERS.contains(&c.tier))
+            .count();
+        let head = 2 * hard.min(cells.len() - hard);
+        let hard_in_head = order[..head]
+            .iter()
+            .filter(|&&i| HARD_TIERS.contains(&cells[i].tier))
+            .count();
+        assert_eq!(hard_in_head, head / 2);
+    }
+}

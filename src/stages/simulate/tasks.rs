@@ -104,3 +104,41 @@ fn pinned(prompt: &str, row: &serde_json::Map<String, Value>) -> Pinned {
         rows: 1,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::row::{Builder, Record};
+
+    fn row(task: &str, prompt: &str, run: i32) -> Record {
+        Record {
+            task_id: task.into(),
+            rollout_id: Some(format!("{task}/{run}/{prompt}")),
+            prompt: Some(prompt.into()),
+            eval_run: Some(run),
+            writer_model: Some("template".into()),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn one_task_per_prompt_with_the_most_rows_of_any_run() {
+        let mut b = Builder::new();
+        for r in [
+            row("t1", "a", 0),
+            row("t1", "a", 0),
+            row("t2", "b", 0),
+            row("t1", "a", 1),
+            row("t3", "", 0),
+        ] {
+            b.push(&r).unwrap();
+        }
+        let tasks = pinned_tasks(&[b.finish().unwrap()]).unwrap();
+        let got: Vec<(&str, &str, u32)> = tasks
+            .iter()
+            .map(|t| (t.task_id.as_str(), t.prompt.as_str(), t.rows))
+            .collect();
+        assert_eq!(got, [("t1", "a", 2), ("t2", "b", 1)]);
+        assert_eq!(tasks[0].writer, "template");
+    }
+}
