@@ -68,3 +68,47 @@ pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
         ))
     })
 }
+
+/// Reads asks from `spec`: a JSON array, a text or JSONL file (as [`read_asks`]), or rows
+/// (Parquet, a folder, a URL), whose prompts are the asks.
+///
+/// # Errors
+/// The file or rows cannot be read, or do not hold asks.
+pub fn asks_of(ctx: &crate::pipeline::context::Context, spec: &str) -> Result<Vec<String>> {
+    use datafusion::arrow::array::AsArray;
+    let path = Path::new(spec);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_lowercase();
+    let local = path.is_file();
+    if local && ext == "json" {
+        return read_ask_array(path, spec);
+    }
+    if local && ext != "parquet" {
+        return read_asks(path);
+    }
+    let (context, _scratch) = crate::pipeline::tables::rows_session(ctx, &[spec.to_owned()])?;
+    let batches = ctx
+        .runtime
+        .block_on(crate::pipeline::session::collect_in_file_order(
+            &context,
+            "SELECT prompt FROM rows WHERE prompt IS NOT NULL",
+        ))?;
+    let mut out = Vec::new();
+    for b in &batches {
+        let prompts = datafusion::arrow::compute::cast(
+            b.column(0),
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )?;
+        out.extend(
+            prompts
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_owned),
+        );
+    }
+    Ok(out)
+}
