@@ -8,6 +8,7 @@ pub mod ingest;
 pub mod io;
 pub mod output;
 pub mod pipe;
+pub mod project;
 pub mod read;
 pub mod row;
 pub mod rows_out;
