@@ -34,6 +34,18 @@ pub struct Options {
     pub gold: f64,
 }
 
+impl crate::stages::Options for Options {
+    fn check(&self) -> crate::Result<()> {
+        if !(0.0..=1.0).contains(&self.gold) {
+            return Err(crate::Error::option(
+                "gold",
+                format!("is a share in [0, 1], got {}", self.gold),
+            ));
+        }
+        Ok(())
+    }
+}
+
 const TOOLS: [&str; 6] = [
     "lookup_order",
     "issue_refund",

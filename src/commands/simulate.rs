@@ -170,7 +170,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
             notes: &notes,
         },
     )
-    .output(Output::new(args.out.display(), "rows"))
+    .output(Output::new(args.out.display(), "rows").rows(report.rows))
     .warnings(report.warnings.iter().map(String::as_str));
     if let Some(p) = &args.checkpoint {
         envelope = envelope.output(Output::new(p.display(), "checkpoint"));
