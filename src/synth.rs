@@ -253,7 +253,8 @@ mod tests {
     #[test]
     fn tasks_are_a_mix_of_unanimous_and_mixed() {
         let a = rows(4000, 1);
-        let mut by_task: std::collections::BTreeMap<&str, (u32, u32)> = Default::default();
+        let mut by_task: std::collections::BTreeMap<&str, (u32, u32)> =
+            std::collections::BTreeMap::default();
         for r in &a {
             let e = by_task.entry(&r.task_id).or_default();
             e.0 += 1;

@@ -54,7 +54,7 @@ pub fn coverage_gap(ctx: &Context, args: &CoverageGapArgs) -> Result<Outcome> {
     let asks = asks_of(ctx, &args.asks)?;
     let (session, _scratch) = match &args.rows {
         Some(spec) => {
-            let (context, scratch) = super::rows_session(ctx, &[spec.clone()])?;
+            let (context, scratch) = super::rows_session(ctx, std::slice::from_ref(spec))?;
             (Session::from_context(context), Some(scratch))
         }
         None => (

@@ -1,6 +1,7 @@
 //! `wai demo`: the whole loop on built-in data, offline: simulate, grade, measure, and leave a
 //! folder of Parquet files to query.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
@@ -146,19 +147,21 @@ pub fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         args.rate
     );
     text.push_str(sim.to_string().trim_end());
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "\n\ngraded {} rows with `{}`: {} passed, {} failed\n\n",
         tally.rows, stamp.judge, tally.passed, tally.failed
-    ));
+    );
     text.push_str(check.text.trim_end());
     text.push_str("\n\nfailures by tool and tier (fail rate with a 95% Wilson interval; `tasks` is how many situations stand behind it):\n");
     text.push_str(failures.trim_end());
     text.push_str("\n\npolicy rules (markers, 1 = kept):\n");
     text.push_str(markers.trim_end());
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "\n\noutputs in `{d}`: rows.parquet (simulated), scored.parquet (graded), tools.json, policy.md, seeds.txt\nnext:\n  wai sql --query failures_by_tool_tier --table {d}/scored.parquet\n  wai sql \"SELECT reason, count(*) AS n FROM rows WHERE reward < 1 GROUP BY reason ORDER BY n DESC\" --table {d}/scored.parquet\n  wai pass-at {d}/scored.parquet --by dims.tier\n  wai simulate --tools {d}/tools.json --policy {d}/policy.md --seeds {d}/seeds.txt --agent 'cmd:python3 my_agent.py' --out mine.parquet",
         d = dir.display()
-    ));
+    );
     let warnings: Vec<Warning> = check
         .json
         .get("warnings")

@@ -6,6 +6,7 @@
 //! (simulate with fixed repeats, grade, gate) and a README. It reads files without running them,
 //! says what it guessed and which flag overrides it, and never overwrites without `--force`.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use super::Outcome;
@@ -35,6 +36,10 @@ fn agent(spec: Option<&str>, root: &Path, out: &Path) -> Result<AgentSource> {
                 "--agent `{spec}`: write module:function, path/to/file.py:function or cmd:COMMAND"
             ))
         })?;
+    #[allow(
+        clippy::case_sensitive_file_extension_comparisons,
+        reason = "a Python module is `.py`, as Python spells it"
+    )]
     let is_file = module.ends_with(".py");
     Ok(AgentSource::Given(AgentPick {
         module: module.to_owned(),
@@ -106,17 +111,19 @@ pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     write_folder(&out, &report.files)?;
     let names: Vec<&str> = report.files.iter().map(|f| f.name).collect();
     let mut text = report.to_string();
-    text.push_str(&format!(
-        "wrote {} files to `{d}`: {}\n",
+    let _ = writeln!(
+        text,
+        "wrote {} files to `{d}`: {}",
         names.len(),
         names.join(", ")
-    ));
+    );
     for t in &report.todo {
-        text.push_str(&format!("todo: {t}\n"));
+        let _ = writeln!(text, "todo: {t}");
     }
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "next:\n  python3 {d}/test_judge.py\n  sh {d}/run.sh\n  wai sql --query failures_by_tool_tier --table {d}/out/scored.parquet"
-    ));
+    );
     let envelope = Envelope::new("init-evals", &report).output(Output::new(&d, "folder"));
     Ok(Outcome {
         text,

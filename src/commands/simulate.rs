@@ -1,5 +1,6 @@
 //! `wai simulate`: asks from the grid, played by an agent against the mock world, landed as rows.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use serde::Serialize;
@@ -152,16 +153,17 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     sink.finish()?;
     let notes = notes(args, &opts, agent.as_ref(), workers.workers, torn);
     let mut text = report.to_string().trim_end().to_owned();
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "\nwrote {} rows to `{}`",
         report.rows,
         args.out.display()
-    ));
+    );
     if let Some(p) = &args.checkpoint {
-        text.push_str(&format!(" (checkpoint `{}`)", p.display()));
+        let _ = write!(text, " (checkpoint `{}`)", p.display());
     }
     for n in &notes {
-        text.push_str(&format!("\nnote: {n}"));
+        let _ = write!(text, "\nnote: {n}");
     }
     let mut envelope = Envelope::new(
         "simulate",

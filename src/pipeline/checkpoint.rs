@@ -128,16 +128,13 @@ fn decode(bytes: &[u8], path: &Path) -> Result<(Vec<Record>, usize, bool)> {
                 }
             }
         }
-        match end {
-            Some(e) => {
-                start = e + 1;
-                good_end = start;
-            }
-            None => {
-                // A whole last line without its newline: keep it and add the newline.
-                good_end = bytes.len();
-                start = bytes.len();
-            }
+        if let Some(e) = end {
+            start = e + 1;
+            good_end = start;
+        } else {
+            // A whole last line without its newline: keep it and add the newline.
+            good_end = bytes.len();
+            start = bytes.len();
         }
     }
     Ok((records, good_end, false))

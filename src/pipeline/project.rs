@@ -52,8 +52,6 @@ static RUNNER_DEF: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Files at the root and one folder down, in path order, skipping the output folder and the
-
-/// Files at the root and one folder down, in path order, skipping the output folder and the
 /// usual environment folders.
 fn candidates(root: &Path, out: &Path, ext: &[&str]) -> Vec<PathBuf> {
     let mut found = Vec::new();

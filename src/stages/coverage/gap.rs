@@ -2,6 +2,7 @@
 //! the asks cannot say (with graded rows: which rules no row exercised).
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
 
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::cast;
@@ -378,7 +379,7 @@ fn summary(gap: &CoverageGap) -> String {
                 .join(", ")
         );
         if gap.untested_rules.len() > 3 {
-            s.push_str(&format!(", and {} more", gap.untested_rules.len() - 3));
+            let _ = write!(s, ", and {} more", gap.untested_rules.len() - 3);
         }
         summary.push(s);
     }

@@ -1,6 +1,8 @@
 //! The files `wai init-evals` writes, as text: the agent wrapper, the judge and its test, the
 //! labelled transcripts, `run.sh`.
 
+use std::fmt::Write as _;
+
 use serde_json::json;
 
 use super::AgentPick;
@@ -208,7 +210,10 @@ pub(super) fn labels(id: &str) -> String {
         json!({"note": "answered without looking", "gold": 0, "prompt": format!("Where is {id}?"), "steps": [],
                "final_text": "It should arrive tomorrow."}),
     ];
-    rows.iter().map(|r| format!("{r}\n")).collect()
+    rows.iter().fold(String::new(), |mut s, r| {
+        let _ = writeln!(s, "{r}");
+        s
+    })
 }
 
 /// `s` quoted for a POSIX shell.

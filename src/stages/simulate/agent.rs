@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use regex::Regex;
 use serde_json::Value;
 
-use super::hash::uniform;
+use super::hash::{share_index, uniform};
 use super::tools::{REFERENCE_PARAM, Tool, Verb};
 use super::world::{Fault, Memory, SUCCESS, Scene, World};
 use super::writer::Ask;
@@ -195,7 +195,7 @@ impl SeededAgent {
 }
 
 impl Agent for SeededAgent {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "seeded_agent"
     }
 
@@ -220,7 +220,7 @@ impl Agent for SeededAgent {
                 let mut base: Option<Option<Honest>> = None;
                 r.map(move |j| {
                     let job = &jobs[j];
-                    let base = base.get_or_insert_with(|| this.honest(job, world, false));
+                    let base = base.get_or_insert_with(|| Self::honest(job, world, false));
                     this.one(job, world, base.as_ref())
                 })
             })
@@ -292,7 +292,7 @@ impl SeededAgent {
 
     /// What the honest agent does with `job`'s ask: the calls, the results and the reply
     /// (`None` when the ask is about none of the tools). With `skip`, it acts without looking up.
-    fn honest(&self, job: &Job<'_>, world: &World<'_>, skip: bool) -> Option<Honest> {
+    fn honest(job: &Job<'_>, world: &World<'_>, skip: bool) -> Option<Honest> {
         let ask = job.ask.text.as_str();
         let tools = world.tools();
         let ident = IDENT.find(ask).map(|m| m.as_str().to_owned());
@@ -353,8 +353,7 @@ impl SeededAgent {
             |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, &phrasing, &idx, &run]);
         // The planted mistake, if any: a start in the rotation, then the first that applies.
         let order: Vec<usize> = if self.rate > 0.0 && key("draw") < self.rate {
-            let start =
-                (key("which") * self.behaviors.len() as f64) as usize % self.behaviors.len();
+            let start = share_index(key("which"), self.behaviors.len());
             (0..self.behaviors.len())
                 .map(|i| (start + i) % self.behaviors.len())
                 .collect()
@@ -391,9 +390,7 @@ impl SeededAgent {
             .is_some_and(|&i| self.behaviors[i] == "skip_lookup")
             && base.can_skip
         {
-            let skipped = self
-                .honest(job, world, true)
-                .expect("the same ask has the same target");
+            let skipped = Self::honest(job, world, true).expect("the same ask has the same target");
             return Trajectory {
                 steps: skipped.steps,
                 final_text: skipped.reply,
@@ -446,7 +443,7 @@ struct Honest {
 }
 
 fn phrase(behavior: &str, reply: &str, u: f64) -> Option<String> {
-    let pick = |bank: &[&'static str]| bank[((u * bank.len() as f64) as usize).min(bank.len() - 1)];
+    let pick = |bank: &[&'static str]| bank[share_index(u, bank.len())];
     Some(match behavior {
         "hedging" => format!("{} {reply}", pick(&HEDGES)),
         "sycophancy" => format!("{} {reply}", pick(&FLATTERY)),

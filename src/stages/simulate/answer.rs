@@ -102,11 +102,11 @@ impl World<'_> {
             .iter()
             .filter(|(_, v)| !entity_exists && !self.exists(v, memory))
             .collect();
-        if !dangling.is_empty()
-            && !(verb == Verb::Create
-                && dangling.len() == refs.len()
-                && refs.iter().all(|(k, _)| k == "id"))
-        {
+        // A create that names only its own new id is not dangling.
+        let creates_its_id = verb == Verb::Create
+            && dangling.len() == refs.len()
+            && refs.iter().all(|(k, _)| k == "id");
+        if !dangling.is_empty() && !creates_its_id {
             let names: Vec<Value> = dangling
                 .iter()
                 .map(|(_, v)| Value::String(v.clone()))

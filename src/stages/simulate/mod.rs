@@ -70,6 +70,10 @@ const PROBE_EVERY: usize = 10;
 /// Distinct open-ended probes (eleven families, three texts each).
 const PROBES: u32 = 33;
 
+/// Where a simulation's rows go: each wave's batch and, per row, whether it is new rather than
+/// resumed.
+pub type Land<'a> = Box<dyn FnMut(RecordBatch, &[bool]) -> Result<()> + 'a>;
+
 /// What a simulation plays with, and where its rows go.
 pub struct Inputs<'a> {
     /// Who plays the asks.
@@ -78,7 +82,7 @@ pub struct Inputs<'a> {
     /// rollouts are not played again.
     pub resumed: Vec<Record>,
     /// Takes each wave's rows: a batch and, per row, whether it is new rather than resumed.
-    pub land: Box<dyn FnMut(RecordBatch, &[bool]) -> Result<()> + 'a>,
+    pub land: Land<'a>,
     /// Hears how the run stands after each wave.
     pub progress: Box<dyn FnMut(&Progress) + 'a>,
 }

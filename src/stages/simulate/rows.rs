@@ -1,6 +1,8 @@
 //! A rollout's row: the transcript, the ask's fixed fields (dims, hidden context, lineage) and
 //! the per-rollout ones, in the reference's row layout.
 
+use std::fmt::Write as _;
+
 use serde_json::{Map, Value, json};
 
 use super::agent::{Job, Trajectory};
@@ -130,13 +132,12 @@ pub(super) fn build_row(
         injected,
     } = transcript(&ask.text, t);
     let owned;
-    let head = match head {
-        Some(h) => h,
-        None => {
-            let (dims, privileged) = realized(t);
-            owned = ask_row(rc, ask, job.eval_run, job.scene, dims, Some(&privileged));
-            &owned
-        }
+    let head = if let Some(h) = head {
+        h
+    } else {
+        let (dims, privileged) = realized(t);
+        owned = ask_row(rc, ask, job.eval_run, job.scene, dims, Some(&privileged));
+        &owned
     };
     let extra = extra(head, &injected, &t.seeded, rc.seed, sig);
     Record {
@@ -147,8 +148,8 @@ pub(super) fn build_row(
             job.rollout_index,
             job.eval_run,
         )),
-        rollout_index: Some(job.rollout_index as i32),
-        eval_run: Some(job.eval_run as i32),
+        rollout_index: Some(job.rollout_index.cast_signed()),
+        eval_run: Some(job.eval_run.cast_signed()),
         prompt: Some(ask.text.clone()),
         messages: Some(messages),
         steps: Some(steps),
@@ -198,10 +199,10 @@ fn extra(head: &AskRow, injected: &[Value], seeded: &[String], seed: u64, sig: u
         extra.push_str(",\"seeded\":");
         list(&mut seeded.iter().map(String::as_str), &mut extra);
     }
-    extra.push_str(&format!(
-        ",\"seed\":{},\"behavior_signature\":\"{sig:012x}\"}}",
-        seed
-    ));
+    let _ = write!(
+        extra,
+        ",\"seed\":{seed},\"behavior_signature\":\"{sig:012x}\"}}"
+    );
     extra
 }
 

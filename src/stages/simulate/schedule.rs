@@ -106,7 +106,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
         };
         r.alloc.close(&mut report);
         report.rows += r.alloc.rows;
-        report.stopped_because = stopped.to_owned();
+        stopped.clone_into(&mut report.stopped_because);
         report.runs.push(RunSummary {
             rows: r.alloc.rows,
             stopped_because: stopped.to_owned(),
@@ -190,7 +190,8 @@ struct Run<'s> {
     setup: &'s Setup,
     writer: &'s Writer<'s>,
     rc: RowContext<'s>,
-    run: u32,
+    /// The run's number.
+    number: u32,
     /// Rollouts per written ask.
     k: u32,
     feed: Feed,
@@ -233,7 +234,7 @@ impl<'s> Run<'s> {
             setup,
             writer,
             rc: setup.row_context(opts),
-            run,
+            number: run,
             k,
             feed,
             book: Book::default(),
@@ -285,7 +286,7 @@ impl<'s> Run<'s> {
             );
             self.book.rows.push(
                 fixed_dims(&self.rc, &ask, pin.as_ref())
-                    .map(|d| ask_row(&self.rc, &ask, self.run, &scene, d, privileged.as_ref())),
+                    .map(|d| ask_row(&self.rc, &ask, self.number, &scene, d, privileged.as_ref())),
             );
             self.book.scenes.push((scene, privileged));
             self.book.asks.push(ask);
@@ -315,10 +316,10 @@ impl<'s> Run<'s> {
         } else {
             let asks = &self.book.asks;
             wave.iter()
-                .map(|&(a, i)| rollout_id(&asks[a].task_id, asks[a].phrasing, i, self.run))
+                .map(|&(a, i)| rollout_id(&asks[a].task_id, asks[a].phrasing, i, self.number))
                 .collect()
         };
-        let jobs = jobs(&self.book, &self.alloc, wave, self.run, self.opts.seed);
+        let jobs = jobs(&self.book, &self.alloc, wave, self.number, self.opts.seed);
         let by_job = play_fresh(agent, world, &jobs, |j| {
             keys.is_empty() || !resumed.contains_key(&keys[j])
         })?;

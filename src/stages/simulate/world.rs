@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 use sha2::Digest;
 
-use super::hash::{draw, uniform};
+use super::hash::{draw, pick_index, uniform};
 use super::tools::{REFERENCE_PARAM, Tool};
 use crate::pipeline::row::canonical_json;
 
@@ -181,7 +181,7 @@ impl<'a> World<'a> {
         let mut m = Map::new();
         m.insert(
             "status".into(),
-            Value::String(STATUSES[(n("status") % STATUSES.len() as u64) as usize].into()),
+            Value::String(STATUSES[pick_index(n("status"), STATUSES.len())].into()),
         );
         // Amounts from $5 to $300, two decimals: about a third over $200.
         let cents = 500 + n("amount") % 29_500;
@@ -189,7 +189,7 @@ impl<'a> World<'a> {
         m.insert("days_since_delivery".into(), json!(n("delivered") % 45));
         m.insert(
             "owner".into(),
-            Value::String(PEOPLE[(n("owner") % PEOPLE.len() as u64) as usize].into()),
+            Value::String(PEOPLE[pick_index(n("owner"), PEOPLE.len())].into()),
         );
         m.insert(
             "updated_at".into(),
@@ -302,16 +302,15 @@ pub(super) fn missing(refs: &[(String, String)]) -> Vec<Value> {
 
 /// `(key, value)` of every argument that names a record, nested objects included.
 pub fn references(arguments: &Value) -> Vec<(String, String)> {
-    let mut out = Vec::new();
     fn walk(v: &Value, out: &mut Vec<(String, String)>) {
         if let Value::Object(m) = v {
             for (k, x) in m {
                 match x {
                     Value::String(s) if REFERENCE_PARAM.is_match(k) && !s.trim().is_empty() => {
-                        out.push((k.clone(), s.clone()))
+                        out.push((k.clone(), s.clone()));
                     }
                     Value::Number(n) if REFERENCE_PARAM.is_match(k) => {
-                        out.push((k.clone(), n.to_string()))
+                        out.push((k.clone(), n.to_string()));
                     }
                     Value::Object(_) => walk(x, out),
                     _ => {}
@@ -319,6 +318,7 @@ pub fn references(arguments: &Value) -> Vec<(String, String)> {
             }
         }
     }
+    let mut out = Vec::new();
     walk(arguments, &mut out);
     out
 }

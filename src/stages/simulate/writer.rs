@@ -4,7 +4,7 @@
 //! them cased).
 
 use super::grid::Cell;
-use super::hash::{draw, uniform};
+use super::hash::{draw, pick_index, share_index, uniform};
 use super::phrases::{
     ABBREVIATIONS, CLOSERS, CONDITION_LINES, HISTORY_LINES, MULTI_PLAIN, MULTI_REF, OFF_TOPIC,
     OPENERS, PROBES, STANCE_LINES, WORLD_LINES,
@@ -22,7 +22,7 @@ pub struct Ask {
     pub task_id: String,
     /// Which phrasing of its situation (0, 1, ...).
     pub phrasing: u32,
-    /// structured, open_ended, seed or pinned.
+    /// `structured`, `open_ended`, `seed` or `pinned`.
     pub arm: &'static str,
     /// template, seed, or the replayed row's writer.
     pub writer: String,
@@ -31,7 +31,7 @@ pub struct Ask {
 }
 
 fn pick<'a>(pool: &[&'a str], key: &[&str]) -> &'a str {
-    pool[(draw(key) % pool.len() as u64) as usize]
+    pool[pick_index(draw(key), pool.len())]
 }
 
 fn lines_for<'a>(table: &[(&str, [&'a str; 3])], value: &str, key: &[&str]) -> Option<&'a str> {
@@ -102,8 +102,8 @@ impl Writer<'_> {
         let seed = self.seed.to_string();
         let p = phrasing.to_string();
         if !self.ids.is_empty() {
-            let i = draw(&[&seed, cell_id, &p, "ref"]) % self.ids.len() as u64;
-            return Some(self.ids[i as usize].clone());
+            let i = pick_index(draw(&[&seed, cell_id, &p, "ref"]), self.ids.len());
+            return Some(self.ids[i].clone());
         }
         let read = self
             .tools
@@ -281,8 +281,7 @@ fn vary(text: &mut String, key: &[&str]) -> Vec<(&'static str, String)> {
             "run_on",
             "clipped",
         ];
-        let kind =
-            kinds[((with("texture-kind") * kinds.len() as f64) as usize).min(kinds.len() - 1)];
+        let kind = kinds[share_index(with("texture-kind"), kinds.len())];
         let before = text.clone();
         *text = match kind {
             // Ids keep their case: a person typing in lowercase still copies the id.
@@ -330,7 +329,7 @@ fn typo(text: &str, at: f64) -> String {
     if candidates.is_empty() {
         return text.to_owned();
     }
-    let i = candidates[((at * candidates.len() as f64) as usize).min(candidates.len() - 1)];
+    let i = candidates[share_index(at, candidates.len())];
     let mut chars: Vec<char> = words[i].chars().collect();
     let j = chars.len() / 2;
     chars.swap(j - 1, j);
