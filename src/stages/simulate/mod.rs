@@ -36,6 +36,7 @@ mod phrases;
 mod report;
 mod resume;
 mod rows;
+mod run;
 mod scene;
 mod schedule;
 mod setup;
