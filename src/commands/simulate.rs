@@ -78,7 +78,7 @@ fn options(ctx: &Context, args: &SimulateArgs) -> Result<Options> {
 }
 
 /// The tasks of earlier rows, one per distinct prompt in first-seen order.
-pub fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
+fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
     let tasks = simulate::pinned_tasks(&super::all_rows(ctx, &[spec.to_owned()])?)?;
     if tasks.is_empty() {
         return Err(Error::Input {
@@ -90,7 +90,7 @@ pub fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
 }
 
 /// The agent a spec names.
-pub(crate) fn agent(
+fn agent(
     spec: &str,
     behaviors: &[String],
     workers: &super::grade::Workers,
