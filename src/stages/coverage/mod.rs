@@ -1,4 +1,4 @@
-//! Before the first rollout: [`preflight`] (what the simulator will make of the tools and the
+//! Before the first rollout: [`preflight()`] (what the simulator will make of the tools and the
 //! policy, and what to fix first) and [`gap`] (which rules and tools a set of test asks
 //! reaches). Pure text heuristics over [`words`], no model.
 //!

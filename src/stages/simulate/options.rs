@@ -94,7 +94,7 @@ pub struct Options {
     pub tasks: Option<Vec<Pinned>>,
     /// Runs of the same task set (`eval_run` 0..N).
     pub runs: u32,
-    /// Rollouts per wave, the schedule's unit (`None`: the agent's own, [`Agent::wave`]).
+    /// Rollouts per wave, the schedule's unit (`None`: the agent's own, [`super::agent::Agent::wave`]).
     pub wave: Option<usize>,
 }
 
