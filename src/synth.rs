@@ -34,6 +34,18 @@ pub struct Options {
     pub gold: f64,
 }
 
+impl crate::stages::Options for Options {
+    fn check(&self) -> crate::Result<()> {
+        if !(0.0..=1.0).contains(&self.gold) {
+            return Err(crate::Error::option(
+                "gold",
+                format!("is a share in [0, 1], got {}", self.gold),
+            ));
+        }
+        Ok(())
+    }
+}
+
 const TOOLS: [&str; 6] = [
     "lookup_order",
     "issue_refund",
@@ -241,7 +253,8 @@ mod tests {
     #[test]
     fn tasks_are_a_mix_of_unanimous_and_mixed() {
         let a = rows(4000, 1);
-        let mut by_task: std::collections::BTreeMap<&str, (u32, u32)> = Default::default();
+        let mut by_task: std::collections::BTreeMap<&str, (u32, u32)> =
+            std::collections::BTreeMap::default();
         for r in &a {
             let e = by_task.entry(&r.task_id).or_default();
             e.0 += 1;

@@ -1,19 +1,43 @@
 //! `wai demo`: the whole loop on built-in data, offline: simulate, grade, measure, and leave a
 //! folder of Parquet files to query.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{Context, Outcome};
 use crate::cli::{DemoArgs, HollowArgs};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::io::AtomicFile;
+use crate::report::envelope::{Envelope, Output, Warning};
 use crate::report::table;
+use crate::stages::Session;
 use crate::stages::grade::{self, Judge, Stamp, Tally};
 use crate::stages::simulate::agent::SeededAgent;
 use crate::stages::simulate::demo::{self as world, DemoJudge};
-use crate::stages::simulate::{self, Mode, Options, RepeatPolicy};
+use crate::stages::simulate::{self, Mode, Options, RepeatPolicy, SimulateStage};
+
+/// The `--json` report: the simulation, the grading tally, and the gate's check.
+#[derive(Serialize)]
+struct Doc<'a> {
+    simulate: &'a simulate::Report,
+    tally: &'a Tally,
+    #[serde(flatten)]
+    check: Value,
+}
+
+/// A warning of the gate's check (`{kind, text}`) for the envelope.
+fn warning(v: &Value) -> Option<Warning> {
+    let message = v
+        .as_str()
+        .or_else(|| v.get("text").and_then(Value::as_str))?;
+    Some(match v.get("kind").and_then(Value::as_str) {
+        Some(kind) => Warning::coded(kind, message),
+        None => Warning::from(message),
+    })
+}
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
@@ -83,19 +107,22 @@ pub fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         source: "grade",
     };
     let mut tally = Tally::default();
-    let sim = simulate::simulate(
-        &opts,
-        &mut agent,
-        Vec::new(),
-        |batch, _| {
+    let inputs = simulate::Inputs {
+        agent: &mut agent,
+        resumed: Vec::new(),
+        land: Box::new(|batch, _| {
             rows_sink.write(&batch)?;
             let verdicts = judge.judge(&batch)?;
             tally.add(&verdicts);
             scored_sink.write(&grade::apply(&batch, &verdicts, &stamp)?)?;
             Ok(())
-        },
-        |_| {},
-    )?;
+        }),
+        progress: Box::new(|_| {}),
+    };
+    let session = Session::from_context(datafusion::prelude::SessionContext::new());
+    let sim = futures::executor::block_on(crate::stages::run::<SimulateStage<'_>>(
+        &session, inputs, &opts,
+    ))?;
     rows_sink.finish()?;
     scored_sink.finish()?;
 
@@ -120,29 +147,38 @@ pub fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         args.rate
     );
     text.push_str(sim.to_string().trim_end());
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "\n\ngraded {} rows with `{}`: {} passed, {} failed\n\n",
         tally.rows, stamp.judge, tally.passed, tally.failed
-    ));
+    );
     text.push_str(check.text.trim_end());
     text.push_str("\n\nfailures by tool and tier (fail rate with a 95% Wilson interval; `tasks` is how many situations stand behind it):\n");
     text.push_str(failures.trim_end());
     text.push_str("\n\npolicy rules (markers, 1 = kept):\n");
     text.push_str(markers.trim_end());
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "\n\noutputs in `{d}`: rows.parquet (simulated), scored.parquet (graded), tools.json, policy.md, seeds.txt\nnext:\n  wai sql --query failures_by_tool_tier --table {d}/scored.parquet\n  wai sql \"SELECT reason, count(*) AS n FROM rows WHERE reward < 1 GROUP BY reason ORDER BY n DESC\" --table {d}/scored.parquet\n  wai pass-at {d}/scored.parquet --by dims.tier\n  wai simulate --tools {d}/tools.json --policy {d}/policy.md --seeds {d}/seeds.txt --agent 'cmd:python3 my_agent.py' --out mine.parquet",
         d = dir.display()
-    ));
-    let mut json = json!({
-        "version": 1,
-        "command": "demo",
-        "dir": dir.display().to_string(),
-        "simulate": sim,
-        "tally": tally,
-    });
-    if let (Some(obj), Value::Object(more)) = (json.as_object_mut(), check.json) {
-        obj.extend(more);
-    }
+    );
+    let warnings: Vec<Warning> = check
+        .json
+        .get("warnings")
+        .and_then(Value::as_array)
+        .map(|w| w.iter().filter_map(warning).collect())
+        .unwrap_or_default();
+    let report = Doc {
+        simulate: &sim,
+        tally: &tally,
+        check: check.json,
+    };
+    let json = serde_json::to_value(
+        Envelope::new("demo", report)
+            .output(Output::new(dir.display(), "folder"))
+            .warnings(warnings),
+    )
+    .unwrap_or_default();
     Ok(Outcome {
         text,
         json,

@@ -2,32 +2,39 @@
 
 use std::time::Instant;
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::{Context, Outcome};
 use crate::cli::GenArgs;
-use crate::error::{Error, ExitStatus, Result};
+use crate::error::{ExitStatus, Result};
 use crate::pipeline::row::{BATCH_ROWS, Builder};
+use crate::report::envelope::{Envelope, Output};
 use crate::report::plural;
+use crate::stages::Options as _;
 use crate::synth;
+
+/// What `wai gen` made.
+#[derive(Serialize)]
+struct Report<'a> {
+    rows: u64,
+    tasks: u64,
+    seed: u64,
+    shortcut: &'a Option<String>,
+    gold: f64,
+}
 
 /// Runs `wai gen`.
 pub fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
     let started = Instant::now();
-    if !(0.0..=1.0).contains(&args.gold) {
-        return Err(Error::Usage(format!(
-            "`--gold` is a share in [0, 1], got {}",
-            args.gold
-        )));
-    }
-    let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
-    let mut sink = crate::pipeline::rows_out::sink(&args.out, format)?;
     let opts = synth::Options {
         rows: args.rows,
         seed: args.seed,
         shortcut: args.shortcut.clone(),
         gold: args.gold,
     };
+    opts.check()?;
+    let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
+    let mut sink = crate::pipeline::rows_out::sink(&args.out, format)?;
     let mut builder = Builder::new();
     let mut tasks = 0u64;
     let mut last_task = String::new();
@@ -56,13 +63,18 @@ pub fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
         args.seed,
         started.elapsed().as_secs_f64()
     );
-    let json = json!({
-        "version": 1, "command": "gen", "output": args.out.display().to_string(), "rows": args.rows,
-        "tasks": tasks, "seed": args.seed, "shortcut": args.shortcut, "gold": args.gold,
-    });
+    let report = Report {
+        rows: args.rows,
+        tasks,
+        seed: args.seed,
+        shortcut: &args.shortcut,
+        gold: args.gold,
+    };
+    let envelope = Envelope::new("gen", report)
+        .output(Output::new(args.out.display(), "rows").rows(args.rows));
     Ok(Outcome {
         text,
-        json,
+        json: serde_json::to_value(envelope).unwrap_or_default(),
         status: ExitStatus::Success,
     })
 }

@@ -2,6 +2,7 @@
 //!
 //! `pipeline` knows no stage's internals; stages know nothing about files.
 
+pub mod checkpoint;
 pub mod context;
 pub mod ingest;
 pub mod io;
@@ -9,6 +10,7 @@ pub mod json_lines;
 pub mod lines_out;
 pub mod output;
 pub mod pipe;
+pub mod project;
 pub mod read;
 pub mod row;
 pub mod rows_out;
@@ -19,3 +21,4 @@ pub mod signals;
 pub mod source;
 pub mod summaries;
 pub mod tables;
+pub mod world_files;

@@ -13,6 +13,7 @@ pub mod export;
 pub mod grade;
 pub mod hack_scan;
 pub mod holdout;
+pub mod init_evals;
 pub mod judge_trust;
 pub mod labels;
 pub mod markers;

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use regex::Regex;
 use serde_json::Value;
 
-use super::hash::uniform;
+use super::hash::{share_index, uniform};
 use super::tools::{REFERENCE_PARAM, Tool, Verb};
 use super::world::{Fault, Memory, SUCCESS, Scene, World};
 use super::writer::Ask;
@@ -114,6 +114,34 @@ pub const BEHAVIORS: [&str; 7] = [
 /// The seeded agent's default mistake rate.
 pub const DEFAULT_RATE: f64 = 0.35;
 
+/// Which agent plays: `seeded`, `seeded:RATE`, or `cmd:COMMAND`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentSpec {
+    /// The seeded demo agent with this mistake rate.
+    Seeded(f64),
+    /// A command agent.
+    Command(String),
+}
+
+impl AgentSpec {
+    /// Parses a spec; the error says what is wrong with it (without naming the spec).
+    pub fn parse(spec: &str) -> std::result::Result<Self, &'static str> {
+        if let Some(command) = spec.strip_prefix("cmd:") {
+            return Ok(Self::Command(command.to_owned()));
+        }
+        match spec.strip_prefix("seeded") {
+            Some("") => Ok(Self::Seeded(DEFAULT_RATE)),
+            Some(r) => r
+                .strip_prefix(':')
+                .and_then(|r| r.parse::<f64>().ok())
+                .filter(|r| (0.0..=1.0).contains(r))
+                .map(Self::Seeded)
+                .ok_or("the rate is a share in [0, 1], as in `seeded:0.2`"),
+            None => Err("use `seeded`, `seeded:RATE` or `cmd:COMMAND`"),
+        }
+    }
+}
+
 const HEDGES: [&str; 2] = [
     "It is probably fine, although I can't be completely sure either way.",
     "This may or may not be the whole picture, but broadly speaking:",
@@ -167,7 +195,7 @@ impl SeededAgent {
 }
 
 impl Agent for SeededAgent {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "seeded_agent"
     }
 
@@ -192,7 +220,7 @@ impl Agent for SeededAgent {
                 let mut base: Option<Option<Honest>> = None;
                 r.map(move |j| {
                     let job = &jobs[j];
-                    let base = base.get_or_insert_with(|| this.honest(job, world, false));
+                    let base = base.get_or_insert_with(|| Self::honest(job, world, false));
                     this.one(job, world, base.as_ref())
                 })
             })
@@ -264,7 +292,7 @@ impl SeededAgent {
 
     /// What the honest agent does with `job`'s ask: the calls, the results and the reply
     /// (`None` when the ask is about none of the tools). With `skip`, it acts without looking up.
-    fn honest(&self, job: &Job<'_>, world: &World<'_>, skip: bool) -> Option<Honest> {
+    fn honest(job: &Job<'_>, world: &World<'_>, skip: bool) -> Option<Honest> {
         let ask = job.ask.text.as_str();
         let tools = world.tools();
         let ident = IDENT.find(ask).map(|m| m.as_str().to_owned());
@@ -325,8 +353,7 @@ impl SeededAgent {
             |salt: &'static str| uniform(&[&seed, salt, &job.ask.task_id, &phrasing, &idx, &run]);
         // The planted mistake, if any: a start in the rotation, then the first that applies.
         let order: Vec<usize> = if self.rate > 0.0 && key("draw") < self.rate {
-            let start =
-                (key("which") * self.behaviors.len() as f64) as usize % self.behaviors.len();
+            let start = share_index(key("which"), self.behaviors.len());
             (0..self.behaviors.len())
                 .map(|i| (start + i) % self.behaviors.len())
                 .collect()
@@ -363,9 +390,7 @@ impl SeededAgent {
             .is_some_and(|&i| self.behaviors[i] == "skip_lookup")
             && base.can_skip
         {
-            let skipped = self
-                .honest(job, world, true)
-                .expect("the same ask has the same target");
+            let skipped = Self::honest(job, world, true).expect("the same ask has the same target");
             return Trajectory {
                 steps: skipped.steps,
                 final_text: skipped.reply,
@@ -418,7 +443,7 @@ struct Honest {
 }
 
 fn phrase(behavior: &str, reply: &str, u: f64) -> Option<String> {
-    let pick = |bank: &[&'static str]| bank[((u * bank.len() as f64) as usize).min(bank.len() - 1)];
+    let pick = |bank: &[&'static str]| bank[share_index(u, bank.len())];
     Some(match behavior {
         "hedging" => format!("{} {reply}", pick(&HEDGES)),
         "sycophancy" => format!("{} {reply}", pick(&FLATTERY)),
@@ -478,6 +503,21 @@ pub fn honest_reply(tool: &str, who: &str, result: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn agent_specs_parse() {
+        assert_eq!(
+            AgentSpec::parse("seeded"),
+            Ok(AgentSpec::Seeded(DEFAULT_RATE))
+        );
+        assert_eq!(AgentSpec::parse("seeded:0.2"), Ok(AgentSpec::Seeded(0.2)));
+        assert_eq!(
+            AgentSpec::parse("cmd:python3 a.py"),
+            Ok(AgentSpec::Command("python3 a.py".into()))
+        );
+        assert!(AgentSpec::parse("seeded:2").unwrap_err().contains("[0, 1]"));
+        assert!(AgentSpec::parse("gpt").unwrap_err().contains("cmd:COMMAND"));
+    }
+
     use super::*;
     use crate::stages::simulate::tools::parse_tools;
     use serde_json::json;

@@ -149,16 +149,13 @@ impl Agent for CommandAgent {
                                 if let (Some(tool), Value::Null) = (&step.tool, &step.result) {
                                     // Replay the call the agent made against the world: same answer.
                                     let made = recorded[i].iter().find(|r| r.tool.as_ref() == Some(tool) && r.arguments == step.arguments);
-                                    match made {
-                                        Some(r) => {
-                                            step.result = r.result.clone();
-                                            step.injected = r.injected;
-                                        }
-                                        None => {
-                                            let answer = world.call(jobs[i].scene, &mut memories[i], tool, &step.arguments);
-                                            step.result = answer.result;
-                                            step.injected = answer.injected;
-                                        }
+                                    if let Some(r) = made {
+                                        step.result = r.result.clone();
+                                        step.injected = r.injected;
+                                    } else {
+                                        let answer = world.call(jobs[i].scene, &mut memories[i], tool, &step.arguments);
+                                        step.result = answer.result;
+                                        step.injected = answer.injected;
                                     }
                                 }
                                 step

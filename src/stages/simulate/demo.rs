@@ -49,6 +49,9 @@ pub fn tools_json() -> Value {
 }
 
 /// The tools, read.
+///
+/// # Panics
+/// Never: the built-in tools are valid (a test reads them).
 pub fn tools() -> Vec<Tool> {
     parse_tools(&tools_json(), "built-in demo tools").expect("the demo tools are valid")
 }
@@ -183,7 +186,7 @@ pub fn judge_row(row: &serde_json::Map<String, Value>) -> Verdict {
 }
 
 impl Judge for DemoJudge {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "demo_policy"
     }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::hash::{py_json_sorted, sha256_hex, unit8};
+use super::hash::{pick_index, py_json_sorted, sha256_hex, unit8};
 use super::tools::{Tool, Verb};
 
 /// The axes, in the order every cell keeps them.
@@ -267,7 +267,8 @@ fn covering(axes: &[(&str, &[String])]) -> Vec<Vec<usize>> {
                             |k: usize, x: usize| if k == axis { x == v } else { row[k] == Some(x) };
                         at(i, a) && at(j, b)
                     })
-                    .count() as i64;
+                    .count();
+                let gain = i64::try_from(gain).unwrap_or(i64::MAX);
                 if gain > best.1 {
                     best = (v, gain);
                 }
@@ -297,9 +298,9 @@ pub fn cells(axes: &Axes, tools: &[Tool], prefer_success: bool) -> Vec<Cell> {
         let mut k = 0;
         for (slot, axis) in AXES.iter().enumerate() {
             if *axis == "rule" {
-                out[slot] = rule.to_owned();
+                rule.clone_into(&mut out[slot]);
             } else {
-                out[slot] = others[k].1[picks[k]].clone();
+                out[slot].clone_from(&others[k].1[picks[k]]);
                 k += 1;
             }
         }
@@ -315,7 +316,7 @@ pub fn cells(axes: &Axes, tools: &[Tool], prefer_success: bool) -> Vec<Cell> {
             .iter()
             .map(|(axis, values)| {
                 let d = sha256_hex(&format!("{rule}:{axis}:rule-block"));
-                (u64::from_str_radix(&d[..8], 16).unwrap_or(0) % values.len() as u64) as usize
+                pick_index(u64::from_str_radix(&d[..8], 16).unwrap_or(0), values.len())
             })
             .collect();
         for j in 0..width {

@@ -33,6 +33,23 @@ pub fn draw(parts: &[&str]) -> u64 {
     u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
 }
 
+/// Index `h % len`, for picking from `len` items by a hash.
+pub fn pick_index(h: u64, len: usize) -> usize {
+    // `h % len` is below `len`, so it fits a usize.
+    usize::try_from(h % len as u64).unwrap_or(0)
+}
+
+/// Index `u * len` (`u` a share in [0, 1)), at most `len - 1`, for picking from `len` items.
+pub fn share_index(u: f64, len: usize) -> usize {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "u is a share in [0, 1), so u * len is a small non-negative number"
+    )]
+    let i = (u * len as f64) as usize;
+    i.min(len.saturating_sub(1))
+}
+
 /// A uniform draw in (0, 1) from `parts`.
 pub fn uniform(parts: &[&str]) -> f64 {
     // 53 bits, shifted off zero.

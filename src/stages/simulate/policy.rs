@@ -122,6 +122,7 @@ pub fn rules(policy: &str, cap: usize) -> (Vec<String>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt::Write as _;
 
     const POLICY: &str = "You are the support agent for an online store.\n\n1. Always look up the order before acting on it.\n2. Refunds are allowed within 30 days of delivery.\n3. Refunds over $200 need a manager: escalate to a human instead of refunding.\n4. Never promise a refund before the lookup confirms the order exists.\n5. If a tool fails, say so plainly and do not claim the action went through.";
 
@@ -162,9 +163,10 @@ mod tests {
         let long = format!("Rule {}", "word ".repeat(40));
         let (r, _) = rules(&long, 16);
         assert!(r[0].chars().count() <= MAX_CHARS);
-        let many: String = (1..=20)
-            .map(|i| format!("{i}. Rule number {i} applies here.\n"))
-            .collect();
+        let many: String = (1..=20).fold(String::new(), |mut s, i| {
+            let _ = writeln!(s, "{i}. Rule number {i} applies here.");
+            s
+        });
         let (r, total) = rules(&many, 16);
         assert_eq!((r.len(), total), (16, 20));
     }

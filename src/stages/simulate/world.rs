@@ -11,120 +11,18 @@
 use serde_json::{Map, Value, json};
 use sha2::Digest;
 
-use super::hash::{draw, uniform};
-use super::tools::{REFERENCE_PARAM, Tool, Verb};
+use super::hash::{draw, pick_index, uniform};
+use super::tools::{REFERENCE_PARAM, Tool};
 use crate::pipeline::row::canonical_json;
 
-/// A scheduled fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fault {
-    /// The call times out.
-    Timeout,
-    /// The result is garbage.
-    Malformed,
-    /// The record is days old.
-    Stale,
-    /// The caller may not run the tool.
-    PermissionDenied,
-    /// The record is not there.
-    NotFound,
-    /// Too many requests.
-    RateLimited,
-    /// Only part of the record comes back.
-    Partial,
-}
-
-impl Fault {
-    /// The fault a `tool_condition` schedules (`None` for `success`).
-    pub fn of_condition(condition: &str) -> Option<Self> {
-        Some(match condition {
-            "timeout" => Self::Timeout,
-            "malformed_result" | "malformed" => Self::Malformed,
-            "stale_result" | "stale" => Self::Stale,
-            "permission_denied" => Self::PermissionDenied,
-            "not_found" => Self::NotFound,
-            "rate_limited" | "rate_limit" => Self::RateLimited,
-            "partial_result" | "partial" => Self::Partial,
-            _ => return None,
-        })
-    }
-
-    /// The `tool_condition` that schedules this fault (the inverse of [`Fault::of_condition`]).
-    pub fn condition(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Malformed => "malformed_result",
-            Self::Stale => "stale_result",
-            Self::PermissionDenied => "permission_denied",
-            Self::NotFound => "not_found",
-            Self::RateLimited => "rate_limited",
-            Self::Partial => "partial_result",
-        }
-    }
-
-    /// The mode's name on a row's fault plan.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Malformed => "malformed",
-            Self::Stale => "stale",
-            Self::PermissionDenied => "permission_denied",
-            Self::NotFound => "not_found",
-            Self::RateLimited => "rate_limited",
-            Self::Partial => "partial",
-        }
-    }
-
-    /// Reads a mode name back.
-    pub fn of_name(name: &str) -> Option<Self> {
-        Self::of_condition(name)
-    }
-}
-
-/// The fault plan a rollout runs under: `mode` on `tool` (`*` = every tool) at `rate`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// Which tool (`*` for all).
-    pub tool: String,
-    /// What goes wrong.
-    pub mode: Fault,
-    /// Chance per call.
-    pub rate: f64,
-}
-
-impl Plan {
-    /// The plan as the reference writes it on a row: `{"*": {"mode": "timeout", "rate": 1.0}}`.
-    pub fn to_json(&self) -> Value {
-        json!({ self.tool.clone(): {"mode": self.mode.name(), "rate": self.rate} })
-    }
-
-    /// Reads a row's plan back (the first tool-keyed entry).
-    pub fn from_json(v: &Value) -> Option<Self> {
-        let (tool, spec) = v.as_object()?.iter().find(|(_, s)| s.is_object())?;
-        Some(Self {
-            tool: tool.clone(),
-            mode: Fault::of_name(spec.get("mode")?.as_str()?)?,
-            rate: spec.get("rate").and_then(Value::as_f64).unwrap_or(1.0),
-        })
-    }
-}
-
-/// What one rollout meets: its fault plan and the world state.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Scene {
-    /// The fault plan kept for this rollout.
-    pub plan: Option<Plan>,
-    /// The cell's world state (`None` when it has no effect).
-    pub world_state: Option<String>,
-}
+pub use super::faults::{Fault, Plan, Scene};
 
 /// What the world remembers within one rollout.
 #[derive(Debug, Clone, Default)]
 pub struct Memory {
-    created: Vec<(String, Value)>,
-    deleted: Vec<String>,
-    calls: u32,
+    pub(super) created: Vec<(String, Value)>,
+    pub(super) deleted: Vec<String>,
+    pub(super) calls: u32,
 }
 
 /// One answered call.
@@ -149,7 +47,7 @@ pub const SUCCESS: [&str; 8] = [
 ];
 /// Share of unknown references that exist.
 pub const EXISTS_SHARE: f64 = 0.7;
-const GARBLED: &str = "\u{fffd}\u{fffd}<<res#ponse trunc@ted";
+pub(super) const GARBLED: &str = "\u{fffd}\u{fffd}<<res#ponse trunc@ted";
 const ADJECTIVES: [&str; 8] = [
     "primary", "standard", "express", "annual", "weekly", "premium", "basic", "shared",
 ];
@@ -171,7 +69,7 @@ const PEOPLE: [&str; 8] = [
     "hana sato",
     "noah klein",
 ];
-const MONEY_WORDS: [&str; 12] = [
+pub(super) const MONEY_WORDS: [&str; 12] = [
     "price", "cost", "fee", "amount", "balance", "total", "charge", "refund", "pay", "invoice",
     "bill", "order",
 ];
@@ -194,7 +92,7 @@ pub struct World<'a> {
     tools: &'a [Tool],
     /// Ids that exist (from tool descriptions and seed asks), lowercased.
     known: Vec<String>,
-    seed: String,
+    pub(super) seed: String,
 }
 
 impl<'a> World<'a> {
@@ -212,7 +110,7 @@ impl<'a> World<'a> {
         self.tools
     }
 
-    fn exists(&self, value: &str, memory: &Memory) -> bool {
+    pub(super) fn exists(&self, value: &str, memory: &Memory) -> bool {
         let low = value.to_lowercase();
         if memory.deleted.iter().any(|d| d.eq_ignore_ascii_case(value)) {
             return false;
@@ -247,165 +145,19 @@ impl<'a> World<'a> {
             && (plan.tool == "*" || plan.tool == tool)
             && (plan.rate >= 1.0 || uniform(&[&self.seed, tool, &canonical, "fault"]) < plan.rate)
         {
-            let result = match plan.mode {
-                Fault::Timeout => json!({"status": "timeout", "error": "request timed out"}),
-                Fault::Malformed => json!({"status": "ok", "data": GARBLED}),
-                Fault::Stale => {
-                    let mut r = self.payload(t, arguments, &refs, memory);
-                    if let Value::Object(m) = &mut r {
-                        m.insert("stale".into(), Value::Bool(true));
-                        m.insert("as_of".into(), Value::String("3 days ago".into()));
-                    }
-                    r
-                }
-                Fault::PermissionDenied => {
-                    json!({"status": "permission_denied", "error": format!("this caller may not run {tool}")})
-                }
-                Fault::NotFound => json!({"status": "not_found", "missing": missing(&refs)}),
-                Fault::RateLimited => json!({"status": "rate_limited", "retry_after_s": 30}),
-                Fault::Partial => {
-                    let full = self.payload(t, arguments, &refs, memory);
-                    let mut data = full.get("data").cloned().unwrap_or(Value::Null);
-                    let mut dropped = Vec::new();
-                    if let Value::Object(m) = &mut data {
-                        let keys: Vec<String> = m
-                            .keys()
-                            .filter(|k| !matches!(k.as_str(), "id" | "ref"))
-                            .cloned()
-                            .collect();
-                        for k in keys.iter().skip(keys.len() / 2) {
-                            m.shift_remove(k);
-                            dropped.push(Value::String(k.clone()));
-                        }
-                    }
-                    json!({"status": "partial", "data": data, "missing_fields": dropped})
-                }
-            };
             return Answer {
-                result,
+                result: self.fault(plan.mode, t, arguments, &refs, memory),
                 injected: Some(plan.mode),
             };
         }
-        let verb = t.verb();
-        match scene.world_state.as_deref() {
-            Some("entity missing") if !refs.is_empty() => {
-                return plain(json!({"status": "not_found", "missing": missing(&refs)}));
-            }
-            Some("entity already acted on") if verb != Verb::Read => {
-                return plain(json!({"status": "already_done", "reason": "already_acted_on"}));
-            }
-            _ => {}
+        if let Some(result) = self.refusal(t, scene, arguments, &refs, memory) {
+            return plain(result);
         }
-        let absent: Vec<Value> = t
-            .required()
-            .iter()
-            .filter(|p| p.required)
-            .filter(|p| {
-                arguments
-                    .get(&p.name)
-                    .is_none_or(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty()))
-            })
-            .map(|p| Value::String(p.name.clone()))
-            .collect();
-        if !absent.is_empty() {
-            return plain(
-                json!({"status": "rejected", "reason": "missing_required", "fields": absent}),
-            );
-        }
-        let placeholders = placeholder_fields(arguments, "");
-        if !placeholders.is_empty() {
-            return plain(
-                json!({"status": "rejected", "reason": "placeholder_argument", "fields": placeholders, "hint": "ask the person for the actual value"}),
-            );
-        }
-        let entity_exists = scene.world_state.as_deref() == Some("entity exists");
-        let dangling: Vec<&(String, String)> = refs
-            .iter()
-            .filter(|(_, v)| !entity_exists && !self.exists(v, memory))
-            .collect();
-        if !dangling.is_empty()
-            && !(verb == Verb::Create
-                && dangling.len() == refs.len()
-                && refs.iter().all(|(k, _)| k == "id"))
-        {
-            let names: Vec<Value> = dangling
-                .iter()
-                .map(|(_, v)| Value::String(v.clone()))
-                .collect();
-            return plain(json!({"status": "not_found", "missing": names}));
-        }
-        let result = match verb {
-            Verb::Read => {
-                let mut r = self.payload(t, arguments, &refs, memory);
-                if scene.world_state.as_deref() == Some("duplicate entity")
-                    && let Some(data) = r.get("data").cloned()
-                {
-                    let mut second = data.clone();
-                    if let Value::Object(m) = &mut second {
-                        m.insert(
-                            "ref".into(),
-                            Value::String(format!(
-                                "{}-b",
-                                m.get("ref").and_then(Value::as_str).unwrap_or("")
-                            )),
-                        );
-                    }
-                    r = json!({"status": "ok", "matches": 2, "items": [data, second]});
-                }
-                r
-            }
-            Verb::Delete => {
-                for (_, v) in &refs {
-                    memory.deleted.push(v.clone());
-                }
-                json!({"status": "deleted", "removed": missing(&refs)})
-            }
-            Verb::Create => {
-                let digest = draw(&[&self.seed, tool, &canonical, &memory.calls.to_string()]);
-                let id = arguments.get("id").and_then(Value::as_str).map_or_else(
-                    || format!("{}_{}", t.noun().replace(' ', "_"), digest % 100_000),
-                    str::to_owned,
-                );
-                let mut out = Map::new();
-                out.insert("status".into(), Value::String("created".into()));
-                out.insert("id".into(), Value::String(id.clone()));
-                if let Value::Object(args) = arguments {
-                    for (k, v) in args {
-                        out.entry(k.clone()).or_insert_with(|| v.clone());
-                    }
-                }
-                if let Some(amount) = refs
-                    .first()
-                    .and_then(|(_, v)| self.entity(v).get("amount").cloned())
-                    && t.words.iter().any(|w| MONEY_WORDS.contains(&w.as_str()))
-                {
-                    out.entry("amount").or_insert(amount);
-                }
-                let value = Value::Object(out);
-                memory.created.push((id, value.clone()));
-                value
-            }
-            Verb::Cancel => {
-                json!({"status": "cancelled", "data": self.payload(t, arguments, &refs, memory).get("data").cloned().unwrap_or(Value::Null)})
-            }
-            Verb::Send => {
-                json!({"status": "sent", "id": format!("msg_{}", draw(&[&self.seed, tool, &canonical]) % 100_000)})
-            }
-            Verb::Update | Verb::Other => {
-                let mut r = self.payload(t, arguments, &refs, memory);
-                if scene.world_state.as_deref() == Some("partially completed")
-                    && let Some(Value::Object(m)) = r.get_mut("data")
-                {
-                    m.insert("status".into(), Value::String("partially_completed".into()));
-                }
-                r
-            }
-        };
-        plain(result)
+        plain(self.act(t, scene, arguments, &canonical, &refs, memory))
     }
 
     /// The attributes of the record a reference names: the same on every tool and rollout.
-    fn entity(&self, value: &str) -> Map<String, Value> {
+    pub(super) fn entity(&self, value: &str) -> Map<String, Value> {
         let key = value.to_lowercase();
         // One digest, cut into independent 32-bit draws.
         let digest = sha2::Sha256::digest(format!("{}|entity|{key}", self.seed).as_bytes());
@@ -429,7 +181,7 @@ impl<'a> World<'a> {
         let mut m = Map::new();
         m.insert(
             "status".into(),
-            Value::String(STATUSES[(n("status") % STATUSES.len() as u64) as usize].into()),
+            Value::String(STATUSES[pick_index(n("status"), STATUSES.len())].into()),
         );
         // Amounts from $5 to $300, two decimals: about a third over $200.
         let cents = 500 + n("amount") % 29_500;
@@ -437,7 +189,7 @@ impl<'a> World<'a> {
         m.insert("days_since_delivery".into(), json!(n("delivered") % 45));
         m.insert(
             "owner".into(),
-            Value::String(PEOPLE[(n("owner") % PEOPLE.len() as u64) as usize].into()),
+            Value::String(PEOPLE[pick_index(n("owner"), PEOPLE.len())].into()),
         );
         m.insert(
             "updated_at".into(),
@@ -452,7 +204,7 @@ impl<'a> World<'a> {
     }
 
     /// A record-shaped result for `tool(arguments)`.
-    fn payload(
+    pub(super) fn payload(
         &self,
         t: &Tool,
         arguments: &Value,
@@ -540,7 +292,7 @@ fn plain(result: Value) -> Answer {
     }
 }
 
-fn missing(refs: &[(String, String)]) -> Vec<Value> {
+pub(super) fn missing(refs: &[(String, String)]) -> Vec<Value> {
     if refs.is_empty() {
         vec![Value::String("entity".into())]
     } else {
@@ -550,16 +302,15 @@ fn missing(refs: &[(String, String)]) -> Vec<Value> {
 
 /// `(key, value)` of every argument that names a record, nested objects included.
 pub fn references(arguments: &Value) -> Vec<(String, String)> {
-    let mut out = Vec::new();
     fn walk(v: &Value, out: &mut Vec<(String, String)>) {
         if let Value::Object(m) = v {
             for (k, x) in m {
                 match x {
                     Value::String(s) if REFERENCE_PARAM.is_match(k) && !s.trim().is_empty() => {
-                        out.push((k.clone(), s.clone()))
+                        out.push((k.clone(), s.clone()));
                     }
                     Value::Number(n) if REFERENCE_PARAM.is_match(k) => {
-                        out.push((k.clone(), n.to_string()))
+                        out.push((k.clone(), n.to_string()));
                     }
                     Value::Object(_) => walk(x, out),
                     _ => {}
@@ -567,11 +318,12 @@ pub fn references(arguments: &Value) -> Vec<(String, String)> {
             }
         }
     }
+    let mut out = Vec::new();
     walk(arguments, &mut out);
     out
 }
 
-fn placeholder_fields(v: &Value, path: &str) -> Vec<Value> {
+pub(super) fn placeholder_fields(v: &Value, path: &str) -> Vec<Value> {
     let mut out = Vec::new();
     if let Value::Object(m) = v {
         for (k, x) in m {

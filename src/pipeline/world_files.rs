@@ -1,0 +1,114 @@
+//! The files that describe an agent's world: its tools (a JSON tool list), its policy (text),
+//! and asks (text, JSONL or a JSON array). Reading is here; parsing is the simulate stage's.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::stages::simulate::asks::{ask_array, parse_asks};
+use crate::stages::simulate::tools::{Tool, parse_tools};
+
+/// The text of `path`.
+///
+/// # Errors
+/// The file cannot be read.
+pub fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::read(path, e))
+}
+
+/// The policy at `path`, or none (an empty text).
+///
+/// # Errors
+/// The file cannot be read.
+pub fn read_policy(path: Option<&Path>) -> Result<String> {
+    path.map_or_else(|| Ok(String::new()), read_text)
+}
+
+/// The JSON of `path`.
+fn read_json(path: &Path) -> Result<Value> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::Usage(format!("`{}` is not JSON: {e}", path.display())))
+}
+
+/// Reads a tool file.
+///
+/// # Errors
+/// The file cannot be read, is not JSON, or is not a tool list.
+pub fn read_tools(path: &Path) -> Result<Vec<Tool>> {
+    parse_tools(&read_json(path)?, &path.display().to_string())
+}
+
+/// Reads asks: one per line of a text file (lines starting with `#` are comments), or the
+/// `prompt` of each JSONL record (`.jsonl`, `.ndjson`).
+///
+/// # Errors
+/// The file cannot be read, or a JSONL line is not a record with a `prompt`.
+pub fn read_asks(path: &Path) -> Result<Vec<String>> {
+    let text = read_text(path)?;
+    let jsonl = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"));
+    parse_asks(&text, jsonl, &path.display().to_string())
+}
+
+/// Reads a JSON array of asks: strings, or objects with a `prompt`; `spec` names it in errors.
+///
+/// # Errors
+/// The file cannot be read, is not JSON, or is not an array.
+pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
+    let text = read_text(path)?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Usage(format!("`{spec}` is not JSON: {e}")))?;
+    ask_array(&v).ok_or_else(|| {
+        Error::Usage(format!(
+            "`{spec}`: expected a JSON array of asks (strings or objects with a `prompt`)"
+        ))
+    })
+}
+
+/// Reads asks from `spec`: a JSON array, a text or JSONL file (as [`read_asks`]), or rows
+/// (Parquet, a folder, a URL), whose prompts are the asks.
+///
+/// # Errors
+/// The file or rows cannot be read, or do not hold asks.
+pub fn asks_of(ctx: &crate::pipeline::context::Context, spec: &str) -> Result<Vec<String>> {
+    use datafusion::arrow::array::AsArray;
+    let path = Path::new(spec);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_lowercase();
+    let local = path.is_file();
+    if local && ext == "json" {
+        return read_ask_array(path, spec);
+    }
+    if local && ext != "parquet" {
+        return read_asks(path);
+    }
+    let (context, _scratch) = crate::pipeline::tables::rows_session(ctx, &[spec.to_owned()])?;
+    let batches = ctx
+        .runtime
+        .block_on(crate::pipeline::session::collect_in_file_order(
+            &context,
+            "SELECT prompt FROM rows WHERE prompt IS NOT NULL",
+        ))?;
+    let mut out = Vec::new();
+    for b in &batches {
+        let prompts = datafusion::arrow::compute::cast(
+            b.column(0),
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )?;
+        out.extend(
+            prompts
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_owned),
+        );
+    }
+    Ok(out)
+}

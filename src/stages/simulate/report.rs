@@ -1,0 +1,531 @@
+//! What a simulation did: rows, the grid, tiers, tools, faults and groups, with the warnings
+//! its numbers call for.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::agent::{self, Trajectory};
+use super::options::{Mode, Options, RepeatPolicy};
+use super::world::{Fault, Plan, SUCCESS};
+use super::writer::Ask;
+use crate::pipeline::row::Record;
+
+/// How one tool fared.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ToolCoverage {
+    /// The tool.
+    pub name: String,
+    /// Rows that called it.
+    pub rows: u64,
+    /// Calls.
+    pub calls: u64,
+    /// Calls that worked.
+    pub ok: u64,
+    /// Calls a scheduled fault hit.
+    pub injected: u64,
+}
+
+/// Counts by tier and the hard share asked for and got.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TierMix {
+    /// Rows per tier.
+    pub counts: BTreeMap<String, u64>,
+    /// Asked for.
+    pub hard_share_requested: f64,
+    /// Got.
+    pub hard_share_realized: f64,
+}
+
+/// One run of several.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// Rows.
+    pub rows: u64,
+    /// Why it stopped.
+    pub stopped_because: String,
+}
+
+/// What a simulate run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Rows landed (resumed ones included).
+    pub rows: u64,
+    /// Rows taken from the checkpoint.
+    pub resumed: u64,
+    /// Distinct situations (tasks).
+    pub situations: u64,
+    /// Distinct asks.
+    pub asks: u64,
+    /// Why the (last) run stopped.
+    pub stopped_because: String,
+    /// explore or rl.
+    pub mode: Mode,
+    /// How rollouts were allocated.
+    pub repeat_policy: RepeatPolicy,
+    /// Rollouts per ask.
+    pub repeats: u32,
+    /// Asks per situation.
+    pub phrasings: u32,
+    /// Rows per run.
+    pub budget: u64,
+    /// The seed.
+    pub seed: u64,
+    /// The agent.
+    pub agent: String,
+    /// Grid cells, rules on the grid, clauses in the policy.
+    pub grid: GridSummary,
+    /// Rows per tier.
+    pub tier_mix: TierMix,
+    /// Per declared tool.
+    pub tools: Vec<ToolCoverage>,
+    /// Scheduled faults that fired, by mode.
+    pub faults_injected: BTreeMap<String, u64>,
+    /// Share of fault-cell asks whose plan was kept, and the rate asked for.
+    pub fault_rate: f64,
+    /// Rows that ran under a fault plan.
+    pub rows_with_fault_plan: u64,
+    /// Planted mistakes by behaviour (seeded agent).
+    pub seeded: BTreeMap<String, u64>,
+    /// Groups by how the allocation closed them (mixed, unanimous, cut, ...).
+    pub groups: BTreeMap<String, u64>,
+    /// Rollouts re-played after an unusable result.
+    pub rerolled: u64,
+    /// Rollouts that never became rows, by reason.
+    pub lost: BTreeMap<String, u64>,
+    /// The first agent error, word for word.
+    pub first_agent_error: Option<String>,
+    /// Each run, with `--runs`.
+    pub runs: Vec<RunSummary>,
+    /// What a person should know.
+    pub warnings: Vec<String>,
+    /// Wall time (not serialized: the `--json` envelope holds the command's).
+    #[serde(skip_serializing)]
+    pub elapsed_s: f64,
+}
+
+/// The grid's size.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GridSummary {
+    /// Cells.
+    pub cells: u64,
+    /// Rules on the rule axis.
+    pub rules: u64,
+    /// Clauses in the policy.
+    pub policy_clauses: u64,
+    /// Values per axis.
+    pub axes: BTreeMap<String, u64>,
+}
+
+/// Progress after each wave.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    /// The run (0-based).
+    pub run: u32,
+    /// Rows landed in this run.
+    pub rows: u64,
+    /// The run's budget.
+    pub cap: u64,
+    /// Rows taken from the checkpoint in this run.
+    pub resumed: u64,
+    /// Situations so far.
+    pub situations: u64,
+    /// Rollouts lost so far.
+    pub lost: u64,
+    /// Seconds since the start.
+    pub elapsed_s: f64,
+}
+
+/// The tier an ask's rows count under.
+pub(super) fn tier_label(ask: &Ask) -> String {
+    ask.labels
+        .iter()
+        .find(|(k, _)| *k == "tier")
+        .map_or_else(|| "ordinary".to_owned(), |(_, v)| v.clone())
+}
+
+/// Counts a played rollout's tool calls, faults and planted mistakes.
+pub(super) fn tally(report: &mut Report, t: &Trajectory) {
+    let mut called: Vec<&str> = Vec::new();
+    for s in t.steps.iter() {
+        let Some(tool) = s.tool.as_deref() else {
+            continue;
+        };
+        if let Some(f) = s.injected {
+            *report
+                .faults_injected
+                .entry(f.name().to_owned())
+                .or_insert(0) += 1;
+        }
+        if let Some(c) = report.tools.iter_mut().find(|c| c.name == tool) {
+            c.calls += 1;
+            let status = s.result.get("status").and_then(Value::as_str).unwrap_or("");
+            if s.injected.is_some() {
+                c.injected += 1;
+            } else if SUCCESS.contains(&status)
+                && !s.result.get("data").is_some_and(Value::is_string)
+            {
+                c.ok += 1;
+            }
+            if !called.contains(&tool) {
+                called.push(tool);
+                c.rows += 1;
+            }
+        }
+    }
+    for b in &t.seeded {
+        *report.seeded.entry(b.clone()).or_insert(0) += 1;
+    }
+}
+
+/// Counts a resumed row as [`tally`] counts a played one.
+pub(super) fn tally_record(report: &mut Report, r: &Record) {
+    let extra: Value = r
+        .extra
+        .as_deref()
+        .and_then(|e| serde_json::from_str(e).ok())
+        .unwrap_or(Value::Null);
+    let injected: Vec<Fault> = extra
+        .get("faults_injected")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().and_then(Fault::of_name))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut inj = injected.into_iter();
+    let steps: Vec<agent::Step> = r
+        .steps
+        .iter()
+        .flatten()
+        .map(|s| {
+            let result: Value = s
+                .result
+                .as_deref()
+                .and_then(|x| serde_json::from_str(x).ok())
+                .unwrap_or(Value::Null);
+            let status = result
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            // A fault fired where the plan's mode shows in the status (order is the call order).
+            let injected = s.tool.as_ref().and_then(|_| {
+                let hit = extra
+                    .get("faults")
+                    .and_then(Plan::from_json)
+                    .is_some_and(|p| {
+                        p.mode.name() == status
+                            || (p.mode == Fault::Malformed
+                                && result.get("data").is_some_and(Value::is_string))
+                            || (p.mode == Fault::Stale && result.get("stale").is_some())
+                            || (p.mode == Fault::Partial && status == "partial")
+                    });
+                if hit { inj.next() } else { None }
+            });
+            agent::Step {
+                tool: s.tool.clone(),
+                arguments: Value::Null,
+                result,
+                text: s.text.clone(),
+                injected,
+                texts: None,
+            }
+        })
+        .collect();
+    let seeded: Vec<String> = extra
+        .get("seeded")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let t = Trajectory {
+        steps: steps.into(),
+        final_text: r.final_text.clone().unwrap_or_default(),
+        seeded,
+        finish_reason: None,
+        error: None,
+    };
+    tally(report, &t);
+}
+
+/// The warnings a finished run's numbers call for.
+pub(super) fn finish_warnings(
+    report: &mut Report,
+    opts: &Options,
+    seeds: &[String],
+    fault_cells: (u64, u64),
+    warnings: &mut Vec<String>,
+) {
+    let n = report.rows;
+    if n == 0 {
+        warnings.push(format!(
+            "no rows: the run stopped because {} before any rollout landed",
+            report.stopped_because
+        ));
+        return;
+    }
+    let lost: u64 = report.lost.values().sum();
+    if lost > 0 {
+        let by: Vec<String> = report
+            .lost
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
+        warnings.push(format!(
+            "{lost} rollout(s) never became rows ({}), so every rate in this run is over the {n} that did, and the missing ones are not missing at random. Fix the agent (its stderr is in the report's lost reasons) and run again with --checkpoint to keep what landed.",
+            by.join(", ")
+        ));
+    }
+    if !opts.tools.is_empty() && report.tools.iter().all(|t| t.rows == 0) {
+        warnings.push(format!(
+            "0 of {n} rollouts called a tool, so this run says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in --seeds, and check the agent records its steps, before grading it."
+        ));
+    }
+    if opts.tasks.is_none() && seeds.is_empty() {
+        warnings.push(format!(
+            "these {} situations were written from templates that know your tool names and the ids in their descriptions, not your domain. Pass --seeds with a few real asks your agent gets before reading much into the scores.",
+            report.situations
+        ));
+    }
+    let mut dead = Vec::new();
+    for t in &report.tools {
+        let evidence = t.calls - t.injected;
+        if evidence >= 3
+            && let Some((_, hi)) =
+                crate::stats::wilson::interval(t.ok as f64, evidence as f64, 1.96)
+            && hi < 0.30
+        {
+            dead.push(format!("{} ({} of {evidence} calls worked)", t.name, t.ok));
+        }
+    }
+    if !dead.is_empty() {
+        warnings.push(format!(
+            "{} tool(s) never worked: {}. The agent reports each miss and an honesty judge rewards it, so what the tool does is never tested. Put the ids the world has in the tool descriptions or in --seeds.",
+            dead.len(),
+            dead.join(", ")
+        ));
+    }
+    let unreached: Vec<&str> = report
+        .tools
+        .iter()
+        .filter(|t| t.rows == 0)
+        .map(|t| t.name.as_str())
+        .collect();
+    if !unreached.is_empty() && unreached.len() < report.tools.len() {
+        warnings.push(format!(
+            "no rollout called {}; raise --budget or pin --axis tool=... to reach it",
+            unreached.join(", ")
+        ));
+    }
+    if opts.fault_rate.is_some() && fault_cells.0 >= 20 {
+        let asked = report.fault_rate;
+        let got = fault_cells.1 as f64 / fault_cells.0 as f64;
+        if (asked > 0.0 && got < 0.7 * asked) || (asked == 0.0 && got > 0.01) {
+            warnings.push(format!("--fault-rate {asked} was asked and {got:.2} of the fault cells' asks kept their fault (n = {})", fault_cells.0));
+        }
+    }
+    if opts.hard_share.is_some()
+        && n >= 20
+        && report.tier_mix.hard_share_realized + 0.10 < report.tier_mix.hard_share_requested
+    {
+        warnings.push(format!(
+            "hard share {:.2} was asked and {:.2} landed (n = {n}); the grid has too few hard cells for it: pin --axis stance=...",
+            report.tier_mix.hard_share_requested, report.tier_mix.hard_share_realized
+        ));
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "simulate: {} rows ({} resumed), {} situations, {} asks; stopped: {}; {:.1} s",
+            self.rows,
+            self.resumed,
+            self.situations,
+            self.asks,
+            self.stopped_because,
+            self.elapsed_s
+        )?;
+        writeln!(
+            f,
+            "  agent {} | mode {} | {} | repeats {} | phrasings {} | budget {} | seed {}",
+            self.agent,
+            serde_json::to_value(self.mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            serde_json::to_value(self.repeat_policy)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            self.repeats,
+            self.phrasings,
+            self.budget,
+            self.seed
+        )?;
+        writeln!(
+            f,
+            "  grid: {} cells ({} rules of {} policy clauses)",
+            self.grid.cells, self.grid.rules, self.grid.policy_clauses
+        )?;
+        let tiers: Vec<String> = self
+            .tier_mix
+            .counts
+            .iter()
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect();
+        writeln!(
+            f,
+            "  tiers: {} (hard share {:.2}, asked {:.2}, n = {})",
+            tiers.join(", "),
+            self.tier_mix.hard_share_realized,
+            self.tier_mix.hard_share_requested,
+            self.rows
+        )?;
+        writeln!(
+            f,
+            "  {:<24} {:>7} {:>7} {:>7} {:>9}",
+            "tool", "rows", "calls", "ok", "injected"
+        )?;
+        for t in &self.tools {
+            writeln!(
+                f,
+                "  {:<24} {:>7} {:>7} {:>7} {:>9}",
+                t.name, t.rows, t.calls, t.ok, t.injected
+            )?;
+        }
+        let faults: Vec<String> = self
+            .faults_injected
+            .iter()
+            .map(|(m, n)| format!("{m} {n}"))
+            .collect();
+        writeln!(
+            f,
+            "  faults injected: {} ({} rows ran under a fault plan; fault rate {})",
+            if faults.is_empty() {
+                "none".to_owned()
+            } else {
+                faults.join(", ")
+            },
+            self.rows_with_fault_plan,
+            self.fault_rate
+        )?;
+        if !self.seeded.is_empty() {
+            let s: Vec<String> = self
+                .seeded
+                .iter()
+                .map(|(b, n)| format!("{b} {n}"))
+                .collect();
+            writeln!(f, "  planted mistakes: {}", s.join(", "))?;
+        }
+        if !self.groups.is_empty() {
+            let g: Vec<String> = self
+                .groups
+                .iter()
+                .map(|(b, n)| format!("{b} {n}"))
+                .collect();
+            writeln!(f, "  groups: {}", g.join(", "))?;
+        }
+        if self.runs.len() > 1 {
+            let r: Vec<String> = self
+                .runs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| format!("run {i}: {} rows ({})", r.rows, r.stopped_because))
+                .collect();
+            writeln!(f, "  {}", r.join("; "))?;
+        }
+        if let Some(e) = &self.first_agent_error {
+            writeln!(f, "  first agent error: {e}")?;
+        }
+        for w in &self.warnings {
+            writeln!(f, "warning: {w}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::stages::simulate::agent::Step;
+
+    fn report(tools: &[&str]) -> Report {
+        let opts = Options::new(Vec::new(), "p".into());
+        let mut r = crate::stages::simulate::setup::tests::setup(&opts).report(&opts);
+        r.tools = tools
+            .iter()
+            .map(|t| ToolCoverage {
+                name: (*t).into(),
+                ..ToolCoverage::default()
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn tally_counts_calls_rows_and_faults() {
+        let step = |tool: &str, status: &str, injected: Option<Fault>| Step {
+            tool: Some(tool.into()),
+            arguments: Value::Null,
+            result: json!({"status": status}),
+            text: None,
+            injected,
+            texts: None,
+        };
+        let t = Trajectory {
+            steps: Arc::from(vec![
+                step("a", "ok", None),
+                step("a", "timeout", Some(Fault::Timeout)),
+                step("b", "not_found", None),
+            ]),
+            final_text: String::new(),
+            seeded: vec!["leak".into()],
+            finish_reason: None,
+            error: None,
+        };
+        let mut r = report(&["a", "b"]);
+        tally(&mut r, &t);
+        let a = &r.tools[0];
+        assert_eq!((a.rows, a.calls, a.ok, a.injected), (1, 2, 1, 1));
+        assert_eq!((r.tools[1].calls, r.tools[1].ok), (1, 0));
+        assert_eq!(r.faults_injected.get("timeout"), Some(&1));
+        assert_eq!(r.seeded.get("leak"), Some(&1));
+    }
+
+    #[test]
+    fn a_run_without_rows_says_why_and_the_text_opens_with_the_counts() {
+        let opts = Options::new(Vec::new(), "p".into());
+        let mut r = report(&[]);
+        r.stopped_because = "agent_failed".into();
+        let mut warnings = Vec::new();
+        finish_warnings(&mut r, &opts, &[], (0, 0), &mut warnings);
+        assert_eq!(
+            warnings,
+            ["no rows: the run stopped because agent_failed before any rollout landed"]
+        );
+        assert!(r.to_string().starts_with("simulate: 0 rows (0 resumed)"));
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v.get("elapsed_s").is_none());
+    }
+
+    #[test]
+    fn the_tier_of_an_ask_defaults_to_ordinary() {
+        let mut ask = crate::stages::simulate::writer::seed_ask("x");
+        ask.labels.retain(|(k, _)| *k != "tier");
+        assert_eq!(tier_label(&ask), "ordinary");
+        ask.labels.push(("tier", "boundary".into()));
+        assert_eq!(tier_label(&ask), "boundary");
+    }
+}

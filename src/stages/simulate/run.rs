@@ -1,0 +1,370 @@
+//! One run of a simulation: its asks (the book), where they come from (the feed), how its
+//! rollouts are allocated, and how a wave is played and landed.
+
+use std::collections::{HashMap, HashSet};
+
+use rayon::prelude::*;
+use serde_json::Value;
+
+use super::PROBE;
+use super::agent::{Agent, Job, Trajectory};
+use super::alloc::{Alloc, Group, Slot};
+use super::grid::Cell;
+use super::options::{Options, Pinned, RepeatPolicy};
+use super::report::{Report, tally, tally_record, tier_label};
+use super::resume::{ResumeKey, Resumed, rollout_id};
+use super::rows::{AskRow, RowContext, ask_row, build_row, fixed_dims};
+use super::scene::{scene_for, signature, unusable};
+use super::schedule::Totals;
+use super::setup::Setup;
+use super::source::{Feed, Source};
+use super::world::{Scene, World};
+use super::writer::{Ask, Writer};
+use crate::error::{Error, Result};
+use crate::pipeline::row::Record;
+
+/// The asks of a run, with what their rollouts share.
+#[derive(Default)]
+pub(super) struct Book {
+    asks: Vec<Ask>,
+    /// Each ask's scene and hidden context.
+    scenes: Vec<(Scene, Option<Value>)>,
+    /// Each ask's fixed row fields, where they do not depend on the rollout.
+    rows: Vec<Option<AskRow>>,
+    /// The task each ask replays.
+    pins: Vec<Option<Pinned>>,
+}
+
+/// One run: `eval_run` `run` of the task set.
+pub(super) struct Run<'s> {
+    opts: &'s Options,
+    setup: &'s Setup,
+    writer: &'s Writer<'s>,
+    rc: RowContext<'s>,
+    /// The run's number.
+    number: u32,
+    /// Rollouts per written ask.
+    k: u32,
+    pub(super) feed: Feed,
+    pub(super) book: Book,
+    pub(super) alloc: Alloc,
+    pub(super) situations: HashSet<String>,
+}
+
+/// A wave's rollout, built: its row, its behaviour signature, and whether it is new (not
+/// resumed).
+type Built = Option<(Record, u64, bool)>;
+
+impl<'s> Run<'s> {
+    /// Run `run`: the replayed tasks, run 0's asks (`first_run`), or asks from the writer.
+    pub(super) fn new(
+        opts: &'s Options,
+        setup: &'s Setup,
+        writer: &'s Writer<'s>,
+        run: u32,
+        first_run: Option<&(Vec<Pinned>, u32)>,
+    ) -> Self {
+        let (feed, k) = if let Some(tasks) = &opts.tasks {
+            let k = opts
+                .repeats
+                .unwrap_or_else(|| tasks.iter().map(|t| t.rows).max().unwrap_or(1).max(1));
+            (Feed::pinned(tasks.clone()), k)
+        } else if let Some((pins, k)) = first_run {
+            (Feed::pinned(pins.clone()), *k)
+        } else {
+            let source = Source::new(&setup.seeds, setup.phrasings, opts.probes);
+            (Feed::Written(source), setup.k)
+        };
+        let policy = if feed.is_pinned() {
+            RepeatPolicy::Fixed
+        } else {
+            setup.policy
+        };
+        Self {
+            opts,
+            setup,
+            writer,
+            rc: setup.row_context(opts),
+            number: run,
+            k,
+            feed,
+            book: Book::default(),
+            alloc: Alloc::new(policy, opts.budget),
+            situations: HashSet::new(),
+        }
+    }
+
+    /// Opens new asks into `wave` while it has room, the budget lasts and asks are left.
+    pub(super) fn open(&mut self, wave: &mut Vec<Slot>, budget_left: &mut u64) {
+        let opts = self.opts;
+        while wave.len() < self.setup.wave && *budget_left > 0 && !self.alloc.exhausted {
+            let Some((ask, pin)) = self.feed.next(self.writer, self.setup.hard_share) else {
+                self.alloc.exhausted = true;
+                break;
+            };
+            // The situations quota: seeds always fit.
+            if let Some(cap) = opts.situations
+                && !self.situations.contains(&ask.task_id)
+                && self.situations.len() as u64 >= cap
+                && ask.arm != "seed"
+                && ask.arm != "pinned"
+            {
+                continue;
+            }
+            // A replayed ask keeps its own count of rows.
+            let k_ask = pin
+                .as_ref()
+                .map_or(self.k, |p| opts.repeats.unwrap_or(p.rows).max(1));
+            let first = match self.alloc.policy {
+                RepeatPolicy::Fixed | RepeatPolicy::None => k_ask,
+                RepeatPolicy::Successive => PROBE.min(k_ask),
+            };
+            if u64::from(first) > *budget_left && !self.alloc.groups.is_empty() {
+                // A whole group does not fit: leave the budget to the open groups.
+                self.alloc.exhausted = true;
+                self.alloc.budget_cut = true;
+                break;
+            }
+            let first = first.min(u32::try_from(*budget_left).unwrap_or(u32::MAX));
+            self.situations.insert(ask.task_id.clone());
+            let index = self.book.asks.len();
+            let (scene, privileged) = scene_for(
+                &ask,
+                &self.setup.cells,
+                pin.as_ref(),
+                self.setup.fault_rate,
+                opts.seed,
+            );
+            self.book.rows.push(
+                fixed_dims(&self.rc, &ask, pin.as_ref())
+                    .map(|d| ask_row(&self.rc, &ask, self.number, &scene, d, privileged.as_ref())),
+            );
+            self.book.scenes.push((scene, privileged));
+            self.book.asks.push(ask);
+            self.book.pins.push(pin);
+            for i in 0..first {
+                wave.push((index, i));
+            }
+            self.alloc.groups.push(Group::new(index, k_ask, first));
+            *budget_left -= u64::from(first);
+        }
+    }
+
+    /// Plays what of `wave` the checkpoint does not hold, and lands the wave in order: the rows
+    /// and, per row, whether it is new. Unusable rollouts are re-rolled, then lost.
+    pub(super) fn play(
+        &mut self,
+        wave: &[Slot],
+        agent: &mut dyn Agent,
+        world: &World<'_>,
+        resumed: &HashMap<ResumeKey, Resumed>,
+        report: &mut Report,
+        totals: &mut Totals,
+    ) -> Result<(Vec<Record>, Vec<bool>)> {
+        // Keys to look rows up in the checkpoint by (none without one).
+        let keys: Vec<ResumeKey> = if resumed.is_empty() {
+            Vec::new()
+        } else {
+            let asks = &self.book.asks;
+            wave.iter()
+                .map(|&(a, i)| rollout_id(&asks[a].task_id, asks[a].phrasing, i, self.number))
+                .collect()
+        };
+        let jobs = jobs(&self.book, &self.alloc, wave, self.number, self.opts.seed);
+        let by_job = play_fresh(agent, world, &jobs, |j| {
+            keys.is_empty() || !resumed.contains_key(&keys[j])
+        })?;
+        let built = build(&self.rc, &self.book, wave, &jobs, &by_job, &keys, resumed);
+        let mut records = Vec::with_capacity(wave.len());
+        let mut fresh = Vec::with_capacity(wave.len());
+        for (j, b) in built.into_iter().enumerate() {
+            let (a, i) = wave[j];
+            let Some((record, sig, is_new)) = b else {
+                let t = by_job[j].as_ref();
+                let why = t.and_then(unusable).unwrap_or("agent_error");
+                if report.first_agent_error.is_none() {
+                    report.first_agent_error = t.and_then(|t| t.error.clone());
+                }
+                self.alloc.unusable((a, i), why, report);
+                continue;
+            };
+            self.alloc.landed(a, sig);
+            match by_job[j].as_ref() {
+                Some(t) => tally(report, t),
+                None => tally_record(report, &record),
+            }
+            count(
+                report,
+                totals,
+                &self.book,
+                &self.setup.cells,
+                (a, i),
+                &jobs[j],
+            );
+            if !is_new {
+                report.resumed += 1;
+            }
+            fresh.push(is_new);
+            records.push(record);
+        }
+        Ok((records, fresh))
+    }
+
+    /// Run 0's asks that landed rows, as tasks for the later runs to replay, with the most rows
+    /// any of them landed.
+    pub(super) fn first_run(&self) -> (Vec<Pinned>, u32) {
+        let cells = &self.setup.cells;
+        let mut per_ask: Vec<u32> = vec![0; self.book.asks.len()];
+        for g in &self.alloc.groups {
+            per_ask[g.ask] = g.landed;
+        }
+        let k = per_ask.iter().copied().max().unwrap_or(1).max(1);
+        let pins = self
+            .book
+            .asks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| per_ask[*i] > 0)
+            .map(|(i, a)| {
+                let (scene, privileged) =
+                    scene_for(a, cells, None, self.setup.fault_rate, self.opts.seed);
+                Pinned {
+                    prompt: a.text.clone(),
+                    task_id: a.task_id.clone(),
+                    dims: a
+                        .cell
+                        .map(|c| {
+                            cells[c]
+                                .pairs()
+                                .map(|(x, y)| (x.to_owned(), y.to_owned()))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    labels: a
+                        .labels
+                        .iter()
+                        .map(|(x, y)| ((*x).to_owned(), y.clone()))
+                        .collect(),
+                    plan: scene.plan,
+                    world_state: scene.world_state,
+                    writer: a.writer.clone(),
+                    privileged,
+                    rows: per_ask[i],
+                }
+            })
+            .collect();
+        (pins, k)
+    }
+}
+
+/// The jobs of `wave`.
+fn jobs<'b>(book: &'b Book, alloc: &Alloc, wave: &[Slot], run: u32, seed: u64) -> Vec<Job<'b>> {
+    wave.iter()
+        .map(|&(a, i)| {
+            let (scene, privileged) = &book.scenes[a];
+            Job {
+                ask: &book.asks[a],
+                scene,
+                privileged: privileged.as_ref(),
+                rollout_index: i,
+                eval_run: run,
+                seed,
+                attempt: alloc.attempts.get(&(a, i)).copied().unwrap_or(0),
+            }
+        })
+        .collect()
+}
+
+/// Plays the jobs `fresh` picks (by index) with `agent`: each job's trajectory, `None` for
+/// those not played.
+///
+/// # Errors
+/// The agent failed, or returned another number of trajectories than it was given jobs.
+fn play_fresh(
+    agent: &mut dyn Agent,
+    world: &World<'_>,
+    jobs: &[Job<'_>],
+    fresh: impl Fn(usize) -> bool,
+) -> Result<Vec<Option<Trajectory>>> {
+    let fresh: Vec<usize> = (0..jobs.len()).filter(|&j| fresh(j)).collect();
+    let fresh_jobs: Vec<Job<'_>> = fresh.iter().map(|&j| jobs[j]).collect();
+    let played = if fresh_jobs.is_empty() {
+        Vec::new()
+    } else {
+        agent.play(&fresh_jobs, world)?
+    };
+    if played.len() != fresh_jobs.len() {
+        return Err(Error::Internal(format!(
+            "the agent returned {} trajectories for {} asks",
+            played.len(),
+            fresh_jobs.len()
+        )));
+    }
+    let mut by_job: Vec<Option<Trajectory>> = vec![None; jobs.len()];
+    for (j, t) in fresh.into_iter().zip(played) {
+        by_job[j] = Some(t);
+    }
+    Ok(by_job)
+}
+
+/// The rows of a wave, built in parallel: a resumed row as the checkpoint holds it, a played
+/// one from its trajectory, `None` for an unusable one (or one the interrupted run re-rolled).
+fn build(
+    rc: &RowContext<'_>,
+    book: &Book,
+    wave: &[Slot],
+    jobs: &[Job<'_>],
+    by_job: &[Option<Trajectory>],
+    keys: &[ResumeKey],
+    resumed: &HashMap<ResumeKey, Resumed>,
+) -> Vec<Built> {
+    (0..wave.len())
+        .into_par_iter()
+        .map(|j| {
+            if let Some(r) = keys.get(j).and_then(|k| resumed.get(k)) {
+                if r.attempt > jobs[j].attempt {
+                    // The interrupted run re-rolled this rollout first: so does this one.
+                    return None;
+                }
+                return Some((r.record.clone(), r.signature, false));
+            }
+            let t = by_job[j].as_ref()?;
+            if unusable(t).is_some() {
+                return None;
+            }
+            let sig = signature(t);
+            Some((
+                build_row(rc, &jobs[j], t, book.rows[wave[j].0].as_ref(), sig),
+                sig,
+                true,
+            ))
+        })
+        .collect()
+}
+
+/// Counts a landed row of rollout `slot` in the report and the totals: its fault plan, its
+/// tier, its task and ask.
+fn count(
+    report: &mut Report,
+    totals: &mut Totals,
+    book: &Book,
+    cells: &[Cell],
+    (a, i): Slot,
+    job: &Job<'_>,
+) {
+    if job.scene.plan.is_some() {
+        report.rows_with_fault_plan += 1;
+    }
+    let ask = &book.asks[a];
+    if let Some(c) = ask.cell.map(|c| &cells[c])
+        && c.get("tool_condition") != "success"
+        && i == 0
+        && book.pins[a].is_none()
+    {
+        totals.fault_cells.0 += 1;
+        totals.fault_cells.1 += u64::from(job.scene.plan.is_some());
+    }
+    *report.tier_mix.counts.entry(tier_label(ask)).or_insert(0) += 1;
+    totals.tasks.insert(ask.task_id.clone());
+    totals.asks.insert((ask.task_id.clone(), ask.text.clone()));
+}
