@@ -1,0 +1,169 @@
+//! Argument groups and value parsers several commands share.
+
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+/// The floors a judge must clear against hand labels (`judge-trust`, `compare-judges`).
+#[derive(Debug, Args)]
+pub struct TrustFloors {
+    /// The floor on agreement's 95% lower bound.
+    #[arg(long, default_value_t = 0.8)]
+    pub min_agreement: f64,
+    /// The floor on Cohen's kappa.
+    #[arg(long, default_value_t = 0.6)]
+    pub min_kappa: f64,
+    /// Count labels from a model (or of unknown origin) as gold.
+    #[arg(long)]
+    pub allow_model_gold: bool,
+}
+
+/// How command judges run (`grade`, `judge-trust`, `compare-judges`).
+#[derive(Debug, Args)]
+pub struct JudgePool {
+    /// Command judges and agents: worker processes.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Command judges and agents: seconds a worker may take over one row or ask.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub timeout: f64,
+    /// Command judges and agents: also pass this environment variable on (repeatable, or a
+    /// comma-separated list in `WAI_ENV`). They start with a minimal environment: `PATH`,
+    /// `HOME`, `LANG`, `LC_*`, `TMPDIR`, `PYTHON*`, `VIRTUAL_ENV` and a few more, no keys.
+    #[arg(long = "env", value_name = "NAME", env = crate::cli::WAI_ENV, value_delimiter = ',')]
+    pub env: Vec<String>,
+}
+
+/// The variable that lists more names for `--env`.
+pub const WAI_ENV: &str = "WAI_ENV";
+
+/// What makes a run hollow, for `grade` and `gate`.
+#[derive(Debug, Args)]
+pub struct HollowArgs {
+    /// The tools the agent was given (a JSON list of OpenAI function schemas): warns about each
+    /// one no row called.
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: Option<PathBuf>,
+    /// The agent has no tools by design: no row calling a tool is not a hollow run.
+    #[arg(long, conflicts_with = "tools")]
+    pub no_tools: bool,
+    /// The share of rows the judge may leave without an ok verdict (error, timeout, invalid
+    /// result, missing reward, never judged) before the run is hollow.
+    #[arg(long, default_value_t = crate::stages::grade::warnings::JUDGE_FAILURE_SHARE, value_name = "SHARE")]
+    pub max_judge_failures: f64,
+    /// The least share of rows with an ok verdict: below it the run is hollow.
+    #[arg(long, default_value_t = crate::stages::grade::warnings::MIN_GRADED_SHARE, value_name = "SHARE")]
+    pub min_graded: f64,
+    /// The k of pass^k and pass@k in the printed line (default: the smallest group size).
+    #[arg(long, value_delimiter = ',', value_name = "K")]
+    pub k: Vec<u32>,
+    /// Bootstrap seed for the intervals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// `--interval` of `pass-at` and `markers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IntervalArg {
+    /// Wilson score interval on the effective number of tasks (covers 93% or more from 20 tasks).
+    Wilson,
+    /// Student-t interval on the per-task values.
+    T,
+    /// The reference's percentile bootstrap over tasks (undercovers under 100 tasks).
+    Percentile,
+}
+
+impl From<IntervalArg> for crate::stats::interval::Method {
+    fn from(a: IntervalArg) -> Self {
+        match a {
+            IntervalArg::Wilson => Self::Wilson,
+            IntervalArg::T => Self::T,
+            IntervalArg::Percentile => Self::Percentile,
+        }
+    }
+}
+
+/// `--interval` of `compare` (differences are not shares, so Wilson does not apply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeltaIntervalArg {
+    /// Student-t interval on the paired per-task differences.
+    T,
+    /// The reference's paired percentile bootstrap over tasks.
+    Percentile,
+}
+
+impl From<DeltaIntervalArg> for crate::stats::interval::Method {
+    fn from(a: DeltaIntervalArg) -> Self {
+        match a {
+            DeltaIntervalArg::T => Self::T,
+            DeltaIntervalArg::Percentile => Self::Percentile,
+        }
+    }
+}
+
+/// A row file format, for `--to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RowFormat {
+    /// JSON Lines in the reference's row format.
+    Jsonl,
+    /// Parquet in the row schema.
+    Parquet,
+}
+
+impl From<RowFormat> for crate::pipeline::source::Format {
+    fn from(f: RowFormat) -> Self {
+        match f {
+            RowFormat::Jsonl => Self::Jsonl,
+            RowFormat::Parquet => Self::Parquet,
+        }
+    }
+}
+
+/// Where a command writes rows, and where bad input records go.
+#[derive(Debug, Args)]
+pub struct RowsOut {
+    /// The output file (`.parquet` or `.jsonl`).
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+    /// The output format, when `--out`'s extension does not say.
+    #[arg(long, value_enum)]
+    pub to: Option<RowFormat>,
+    /// Set bad records aside in this JSONL file (with file, line, field and reason) and go on,
+    /// instead of stopping at the first.
+    #[arg(long, value_name = "FILE")]
+    pub rejects: Option<PathBuf>,
+}
+
+/// A share: a number in [0, 1] (NaN is none).
+pub(super) fn share(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not in [0, 1]"))
+    }
+}
+
+/// A share above 0: (0, 1].
+pub(super) fn positive_share(s: &str) -> Result<f64, String> {
+    match share(s)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err(format!("{s} is not in (0, 1]")),
+    }
+}
+
+/// A rate strictly between 0 and 1.
+pub(super) fn open_share(s: &str) -> Result<f64, String> {
+    match share(s)? {
+        v if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err(format!("{s} is not in (0, 1)")),
+    }
+}
+
+/// A count of one or more.
+pub(super) fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(v) if v >= 1 => Ok(v),
+        Ok(_) => Err("0 is not allowed here: give 1 or more".into()),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}

@@ -1,0 +1,213 @@
+//! Rollouts before traces, and evals for an agent: `simulate`, `demo`, `preflight`, `coverage-gap`, `init-evals`, `coverage-study`.
+
+use super::shared::{JudgePool, share};
+use clap::Args;
+use std::path::PathBuf;
+
+/// `wai simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The agent's tools: a JSON list of OpenAI function schemas (bare `{name, description,
+    /// parameters}` and Anthropic `input_schema` tools are read too).
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: Option<PathBuf>,
+    /// The policy (system prompt) text file: its clauses are the grid's rule axis.
+    #[arg(long, value_name = "POLICY.md")]
+    pub policy: Option<PathBuf>,
+    /// Literal asks run first: a text file (one per line) or JSONL with a `prompt` field.
+    #[arg(long, value_name = "FILE")]
+    pub seeds: Option<PathBuf>,
+    /// Who plays the asks: `seeded`, `seeded:RATE` or `cmd:COMMAND`.
+    #[arg(long, default_value = "seeded")]
+    pub agent: String,
+    /// Only these planted mistakes (seeded agent), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "BEHAVIOUR")]
+    pub behaviors: Vec<String>,
+    /// The output file (`.parquet` or `.jsonl`), written whole at the end.
+    #[arg(long, short, value_name = "OUT")]
+    pub out: PathBuf,
+    /// Every draw's seed: the same seed gives the same rows.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Rows per run.
+    #[arg(long, default_value_t = 1000)]
+    pub budget: u64,
+    /// explore (one rollout per situation) or rl (groups of 8, allocated successively).
+    #[arg(long, value_enum, default_value_t = SimMode::Explore)]
+    pub mode: SimMode,
+    /// How rollouts are allocated to an ask (default: none in explore, successive in rl).
+    #[arg(long, value_enum)]
+    pub repeat_policy: Option<SimRepeat>,
+    /// Rollouts per wave, the unit the schedule is decided in (default: 2048 for the seeded
+    /// agent, 64 for a command agent). The same seed and wave give the same rows at any
+    /// `--workers`; a checkpoint resumes only under the wave it was written with.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub wave: Option<u64>,
+    /// Rollouts per ask (k).
+    #[arg(long, value_name = "K")]
+    pub repeats: Option<u32>,
+    /// Asks per situation (differently worded).
+    #[arg(long, value_name = "N")]
+    pub phrasings: Option<u32>,
+    /// At most this many distinct situations.
+    #[arg(long, value_name = "N")]
+    pub situations: Option<u64>,
+    /// Share of fault cells whose faults are kept (default 0.5; 0.8 in rl).
+    #[arg(long, value_name = "SHARE")]
+    pub fault_rate: Option<f64>,
+    /// Share of hard-tier asks (ambiguous, boundary, adversarial).
+    #[arg(long, value_name = "SHARE")]
+    pub hard_share: Option<f64>,
+    /// Rules (policy clauses) on the grid.
+    #[arg(long, default_value_t = crate::stages::simulate::policy::RULE_CAP, value_name = "N")]
+    pub rule_cap: usize,
+    /// Pin an axis: `NAME=V1,V2` (tool, rule, stance, world_state, tool_condition, history).
+    #[arg(long = "axis", value_name = "NAME=V1,V2")]
+    pub axes: Vec<String>,
+    /// Keep every fault cell a fault cell (default in rl); else most become success cells.
+    #[arg(long)]
+    pub all_faults: bool,
+    /// No open-ended probes (off-topic, injection, gibberish asks) between the grid's asks.
+    #[arg(long)]
+    pub no_probes: bool,
+    /// Replay the tasks of these rows (an earlier run's output) instead of writing asks.
+    #[arg(long, value_name = "ROWS")]
+    pub tasks: Option<String>,
+    /// Runs of the same task set; each row's `eval_run` says which.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub runs: u32,
+    /// Append every row to this JSONL file as it lands; a second call with the same file resumes.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// Progress as JSON lines on stderr.
+    #[arg(long)]
+    pub progress_json: bool,
+    /// Command agents: worker processes and the per-ask timeout.
+    #[command(flatten)]
+    pub pool: JudgePool,
+}
+
+/// `wai simulate --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimMode {
+    /// Broad coverage.
+    Explore,
+    /// Groups for RL.
+    Rl,
+}
+
+/// `wai simulate --repeat-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimRepeat {
+    /// All repeats at once, each situation once per phrasing.
+    None,
+    /// All repeats at once.
+    Fixed,
+    /// Two first, then fill mixed groups.
+    Successive,
+}
+
+/// `wai preflight`.
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    /// The agent's tools (a JSON list of OpenAI function schemas; bare and Anthropic shapes too).
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: PathBuf,
+    /// The policy (system prompt) text file.
+    #[arg(long, value_name = "POLICY.md")]
+    pub policy: Option<PathBuf>,
+    /// Rules on the grid.
+    #[arg(long, default_value_t = crate::stages::simulate::policy::RULE_CAP, value_name = "N")]
+    pub rule_cap: usize,
+    /// The rows you mean to simulate: warns when the grid does not fit.
+    #[arg(long, value_name = "ROWS")]
+    pub budget: Option<u64>,
+    /// Rollouts per ask you mean to run.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub repeats: u32,
+}
+
+/// `wai coverage-gap`.
+#[derive(Debug, Args)]
+pub struct CoverageGapArgs {
+    /// The asks: a text file (one per line, `#` comments), JSONL with a `prompt` field, or rows
+    /// (Parquet, a folder or a URL).
+    #[arg(value_name = "ASKS")]
+    pub asks: String,
+    /// The agent's tools.
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: PathBuf,
+    /// The policy (system prompt) text file.
+    #[arg(long, value_name = "POLICY.md")]
+    pub policy: Option<PathBuf>,
+    /// Graded rows of a run: rows per rule (`dims.rule`), and the rules no row exercised.
+    #[arg(long, value_name = "SCORED")]
+    pub rows: Option<String>,
+    /// Match only the first N rules.
+    #[arg(long, value_name = "N")]
+    pub rule_cap: Option<usize>,
+}
+
+/// `wai init-evals`.
+#[derive(Debug, Args)]
+pub struct InitEvalsArgs {
+    /// Your agent: `module:function` or `path/to/file.py:function` (a function that takes the
+    /// ask and returns the reply), or `cmd:COMMAND` (a command agent already). Guessed when absent.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// The tools file. Guessed when absent (a JSON file that reads as a tool list).
+    #[arg(long, value_name = "TOOLS.json")]
+    pub tools: Option<PathBuf>,
+    /// The policy (system prompt) file. Guessed when absent (`policy.md`, `system_prompt.txt`, ...).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Seed asks (one per line). Written from the ids in the tool descriptions when absent.
+    #[arg(long, value_name = "FILE")]
+    pub seeds: Option<PathBuf>,
+    /// Where the evals folder goes.
+    #[arg(long, default_value = "evals", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Overwrite files that exist.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `wai demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where the Parquet outputs go.
+    #[arg(long, default_value = "wai-demo", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Rollouts to simulate.
+    #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub budget: u64,
+    /// The seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The seeded agent's mistake rate.
+    #[arg(long, default_value_t = crate::stages::simulate::agent::DEFAULT_RATE, value_parser = share)]
+    pub rate: f64,
+}
+
+/// `wai coverage-study`.
+#[derive(Debug, Args)]
+pub struct CoverageStudyArgs {
+    /// Simulated eval runs a cell.
+    #[arg(long, default_value_t = 2000)]
+    pub runs: u32,
+    /// Simulated runs of the 5,000-task cells (default: `--runs`).
+    #[arg(long)]
+    pub runs_largest: Option<u32>,
+    /// Bootstrap replicates and sign flips a simulated run.
+    #[arg(long, default_value_t = crate::stats::bootstrap::DRAWS)]
+    pub draws: u32,
+    /// The seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Only cells whose key contains one of these (`pass/u/k=4`, `n=10`, `compare`), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub cells: Vec<String>,
+    /// Also write every row as JSON Lines here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+}
