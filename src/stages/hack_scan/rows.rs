@@ -352,6 +352,10 @@ fn is_punct(c: char) -> bool {
 }
 
 /// Characters, `[A-Z]`, digits and `[^\w\s]` of `text`.
+#[allow(
+    clippy::needless_bitwise_bool,
+    reason = "branch-free in the per-byte loop"
+)]
 fn counts(text: &str) -> (usize, usize, usize, usize) {
     if text.is_ascii() {
         return text.bytes().fold((0, 0, 0, 0), |(n, u, d, p), b| {
