@@ -52,6 +52,7 @@ fn name_the_feature_flag(e: Error) -> Error {
 fn flags_named(text: &str) -> String {
     text.replace("`endorsed`", "--endorsed")
         .replace("`features`", "--feature")
+        .replace("`select` in `rl` mode", "`wai select --mode rl`")
 }
 
 /// Runs `wai hack-scan`.

@@ -40,6 +40,7 @@ fn flags_named(text: &str) -> String {
         .replace("`length_match`", "--length-match")
         .replace("`endorsed`", "--endorsed")
         .replace("`features`", "--feature")
+        .replace("`select` in `rl` mode", "`wai select --mode rl`")
 }
 
 /// The selection's options from the command line.

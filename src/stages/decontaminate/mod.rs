@@ -295,6 +295,40 @@ mod tests {
         assert!(hits > 0 && hits < rows.len());
     }
 
+    #[tokio::test]
+    async fn the_stage_over_rows_in_memory_drops_the_eval_set_from_itself() {
+        use crate::pipeline::row::testing::{batch_of, fixture};
+        use crate::stages::Stage as _;
+        let rows = batch_of(fixture("example_rows.jsonl"));
+        let n = rows.num_rows() as u64;
+        let session = Session::new().unwrap();
+        let inputs = Inputs {
+            train: vec![rows.clone()],
+            against: vec![rows],
+            embedder: None,
+        };
+        let out = crate::stages::run::<DecontaminateStage>(&session, inputs, &Options::default())
+            .await
+            .unwrap();
+        assert_eq!(DecontaminateStage::NAME, "decontaminate");
+        assert_eq!((out.report.n, out.report.n_kept), (n, 0));
+        assert!(out.kept.is_empty());
+        let codes: Vec<&str> = out.report.coded_notes().map(|(c, _)| c).collect();
+        assert_eq!(codes, ["no_embedder", "all_dropped"]);
+        // Options are checked first, by key.
+        let bad = Options {
+            fields: vec!["messages".into()],
+            ..Options::default()
+        };
+        let err = crate::stages::run::<DecontaminateStage>(&session, Inputs::default(), &bad)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Option { ref key, .. } if key == "fields"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn words_and_norms_read_as_the_reference_reads() {
         assert_eq!(words("Héllo, WORLD_42!"), vec!["h", "llo", "world", "42"]);

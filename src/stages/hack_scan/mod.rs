@@ -201,7 +201,7 @@ pub struct Report {
     /// Distinct rollouts per task at the median.
     pub distinct_per_ask: usize,
     /// What to look at, each with its fix (an option named by its key in backticks:
-    /// `` `endorsed` ``, `` `features` ``).
+    /// `` `endorsed` ``, `` `features` ``; selection for RL as `` `select` in `rl` mode ``).
     pub warnings: Vec<String>,
 }
 

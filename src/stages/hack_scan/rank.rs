@@ -148,7 +148,7 @@ fn degenerate_warnings(report: &mut Report, listed: &[Entry], collinear: &[Strin
          with the reward within tasks (|rho| >= {DEGENERATE_RHO}): {shown}. The data cannot \
          tell them apart, so no top feature is named and no hack is claimed. Re-scan on \
          rollouts that differ in more ways (more repeats, a higher temperature), and scan \
-         before `wai select --mode rl`, which drops duplicate rollouts",
+         before `select` in `rl` mode, which drops duplicate rollouts",
         report.distinct_per_ask,
         collinear.len()
     ));
@@ -212,7 +212,7 @@ fn with_signal(
         let all_pass = (report.support.sat * report.n_groups as f64).round() as usize;
         report.warnings.push(format!(
             "{all_pass} of {} tasks are already all-pass ({:.0}%): they carry no gradient; \
-             add harder tasks or drop them (`wai select --mode rl` does)",
+             add harder tasks or drop them (`select` in `rl` mode does)",
             report.n_groups,
             report.support.sat * 100.0
         ));

@@ -139,7 +139,7 @@ pub struct Report {
     pub min_reward: f64,
     /// Selected rows with eval-sourced rewards.
     pub eval_sourced: usize,
-    /// What a person should know.
+    /// What a person should know (an option named by its key in backticks: `` `band` ``, `` `repeats` `` (of the simulation)).
     pub warnings: Vec<String>,
 }
 

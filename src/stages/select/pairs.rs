@@ -55,7 +55,7 @@ pub struct PairReport {
     pub leaks_dropped: usize,
     /// Pairs with an eval-sourced side.
     pub eval_sourced: usize,
-    /// What a person should know.
+    /// What a person should know (an option named by its key in backticks: `` `length_match` ``).
     pub warnings: Vec<String>,
 }
 
