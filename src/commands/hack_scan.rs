@@ -48,11 +48,18 @@ fn name_the_feature_flag(e: Error) -> Error {
     }
 }
 
+/// `text` (a warning of the scan) with the option keys it names spelled as their flags.
+fn flags_named(text: &str) -> String {
+    text.replace("`endorsed`", "--endorsed")
+        .replace("`features`", "--feature")
+        .replace("`select` in `rl` mode", "`wai select --mode rl`")
+}
+
 /// Runs `wai hack-scan`.
 pub fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
     let opts = options(args)?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
-    let report = ctx
+    let mut report = ctx
         .runtime
         .block_on(async {
             let rows = context.table("rows").await?;
@@ -64,6 +71,9 @@ pub fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
             .await
         })
         .map_err(name_the_feature_flag)?;
+    for w in &mut report.warnings {
+        *w = flags_named(w);
+    }
     let status = if report.regime == Regime::RewardHack {
         ExitStatus::Failure
     } else {

@@ -1,5 +1,7 @@
 //! `wai select`: the rows worth training on, written in training order.
 
+use std::fmt::Write as _;
+
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
@@ -30,16 +32,26 @@ fn envelope(
     .map_err(|e| Error::Internal(format!("the select report does not serialize: {e}")))
 }
 
-/// Runs `wai select`.
-pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
-    let started = std::time::Instant::now();
+/// `text` (a warning of the selection or of its scan) with the option keys it names spelled as
+/// the flags that set them.
+fn flags_named(text: &str) -> String {
+    text.replace("`repeats`", "--repeats")
+        .replace("`band`", "--band")
+        .replace("`length_match`", "--length-match")
+        .replace("`endorsed`", "--endorsed")
+        .replace("`features`", "--feature")
+        .replace("`select` in `rl` mode", "`wai select --mode rl`")
+}
+
+/// The selection's options from the command line.
+fn options(args: &SelectArgs) -> Result<Options> {
     let [lo, hi] = args.band[..] else {
         return Err(Error::Usage(format!(
             "--band takes two pass rates, LO,HI (as in 0.2,0.8), not {} value(s)",
             args.band.len()
         )));
     };
-    let opts = Options {
+    Ok(Options {
         target: args.target,
         band: (lo, hi),
         truncated: match args.truncated {
@@ -49,7 +61,13 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         },
         has_tools: !args.no_tools,
         min_reward: args.min_reward,
-    };
+    })
+}
+
+/// Runs `wai select`.
+pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
+    let started = std::time::Instant::now();
+    let opts = options(args)?;
     crate::stages::Options::check(&opts)?;
     // Where the output goes is checked before anything is read: pairs are JSON Lines, rows
     // take their format from the name.
@@ -83,7 +101,7 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         &select::general_summary,
     )?;
     tracing::debug!(rows = infos.len(), elapsed = ?started.elapsed(), "select: summaries read");
-    let (chosen, marked, report) = match args.mode {
+    let (chosen, marked, mut report) = match args.mode {
         SelectMode::Rl => select::rl(&infos, &opts),
         SelectMode::Sft | SelectMode::Preference => {
             let (c, r) = select::sft(&infos, &opts);
@@ -136,6 +154,21 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     });
     written?;
     let _ = freed.join();
+    for w in &mut report.warnings {
+        *w = flags_named(w);
+    }
+    render(args, &report, chosen.len(), scanned, started)
+}
+
+/// The text and the envelope of an RL or SFT selection of `chosen` rows, with the hack scan of
+/// the selection when it ran.
+fn render(
+    args: &SelectArgs,
+    report: &select::Report,
+    chosen: usize,
+    scanned: Option<Result<crate::stages::hack_scan::Report>>,
+    started: std::time::Instant,
+) -> Result<Outcome> {
     let mut scan_line = None;
     let mut scan_json = Value::Null;
     if let Some(scanned) = scanned {
@@ -150,7 +183,8 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
                     regime.replace('_', " "),
                     args.out.display()
                 ));
-                scan_json = json!({"regime": regime, "warnings": scan.warnings});
+                let warnings: Vec<String> = scan.warnings.iter().map(|w| flags_named(w)).collect();
+                scan_json = json!({"regime": regime, "warnings": warnings});
             }
             Err(e) => scan_line = Some(format!("  hack scan: did not run ({e})")),
         }
@@ -160,21 +194,21 @@ pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
         text.push('\n');
         text.push_str(&l);
     }
-    text.push_str(&format!(
-        "\nwrote {} rows to `{}` in {:.1} s",
-        chosen.len(),
+    let _ = write!(
+        text,
+        "\nwrote {chosen} rows to `{}` in {:.1} s",
         args.out.display(),
         started.elapsed().as_secs_f64()
-    ));
-    let mut doc = serde_json::to_value(&report).unwrap_or_default();
+    );
+    let mut doc = serde_json::to_value(report).unwrap_or_default();
     if let Some(o) = doc.as_object_mut() {
         o.insert("hack_scan".into(), scan_json);
     }
-    let json = envelope(args, doc, chosen.len(), &report.warnings)?;
+    let json = envelope(args, doc, chosen, &report.warnings)?;
     Ok(Outcome {
         text,
         json,
-        status: if chosen.is_empty() {
+        status: if chosen == 0 {
             ExitStatus::Hollow
         } else {
             ExitStatus::Success
@@ -234,7 +268,10 @@ fn preference(
         let k = needed.binary_search(&i).expect("a planned row was read");
         &objects[k]
     };
-    let (pairs, report) = select::build_pairs(&plan, row, report);
+    let (pairs, mut report) = select::build_pairs(&plan, row, report);
+    for w in &mut report.warnings {
+        *w = flags_named(w);
+    }
     let file = crate::pipeline::io::AtomicFile::create(&args.out)?;
     let mut w = std::io::BufWriter::new(file.writer()?);
     for p in &pairs {

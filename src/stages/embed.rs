@@ -35,10 +35,10 @@ pub enum Spec {
 }
 
 impl Spec {
-    /// Parses `column:NAME` or `cmd:COMMAND`.
+    /// Parses `column:NAME`, `cmd:COMMAND` or `openai:MODEL@URL`.
     ///
     /// # Errors
-    /// Another form.
+    /// Another form (an error of the option `embedder`).
     pub fn parse(text: &str) -> Result<Self> {
         match text.split_once(':') {
             Some(("column", name)) if !name.trim().is_empty() => {
@@ -54,26 +54,63 @@ impl Spec {
                         url: url.to_owned(),
                     })
                 }
-                _ => Err(Error::Usage(format!(
-                    "--embedder `{text}`: write `openai:MODEL@URL`, e.g. `openai:text-embedding-3-small@https://api.openai.com/v1`"
-                ))),
+                _ => Err(Error::option(
+                    "embedder",
+                    format!(
+                        "`{text}`: write `openai:MODEL@URL`, e.g. `openai:text-embedding-3-small@https://api.openai.com/v1`"
+                    ),
+                )),
             },
-            _ => Err(Error::Usage(format!(
-                "--embedder `{text}`: write `column:NAME` (vectors in each row's extra.NAME), `cmd:COMMAND` (texts in, vectors out over JSON Lines) or `openai:MODEL@URL`"
-            ))),
+            _ => Err(Error::option(
+                "embedder",
+                format!(
+                    "`{text}`: write `column:NAME` (vectors in each row's extra.NAME), `cmd:COMMAND` (texts in, vectors out over JSON Lines) or `openai:MODEL@URL`"
+                ),
+            )),
         }
     }
+}
+
+/// A model that turns texts into unit vectors: a program over a pipe ([`CommandEmbedder`]), an
+/// HTTP endpoint ([`EndpointEmbedder`]), or anything else a caller brings.
+pub trait Embed {
+    /// The unit vectors of `texts`, one per text, in order.
+    ///
+    /// # Errors
+    /// The model failed or answered out of shape.
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// Where the semantic rule's vectors come from.
+pub enum Embedder {
+    /// Precomputed, in each row's `extra.NAME`.
+    Column(String),
+    /// A model the caller started.
+    Model(Box<dyn Embed + Send>),
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Column(name) => write!(f, "Column({name:?})"),
+            Self::Model(_) => f.write_str("Model(..)"),
+        }
+    }
+}
+
+/// `xs` as `f32`s, if every one is a number.
+fn numbers(xs: &[Value]) -> Option<Vec<f32>> {
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "embeddings are f32; an f64 from JSON is rounded to it"
+    )]
+    xs.iter().map(|x| x.as_f64().map(|x| x as f32)).collect()
 }
 
 /// The vector in `extra` JSON text under `name`, if it is a list of numbers.
 pub fn vector_of(extra: Option<&str>, name: &str) -> Option<Vec<f32>> {
     let v: Value = serde_json::from_str(extra?).ok()?;
-    #[allow(clippy::cast_possible_truncation)]
-    v.get(name)?
-        .as_array()?
-        .iter()
-        .map(|x| x.as_f64().map(|x| x as f32))
-        .collect()
+    numbers(v.get(name)?.as_array()?)
 }
 
 /// A running command embedder.
@@ -210,13 +247,8 @@ impl CommandEmbedder {
         vectors
             .iter()
             .map(|v| {
-                #[allow(clippy::cast_possible_truncation)]
                 v.as_array()
-                    .and_then(|xs| {
-                        xs.iter()
-                            .map(|x| x.as_f64().map(|x| x as f32))
-                            .collect::<Option<Vec<f32>>>()
-                    })
+                    .and_then(|xs| numbers(xs))
                     .map(crate::stages::decontaminate::unit)
                     .ok_or_else(|| self.fail("a vector is not a list of numbers"))
             })
@@ -264,7 +296,8 @@ impl EndpointEmbedder {
         })
     }
 
-    /// The unit vectors of `texts`, in order.
+    /// The unit vectors of `texts`, in order. It blocks on the runtime it was given: call it
+    /// outside that runtime's tasks (as `wai decontaminate` does, between batches).
     ///
     /// # Errors
     /// The endpoint is unreachable, refuses, or answers out of shape.
@@ -312,15 +345,10 @@ impl EndpointEmbedder {
             .iter()
             .enumerate()
             .map(|(i, d)| {
-                #[allow(clippy::cast_possible_truncation)]
                 let v = d
                     .get("embedding")
                     .and_then(Value::as_array)
-                    .and_then(|xs| {
-                        xs.iter()
-                            .map(|x| x.as_f64().map(|x| x as f32))
-                            .collect::<Option<Vec<f32>>>()
-                    })
+                    .and_then(|xs| numbers(xs))
                     .ok_or_else(|| fail(format!("item {i} has no numeric `embedding`")))?;
                 let index = d.get("index").and_then(Value::as_u64).unwrap_or(i as u64);
                 Ok((index, crate::stages::decontaminate::unit(v)))
@@ -334,6 +362,18 @@ impl EndpointEmbedder {
             )));
         }
         Ok(out.into_iter().map(|x| x.1).collect())
+    }
+}
+
+impl Embed for CommandEmbedder {
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        CommandEmbedder::embed(self, texts)
+    }
+}
+
+impl Embed for EndpointEmbedder {
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        EndpointEmbedder::embed(self, texts)
     }
 }
 

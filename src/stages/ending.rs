@@ -45,7 +45,7 @@ pub fn looks_finished(reply: &str) -> bool {
         return true;
     }
     if text.ends_with("```") {
-        return text.matches("```").count() % 2 == 0;
+        return text.matches("```").count().is_multiple_of(2);
     }
     // Python's `splitlines()`, then `strip()`.
     let lines: Vec<&str> = text

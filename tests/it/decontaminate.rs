@@ -501,3 +501,56 @@ fn a_total_drop_is_called_out_and_the_tasks_it_touched_are_counted() {
         "{r}"
     );
 }
+
+/// The `--json` envelope names what was read and written: the kept rows with their count, the
+/// dropped list, and the notes as coded warnings.
+#[test]
+fn the_envelope_lists_the_inputs_the_outputs_and_coded_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, e, out, list) = (
+        dir.path().join("train.jsonl"),
+        dir.path().join("eval.jsonl"),
+        dir.path().join("clean.jsonl"),
+        dir.path().join("dropped.jsonl"),
+    );
+    write_rows(
+        &t,
+        &[
+            json!({"prompt": "Cancel order 9911."}),
+            json!({"prompt": "Where is order 4473?"}),
+        ],
+    );
+    write_rows(&e, &reference_eval());
+    let run = wai()
+        .args(["--json", "decontaminate"])
+        .arg(&t)
+        .arg("--against")
+        .arg(&e)
+        .arg("-o")
+        .arg(&out)
+        .arg("--dropped")
+        .arg(&list)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let doc = crate::support::envelope(&run.stdout);
+    assert_eq!(
+        doc["inputs"],
+        json!([t.display().to_string(), e.display().to_string()])
+    );
+    assert_eq!(
+        doc["outputs"],
+        json!([
+            {"path": out.display().to_string(), "kind": "rows", "rows": 1},
+            {"path": list.display().to_string(), "kind": "file", "rows": 1},
+        ])
+    );
+    let codes: Vec<&str> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["same_task_skipped", "no_embedder"]);
+    assert_eq!(doc["report"]["n_kept"], json!(1));
+}

@@ -185,8 +185,8 @@ fn same_seed_same_scan_at_any_thread_count_and_input_shape() {
     let (other, _) = scan(&pool, &["--seed", "6", "--top", "0"], "2");
     assert_ne!(base["tau"], other["tau"], "another seed, another floor");
     assert_eq!(
-        base["features"].as_array().unwrap().len(),
-        base["n_features"].as_u64().unwrap() as usize
+        base["features"].as_array().unwrap().len() as u64,
+        base["n_features"].as_u64().unwrap()
     );
 }
 

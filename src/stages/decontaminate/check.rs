@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::*;
+use super::{EvalIndex, MATCH_CHARS, Options, norm_of, words_of};
 
 /// Why a row was dropped.
 #[derive(Debug, Clone, Serialize)]

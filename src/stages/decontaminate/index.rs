@@ -1,6 +1,6 @@
 //! The eval side, indexed once: task ids, normalised texts, and n-gram hashes.
 
-use super::*;
+use super::{Hasher, norm, norm_of, words_of};
 
 /// The eval side, indexed.
 pub struct EvalIndex {

@@ -19,20 +19,38 @@
 //! Text is read as the reference reads it: `norm` lowercases and collapses white space; words are
 //! the runs of `[a-z0-9]` in the lowercased text. N-grams are compared by a 64-bit hash of their
 //! words (a false match needs a 64-bit collision).
+//!
+//! Inputs: the training rows and the eval rows (`against`), in the row schema (`task_id`,
+//! `prompt`, `extra`, and the compared fields); with an embedder, the vectors from each row's
+//! `extra.NAME` or from a model the caller started ([`Embedder`]). Outputs: the training rows
+//! kept (zero-copy slices of the input batches, in order) and the [`Report`].
+//!
+//! A [`Screen`] is the streaming form (`wai decontaminate` checks each batch as it is read);
+//! [`DecontaminateStage`] runs it over rows in memory.
 
 mod check;
 mod index;
 mod report;
+mod rows;
+mod screen;
 mod text;
 mod vectors;
 
-use serde::Serialize;
+use datafusion::arrow::array::RecordBatch;
+use serde::{Deserialize, Serialize};
 
 pub use check::*;
 pub use index::*;
 pub use report::*;
+pub use rows::kept_runs;
+pub use screen::{EvalSide, Screen, Screened};
 pub use text::*;
 pub use vectors::*;
+
+use crate::error::{Error, Result};
+use crate::schema::col;
+use crate::stages::Session;
+pub use crate::stages::embed::{Embed, Embedder};
 
 /// Default n-gram length.
 pub const NGRAM: usize = 8;
@@ -44,11 +62,14 @@ pub const SIMILARITY: f64 = 0.85;
 pub const EXAMPLES: usize = 20;
 /// Characters of a matched n-gram or eval prompt kept in an example.
 pub const MATCH_CHARS: usize = 120;
+/// Text fields a training row can be compared on.
+pub const TEXT_FIELDS: [&str; 3] = [col::PROMPT, col::FINAL_TEXT, col::REASON];
 
 /// What to check.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct Options {
-    /// Training-row fields compared with the eval texts, in order.
+    /// Training-row fields compared with the eval texts, in order (of [`TEXT_FIELDS`]).
     pub fields: Vec<String>,
     /// Words per n-gram.
     pub n: usize,
@@ -66,6 +87,93 @@ impl Default for Options {
             overlap: OVERLAP,
             similarity: None,
         }
+    }
+}
+
+impl crate::stages::Options for Options {
+    fn check(&self) -> Result<()> {
+        if self.n == 0 {
+            return Err(Error::option("n", "must be at least 1"));
+        }
+        if self.overlap.is_nan() {
+            return Err(Error::option("overlap", "must be a number"));
+        }
+        if let Some(s) = self.similarity.filter(|s| !(0.0..=1.0).contains(s)) {
+            return Err(Error::option(
+                "similarity",
+                format!("must be in [0, 1], not {s}"),
+            ));
+        }
+        if let Some(f) = self
+            .fields
+            .iter()
+            .find(|f| !TEXT_FIELDS.contains(&f.as_str()))
+        {
+            return Err(Error::option(
+                "fields",
+                format!(
+                    "`{f}` is not a text field a row is compared on ({})",
+                    TEXT_FIELDS.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What decontamination reads: rows in memory, in the row schema.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// The training rows, in input order.
+    pub train: Vec<RecordBatch>,
+    /// The eval rows.
+    pub against: Vec<RecordBatch>,
+    /// The semantic rule's vectors (none: the rule does not run).
+    pub embedder: Option<Embedder>,
+}
+
+/// Decontamination of rows in memory: its report, and the training rows kept (not serialized).
+#[derive(Debug, Clone, Serialize)]
+pub struct Decontamination {
+    /// What was dropped, and why.
+    #[serde(flatten)]
+    pub report: Report,
+    /// The kept training rows, in order.
+    #[serde(skip)]
+    pub kept: Vec<RecordBatch>,
+}
+
+impl std::fmt::Display for Decontamination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.report.fmt(f)
+    }
+}
+
+/// Decontamination over rows in memory (`wai decontaminate` streams the training rows through
+/// a [`Screen`] instead). A model embedder is called synchronously: one that blocks on a runtime
+/// (an [`crate::stages::embed::EndpointEmbedder`]) must not be that of the task awaiting this.
+pub struct DecontaminateStage;
+
+impl crate::stages::Stage for DecontaminateStage {
+    type Inputs = Inputs;
+    type Options = Options;
+    type Report = Decontamination;
+    const NAME: &'static str = "decontaminate";
+
+    async fn run(_session: &Session, inputs: Inputs, opts: &Options) -> Result<Decontamination> {
+        let mut eval = EvalSide::new(opts, inputs.embedder);
+        for batch in &inputs.against {
+            eval.add(batch)?;
+        }
+        let mut screen = eval.finish()?;
+        let mut kept = Vec::new();
+        for batch in &inputs.train {
+            kept.extend(screen.check(batch, false)?.kept);
+        }
+        Ok(Decontamination {
+            report: screen.report(),
+            kept,
+        })
     }
 }
 
@@ -185,6 +293,40 @@ mod tests {
             hits += usize::from(got.is_some());
         }
         assert!(hits > 0 && hits < rows.len());
+    }
+
+    #[tokio::test]
+    async fn the_stage_over_rows_in_memory_drops_the_eval_set_from_itself() {
+        use crate::pipeline::row::testing::{batch_of, fixture};
+        use crate::stages::Stage as _;
+        let rows = batch_of(fixture("example_rows.jsonl"));
+        let n = rows.num_rows() as u64;
+        let session = Session::new().unwrap();
+        let inputs = Inputs {
+            train: vec![rows.clone()],
+            against: vec![rows],
+            embedder: None,
+        };
+        let out = crate::stages::run::<DecontaminateStage>(&session, inputs, &Options::default())
+            .await
+            .unwrap();
+        assert_eq!(DecontaminateStage::NAME, "decontaminate");
+        assert_eq!((out.report.n, out.report.n_kept), (n, 0));
+        assert!(out.kept.is_empty());
+        let codes: Vec<&str> = out.report.coded_notes().map(|(c, _)| c).collect();
+        assert_eq!(codes, ["no_embedder", "all_dropped"]);
+        // Options are checked first, by key.
+        let bad = Options {
+            fields: vec!["messages".into()],
+            ..Options::default()
+        };
+        let err = crate::stages::run::<DecontaminateStage>(&session, Inputs::default(), &bad)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Option { ref key, .. } if key == "fields"),
+            "{err}"
+        );
     }
 
     #[test]

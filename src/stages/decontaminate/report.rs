@@ -1,10 +1,11 @@
 //! The decontamination report: counts as rows stream past, then the report and its text.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::*;
+use super::{EXAMPLES, EvalIndex, Hit, Options, Rule};
 
 /// The decontamination report.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -17,13 +18,13 @@ pub struct Report {
     pub n_contaminated: u64,
     /// Dropped share (4 places).
     pub contamination_rate: f64,
-    /// Dropped by rule.
+    /// Dropped by `same_task`.
     pub n_same_task: u64,
-    #[allow(missing_docs)]
+    /// Dropped as exact copies.
     pub n_exact: u64,
-    #[allow(missing_docs)]
+    /// Dropped as near copies.
     pub n_near: u64,
-    #[allow(missing_docs)]
+    /// Dropped by `semantic`.
     pub n_semantic: u64,
     /// Eval rows read.
     pub n_eval_rows: u64,
@@ -31,7 +32,7 @@ pub struct Report {
     pub n_eval_texts: u64,
     /// Eval texts (and prompts, for the semantic rule) that some training row hit.
     pub eval_items_touched: u64,
-    /// Eval tasks some training row shares (the same_task rule's hits).
+    /// Eval tasks some training row shares (the `same_task` rule's hits).
     pub eval_tasks_touched: u64,
     /// Words per n-gram.
     pub ngram: usize,
@@ -51,6 +52,9 @@ pub struct Report {
     pub calibration_p99: Option<f64>,
     /// What to read.
     pub notes: Vec<String>,
+    /// Each note's stable code, in the order of `notes`.
+    #[serde(skip)]
+    pub note_codes: Vec<&'static str>,
 }
 
 /// Counts of training rows as they stream past.
@@ -70,7 +74,7 @@ pub struct Tally {
     pub texts_hit: BTreeSet<u32>,
     /// Eval prompts hit (semantic).
     pub prompts_hit: BTreeSet<usize>,
-    /// Eval tasks a training row shares (same_task).
+    /// Eval tasks a training row shares (`same_task`).
     pub tasks_hit: BTreeSet<String>,
 }
 
@@ -97,8 +101,24 @@ impl Tally {
     }
 }
 
-/// The report of `tally` against `index`.
-#[allow(clippy::cast_precision_loss)]
+impl Report {
+    /// Adds a note, under a stable `code` (for the `--json` envelope's warnings).
+    pub fn note(&mut self, code: &'static str, text: String) {
+        self.notes.push(text);
+        self.note_codes.push(code);
+    }
+
+    /// The notes with their codes.
+    pub fn coded_notes(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.note_codes
+            .iter()
+            .copied()
+            .zip(self.notes.iter().map(String::as_str))
+    }
+}
+
+/// The report of `tally` against `index`. Its notes name options by their keys in backticks
+/// (`` `embedder` ``, `` `similarity` ``) and the eval rows as `` `against` ``.
 pub fn report(
     index: &EvalIndex,
     opts: &Options,
@@ -108,77 +128,9 @@ pub fn report(
 ) -> Report {
     let count = |r: Rule| tally.by_rule.get(&r).copied().unwrap_or(0);
     let dropped: u64 = tally.by_rule.values().sum();
-    let mut rules_skipped = BTreeMap::new();
-    let mut notes = Vec::new();
-    if index.n_with_task == 0 {
-        let why = format!(
-            "0 of {} evaluation rows carried a scenario_id or task_id",
-            index.n_rows
-        );
-        notes.push(format!("same_task did not run: {why}, so a zero there is not a clearance; give eval rows their task ids to compare by task."));
-        rules_skipped.insert("same_task".to_owned(), why);
-    } else if tally.with_task == 0 {
-        let why = format!(
-            "0 of {} training rows carried a scenario_id or task_id",
-            tally.n
-        );
-        notes.push(format!(
-            "same_task did not run: {why}, so a zero there is not a clearance."
-        ));
-        rules_skipped.insert("same_task".to_owned(), why);
-    }
-    if index.texts.is_empty() {
-        let why = format!(
-            "none of the {} evaluation rows carried text to compare",
-            index.n_rows
-        );
-        notes.push(format!("exact and near-copy did not run: {why}."));
-        rules_skipped.insert("exact".to_owned(), why.clone());
-        rules_skipped.insert("near".to_owned(), why);
-    }
-    if embedder {
-        if index.prompts.is_empty() {
-            let why = format!(
-                "none of the {} evaluation rows carried a prompt to embed",
-                index.n_rows
-            );
-            notes.push(format!("semantic did not run: {why}."));
-            rules_skipped.insert("semantic".to_owned(), why);
-        }
-    } else {
-        rules_skipped.insert(
-            "semantic".to_owned(),
-            "no embedder (--embedder column:NAME, cmd:COMMAND or openai:MODEL@URL)".to_owned(),
-        );
-        notes.push("the text rules catch exact and lightly edited copies of eval questions, not reworded ones; pass --embedder to also catch paraphrases.".to_owned());
-    }
-    if let Some((p99, m)) = calibration {
-        let mut line = format!(
-            "with this embedder, distinct tasks read up to {p99:.2} alike (99th percentile over {m} eval prompts, pairs with different task ids); a threshold below that flags tasks that merely share a domain"
-        );
-        if opts.similarity.is_some_and(|s| s <= p99) {
-            line.push_str(&format!(
-                ". --similarity {:.2} is at or below it: raise it above {p99:.2}",
-                opts.similarity.unwrap_or(0.0)
-            ));
-        }
-        notes.push(line);
-    }
-    if index.n_rows == 0 {
-        notes.push("the eval set holds no rows: nothing was compared, and nothing could be dropped; check --against".to_owned());
-    }
-    if tally.n > 0 && dropped == tally.n {
-        notes.push(format!(
-            "every training row was dropped ({dropped} of {}): check that --against is the eval set and not the training rows themselves",
-            tally.n
-        ));
-    }
-    if embedder && count(Rule::Semantic) > 0 {
-        notes.push("semantic flags are a question, not a verdict: read the examples before trusting the drop.".to_owned());
-    }
     let mut examples = tally.examples;
     examples.sort_by_key(|h| h.index);
-    Report {
+    let mut report = Report {
         n: tally.n,
         n_kept: tally.n - dropped,
         n_contaminated: dropped,
@@ -201,9 +153,98 @@ pub fn report(
         fields: opts.fields.clone(),
         by_field: tally.by_field,
         examples,
-        rules_skipped,
+        rules_skipped: BTreeMap::new(),
         calibration_p99: calibration.map(|c| c.0),
-        notes,
+        notes: Vec::new(),
+        note_codes: Vec::new(),
+    };
+    skipped_rules(&mut report, index, tally.with_task, embedder);
+    advice(&mut report, opts, embedder, calibration);
+    report
+}
+
+/// The rules that could not run, and why (a zero under them is not a clearance).
+fn skipped_rules(report: &mut Report, index: &EvalIndex, with_task: u64, embedder: bool) {
+    let skip = |report: &mut Report, rule: &str, why: String| {
+        report.rules_skipped.insert(rule.to_owned(), why);
+    };
+    if index.n_with_task == 0 {
+        let why = format!(
+            "0 of {} evaluation rows carried a scenario_id or task_id",
+            index.n_rows
+        );
+        report.note("same_task_skipped", format!("same_task did not run: {why}, so a zero there is not a clearance; give eval rows their task ids to compare by task."));
+        skip(report, "same_task", why);
+    } else if with_task == 0 {
+        let why = format!(
+            "0 of {} training rows carried a scenario_id or task_id",
+            report.n
+        );
+        report.note(
+            "same_task_skipped",
+            format!("same_task did not run: {why}, so a zero there is not a clearance."),
+        );
+        skip(report, "same_task", why);
+    }
+    if index.texts.is_empty() {
+        let why = format!(
+            "none of the {} evaluation rows carried text to compare",
+            index.n_rows
+        );
+        report.note(
+            "text_rules_skipped",
+            format!("exact and near-copy did not run: {why}."),
+        );
+        skip(report, "exact", why.clone());
+        skip(report, "near", why);
+    }
+    if embedder {
+        if index.prompts.is_empty() {
+            let why = format!(
+                "none of the {} evaluation rows carried a prompt to embed",
+                index.n_rows
+            );
+            report.note("semantic_skipped", format!("semantic did not run: {why}."));
+            skip(report, "semantic", why);
+        }
+    } else {
+        skip(
+            report,
+            "semantic",
+            "no embedder (`embedder` column:NAME, cmd:COMMAND or openai:MODEL@URL)".to_owned(),
+        );
+        report.note("no_embedder", "the text rules catch exact and lightly edited copies of eval questions, not reworded ones; pass `embedder` to also catch paraphrases.".to_owned());
+    }
+}
+
+/// What to read into the numbers: the calibration, an empty eval set, a total drop, semantic
+/// flags.
+fn advice(report: &mut Report, opts: &Options, embedder: bool, calibration: Option<(f64, usize)>) {
+    if let Some((p99, m)) = calibration {
+        let mut line = format!(
+            "with this embedder, distinct tasks read up to {p99:.2} alike (99th percentile over {m} eval prompts, pairs with different task ids); a threshold below that flags tasks that merely share a domain"
+        );
+        if opts.similarity.is_some_and(|s| s <= p99) {
+            let _ = write!(
+                line,
+                ". `similarity` {:.2} is at or below it: raise it above {p99:.2}",
+                opts.similarity.unwrap_or(0.0)
+            );
+        }
+        report.note("calibration", line);
+    }
+    if report.n_eval_rows == 0 {
+        report.note("empty_eval", "the eval set holds no rows: nothing was compared, and nothing could be dropped; check `against`".to_owned());
+    }
+    if report.n > 0 && report.n_contaminated == report.n {
+        let text = format!(
+            "every training row was dropped ({} of {}): check that `against` is the eval set and not the training rows themselves",
+            report.n_contaminated, report.n
+        );
+        report.note("all_dropped", text);
+    }
+    if embedder && report.n_semantic > 0 {
+        report.note("semantic_review", "semantic flags are a question, not a verdict: read the examples before trusting the drop.".to_owned());
     }
 }
 

@@ -34,7 +34,7 @@ pub(super) struct Hasher(pub(super) foldhash::fast::FixedState);
 
 impl Hasher {
     pub(super) fn new() -> Self {
-        Self(foldhash::fast::FixedState::with_seed(0x5eed_0f_de_c0))
+        Self(foldhash::fast::FixedState::with_seed(0x005e_ed0f_dec0))
     }
 
     /// The hash of each window of `n` words (none under `n` words).

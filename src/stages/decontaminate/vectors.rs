@@ -12,7 +12,10 @@ pub fn unit(mut v: Vec<f32>) -> Vec<f32> {
         .sum::<f64>()
         .sqrt();
     if n > 0.0 {
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "vectors are f32; the norm is summed in f64"
+        )]
         let inv = (1.0 / n) as f32;
         for x in &mut v {
             *x *= inv;
@@ -49,14 +52,32 @@ pub fn best_other(
         })
 }
 
+/// A similarity ordered by `total_cmp`, for the heap of the largest.
+#[derive(PartialEq)]
+struct Sim(f64);
+
+impl Eq for Sim {}
+
+impl PartialOrd for Sim {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Sim {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
 /// The 99th percentile of cosine between eval prompts of different recorded tasks (the
 /// reference's rank: the sorted value at `round(0.99·(k−1))` of k pairs, capped at 1), and how
 /// many eval prompts there are; `None` under two such pairs. Only the top 1% of the pairs is
 /// held in memory.
 #[allow(
-    clippy::cast_precision_loss,
     clippy::cast_possible_truncation,
-    clippy::cast_sign_loss
+    clippy::cast_sign_loss,
+    reason = "a rank below the pair count, rounded from a non-negative f64"
 )]
 pub fn calibrate(eval: &[Vec<f32>], prompts: &[(String, Option<String>)]) -> Option<(f64, usize)> {
     use std::cmp::Reverse;
@@ -79,19 +100,6 @@ pub fn calibrate(eval: &[Vec<f32>], prompts: &[(String, Option<String>)]) -> Opt
     // Python's round: half to even.
     let rank = (0.99 * (k - 1) as f64).round_ties_even() as u64;
     let keep = usize::try_from(k - rank).unwrap_or(usize::MAX);
-    #[derive(PartialEq)]
-    struct Sim(f64);
-    impl Eq for Sim {}
-    impl PartialOrd for Sim {
-        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-            Some(self.cmp(other))
-        }
-    }
-    impl Ord for Sim {
-        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-            self.0.total_cmp(&other.0)
-        }
-    }
     let push = |mut heap: BinaryHeap<Reverse<Sim>>, s: f64| {
         if heap.len() < keep {
             heap.push(Reverse(Sim(s)));

@@ -301,11 +301,15 @@ fn content_hash(c: &Column) -> u64 {
     match c {
         Column::Bits(b) => {
             h.write_u8(0);
-            b.iter().for_each(|w| h.write_u64(*w));
+            for w in b {
+                h.write_u64(*w);
+            }
         }
         Column::Dense(d) => {
             h.write_u8(1);
-            d.iter().for_each(|v| h.write_u64(v.to_bits()));
+            for v in d {
+                h.write_u64(v.to_bits());
+            }
         }
     }
     h.finish()

@@ -200,7 +200,8 @@ pub struct Report {
     pub collinear: Vec<String>,
     /// Distinct rollouts per task at the median.
     pub distinct_per_ask: usize,
-    /// What to look at, each with its fix.
+    /// What to look at, each with its fix (an option named by its key in backticks:
+    /// `` `endorsed` ``, `` `features` ``; selection for RL as `` `select` in `rl` mode ``).
     pub warnings: Vec<String>,
 }
 
@@ -304,6 +305,10 @@ mod tests {
         assert_eq!(report.n_rows, n);
         assert_eq!(report.n_graded as u64, n);
         assert_eq!(report.regime, Regime::Unknown, "{report}");
+        assert!(
+            report.warnings[0].starts_with("`endorsed` nothing like it names none of the"),
+            "{report}"
+        );
         assert!(session.context().table("rows").await.is_err());
     }
 }

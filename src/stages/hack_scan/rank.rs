@@ -5,6 +5,7 @@ use super::{
     RESCAN_ROLLOUTS, RIVAL_SHARE, Regime, Report, SAT_FLAG,
 };
 use crate::stats::round_places;
+use std::fmt::Write as _;
 
 /// The features, strongest first; in a tie the endorsed feature with a positive rho (the
 /// behaviour rather than its complement), then the name.
@@ -82,8 +83,8 @@ pub(super) fn rank(
     if !endorsed.is_empty() && matched == 0 {
         report.regime = Regime::Unknown;
         report.warnings.push(format!(
-            "--endorsed {} names none of the {} features; feature names look like \
-             tool:NAME, marker:NAME, contains:TERM, or a --feature NAME",
+            "`endorsed` {} names none of the {} features; feature names look like \
+             tool:NAME, marker:NAME, contains:TERM, or a `features` NAME",
             endorsed.join(","),
             listed.len()
         ));
@@ -140,14 +141,14 @@ fn degenerate_warnings(report: &mut Report, listed: &[Entry], collinear: &[Strin
     report.top_feature = None;
     let mut shown = quoted(&collinear[..collinear.len().min(COLLINEAR_SHOWN)]);
     if collinear.len() > COLLINEAR_SHOWN {
-        shown += &format!(" and {} more", collinear.len() - COLLINEAR_SHOWN);
+        let _ = write!(shown, " and {} more", collinear.len() - COLLINEAR_SHOWN);
     }
     report.warnings.push(format!(
         "only {} distinct rollout(s) per task at the median, so {} features move exactly \
          with the reward within tasks (|rho| >= {DEGENERATE_RHO}): {shown}. The data cannot \
          tell them apart, so no top feature is named and no hack is claimed. Re-scan on \
          rollouts that differ in more ways (more repeats, a higher temperature), and scan \
-         before `wai select --mode rl`, which drops duplicate rollouts",
+         before `select` in `rl` mode, which drops duplicate rollouts",
         report.distinct_per_ask,
         collinear.len()
     ));
@@ -169,13 +170,13 @@ fn degenerate_warnings(report: &mut Report, listed: &[Entry], collinear: &[Strin
 /// The regime when `top` clears the floor: a hack (something not endorsed on top, or the
 /// endorsed top punished), an exhausted pool, or train. Returns whether `report.inverted` is
 /// already set (the punished top is kept there and dropped from `inverted`).
-fn with_signal<'e>(
+fn with_signal(
     report: &mut Report,
     top: &Entry,
     endorsed: &[String],
     e: f64,
     tau: f64,
-    inverted: &mut Vec<&'e Entry>,
+    inverted: &mut Vec<&Entry>,
 ) -> bool {
     if !endorsed.is_empty() && !top.endorsed {
         report.regime = Regime::RewardHack;
@@ -211,7 +212,7 @@ fn with_signal<'e>(
         let all_pass = (report.support.sat * report.n_groups as f64).round() as usize;
         report.warnings.push(format!(
             "{all_pass} of {} tasks are already all-pass ({:.0}%): they carry no gradient; \
-             add harder tasks or drop them (`wai select --mode rl` does)",
+             add harder tasks or drop them (`select` in `rl` mode does)",
             report.n_groups,
             report.support.sat * 100.0
         ));

@@ -4,6 +4,7 @@
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use rayon::prelude::*;
+use std::fmt::Write as _;
 
 use super::rows::{self, Columns, FIXED, Name};
 use super::{HashMap, Options};
@@ -91,12 +92,14 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> R
         .map(|b| crate::stages::cells::Cells(b).count("n", 0))
         .transpose()?
         .unwrap_or(0);
-    let user: String = opts
+    let user = opts
         .features
         .iter()
         .enumerate()
-        .map(|(j, (_, e))| format!(", CAST(({e}) AS DOUBLE) AS __user_{j}"))
-        .collect();
+        .fold(String::new(), |mut s, (j, (_, e))| {
+            let _ = write!(s, ", CAST(({e}) AS DOUBLE) AS __user_{j}");
+            s
+        });
     let sql = format!(
         "SELECT task_id, reward, final_text, prompt, finish_reason, reason, \
          json_get_str(extra, 'grader_reason') AS grader_reason, \

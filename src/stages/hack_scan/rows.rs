@@ -207,7 +207,7 @@ impl<'a> Columns<'a> {
 
         let truncated = self.truncated(i, final_text);
         let (chars, uppers, digits, punct) = counts(&text);
-        #[allow(clippy::cast_precision_loss)]
+        #[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
         let fixed = [
             reply_length as f64,
             tools.len() as f64,
@@ -233,7 +233,7 @@ impl<'a> Columns<'a> {
         distinct.dedup();
         features.extend(distinct.iter().map(|t| (Name::Tool(t), 1.0)));
         if self.logprob.is_valid(i) && self.n_tokens.is_valid(i) && self.n_tokens.value(i) > 0 {
-            #[allow(clippy::cast_precision_loss)]
+            #[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
             let mean = self.logprob.value(i) / self.n_tokens.value(i) as f64;
             features.push((Name::LogprobMean, mean));
         }
@@ -352,6 +352,10 @@ fn is_punct(c: char) -> bool {
 }
 
 /// Characters, `[A-Z]`, digits and `[^\w\s]` of `text`.
+#[allow(
+    clippy::needless_bitwise_bool,
+    reason = "branch-free in the per-byte loop"
+)]
 fn counts(text: &str) -> (usize, usize, usize, usize) {
     if text.is_ascii() {
         return text.bytes().fold((0, 0, 0, 0), |(n, u, d, p), b| {

@@ -139,7 +139,7 @@ pub struct Report {
     pub min_reward: f64,
     /// Selected rows with eval-sourced rewards.
     pub eval_sourced: usize,
-    /// What a person should know.
+    /// What a person should know (an option named by its key in backticks: `` `band` ``, `` `repeats` `` (of the simulation)).
     pub warnings: Vec<String>,
 }
 
@@ -201,8 +201,8 @@ pub(crate) mod tests {
         let colliding = Runs::of(&of, |_| 7, same);
         assert_eq!(runs_of(&colliding), want);
         // Some collide, some do not.
-        let some = Runs::of(&of, |i| u64::from(texts[i] > "a"), same);
-        assert_eq!(runs_of(&some), want);
+        let mixed = Runs::of(&of, |i| u64::from(texts[i] > "a"), same);
+        assert_eq!(runs_of(&mixed), want);
         // Only the rows asked for.
         let part = Runs::of(&[2, 3, 5], |_| 1, same);
         assert_eq!(runs_of(&part), vec![vec![2, 5], vec![3]]);

@@ -2,6 +2,7 @@
 //! reward zeroed with the judge's kept).
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, RecordBatch};
@@ -19,11 +20,11 @@ const ORDER_CHUNK: usize = 8192;
 /// per [`ORDER_CHUNK`] rows, the chunks gathered in parallel. Rows in `marked` carry
 /// `overlong: true` in `extra`; under `penalize` their reward is 0 and the judge's is kept as
 /// `reward_before_penalty`.
-pub fn training_order(
+pub fn training_order<S: BuildHasher + Sync>(
     taken: &[RecordBatch],
     at: &[(usize, usize)],
     chosen: &[usize],
-    marked: &HashSet<usize>,
+    marked: &HashSet<usize, S>,
     penalize: bool,
 ) -> Result<Vec<RecordBatch>> {
     let refs: Vec<&RecordBatch> = taken.iter().collect();
@@ -43,10 +44,10 @@ pub fn training_order(
 
 /// `out` (the rows `chunk` names) with the rows in `marked` marked overlong (see
 /// [`training_order`]).
-fn mark_overlong(
+fn mark_overlong<S: BuildHasher>(
     out: &RecordBatch,
     chunk: &[usize],
-    marked: &HashSet<usize>,
+    marked: &HashSet<usize, S>,
     penalize: bool,
 ) -> Result<RecordBatch> {
     let schema = out.schema();

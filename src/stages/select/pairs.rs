@@ -20,7 +20,7 @@ pub struct PairOptions {
 
 impl crate::stages::Options for PairOptions {
     fn check(&self) -> crate::Result<()> {
-        if !(self.min_margin > 0.0) {
+        if self.min_margin.is_nan() || self.min_margin <= 0.0 {
             return Err(crate::Error::option(
                 "min_margin",
                 format!("must be above 0, not {}", self.min_margin),
@@ -55,7 +55,7 @@ pub struct PairReport {
     pub leaks_dropped: usize,
     /// Pairs with an eval-sourced side.
     pub eval_sourced: usize,
-    /// What a person should know.
+    /// What a person should know (an option named by its key in backticks: `` `length_match` ``).
     pub warnings: Vec<String>,
 }
 
@@ -68,7 +68,7 @@ fn reply_chars(row: &Map<String, Value>) -> usize {
         if m.get("role").and_then(Value::as_str) == Some("assistant") {
             let c = m.get("content").and_then(Value::as_str).unwrap_or("");
             n += c.chars().count();
-            last = c.to_owned();
+            c.clone_into(&mut last);
         }
     }
     let f = row.get("final_text").and_then(Value::as_str).unwrap_or("");
@@ -233,6 +233,10 @@ pub fn plan_pairs(rows: &[PairRow], opts: &PairOptions) -> (Vec<Pairing>, PairRe
         // Best first; ties in file order.
         members.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut used = vec![false; members.len()];
+        #[allow(
+            clippy::cast_possible_wrap,
+            reason = "reply lengths in characters are far below 2^63"
+        )]
         let length = |j: usize| members[j].2.unwrap_or(0) as i64;
         let mut made = 0;
         for c in 0..members.len() {
@@ -307,13 +311,18 @@ pub fn build_pairs<'r>(
             })
             .cloned()
             .unwrap_or(Value::Null);
+        #[allow(
+            clippy::cast_possible_wrap,
+            reason = "reply lengths in characters are far below 2^63"
+        )]
+        let length_delta = lc as i64 - lr as i64;
         out.push(serde_json::json!({
             "prompt": chosen.get("prompt").cloned().unwrap_or(Value::Null),
             "chosen": Value::Object(chosen.clone()),
             "rejected": Value::Object(rejected.clone()),
             "chosen_score": cs, "rejected_score": rs, "margin": margin,
             "chosen_model": model(chosen), "rejected_model": model(rejected), "same_policy": same_policy,
-            "length_delta": lc as i64 - lr as i64, "first_turn_differs": differs,
+            "length_delta": length_delta, "first_turn_differs": differs,
             "chosen_reason": chosen.get("reason").cloned().unwrap_or(Value::Null),
             "rejected_reason": rejected.get("reason").cloned().unwrap_or(Value::Null),
             "rejected_failure_class": failure,
@@ -329,7 +338,7 @@ pub fn build_pairs<'r>(
     let n = out.len();
     if (n >= 8 && report.chosen_longer * 4 >= n * 3) || (n >= 3 && report.chosen_longer == n) {
         report.warnings.push(format!(
-            "the chosen reply is the longer one in {} of {n} pairs: a preference trainer will learn length; pass --length-match",
+            "the chosen reply is the longer one in {} of {n} pairs: a preference trainer will learn length; pass `length_match`",
             report.chosen_longer
         ));
     }

@@ -428,7 +428,7 @@ fn warnings(report: &mut Report, mut per_task: Vec<usize>, nothing: bool) {
         #[allow(clippy::cast_precision_loss, reason = "a small count of rollouts")]
         let off = 1.0 / (median as f64).sqrt() / 2.0 * 1.2;
         report.warnings.push(format!(
-            "difficulty was measured from {median} rollouts per task, so a task's band assignment can be off by about ±{off:.1}; simulate with --repeats 16 for a firmer band"
+            "difficulty was measured from {median} rollouts per task, so a task's band assignment can be off by about ±{off:.1}; simulate with `repeats` 16 for a firmer band"
         ));
     }
     if report.eval_sourced > 0 {
@@ -438,7 +438,7 @@ fn warnings(report: &mut Report, mut per_task: Vec<usize>, nothing: bool) {
         ));
     }
     if nothing {
-        report.warnings.push("nothing selected: no task has both a pass and a fail among its kept rows; simulate more rollouts per ask (--repeats 8) or widen --band".into());
+        report.warnings.push("nothing selected: no task has both a pass and a fail among its kept rows; simulate more rollouts per ask (`repeats` 8) or widen `band`".into());
     }
 }
 

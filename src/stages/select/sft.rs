@@ -115,7 +115,7 @@ pub fn sft(rows: &[RowInfo], opts: &Options) -> (Vec<usize>, Report) {
     }
     if mean < 10.0 && !c.is_empty() {
         report.warnings.push(format!(
-            "completions per prompt: mean {mean:.1}, median {median}, max {}; {} of {} prompts have one. Choosing among completions wants 10 to 30 per prompt so the pick is not biased; simulate more (--repeats) if you mean to choose rather than filter",
+            "completions per prompt: mean {mean:.1}, median {median}, max {}; {} of {} prompts have one. Choosing among completions wants 10 to 30 per prompt so the pick is not biased; simulate more (`repeats`) if you mean to choose rather than filter",
             report.completions_per_prompt.0,
             report.completions_per_prompt.3,
             c.len()

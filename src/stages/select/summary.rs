@@ -29,6 +29,10 @@ pub(super) const INTENT_WORDS: [&str; 7] = [
 /// A million of these are held at once, so the texts rows share (the key, the prompt, the
 /// fault) are shared, one allocation for a run of rows of one task, and the rest are boxed.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "a row's flags, a million summaries held at once: one byte each"
+)]
 pub struct RowInfo {
     /// The group key: `scenario_id`, else `task_id`, else the prompt.
     pub key: Arc<str>,
@@ -185,6 +189,10 @@ pub(super) fn prompt_wants_tool(prompt: &str) -> bool {
 
 /// What a row summary is made of, borrowed from wherever the row is read: a JSON object
 /// ([`row_info`]) or a batch's columns ([`columns`]).
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "the flags a summary is made of, as the row gives them"
+)]
 pub(super) struct Parts<'a> {
     pub(super) key: Arc<str>,
     pub(super) prompt: &'a str,
@@ -355,7 +363,7 @@ impl Parts<'_> {
         let label = self
             .reward
             .filter(|r| *r == 0.0 || *r == 1.0)
-            .map(|r| r as u8);
+            .map(|r| u8::from(r == 1.0));
         RowInfo {
             key: self.key,
             reward: self.reward,
