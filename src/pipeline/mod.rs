@@ -19,3 +19,4 @@ pub mod signals;
 pub mod source;
 pub mod summaries;
 pub mod tables;
+pub mod to_lines;

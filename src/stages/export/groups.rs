@@ -38,6 +38,15 @@ pub struct Groups {
 }
 
 impl Groups {
+    /// The groups of every row, from the batches of [`GROUP_KEYS`].
+    pub fn of_keys(batches: &[RecordBatch]) -> Result<Self> {
+        let mut groups = Self::default();
+        for b in batches {
+            groups.add_keys(b)?;
+        }
+        Ok(groups)
+    }
+
     /// Adds the rows of a batch of [`GROUP_KEYS`] (a key and a reward).
     pub fn add_keys(&mut self, b: &RecordBatch) -> Result<()> {
         let key = datafusion::arrow::compute::cast(b.column(0), &DataType::Utf8)?;
@@ -150,8 +159,7 @@ mod tests {
             ),
         ])
         .unwrap();
-        let mut groups = Groups::default();
-        groups.add_keys(&batch.slice(2, 1)).unwrap();
+        let mut groups = Groups::of_keys(&[batch.slice(2, 1)]).unwrap();
         assert!(groups.fields("b").is_empty(), "no task repeats yet");
         groups.add_keys(&batch.slice(0, 2)).unwrap();
         let fields: Map<String, Value> = groups
