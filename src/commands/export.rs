@@ -1,5 +1,7 @@
 //! `wai export`: rows into trainer-ready files, gated.
 
+use std::path::Path;
+
 use super::{Context, Outcome};
 use crate::cli::{ExportArgs, ExportFormat, ExportMask};
 use crate::error::{Error, ExitStatus, Result};
@@ -88,22 +90,16 @@ fn pairs(args: &ExportArgs, opts: &Options) -> Result<Outcome> {
 
 /// The stage's options from the arguments (the system prompt and tool schemas read).
 fn options(args: &ExportArgs) -> Result<Options> {
-    let system_prompt = match &args.system_prompt {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::read(p, e))?),
-        None => None,
-    };
-    let tools = match &args.tools {
-        Some(p) => Some(
-            super::simulate::read_tools(p)?
-                .into_iter()
-                .map(|t| serde_json::json!({"type": "function", "function": t.function}))
-                .collect::<Vec<_>>(),
-        ),
-        None => None,
+    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| Error::read(p, e));
+    let tools = |p: &Path| -> Result<Vec<serde_json::Value>> {
+        let tools = super::simulate::read_tools(p)?.into_iter();
+        Ok(tools
+            .map(|t| serde_json::json!({"type": "function", "function": t.function}))
+            .collect())
     };
     Ok(Options {
-        system_prompt,
-        tools,
+        system_prompt: args.system_prompt.as_deref().map(read).transpose()?,
+        tools: args.tools.as_deref().map(tools).transpose()?,
         strip_think: !args.keep_think,
         mask_mode: match args.mask_mode {
             ExportMask::Assistant => MaskMode::Assistant,
