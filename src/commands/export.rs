@@ -1,15 +1,16 @@
 //! `wai export`: rows into trainer-ready files, gated.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{Context, Outcome};
 use crate::cli::{ExportArgs, ExportFormat, ExportMask};
 use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::lines_out::LinesOut;
-use crate::pipeline::{io::OnBadRow, json_lines, output, read::Reader, session, shards, source};
-use crate::report::envelope::{Envelope, Output, Warning};
-use crate::stages::export::{self, ExportStage, Format, Groups, Hint, MaskMode, Options, dpo};
-use crate::stages::{Session, run as run_stage};
+use crate::pipeline::to_lines::{self, RowTable, Target, Written, meta_path};
+use crate::pipeline::{json_lines, output, source};
+use crate::report::envelope::{Envelope, Warning};
+use crate::stages::export::{self, ExportStage, Format, Groups, Hint, MaskMode, Options};
+use crate::stages::export::{datasets, dpo};
+use crate::stages::{Session, Stage, run as run_stage};
 
 /// Runs `wai export`.
 pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
@@ -33,113 +34,72 @@ pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     if args.format == ExportFormat::Dpo {
         return pairs(args, &opts);
     }
-    // JSONL inputs are converted to Parquet first: the rows are read from Parquet, their text
-    // as views into the decoded pages. The groups are read first, the rows second.
-    let scratch = super::scratch()?;
-    let inputs = super::as_parquet(ctx, resolved, scratch.path())?;
-    let pins = source::pin(&inputs)?;
-    let context = session::new_context(None)?;
-    ctx.runtime
-        .block_on(session::register_parquet(&context, "rows", &inputs))?;
-    let mut groups = Groups::default();
-    for b in &ctx
-        .runtime
-        .block_on(session::collect_in_file_order(&context, export::GROUP_KEYS))?
-    {
-        groups.add_keys(b)?;
-    }
-    let mut out = if opts.datasets {
-        LinesOut::folder(&args.out, "export")?
+    // The rows are read from Parquet, the groups first, the rows second.
+    let table = RowTable::open(ctx, resolved)?;
+    let groups = Groups::of_keys(&table.query(export::GROUP_KEYS)?)?;
+    let target = if opts.datasets {
+        Target::datasets(&args.out, datasets::dataset_schema, datasets::card)
     } else {
-        LinesOut::file(&args.out, meta.as_deref(), "export")?
+        Target::file(&args.out, meta.as_deref())
     };
-    source::unchanged(&inputs, &pins, "export")?;
-    let (handle, read, views) = (
-        ctx.runtime.handle().clone(),
-        inputs.clone(),
-        export::reads_views(&opts),
-    );
-    let rows: export::Rows = Box::new(move |each| {
-        let mut reader = Reader::new(handle, OnBadRow::Fail, Box::new(|_| {}));
-        read.iter().try_for_each(|input| {
-            if views {
-                reader.read_views(input, each)
-            } else {
-                reader.read(input, each)
-            }
-        })
-    });
-    let stage_inputs = export::Inputs {
-        groups,
-        rows,
-        lines: out.sink(),
-    };
-    let session = Session::from_context(context);
-    let report =
-        futures::executor::block_on(run_stage::<ExportStage>(&session, stage_inputs, &opts));
-    // The writer's error first: a full disk is the cause, the stopped reading its effect.
-    out.finish()?;
-    let report = report?;
-    source::unchanged(&inputs, &pins, "export")?;
-    if let Some(failed) = report.gate_failures(&opts) {
-        return Err(Error::Input {
-            stage: "export".into(),
-            message: format!(
-                "{failed}. Fix the rows (wai select drops leaking rows), or pass --no-validate to write them anyway; nothing was written"
-            ),
-        });
+    let views = export::reads_views(&opts);
+    let written = table.write(target, "export", views, |rows, lines, context| {
+        let inputs = export::Inputs {
+            groups,
+            rows,
+            lines,
+        };
+        block_on::<ExportStage>(&Session::from_context(context), inputs, &opts)
+    })?;
+    let r = &written.report;
+    if let Some(f) = r.gate_failures(&opts) {
+        return Err(refused(format!(
+            "{f}. Fix the rows (wai select drops leaking rows), or pass --no-validate to write them anyway; nothing was written"
+        )));
     }
-    let mut outputs = Vec::new();
-    if opts.datasets {
-        let shards = out.commit_folder(&args.out, |jsonl, folder| {
-            let (schema, names) =
-                shards::write_shards(jsonl, folder, "export", export::datasets::dataset_schema)?;
-            let card = export::datasets::card(&schema, names.len(), &args.out);
-            shards::write_text(&folder.join("README.md"), &card)?;
-            Ok(names)
-        })?;
-        outputs.push(Output::new(args.out.display(), "folder").rows(report.n));
-        outputs.extend(
-            shards
-                .iter()
-                .map(|s| Output::new(args.out.join(s).display(), "rows")),
-        );
-    } else {
-        out.commit()?;
-        for path in std::iter::once(&args.out).chain(&meta) {
-            outputs.push(Output::new(path.display(), "rows").rows(report.n));
+    let (n, text) = (r.n, r.summary(Some(&args.out), meta.as_deref()));
+    let warnings = r.warnings.iter().map(warning).collect();
+    let inputs = written.inputs().to_vec();
+    finish(written, n, text, inputs, warnings)
+}
+
+/// `--format dpo`: pairs (from `wai select --mode preference`) into prompt/chosen/rejected rows.
+fn pairs(args: &ExportArgs, opts: &Options) -> Result<Outcome> {
+    let written = to_lines::write(Target::file(&args.out, None), "export", |lines| {
+        let mut pairs = Vec::new();
+        for input in &args.inputs {
+            json_lines::each_line(input, &mut |n, v| {
+                let pair = dpo::Pair::of(format!("{input}:{n}"), v);
+                pairs.push(pair.ok_or("a pair needs `chosen` and `rejected` rows: make pairs with wai select --mode preference")?);
+                Ok(())
+            })?;
         }
+        let inputs = dpo::Inputs { pairs, lines };
+        block_on::<dpo::DpoStage>(&Session::new()?, inputs, opts)
+    })?;
+    let r = &written.report;
+    if let Some(f) = r.gate_failures(opts) {
+        return Err(refused(format!(
+            "{f}; pass --no-validate to write anyway; nothing was written"
+        )));
     }
-    let warnings: Vec<Warning> = report.warnings.iter().map(warning).collect();
-    let text = report.summary(Some(&args.out), meta.as_deref());
-    finish(
-        "export",
-        &report,
-        text,
-        resolved_names(&inputs),
-        outputs,
-        warnings,
-    )
+    let (n, text) = (r.n, r.summary(Some(&args.out)));
+    let warnings = r.warnings.iter().map(warning).collect();
+    finish(written, n, text, args.inputs.clone(), warnings)
 }
 
 /// The stage's options from the arguments (the system prompt and tool schemas read).
 fn options(args: &ExportArgs) -> Result<Options> {
-    let system_prompt = match &args.system_prompt {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::read(p, e))?),
-        None => None,
-    };
-    let tools = match &args.tools {
-        Some(p) => Some(
-            super::simulate::read_tools(p)?
-                .into_iter()
-                .map(|t| serde_json::json!({"type": "function", "function": t.function}))
-                .collect::<Vec<_>>(),
-        ),
-        None => None,
+    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| Error::read(p, e));
+    let tools = |p: &Path| -> Result<Vec<serde_json::Value>> {
+        let tools = super::simulate::read_tools(p)?.into_iter();
+        Ok(tools
+            .map(|t| serde_json::json!({"type": "function", "function": t.function}))
+            .collect())
     };
     Ok(Options {
-        system_prompt,
-        tools,
+        system_prompt: args.system_prompt.as_deref().map(read).transpose()?,
+        tools: args.tools.as_deref().map(tools).transpose()?,
         strip_think: !args.keep_think,
         mask_mode: match args.mask_mode {
             ExportMask::Assistant => MaskMode::Assistant,
@@ -159,51 +119,13 @@ fn options(args: &ExportArgs) -> Result<Options> {
     })
 }
 
-/// `--format dpo`: pairs (from `wai select --mode preference`) into prompt/chosen/rejected rows.
-fn pairs(args: &ExportArgs, opts: &Options) -> Result<Outcome> {
-    let mut out = LinesOut::file(&args.out, None, "export")?;
-    let mut pairs = Vec::new();
-    for input in &args.inputs {
-        json_lines::each_line(input, &mut |n, pair| {
-            match pair {
-            serde_json::Value::Object(pair) if pair.get("chosen").is_some_and(serde_json::Value::is_object)
-                && pair.get("rejected").is_some_and(serde_json::Value::is_object) =>
-            {
-                pairs.push(dpo::Pair { at: format!("{input}:{n}"), pair });
-                Ok(())
-            }
-            _ => Err("a pair needs `chosen` and `rejected` rows: make pairs with wai select --mode preference".into()),
-        }
-        })?;
-    }
-    let stage_inputs = dpo::Inputs {
-        pairs,
-        lines: out.sink(),
-    };
-    let report = futures::executor::block_on(run_stage::<dpo::DpoStage>(
-        &Session::new()?,
-        stage_inputs,
-        opts,
-    ));
-    out.finish()?;
-    let report = report?;
-    if let Some(failed) = report.gate_failures(opts) {
-        return Err(Error::Input {
-            stage: "export".into(),
-            message: format!("{failed}; pass --no-validate to write anyway; nothing was written"),
-        });
-    }
-    out.commit()?;
-    let outputs = vec![Output::new(args.out.display(), "rows").rows(report.n)];
-    let warnings: Vec<Warning> = report.warnings.iter().map(warning).collect();
-    finish(
-        "export",
-        &report,
-        report.summary(Some(&args.out)),
-        args.inputs.clone(),
-        outputs,
-        warnings,
-    )
+/// Runs stage `S` to its end on this thread.
+fn block_on<S: Stage>(
+    session: &Session,
+    inputs: S::Inputs,
+    opts: &S::Options,
+) -> Result<S::Report> {
+    futures::executor::block_on(run_stage::<S>(session, inputs, opts))
 }
 
 /// A stage warning in the command's words: its hint names the flag to pass.
@@ -222,46 +144,32 @@ fn warning(w: &export::Warning) -> Warning {
     Warning::coded(w.code, w.sentence(before, after))
 }
 
-/// The outcome: the text with its warnings, and the `--json` envelope.
-fn finish(
-    command: &str,
-    report: &impl serde::Serialize,
+/// A gate failed: nothing is written.
+fn refused(message: String) -> Error {
+    let stage = "export".into();
+    Error::Input { stage, message }
+}
+
+/// Keeps the lines (`n` rows) and makes the outcome: the text with its warnings, and the `--json`
+/// envelope.
+fn finish<R: serde::Serialize>(
+    written: Written<R>,
+    n: u64,
     mut text: String,
     inputs: Vec<String>,
-    outputs: Vec<Output>,
     warnings: Vec<Warning>,
 ) -> Result<Outcome> {
+    let (report, outputs) = written.keep(n)?;
     for w in &warnings {
         text.push_str("\nwarning: ");
         text.push_str(&w.message);
     }
-    let mut envelope = Envelope::new(command, report)
+    let mut envelope = Envelope::new("export", &report)
         .inputs(inputs)
         .warnings(warnings);
     envelope.outputs = outputs;
     let json = serde_json::to_value(envelope)
         .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
-    Ok(Outcome {
-        text,
-        json,
-        status: ExitStatus::Success,
-    })
-}
-
-/// The inputs as the user named them.
-fn resolved_names(inputs: &[source::Input]) -> Vec<String> {
-    inputs.iter().map(|i| i.display.clone()).collect()
-}
-
-/// Where an OpenAI export's metadata goes: `train.jsonl` → `train.meta.jsonl`.
-fn meta_path(out: &Path) -> PathBuf {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stem = name
-        .strip_suffix(".jsonl")
-        .or_else(|| name.strip_suffix(".json"))
-        .unwrap_or(&name);
-    out.with_file_name(format!("{stem}.meta.jsonl"))
+    let status = ExitStatus::Success;
+    Ok(Outcome { text, json, status })
 }

@@ -21,4 +21,5 @@ pub mod signals;
 pub mod source;
 pub mod summaries;
 pub mod tables;
+pub mod to_lines;
 pub mod world_files;

@@ -15,15 +15,17 @@ use datafusion::arrow::array::{Array, Float64Array, ListArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use serde_json::Value;
 
+use super::arguments::decode_args;
 use super::json_string::push_json_string;
-use super::messages::decode_args;
 use super::rows::THINK;
 use super::wire_line::{Turn, cut, json, member, put, write_messages};
-use super::{CARRY, Format, Groups, MaskMode, NeedleCache, Options, RowFacts, column_task_key};
+use super::{CARRY, Format, Groups, MaskMode, Options, RowFacts};
 use crate::error::{Error, Result};
 use crate::pipeline::row::{Text, Typed, extra_beside, item_field, item_text, json_text, score};
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
+use crate::stages::leak::NeedleCache;
+use crate::stages::task_key::column_task_key;
 
 /// What the report needs of a row besides its facts.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -456,7 +458,7 @@ impl<'a> Wire<'a> {
     }
 
     /// The leak gate over what is exported, as the general path reads it
-    /// ([`super::leak::exported_texts`]): the turns but tool results, the calls' arguments, then
+    /// ([`super::exported::exported_texts`]): the turns but tool results, the calls' arguments, then
     /// the carried fields' strings.
     fn leak(
         &self,

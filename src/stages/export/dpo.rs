@@ -39,6 +39,22 @@ pub struct Pair {
     pub pair: Map<String, Value>,
 }
 
+impl Pair {
+    /// The pair `value` read at `at`, when it is one: an object whose `chosen` and `rejected`
+    /// are objects.
+    pub fn of(at: String, value: Value) -> Option<Self> {
+        match value {
+            Value::Object(pair)
+                if pair.get("chosen").is_some_and(Value::is_object)
+                    && pair.get("rejected").is_some_and(Value::is_object) =>
+            {
+                Some(Self { at, pair })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What the DPO stage reads: the pairs, and where their lines go.
 pub struct Inputs {
     /// The pairs, in order.
@@ -378,5 +394,21 @@ mod tests {
             &json!({"role": "tool", "tool_call_id": "a", "content": "x"}),
             &json!({"role": "tool", "tool_call_id": "b", "content": "x"})
         ));
+    }
+
+    #[test]
+    fn a_pair_is_an_object_with_chosen_and_rejected_rows() {
+        let pair = Pair::of(
+            "f:1".into(),
+            json!({"chosen": row("a"), "rejected": row("b")}),
+        );
+        assert_eq!(pair.map(|p| p.at).as_deref(), Some("f:1"));
+        for not in [
+            json!([1]),
+            json!({"chosen": row("a")}),
+            json!({"chosen": row("a"), "rejected": "b"}),
+        ] {
+            assert!(Pair::of("f:2".into(), not).is_none());
+        }
     }
 }

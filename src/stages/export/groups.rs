@@ -1,4 +1,4 @@
-//! Task keys and group fields: `group_id, k, n0, n1, reward_mean, reward_std` over the rows
+//! Group fields: `group_id, k, n0, n1, reward_mean, reward_std` over the rows
 //! being exported, stamped on each training row when some task repeats.
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
@@ -10,46 +10,11 @@ use serde_json::{Map, Value, json};
 use sha1::{Digest, Sha1};
 
 use crate::error::Result;
+use crate::stages::task_key::task_key;
 
 /// The query that reads every row's task key ([`task_key`] from the columns) and reward, for
 /// [`Groups::add_keys`]: run over the rows as `rows`, in file order.
 pub const GROUP_KEYS: &str = "SELECT coalesce(nullif(json_get_str(extra, 'scenario_id'), ''), task_id) AS key, reward FROM rows";
-
-/// The task key of a row: `scenario_id`, else `task_id`, else the prompt.
-pub(super) fn task_key(row: &Map<String, Value>) -> String {
-    ["scenario_id", "task_id", "prompt"]
-        .iter()
-        .find_map(|k| key_text(row.get(*k)))
-        .unwrap_or_default()
-}
-
-/// The task key a field gives: a non-null, non-empty value, as text (JSON text if not a string).
-pub(crate) fn key_text(v: Option<&Value>) -> Option<String> {
-    v.filter(|v| !v.is_null())
-        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-        .filter(|s| !s.is_empty())
-}
-
-/// [`task_key`] of a row read from its columns: `extra`'s `scenario_id`, the task id, the prompt.
-/// Borrowed from the row unless `scenario_id` makes it, so the usual key costs no allocation.
-pub(crate) fn column_task_key<'a>(
-    scenario_id: Option<&Value>,
-    task_id: &'a str,
-    prompt: Option<&'a str>,
-) -> std::borrow::Cow<'a, str> {
-    use std::borrow::Cow;
-    key_text(scenario_id).map_or_else(
-        || {
-            Cow::Borrowed(
-                Some(task_id)
-                    .filter(|t| !t.is_empty())
-                    .or_else(|| prompt.filter(|p| !p.is_empty()))
-                    .unwrap_or_default(),
-            )
-        },
-        Cow::Owned,
-    )
-}
 
 /// `sha1hex(key)[:12]`: the reference's export group id.
 pub fn group_id(key: &str) -> String {
@@ -73,6 +38,15 @@ pub struct Groups {
 }
 
 impl Groups {
+    /// The groups of every row, from the batches of [`GROUP_KEYS`].
+    pub fn of_keys(batches: &[RecordBatch]) -> Result<Self> {
+        let mut groups = Self::default();
+        for b in batches {
+            groups.add_keys(b)?;
+        }
+        Ok(groups)
+    }
+
     /// Adds the rows of a batch of [`GROUP_KEYS`] (a key and a reward).
     pub fn add_keys(&mut self, b: &RecordBatch) -> Result<()> {
         let key = datafusion::arrow::compute::cast(b.column(0), &DataType::Utf8)?;
@@ -185,8 +159,7 @@ mod tests {
             ),
         ])
         .unwrap();
-        let mut groups = Groups::default();
-        groups.add_keys(&batch.slice(2, 1)).unwrap();
+        let mut groups = Groups::of_keys(&[batch.slice(2, 1)]).unwrap();
         assert!(groups.fields("b").is_empty(), "no task repeats yet");
         groups.add_keys(&batch.slice(0, 2)).unwrap();
         let fields: Map<String, Value> = groups

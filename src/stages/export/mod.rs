@@ -14,8 +14,8 @@
 //! may quote the row's privileged context; the report lists what failed
 //! ([`Report::gate_failures`]) and the caller decides whether to keep the lines.
 //!
-//! Parts: [`messages`] (a row's conversation), [`leak`] (the privileged-context check select
-//! shares), [`groups`] (task keys and group fields), [`rows`] (one row into training rows),
+//! Parts: `arguments` (tool-call arguments decoded), `exported` (what the leak gate reads of a
+//! training row), [`groups`] (group fields), [`rows`] (one row into training rows),
 //! `columns` (the same, written straight from the columns), [`convert`] (a batch into lines),
 //! [`tally`] and [`report`] (the counts, gates and warnings), [`datasets`] (a datasets folder's
 //! schema and card), [`dpo`] (pairs).
@@ -29,22 +29,18 @@ use crate::error::{Error, Result};
 pub use columns::{Side, Wire, WireCache};
 pub use convert::{Chunk, RowMeta, convert_batch, reads_views};
 pub use groups::{GROUP_KEYS, Groups, group_id};
-pub(crate) use groups::{column_task_key, key_text};
-pub use leak::{NeedleCache, leak};
-pub(crate) use leak::{normalize, push_normalized};
-pub use messages::{conversation, messages_of};
 pub use report::{Failure, Hint, Report, Warning};
 pub use rows::{CARRY, RowFacts, split_openai, training_rows};
 pub use tally::Tally;
 
+mod arguments;
 mod columns;
 pub mod convert;
 pub mod datasets;
 pub mod dpo;
+mod exported;
 pub mod groups;
 mod json_string;
-pub mod leak;
-pub mod messages;
 pub mod report;
 pub mod rows;
 pub mod tally;

@@ -7,10 +7,12 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
+use super::arguments::decode_args;
+use super::exported::exported_texts;
 use super::groups::group_id;
-use super::leak::{exported_texts, row_needles};
-use super::messages::{content_text, decode_args, messages_of};
 use super::{Format, Groups, MaskMode, Options};
+use crate::stages::leak::row_needles;
+use crate::stages::messages::{content_text, messages_of};
 
 /// Keys carried from a row onto its training row, in this order.
 /// `world_state` and `faults` (the world's hidden state and the fault plan) are teacher-only and

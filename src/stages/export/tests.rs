@@ -1,11 +1,10 @@
-//! The conversion's tests: the reference's rows, conversations, normalising, needles and
-//! leaks, and the column path against the general one on every fixture.
+//! The conversion's tests: the reference's rows, conversations, the leak gate, and the column path against the general one on every fixture.
 
 use serde_json::{Map, Value, json};
 
-use super::groups::task_key;
-use super::leak::Needles;
 use super::*;
+use crate::stages::messages::conversation;
+use crate::stages::task_key::task_key;
 
 fn opts(format: Format) -> Options {
     Options {
@@ -155,136 +154,6 @@ fn a_conversation_ends_on_what_the_policy_wrote() {
         .clone();
     let (rows, facts) = training_rows(&bare, &opts(Format::Openai), &Groups::default());
     assert!(rows.is_empty() && facts.no_completion);
-}
-
-#[test]
-fn normalizing_collapses_space_and_case() {
-    assert_eq!(normalize("  A\tb \n\n C  "), "a b c");
-    assert_eq!(normalize("Ünïcode  ÉTÉ"), "ünïcode été");
-    let mut s = String::from("x");
-    push_normalized("  Y z ", &mut s);
-    assert_eq!(s, "x y z");
-    push_normalized("   ", &mut s);
-    assert_eq!(s, "x y z");
-    // Already single-spaced: copied and lowercased.
-    push_normalized("Ab C", &mut s);
-    assert_eq!(s, "x y z ab c");
-    assert_eq!(normalize("Ab C"), "ab c");
-    // A needle across turns and spacing; none when its longest word is absent.
-    let needles = Needles::of(&json!({"reference": "the entity  does not exist"}));
-    let texts = ["Sorry: THE ENTITY", "does\nnot exist."];
-    assert_eq!(
-        needles.quoted("", "", &[], &texts).map(String::as_str),
-        Some("the entity does not exist")
-    );
-    assert_eq!(
-        needles.quoted("", "", &[], &["the entity does not exis"]),
-        None
-    );
-}
-
-#[test]
-fn every_privileged_string_is_a_needle_and_an_answer_is_not_a_leak() {
-    // Any key, any depth, and a plain-string block.
-    let block = json!({"rubric": ["the reply names the carrier"], "answer_key": {"deep": "VAULTANSWERSECRET42"}});
-    let n = Needles::of(&block);
-    assert_eq!(
-        n.quoted("", "", &[], &["It went with the reply names the carrier."]),
-        Some(&"the reply names the carrier".to_owned())
-    );
-    assert!(
-        n.quoted("", "", &[], &["code vaultanswersecret42"])
-            .is_some()
-    );
-    let plain = Needles::of(&json!("the launch code is 0000-1111"));
-    assert!(
-        plain
-            .quoted("", "", &[], &["The launch code is 0000-1111."])
-            .is_some()
-    );
-    // What the ask says is no secret.
-    assert_eq!(
-        n.quoted(
-            "Does the reply names the carrier?",
-            "",
-            &[],
-            &["yes: the reply names the carrier"]
-        ),
-        None
-    );
-    // A reference answer given as the answer is the task; the same reference in an earlier
-    // turn, a reason, or inside a longer final sentence is a leak.
-    let r = Needles::of(&json!({"reference": "VAULTANSWERSECRET42"}));
-    assert_eq!(
-        r.quoted(
-            "What is the vault code?",
-            "VAULTANSWERSECRET42",
-            &[0],
-            &["VAULTANSWERSECRET42"]
-        ),
-        None
-    );
-    assert_eq!(
-        r.quoted(
-            "q",
-            "Checking.\nvaultanswersecret42.",
-            &[0],
-            &["Checking.\nvaultanswersecret42."]
-        ),
-        None
-    );
-    assert!(
-        r.quoted(
-            "q",
-            "VAULTANSWERSECRET42",
-            &[1],
-            &[
-                "The key says VAULTANSWERSECRET42, let me check",
-                "VAULTANSWERSECRET42"
-            ]
-        )
-        .is_some()
-    );
-    assert!(
-        r.quoted(
-            "q",
-            "VAULTANSWERSECRET42",
-            &[0],
-            &["VAULTANSWERSECRET42", "want \"VAULTANSWERSECRET42\""]
-        )
-        .is_some()
-    );
-    assert!(
-        r.quoted(
-            "q",
-            "The answer, per the key, is VAULTANSWERSECRET42 sir",
-            &[0],
-            &["The answer, per the key, is VAULTANSWERSECRET42 sir"]
-        )
-        .is_some()
-    );
-    // The same words as the answer in an earlier turn are a leak: only the final reply's
-    // place is exempt.
-    assert!(
-        r.quoted(
-            "q",
-            "VAULTANSWERSECRET42",
-            &[1],
-            &["VAULTANSWERSECRET42", "VAULTANSWERSECRET42"]
-        )
-        .is_some()
-    );
-    // Not the reference: a hidden state is a leak even as the whole reply.
-    let h = Needles::of(&json!({"hidden_state": "entity already acted on"}));
-    assert!(
-        h.quoted(
-            "q",
-            "entity already acted on",
-            &[0],
-            &["entity already acted on"]
-        )
-        .is_some()
-    );
 }
 
 #[test]

@@ -25,7 +25,8 @@ use crate::pipeline::row::{
 };
 use crate::schema::col;
 use crate::stages::conversation::usize_of;
-use crate::stages::export::{NeedleCache, column_task_key};
+use crate::stages::leak::NeedleCache;
+use crate::stages::task_key::column_task_key;
 
 /// The columns this path reads that an `extra` field could override (then the row takes the
 /// general path).

@@ -5,7 +5,9 @@ use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::stages::export::{leak, messages_of, normalize};
+use crate::stages::leak::leak;
+use crate::stages::messages::messages_of;
+use crate::stages::normalize::normalize;
 
 /// Preference-pair settings.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use foldhash::HashMap;
 
 use super::rl::leak_gate;
 use super::{Options, Report, RowInfo, empty_report};
-use crate::stages::export::normalize;
+use crate::stages::normalize::normalize;
 use crate::stages::simulate::hash::sha256_hex;
 
 /// SFT selection: the indices of the chosen rows, in order, and the report.

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::stages::export::{key_text, leak, messages_of};
+use crate::stages::leak::leak;
+use crate::stages::messages::messages_of;
+use crate::stages::task_key::key_text;
 
 /// Harness text that must never reach a training row.
 pub(super) const HARNESS: [&str; 6] = [
@@ -80,7 +82,7 @@ pub(super) fn norm_hash(s: &str) -> u64 {
     }
     BUF.with_borrow_mut(|buf| {
         buf.clear();
-        crate::stages::export::push_normalized(s, buf);
+        crate::stages::normalize::push_normalized(s, buf);
         foldhash::fast::FixedState::with_seed(0x5eed).hash_one(buf.as_bytes())
     })
 }

@@ -1,76 +1,14 @@
-//! The privileged-context leak check: a row's privileged block as needles, and whether what a
-//! row exports quotes one (select's leak gate reads the same needles).
+//! The privileged-context leak check: a row's privileged block as needles (every string of 12
+//! characters or more, normalised), and whether a reply quotes one. Export's gate and select's
+//! leak filter read the same needles.
 
 use serde_json::{Map, Value};
 
-use super::messages::content_text;
-
-/// `s` with white space collapsed to single spaces, trimmed, and lowercased, in one pass.
-pub(crate) fn normalize(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    push_normalized(s, &mut out);
-    out
-}
-
-/// Appends `s` normalized as [`normalize`] does (a separating space first when `out` is not
-/// empty and `s` has a word).
-pub(crate) fn push_normalized(s: &str, out: &mut String) {
-    if s.is_ascii() {
-        // Already single-spaced and trimmed (the common case): a copy, lowercased.
-        let b = s.as_bytes();
-        if !b.is_empty()
-            && b[0] != b' '
-            && b[b.len() - 1] != b' '
-            && memchr::memchr3(b'\t', b'\n', b'\r', b).is_none()
-            && memchr::memchr(0x0c, b).is_none()
-            && memchr::memmem::find(b, b"  ").is_none()
-        {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            let at = out.len();
-            out.push_str(s);
-            out[at..].make_ascii_lowercase();
-            return;
-        }
-        // Byte by byte.
-        out.reserve(s.len() + 1);
-        let mut space = !out.is_empty();
-        for &b in s.as_bytes() {
-            if b.is_ascii_whitespace() {
-                space = !out.is_empty();
-            } else {
-                if space {
-                    out.push(' ');
-                    space = false;
-                }
-                out.push(char::from(b.to_ascii_lowercase()));
-            }
-        }
-        return;
-    }
-    let mut space = !out.is_empty();
-    let mut started = false;
-    for c in s.chars() {
-        if c.is_whitespace() {
-            space = started || space;
-            continue;
-        }
-        if space && !out.is_empty() {
-            out.push(' ');
-        }
-        space = false;
-        started = true;
-        if c.is_ascii() {
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.extend(c.to_lowercase());
-        }
-    }
-}
+use crate::stages::messages::content_text;
+use crate::stages::normalize::{normalize, push_normalized};
 
 /// The needles of a row's privileged block, when it has one.
-pub(super) fn row_needles(row: &Map<String, Value>) -> Option<Needles> {
+pub(crate) fn row_needles(row: &Map<String, Value>) -> Option<Needles> {
     row.get("privileged")
         .filter(|p| !p.is_null() && p.as_str() != Some(""))
         .map(Needles::of)
@@ -102,64 +40,6 @@ pub fn leak(row: &Map<String, Value>, messages: &[Value]) -> (bool, Option<Strin
         at.push(texts.len() - 1);
     }
     (true, needles.quoted(ask, final_text, &at, &texts).cloned())
-}
-
-/// Keys of a training row that hold no text of the row's: the tool schemas (given with
-/// `--tools`), the ask (never secret), and wai's own stamps.
-const NOT_CHECKED: [&str; 5] = [
-    "tools",
-    "prompt_text",
-    "schema_version",
-    "group_id",
-    "unroll",
-];
-
-/// Every text a training row exports, in order, for the leak gate: each turn's text but the
-/// tool results (what the world told the agent) and the system prompt (given with
-/// `--system-prompt`, not the row's), each call's arguments, and every string of every other
-/// field but [`NOT_CHECKED`] ones. The position of each message list's last assistant text goes
-/// to `answers` (where the final reply is said).
-pub(crate) fn exported_texts<'a>(
-    row: &'a Map<String, Value>,
-    out: &mut Vec<&'a str>,
-    answers: &mut Vec<usize>,
-) {
-    fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-        match v {
-            Value::String(s) => out.push(s),
-            Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
-            Value::Object(m) => m.values().for_each(|x| strings(x, out)),
-            _ => {}
-        }
-    }
-    for (k, v) in row {
-        match (k.as_str(), v) {
-            ("messages" | "prompt" | "completion" | "chosen" | "rejected", Value::Array(turns)) => {
-                let last = turns.iter().rposition(|m| m["role"] == "assistant");
-                for (j, m) in turns.iter().enumerate() {
-                    if m["role"] == "tool" || m["role"] == "system" {
-                        continue;
-                    }
-                    if let Some(c) = m.get("content") {
-                        if Some(j) == last && c.is_string() {
-                            answers.push(out.len());
-                        }
-                        strings(c, out);
-                    }
-                    for call in m
-                        .get("tool_calls")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        strings(&call["function"]["arguments"], out);
-                    }
-                }
-            }
-            (k, _) if NOT_CHECKED.contains(&k) || k == "prompt" => {}
-            (_, v) => strings(v, out),
-        }
-    }
 }
 
 /// The needles of a privileged block (its `reference`, `principle` and `hidden_state` strings,
@@ -292,7 +172,7 @@ impl Needles {
 
 /// Whether `reply` gives `reference` as its answer: its last non-empty line, or all of it,
 /// equals the reference with case, ASCII punctuation and spacing set aside.
-pub(super) fn gives_the_answer(reply: &str, reference: &str) -> bool {
+fn gives_the_answer(reply: &str, reference: &str) -> bool {
     let plain = crate::stages::grade::verify::normalize;
     let want = plain(reference);
     !want.is_empty()
@@ -322,5 +202,131 @@ impl NeedleCache {
             privileged.clone_into(&mut self.privileged);
         }
         Ok(self.needles.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_needle_is_found_across_turns_and_spacing() {
+        // A needle across turns and spacing; none when its longest word is absent.
+        let needles = Needles::of(&json!({"reference": "the entity  does not exist"}));
+        let texts = ["Sorry: THE ENTITY", "does\nnot exist."];
+        assert_eq!(
+            needles.quoted("", "", &[], &texts).map(String::as_str),
+            Some("the entity does not exist")
+        );
+        assert_eq!(
+            needles.quoted("", "", &[], &["the entity does not exis"]),
+            None
+        );
+    }
+
+    #[test]
+    fn every_privileged_string_is_a_needle_and_an_answer_is_not_a_leak() {
+        // Any key, any depth, and a plain-string block.
+        let block = json!({"rubric": ["the reply names the carrier"], "answer_key": {"deep": "VAULTANSWERSECRET42"}});
+        let n = Needles::of(&block);
+        assert_eq!(
+            n.quoted("", "", &[], &["It went with the reply names the carrier."]),
+            Some(&"the reply names the carrier".to_owned())
+        );
+        assert!(
+            n.quoted("", "", &[], &["code vaultanswersecret42"])
+                .is_some()
+        );
+        let plain = Needles::of(&json!("the launch code is 0000-1111"));
+        assert!(
+            plain
+                .quoted("", "", &[], &["The launch code is 0000-1111."])
+                .is_some()
+        );
+        // What the ask says is no secret.
+        assert_eq!(
+            n.quoted(
+                "Does the reply names the carrier?",
+                "",
+                &[],
+                &["yes: the reply names the carrier"]
+            ),
+            None
+        );
+        // A reference answer given as the answer is the task; the same reference in an earlier
+        // turn, a reason, or inside a longer final sentence is a leak.
+        let r = Needles::of(&json!({"reference": "VAULTANSWERSECRET42"}));
+        assert_eq!(
+            r.quoted(
+                "What is the vault code?",
+                "VAULTANSWERSECRET42",
+                &[0],
+                &["VAULTANSWERSECRET42"]
+            ),
+            None
+        );
+        assert_eq!(
+            r.quoted(
+                "q",
+                "Checking.\nvaultanswersecret42.",
+                &[0],
+                &["Checking.\nvaultanswersecret42."]
+            ),
+            None
+        );
+        assert!(
+            r.quoted(
+                "q",
+                "VAULTANSWERSECRET42",
+                &[1],
+                &[
+                    "The key says VAULTANSWERSECRET42, let me check",
+                    "VAULTANSWERSECRET42"
+                ]
+            )
+            .is_some()
+        );
+        assert!(
+            r.quoted(
+                "q",
+                "VAULTANSWERSECRET42",
+                &[0],
+                &["VAULTANSWERSECRET42", "want \"VAULTANSWERSECRET42\""]
+            )
+            .is_some()
+        );
+        assert!(
+            r.quoted(
+                "q",
+                "The answer, per the key, is VAULTANSWERSECRET42 sir",
+                &[0],
+                &["The answer, per the key, is VAULTANSWERSECRET42 sir"]
+            )
+            .is_some()
+        );
+        // The same words as the answer in an earlier turn are a leak: only the final reply's
+        // place is exempt.
+        assert!(
+            r.quoted(
+                "q",
+                "VAULTANSWERSECRET42",
+                &[1],
+                &["VAULTANSWERSECRET42", "VAULTANSWERSECRET42"]
+            )
+            .is_some()
+        );
+        // Not the reference: a hidden state is a leak even as the whole reply.
+        let h = Needles::of(&json!({"hidden_state": "entity already acted on"}));
+        assert!(
+            h.quoted(
+                "q",
+                "entity already acted on",
+                &[0],
+                &["entity already acted on"]
+            )
+            .is_some()
+        );
     }
 }

@@ -1,26 +1,12 @@
-//! A row's conversation: its `messages`, or the turns rebuilt from its prompt and steps, and
-//! the argument and content readers the conversion shares.
+//! A row's conversation as JSON messages: its `messages`, or the turns rebuilt from its prompt
+//! and steps, and the text of a message's content. Export converts these messages and select
+//! reads them for its leak filter and summaries (`stages::conversation` is the same
+//! rebuild over a batch's columns).
 
 use serde_json::{Map, Value, json};
 
-/// `value` decoded while it is a JSON string (up to three times), as the reference reads
-/// arguments: a dict stays a dict, a string that does not decode stays a string.
-pub(super) fn decode_args(v: &Value) -> Value {
-    let mut cur = v.clone();
-    for _ in 0..3 {
-        match &cur {
-            Value::String(s) => match serde_json::from_str::<Value>(s) {
-                Ok(x) => cur = x,
-                Err(_) => break,
-            },
-            _ => break,
-        }
-    }
-    if cur.is_null() { json!({}) } else { cur }
-}
-
 /// The text of a message's content (a string, or a list of text parts).
-pub(super) fn content_text(v: Option<&Value>) -> String {
+pub(crate) fn content_text(v: Option<&Value>) -> String {
     v.and_then(crate::pipeline::row::content_of)
         .unwrap_or_default()
 }
@@ -124,4 +110,29 @@ pub fn conversation(row: &Map<String, Value>) -> Vec<Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_the_rows_own_or_rebuilt_from_its_steps() {
+        let row = |v: Value| v.as_object().unwrap().clone();
+        let own = row(json!({"messages": [{"role": "user", "content": "hi"}], "prompt": "other"}));
+        assert!(matches!(messages_of(&own), std::borrow::Cow::Borrowed(_)));
+        let rebuilt = row(
+            json!({"prompt": "p", "tool_trace": [{"tool": "t", "input": {"a": 1}, "output": "ok"}], "final_text": "Done."}),
+        );
+        let turns = messages_of(&rebuilt);
+        let roles: Vec<&str> = turns.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+        assert_eq!(turns[1]["tool_calls"][0]["arguments"], json!({"a": 1}));
+        assert_eq!(turns[3]["content"], "Done.");
+        assert_eq!(
+            content_text(Some(&json!([{"type": "text", "text": "a"}]))),
+            "a"
+        );
+        assert_eq!(content_text(None), "");
+    }
 }
