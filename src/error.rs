@@ -164,10 +164,15 @@ impl Error {
     /// The exit status this error ends the process with.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Self::BadRow { .. } | Self::Input { .. } | Self::MissingColumn { .. } => {
+            // The Parquet reader's errors also come back through arrow: a file that does not
+            // decode.
+            Self::BadRow { .. }
+            | Self::Input { .. }
+            | Self::MissingColumn { .. }
+            | Self::Parquet(_)
+            | Self::Arrow(datafusion::arrow::error::ArrowError::ParquetError(_)) => {
                 ExitStatus::DataError
             }
-            Self::Parquet(_) => ExitStatus::DataError,
             Self::Usage(_) | Self::Option { .. } => ExitStatus::Usage,
             Self::MissingInput { .. } => ExitStatus::NoInput,
             Self::Io { .. } => ExitStatus::IoError,
@@ -176,10 +181,6 @@ impl Error {
                 _ => ExitStatus::IoError,
             },
             Self::Engine(e) => engine_status(e),
-            // The Parquet reader's errors come back through arrow: a file that does not decode.
-            Self::Arrow(datafusion::arrow::error::ArrowError::ParquetError(_)) => {
-                ExitStatus::DataError
-            }
             Self::Arrow(_) | Self::Internal(_) => ExitStatus::Internal,
         }
     }

@@ -243,10 +243,7 @@ fn a_command_agent_calls_tools_through_the_pipe() {
     let first = dir.path().join("first.jsonl");
     std::fs::write(
         &first,
-        rows.iter()
-            .filter(|r| r["lineage"]["eval_run"] == 0)
-            .map(|r| format!("{r}\n"))
-            .collect::<String>(),
+        crate::support::jsonl(rows.iter().filter(|r| r["lineage"]["eval_run"] == 0)),
     )
     .unwrap();
     let again = simulate(
@@ -388,11 +385,9 @@ fn a_killed_run_resumes_from_its_checkpoint_without_duplicates() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     loop {
-        let lines = std::fs::read_to_string(&checkpoint)
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
+        let lines = std::fs::read_to_string(&checkpoint).map_or(0, |t| t.lines().count());
         if lines >= 40 || Instant::now() > deadline {
             break;
         }
@@ -565,7 +560,7 @@ fn an_rl_run_cut_anywhere_resumes_to_the_same_rows() {
     };
     let expected = strip(read_jsonl(&full));
     for cut in [1, 700, 2049, 2999] {
-        let mut text: String = lines[..cut].iter().map(|l| format!("{l}\n")).collect();
+        let mut text = crate::support::jsonl(&lines[..cut]);
         text.push_str(&lines[cut][..40]); // torn by the kill
         std::fs::write(&ck, text).unwrap();
         let out = dir.path().join(format!("resumed_{cut}.jsonl"));
@@ -837,7 +832,7 @@ fn a_second_run_on_a_checkpoint_in_use_is_refused_at_once() {
         .spawn()
         .unwrap();
     // Wait until the first run is playing.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     while !log.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }

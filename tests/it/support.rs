@@ -25,10 +25,18 @@ pub(crate) fn vectors() -> Value {
         .unwrap()
 }
 
+/// `items` as JSON Lines text: one per line, each line ended.
+pub(crate) fn jsonl(items: impl IntoIterator<Item = impl std::fmt::Display>) -> String {
+    use std::fmt::Write as _;
+    items.into_iter().fold(String::new(), |mut text, item| {
+        let _ = writeln!(text, "{item}");
+        text
+    })
+}
+
 /// Writes `rows` as JSONL to `path`.
 pub(crate) fn write_rows(path: &Path, rows: &[Value]) {
-    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
-    std::fs::write(path, text).unwrap();
+    std::fs::write(path, jsonl(rows)).unwrap();
 }
 
 /// Reads a JSONL file into values.
