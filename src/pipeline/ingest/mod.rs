@@ -7,6 +7,7 @@
 //! OTLP file is read whole too, since one conversation's spans may be anywhere in it.
 
 pub mod chat;
+mod files;
 pub mod inspect;
 pub mod otel;
 mod wire;
@@ -20,6 +21,7 @@ use super::row::{self, FieldError, Record};
 use crate::error::{Error, Result};
 
 pub use chat::ChatFields;
+pub use files::{Destination, Ingested, ingest_inputs};
 pub use otel::OtelFields;
 
 /// A trace format.
