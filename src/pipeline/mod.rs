@@ -7,6 +7,7 @@ pub mod ingest;
 pub mod io;
 pub mod output;
 pub mod pipe;
+pub mod query;
 pub mod read;
 pub mod row;
 pub mod rows_out;
