@@ -166,7 +166,7 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         }
     }
     Data {
-        dir: dir,
+        dir,
         jsonl_200k,
         chat_100k,
         parquet_100k,
@@ -299,7 +299,7 @@ mod compare {
                 "compare",
                 path(&data.parquet_1m),
                 path(&data.parquet_1m_b),
-            ])
+            ]);
         });
     }
 
@@ -379,16 +379,13 @@ struct Traces {
 }
 
 static TRACES: LazyLock<Traces> = LazyLock::new(|| {
-    let dir = match std::env::var_os("WAI_BENCH_INGEST_DIR") {
-        Some(d) => {
-            std::fs::create_dir_all(&d).expect("WAI_BENCH_INGEST_DIR");
-            PathBuf::from(d)
-        }
-        None => {
-            let d = tempfile::tempdir().expect("temp dir").keep();
-            let _ = TRACES_DIR.set(d.clone());
-            d
-        }
+    let dir = if let Some(d) = std::env::var_os("WAI_BENCH_INGEST_DIR") {
+        std::fs::create_dir_all(&d).expect("WAI_BENCH_INGEST_DIR");
+        PathBuf::from(d)
+    } else {
+        let d = tempfile::tempdir().expect("temp dir").keep();
+        let _ = TRACES_DIR.set(d.clone());
+        d
     };
     let eval = dir.join("samples-100k.eval");
     let eval_bytes = ingest_data::write_eval(&eval, 100_000);
@@ -434,7 +431,7 @@ mod ingest {
                 path(&t.otlp.1),
                 "-o",
                 path(&out),
-            ])
+            ]);
         });
     }
 
@@ -744,7 +741,7 @@ mod training {
                 "100000",
                 "-o",
                 path(&out),
-            ])
+            ]);
         });
     }
 
@@ -754,7 +751,7 @@ mod training {
         let data = &*DATA;
         let out = data.dir.path().join("train.jsonl");
         run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]);
-        let bytes = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+        let bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
         b.counter(BytesCount::new(bytes))
             .bench(|| run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]));
     }

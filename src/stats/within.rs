@@ -425,7 +425,7 @@ mod tests {
 
     use super::*;
 
-    /// The reference's planted-delimiter rows: (prompt, final_text, reward).
+    /// The reference's planted-delimiter rows: (prompt, `final_text`, reward).
     fn planted() -> Vec<(String, String, f64)> {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),

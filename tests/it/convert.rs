@@ -357,7 +357,7 @@ fn corrupt_parquet_is_bad_input_never_a_crash() {
     for _ in 0..14 {
         let mut b = bytes.clone();
         let at = 4 + (next() as usize) % (n - 12);
-        for k in 0..(1 + next() as usize % 24) {
+        for k in 0..=(next() as usize % 24) {
             if at + k < n - 8 {
                 b[at + k] ^= (next() & 0xff) as u8 | 1;
             }

@@ -310,7 +310,7 @@ fn temporary_files_of_killed_runs_are_not_rows_and_are_cleaned() {
     std::fs::copy(fixture("example_scored.jsonl"), &stale).unwrap();
     let fresh = runs.join(".b.jsonl.Zz99Yy.tmp");
     std::fs::write(&fresh, "{}\n").unwrap();
-    let two_days = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+    let two_days = std::time::SystemTime::now() - std::time::Duration::from_hours(48);
     std::fs::File::options()
         .write(true)
         .open(&stale)

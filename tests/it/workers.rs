@@ -103,11 +103,7 @@ fn a_signal_ends_every_worker_and_what_it_started() {
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let started = |p: &Path| {
-            std::fs::read_to_string(p)
-                .map(|t| t.lines().count())
-                .unwrap_or(0)
-        };
+        let started = |p: &Path| std::fs::read_to_string(p).map_or(0, |t| t.lines().count());
         while started(&pids) < 4 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

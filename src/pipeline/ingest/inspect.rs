@@ -1,4 +1,4 @@
-//! inspect_ai evaluation logs → rows: one row per sample (a task's epoch).
+//! `inspect_ai` evaluation logs → rows: one row per sample (a task's epoch).
 //!
 //! Input: a `.eval` log (a zip archive whose members are JSON, compressed with zstd or deflate:
 //! `header.json` holds the eval, `samples/<id>_epoch_<n>.json` one sample each), read member by

@@ -38,7 +38,7 @@ pub enum Format {
     TauBench,
     /// OpenTelemetry GenAI spans as OTLP JSON.
     Otel,
-    /// inspect_ai evaluation logs (`.eval`, `.json`, or samples one per line).
+    /// `inspect_ai` evaluation logs (`.eval`, `.json`, or samples one per line).
     Inspect,
 }
 
@@ -59,7 +59,7 @@ pub struct Options {
     pub privileged: Vec<String>,
     /// `OTel` attributes.
     pub otel: OtelFields,
-    /// inspect_ai: the scorer whose value is the reward.
+    /// `inspect_ai`: the scorer whose value is the reward.
     pub score: Option<String>,
 }
 
@@ -391,7 +391,7 @@ pub fn read_otel(
     Ok(())
 }
 
-/// Reads an inspect_ai `.eval` archive from `file`, member by member: a batch of 256 samples in
+/// Reads an `inspect_ai` `.eval` archive from `file`, member by member: a batch of 256 samples in
 /// memory at a time, decoded in parallel.
 pub fn read_eval(
     name: &str,
@@ -434,7 +434,7 @@ pub fn read_eval(
     Ok(())
 }
 
-/// Reads an inspect_ai log: a `.eval` archive member by member (in memory, when it comes as a
+/// Reads an `inspect_ai` log: a `.eval` archive member by member (in memory, when it comes as a
 /// stream; [`read_eval`] reads one from its file), a `.json` log whole, or
 /// samples one per line.
 fn read_inspect(

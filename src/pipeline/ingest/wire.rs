@@ -213,9 +213,7 @@ fn conversation(wire: &[WireMessage<'_>]) -> Option<Conversation> {
             None => None,
             Some(None) => {
                 // `null` content comes back only beside tool calls.
-                if m.tool_calls.is_none() {
-                    return None;
-                }
+                m.tool_calls.as_ref()?;
                 None
             }
             Some(Some(c)) => Some(c.as_ref()),

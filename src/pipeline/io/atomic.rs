@@ -13,7 +13,7 @@ pub fn is_temporary(name: &str) -> bool {
 
 /// How old a temporary file of wai's must be before a later run beside it removes it: older
 /// than any run that could still be writing it.
-const STALE: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+const STALE: std::time::Duration = std::time::Duration::from_hours(24);
 
 /// Removes what killed runs left in `dir`: wai's temporary files and folders whose name starts
 /// with `prefix`, last changed more than a day ago. Best effort: what cannot be removed stays.

@@ -54,7 +54,7 @@ pub fn conform_to(
                 );
             }
             None if field.is_nullable() => {
-                columns.push(new_null_array(field.data_type(), batch.num_rows()))
+                columns.push(new_null_array(field.data_type(), batch.num_rows()));
             }
             None => {
                 return Err(Error::missing_column(

@@ -111,15 +111,12 @@ impl Identity {
     /// `rollout_index`, else the row's position within its task so far.
     pub fn assign(&mut self, record: &mut Record) -> std::result::Result<(), String> {
         // Look up before inserting, so the task id is copied once per task, not once per row.
-        let position = match self.per_task.get_mut(&record.task_id) {
-            Some(seen) => {
-                *seen += 1;
-                *seen - 1
-            }
-            None => {
-                self.per_task.insert(record.task_id.clone(), 1);
-                0
-            }
+        let position = if let Some(seen) = self.per_task.get_mut(&record.task_id) {
+            *seen += 1;
+            *seen - 1
+        } else {
+            self.per_task.insert(record.task_id.clone(), 1);
+            0
         };
         if let Some(id) = &record.rollout_id {
             return if self.seen.insert(self.fingerprint(id)) {

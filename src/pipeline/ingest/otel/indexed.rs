@@ -1,9 +1,9 @@
-//! OpenLLMetry's indexed attributes folded into the message lists and tool definitions the other
+//! `OpenLLMetry`'s indexed attributes folded into the message lists and tool definitions the other
 //! shapes carry.
 
 use serde_json::{Map, Value};
 
-/// Folds OpenLLMetry's indexed attributes into the message lists the other shapes carry:
+/// Folds `OpenLLMetry`'s indexed attributes into the message lists the other shapes carry:
 /// `gen_ai.prompt.N.{role,content,tool_call_id}` and `gen_ai.prompt.N.tool_calls.M.{id,name,
 /// arguments}` become `gen_ai.prompt` (OpenAI-style messages), `gen_ai.completion.N.*` becomes
 /// `gen_ai.completion` (its `finish_reason`s `gen_ai.response.finish_reasons` when that is

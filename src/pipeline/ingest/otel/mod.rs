@@ -4,7 +4,7 @@
 //! .spans[]`, also `instrumentationLibrarySpans`), one batch per line or one document, or
 //! `{"spans": [...]}`, or bare span objects. Attributes are the OTLP list
 //! (`[{key, value: {stringValue|intValue|doubleValue|boolValue|arrayValue|kvlistValue}}]`) or a
-//! plain object; string values that hold JSON are parsed. OpenLLMetry's indexed attributes
+//! plain object; string values that hold JSON are parsed. `OpenLLMetry`'s indexed attributes
 //! (`gen_ai.prompt.N.*`, `gen_ai.completion.N.*`, `llm.request.functions.N.*`) are folded into
 //! message lists and tool definitions first.
 //!
@@ -28,7 +28,7 @@
 //! attribute (`--reward-attr`) or of a `gen_ai.evaluation.result` event's score; the task id comes
 //! from `--task-attr` when a span carries it (else the prompt keys the task, as in the
 //! reference). The conversation id is the row's `rollout_id`; the first `gen_ai.tool.definitions`
-//! (or OpenLLMetry's request functions) rides in `extra` as `tool_definitions`.
+//! (or `OpenLLMetry`'s request functions) rides in `extra` as `tool_definitions`.
 
 use serde_json::{Map, Value};
 

@@ -110,13 +110,12 @@ impl Fold {
         // The agent's own span names it (the Agents SDK's bridge gives its client spans a
         // default name).
         let op = s.attrs.get("gen_ai.operation.name").and_then(Value::as_str);
-        if self.agent.is_none()
-            || matches!(op, Some("invoke_agent" | "create_agent")) && !self.agent_named
+        if (self.agent.is_none()
+            || matches!(op, Some("invoke_agent" | "create_agent")) && !self.agent_named)
+            && let Some(a) = text_field(&s.attrs, &["gen_ai.agent.name"])
         {
-            if let Some(a) = text_field(&s.attrs, &["gen_ai.agent.name"]) {
-                self.agent_named = matches!(op, Some("invoke_agent" | "create_agent"));
-                self.agent = Some(a);
-            }
+            self.agent_named = matches!(op, Some("invoke_agent" | "create_agent"));
+            self.agent = Some(a);
         }
     }
 

@@ -25,7 +25,7 @@ fn maybe_json(v: &Value) -> Value {
 }
 
 /// The tool calls of one message: OpenAI's `tool_calls` (`{id, function: {name, arguments}}`,
-/// or flat `{id, name, arguments}` as OpenLLMetry folds them), and the current conventions'
+/// or flat `{id, name, arguments}` as `OpenLLMetry` folds them), and the current conventions'
 /// `tool_call` parts (in `parts`, or in `content` as a list).
 pub(super) fn calls_in(m: &Value) -> Vec<Call> {
     let mut out = Vec::new();

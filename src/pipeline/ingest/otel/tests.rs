@@ -1,4 +1,4 @@
-//! Tests of the OTel reader: the reference example, the parts form, out-of-order spans and
+//! Tests of the `OTel` reader: the reference example, the parts form, out-of-order spans and
 //! traces, calls inside messages, indexed attributes.
 
 use serde_json::{Value, json};
