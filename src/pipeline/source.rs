@@ -32,6 +32,10 @@ pub enum Format {
 
 impl Format {
     /// The format a file name's extension says, if any.
+    #[allow(
+        clippy::case_sensitive_file_extension_comparisons,
+        reason = "the name is lower-cased first"
+    )]
     pub fn from_name(name: &str) -> Option<Self> {
         let lower = name.to_ascii_lowercase();
         if lower.ends_with(".parquet") || lower.ends_with(".pq") {

@@ -382,7 +382,9 @@ fn shuffled_bits(rewards: &[f64], groups: &Groups, rng: &mut impl Rng) -> Vec<u6
             continue;
         }
         if m.len() < 2 || ones == m.len() {
-            m.iter().for_each(|&i| set(i));
+            for &i in m {
+                set(i);
+            }
             continue;
         }
         // A partial Fisher–Yates draws the smaller side: the passes, or the failures.

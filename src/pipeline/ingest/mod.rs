@@ -251,7 +251,10 @@ pub fn read(
 /// collector's file exporter writes one batch a line), parsed in parallel, with the lines'
 /// documents that hold no span; `None` when some line is not (a document over many lines, or
 /// broken JSON), for the sequential reading.
-fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<(u64, Vec<otel::Span>, Vec<String>)>> {
+/// One line of OTLP text read: its number, its spans, and the documents in it that hold none.
+type OtelLine = (u64, Vec<otel::Span>, Vec<String>);
+
+fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<OtelLine>> {
     use rayon::prelude::*;
     let mut lines = Vec::new();
     let mut start = 0usize;
@@ -302,8 +305,8 @@ pub fn read_otel(
     notes: &mut Notes,
 ) -> Result<()> {
     use rayon::prelude::*;
-    progress(text.len() as u64);
     const NO_SPANS: &str = "an OTLP document holding no span or log record (`resourceSpans`, `resourceLogs`, `spans`, or a span)";
+    progress(text.len() as u64);
     let mut spans = Vec::new();
     if let Some(lines) = otel_lines(text, notes.kept.is_some()) {
         for (line, found, empty) in lines {
@@ -400,6 +403,10 @@ pub fn read_eval(
     accept: &mut Accept<'_, '_>,
     progress: &dyn Fn(u64),
 ) -> Result<()> {
+    use rayon::prelude::*;
+    // Members are read in order, a batch at a time, and decoded in parallel: memory holds one
+    // batch of samples.
+    const BATCH: usize = 256;
     let score = opts.score.as_deref();
     let bad = |message: String| Error::BadRow {
         file: name.to_owned(),
@@ -407,10 +414,6 @@ pub fn read_eval(
         field: None,
         message,
     };
-    use rayon::prelude::*;
-    // Members are read in order, a batch at a time, and decoded in parallel: memory holds one
-    // batch of samples.
-    const BATCH: usize = 256;
     let mut archive = inspect::Archive::open(file)
         .map_err(|e| bad(format!("not a readable inspect `.eval` archive: {e}")))?;
     let mut batch = Vec::with_capacity(BATCH);

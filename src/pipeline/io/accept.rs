@@ -152,6 +152,10 @@ impl<'a, 'b> Accept<'a, 'b> {
 }
 
 /// The top-level keys of a JSON object text (values are skipped, not built).
+#[allow(
+    clippy::zero_sized_map_values,
+    reason = "the values are skipped (`IgnoredAny`): only the keys are read"
+)]
 pub fn extra_keys(text: &str) -> Vec<String> {
     serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(text)
         .map(|m| m.into_keys().collect())

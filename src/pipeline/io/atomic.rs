@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 /// Whether a file name is one of wai's temporary outputs (`.NAME.XXXXXX.tmp`).
+#[allow(
+    clippy::case_sensitive_file_extension_comparisons,
+    reason = "wai names its temporary files itself, in lower case"
+)]
 pub fn is_temporary(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".tmp")
 }

@@ -201,10 +201,10 @@ pub fn read_records(
         })();
         // Stop the reader if this side failed, then hear from it.
         drop(rx);
-        let produced = producer
+        let read = producer
             .join()
             .unwrap_or_else(|_| Err(Error::Internal("the reading thread panicked".into())));
-        accepted.and(produced)
+        accepted.and(read)
     })
 }
 

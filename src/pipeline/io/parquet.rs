@@ -343,8 +343,12 @@ mod tests {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         let batches = rt
             .block_on(async {
-                back.register_parquet("t", path.to_str().expect("path"), Default::default())
-                    .await?;
+                back.register_parquet(
+                    "t",
+                    path.to_str().expect("path"),
+                    datafusion::prelude::ParquetReadOptions::default(),
+                )
+                .await?;
                 back.sql("SELECT * FROM t").await?.collect().await
             })
             .expect("read");

@@ -2,6 +2,7 @@
 //! the identity (rollout ids) every kept row is given.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use std::hash::BuildHasher;
 use std::io::{BufWriter, Write};
 
@@ -87,7 +88,10 @@ pub fn finish_with_rejects(
 /// `_short_hash` of the reference: the first 12 hex digits of SHA-256 of the parts joined by `|`.
 fn short_hash(parts: &[&str]) -> String {
     let digest = Sha256::digest(parts.join("|").as_bytes());
-    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+    digest[..6].iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 /// Row identity across a whole read: given `rollout_id`s must be unique, derived ones are made so.

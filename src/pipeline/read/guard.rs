@@ -12,22 +12,22 @@ pub(super) fn guarded<T>(display: &str, read: impl FnOnce() -> Result<T>) -> Res
         guarded_errors(display, read)
     })) {
         Ok(r) => r,
-        Err(panic) => Err(corrupt(display, panic_text(&*panic))),
+        Err(panic) => Err(corrupt(display, &panic_text(&*panic))),
     }
 }
 
 /// The decoder's errors of a reading of `display` as a data error naming the file.
 pub(super) fn guarded_errors<T>(display: &str, read: impl FnOnce() -> Result<T>) -> Result<T> {
     match read() {
-        Err(Error::Parquet(e)) => Err(corrupt(display, e.to_string())),
+        Err(Error::Parquet(e)) => Err(corrupt(display, &e.to_string())),
         Err(Error::Arrow(e @ datafusion::arrow::error::ArrowError::ParquetError(_))) => {
-            Err(corrupt(display, e.to_string()))
+            Err(corrupt(display, &e.to_string()))
         }
         other => other,
     }
 }
 
-pub(super) fn corrupt(display: &str, why: String) -> Error {
+pub(super) fn corrupt(display: &str, why: &str) -> Error {
     Error::Input {
         stage: "read".into(),
         message: format!("`{display}` is not a readable Parquet file ({why})"),

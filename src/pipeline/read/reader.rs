@@ -19,6 +19,9 @@ use crate::pipeline::io::{self, Identity, OnBadRow, ReadCounts};
 use crate::pipeline::row::BATCH_ROWS;
 use crate::pipeline::source::{self, Format, Input, Location};
 
+/// Batches read, and for each position asked for, its batch and row in them.
+type Positioned = (Vec<RecordBatch>, Vec<(usize, usize)>);
+
 /// A local Parquet input with its footer, read once: what sizes a reading's output and what
 /// [`Reader::par_leaves`] decodes with.
 pub struct LocalParquet<'a> {
@@ -146,7 +149,7 @@ impl<'a> Reader<'a> {
         inputs: &[Input],
         counts: &[usize],
         positions: &[usize],
-    ) -> Result<(Vec<RecordBatch>, Vec<(usize, usize)>)> {
+    ) -> Result<Positioned> {
         let changed = || Error::Input {
             stage: "read".into(),
             message: "an input changed while it was read (a second reading saw other rows)".into(),
@@ -320,7 +323,7 @@ impl<'a> Reader<'a> {
                 None => r,
             },
             Err(panic) if in_consumer.get() => std::panic::resume_unwind(panic),
-            Err(panic) => Err(corrupt(&input.display, panic_text(&*panic))),
+            Err(panic) => Err(corrupt(&input.display, &panic_text(&*panic))),
         }
     }
 

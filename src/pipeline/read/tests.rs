@@ -1,5 +1,11 @@
 //! Tests of the readers: widening, large types, leaves under any list naming, and parallel
 //! reads that keep row order.
+#![allow(
+    clippy::cast_possible_wrap,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "row numbers in these tests are far below 2^31"
+)]
 
 use std::sync::Arc;
 

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 /// `gen_ai.tool.definitions`. The indexed keys are removed.
 pub(super) fn fold_indexed(attrs: &mut Map<String, Value>) {
     use std::collections::BTreeMap;
+    type Indexed = BTreeMap<usize, (Map<String, Value>, BTreeMap<usize, Map<String, Value>>)>;
     if !attrs.keys().any(|k| {
         k.starts_with("gen_ai.prompt.")
             || k.starts_with("gen_ai.completion.")
@@ -18,7 +19,6 @@ pub(super) fn fold_indexed(attrs: &mut Map<String, Value>) {
     }) {
         return;
     }
-    type Indexed = BTreeMap<usize, (Map<String, Value>, BTreeMap<usize, Map<String, Value>>)>;
     let mut lists: [Indexed; 3] = Default::default();
     let prefixes = [
         "gen_ai.prompt.",

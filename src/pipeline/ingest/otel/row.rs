@@ -205,7 +205,7 @@ impl Fold {
             self.steps.message_call(c);
         }
         for (id, result) in results_in(m) {
-            self.steps.message_result(id, result);
+            self.steps.message_result(id.as_deref(), result);
         }
         let role = m
             .get("role")
@@ -223,7 +223,7 @@ impl Fold {
             if self.prompt.is_none() {
                 self.prompt = Some(text);
             } else {
-                self.steps.user(text);
+                self.steps.user(&text);
             }
         } else if role == "assistant" && default_role == "assistant" {
             self.final_text = Some(text);

@@ -154,8 +154,8 @@ impl Steps {
     }
 
     /// A result inside a message: fills its call's step (by id, else the first call waiting).
-    pub(super) fn message_result(&mut self, id: Option<String>, result: Value) {
-        let at = match &id {
+    pub(super) fn message_result(&mut self, id: Option<&str>, result: Value) {
+        let at = match id {
             Some(id) => self.by_id.get(id).copied(),
             None => self
                 .list
@@ -204,7 +204,7 @@ impl Steps {
         self.spanned[i] = true;
     }
 
-    pub(super) fn user(&mut self, text: String) {
+    pub(super) fn user(&mut self, text: &str) {
         self.list.push(json!({"user": text}));
         self.spanned.push(false);
     }

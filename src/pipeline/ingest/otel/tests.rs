@@ -16,14 +16,14 @@ fn kv(key: &str, value: Value) -> Value {
     json!({"key": key, "value": v})
 }
 
-fn span(trace: &str, start: u64, attrs: Vec<Value>) -> Value {
+fn span(trace: &str, start: u64, attrs: &[Value]) -> Value {
     json!({"traceId": trace, "spanId": format!("s{start}"), "name": "chat", "startTimeUnixNano": start.to_string(), "attributes": attrs})
 }
 
 #[test]
 fn the_reference_example_and_the_parts_form() {
     let batch = json!({"resourceSpans": [{"scopeSpans": [{"spans": [
-        span("t1", 300, vec![
+        span("t1", 300, &[
             kv("gen_ai.conversation.id", json!("conv-1")),
             kv("gen_ai.input.messages", json!(r#"[{"role": "user", "content": "Refund A1001 please"}, {"role": "user", "content": "any news?"}]"#)),
             kv("gen_ai.output.messages", json!(r#"[{"role": "assistant", "content": "Refunded."}]"#)),
@@ -34,7 +34,7 @@ fn the_reference_example_and_the_parts_form() {
          "attributes": [kv("gen_ai.tool.name", json!("lookup_order")), kv("gen_ai.tool.call.arguments", json!(r#"{"order_id": "A1001"}"#)),
                         kv("gen_ai.tool.call.result", json!(r#"{"amount": 40}"#)), kv("gen_ai.tool.status", json!("error"))],
          "events": [{"name": "exception", "attributes": [kv("exception.message", json!("db down"))]}]},
-        span("t1", 100, vec![
+        span("t1", 100, &[
             kv("gen_ai.request.model", json!("gpt-x")),
             kv("gen_ai.input.messages", json!(r#"[{"role": "system", "content": "policy"}, {"role": "user", "content": "Refund A1001 please"}]"#)),
             kv("gen_ai.usage.input_tokens", json!(5)), kv("gen_ai.usage.output_tokens", json!(2)),

@@ -1,6 +1,8 @@
 //! JSON compared and written canonically: equality with numbers as numbers, canonical text
 //! (sorted keys) for tool-call arguments, and the task id derived from a prompt.
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -45,7 +47,7 @@ pub fn prompt_task_id(prompt: &str) -> String {
     let mut out = String::with_capacity(17);
     out.push_str("task_");
     for byte in &digest[..6] {
-        out.push_str(&format!("{byte:02x}"));
+        let _ = write!(out, "{byte:02x}");
     }
     out
 }

@@ -7,7 +7,10 @@ use super::canonical::{canonical_arguments, expected};
 use super::{FieldError, Res};
 use crate::pipeline::row::{Message, Step, ToolCall};
 
-pub(super) fn markers(v: &Value) -> Res<(Vec<(String, Option<f64>)>, bool)> {
+/// Marker names and their values.
+type Markers = Vec<(String, Option<f64>)>;
+
+pub(super) fn markers(v: &Value) -> Res<(Markers, bool)> {
     let Value::Object(map) = v else {
         return Err(expected("markers", "an object of numbers", v));
     };
