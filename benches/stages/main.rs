@@ -668,6 +668,8 @@ mod coverage {
     /// `wai coverage-gap` on 10k asks against a 50-rule policy (the figure: under 1 s).
     #[divan::bench(name = "coverage_gap/asks=10k/rules=50", sample_count = 5)]
     fn gap(b: Bencher) {
+        use std::fmt::Write as _;
+
         let dir = tempfile::tempdir().expect("temp dir");
         let d = dir.path();
         std::fs::write(
@@ -675,31 +677,31 @@ mod coverage {
             wai::stages::simulate::demo::tools_json().to_string(),
         )
         .expect("tools");
-        let policy: String = (0..50)
-            .map(|i| {
-                format!(
-                    "{}. Always {} the {} before you {} the {}, unless the amount is over ${}.\n",
-                    i + 1,
-                    VERBS[i % 10],
-                    NOUNS[i % 10],
-                    VERBS[(i / 10 + 3) % 10],
-                    NOUNS[(i * 7 + 1) % 10],
-                    50 + i * 10
-                )
-            })
-            .collect();
+        let policy = (0..50).fold(String::new(), |mut text, i| {
+            let _ = writeln!(
+                text,
+                "{}. Always {} the {} before you {} the {}, unless the amount is over ${}.",
+                i + 1,
+                VERBS[i % 10],
+                NOUNS[i % 10],
+                VERBS[(i / 10 + 3) % 10],
+                NOUNS[(i * 7 + 1) % 10],
+                50 + i * 10
+            );
+            text
+        });
         std::fs::write(d.join("policy.md"), policy).expect("policy");
-        let asks: String = (0..10_000)
-            .map(|i| {
-                format!(
-                    "Hi, can you {} my {} A{:04}? It has been {} days and I need it sorted.\n",
-                    VERBS[i % 10],
-                    NOUNS[(i / 10) % 10],
-                    i,
-                    i % 40
-                )
-            })
-            .collect();
+        let asks = (0..10_000).fold(String::new(), |mut text, i| {
+            let _ = writeln!(
+                text,
+                "Hi, can you {} my {} A{:04}? It has been {} days and I need it sorted.",
+                VERBS[i % 10],
+                NOUNS[(i / 10) % 10],
+                i,
+                i % 40
+            );
+            text
+        });
         std::fs::write(d.join("asks.txt"), asks).expect("asks");
         let (tools, policy, asks) = (
             d.join("tools.json"),
