@@ -83,3 +83,55 @@ pub fn conform_to(
     }
     Ok(RecordBatch::try_new(schema, columns)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Array, Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::pipeline::row::testing::{batch_of, fixture};
+
+    #[test]
+    fn missing_columns_are_nulls_and_wrong_kinds_are_refused() {
+        let full = batch_of(fixture("example_rows.jsonl"));
+        let schema = full.schema();
+        // The required columns and the reward, then a column the row schema does not have.
+        let kept: Vec<usize> = (0..schema.fields().len())
+            .filter(|&i| !schema.field(i).is_nullable() || schema.field(i).name() == col::REWARD)
+            .collect();
+        let part = full.project(&kept).expect("projected");
+        let mut fields: Vec<Field> = part
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("not_a_row_column", DataType::Int64, true));
+        let mut columns = part.columns().to_vec();
+        columns.push(Arc::new(Int64Array::from(vec![1; part.num_rows()])));
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("batch");
+        let rows = conform(&batch, "t").expect("conformed");
+        assert_eq!(rows.schema(), row_schema());
+        assert_eq!(rows.num_rows(), full.num_rows());
+        let steps = rows.column_by_name(col::STEPS).expect("steps");
+        assert_eq!(steps.null_count(), full.num_rows());
+        assert_eq!(
+            rows.column_by_name(col::REWARD),
+            full.column_by_name(col::REWARD)
+        );
+        // A reward given as text is refused, naming the file and the column.
+        let at = part.schema().index_of(col::REWARD).expect("reward");
+        let mut fields: Vec<Field> = (part.schema().fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields[at] = Field::new(col::REWARD, DataType::Utf8, true);
+        let mut columns = part.columns().to_vec();
+        columns[at] = Arc::new(StringArray::from(vec!["1"; part.num_rows()]));
+        let wrong = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("batch");
+        let err = conform(&wrong, "t")
+            .expect_err("text is not a reward")
+            .to_string();
+        assert!(err.contains("`t`: column `reward` is Utf8"), "{err}");
+    }
+}

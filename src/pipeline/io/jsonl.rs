@@ -66,3 +66,33 @@ impl Sink for JsonlSink {
         out.commit()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::row::testing::{batch_of, fixture};
+
+    #[test]
+    fn rows_render_in_order_and_the_file_appears_on_finish() {
+        let rows = fixture("example_rows.jsonl");
+        let batch = batch_of(rows.clone());
+        let lines = render_jsonl(&batch).expect("rendered");
+        assert_eq!(lines.len(), rows.len());
+        let tasks = batch
+            .column_by_name(crate::schema::col::TASK_ID)
+            .expect("task_id");
+        let tasks = datafusion::arrow::array::AsArray::as_string::<i32>(tasks.as_ref());
+        for (i, line) in lines.iter().enumerate() {
+            let back: Value = serde_json::from_str(line).expect("JSON");
+            assert_eq!(back["task_id"], tasks.value(i), "row {i} in order");
+        }
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("out.jsonl");
+        let mut sink = Box::new(JsonlSink::create(&path).expect("sink"));
+        sink.write(&batch).expect("written");
+        assert!(!path.exists(), "nothing is in place before the finish");
+        sink.finish().expect("finished");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text, lines.join("\n") + "\n");
+    }
+}

@@ -96,3 +96,49 @@ impl Drop for Background {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::pipeline::row::testing::{batch_of, fixture};
+
+    /// Counts what it is given, and fails on a batch of one row.
+    struct Counting(Arc<Mutex<(usize, bool)>>);
+
+    impl Sink for Counting {
+        fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+            if batch.num_rows() == 1 {
+                return Err(crate::error::Error::Internal("one row".into()));
+            }
+            self.0.lock().expect("lock").0 += batch.num_rows();
+            Ok(())
+        }
+
+        fn finish(self: Box<Self>) -> Result<()> {
+            self.0.lock().expect("lock").1 = true;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn background_writes_every_batch_then_finishes_and_its_errors_come_back() {
+        let batch = batch_of(fixture("example_rows.jsonl"));
+        let seen = Arc::new(Mutex::new((0, false)));
+        let mut sink = Box::new(Background::spawn(Box::new(Counting(Arc::clone(&seen)))));
+        sink.write(&batch).expect("written");
+        sink.write(&batch).expect("written");
+        sink.finish().expect("finished");
+        assert_eq!(*seen.lock().expect("lock"), (2 * batch.num_rows(), true));
+        let failing = Arc::new(Mutex::new((0, false)));
+        let mut sink = Box::new(Background::spawn(Box::new(Counting(Arc::clone(&failing)))));
+        let one = batch.slice(0, 1);
+        let _ = sink.write(&one);
+        assert!(sink.finish().is_err(), "the writer's error comes back");
+        assert!(
+            !failing.lock().expect("lock").1,
+            "a failed output is not finished"
+        );
+    }
+}
