@@ -13,7 +13,7 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Writes an inspect_ai `.eval` log of `n` samples (zstd members, as inspect writes them)
+/// Writes an `inspect_ai` `.eval` log of `n` samples (zstd members, as inspect writes them)
 /// from the 12 samples of `inspect/orders.eval`, each copy with its own id, epoch and uuid.
 /// Returns the bytes of sample JSON written (uncompressed).
 pub(crate) fn write_eval(out: &Path, n: usize) -> u64 {

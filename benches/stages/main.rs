@@ -166,7 +166,7 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         }
     }
     Data {
-        dir: dir,
+        dir,
         jsonl_200k,
         chat_100k,
         parquet_100k,
@@ -299,7 +299,7 @@ mod compare {
                 "compare",
                 path(&data.parquet_1m),
                 path(&data.parquet_1m_b),
-            ])
+            ]);
         });
     }
 
@@ -379,16 +379,13 @@ struct Traces {
 }
 
 static TRACES: LazyLock<Traces> = LazyLock::new(|| {
-    let dir = match std::env::var_os("WAI_BENCH_INGEST_DIR") {
-        Some(d) => {
-            std::fs::create_dir_all(&d).expect("WAI_BENCH_INGEST_DIR");
-            PathBuf::from(d)
-        }
-        None => {
-            let d = tempfile::tempdir().expect("temp dir").keep();
-            let _ = TRACES_DIR.set(d.clone());
-            d
-        }
+    let dir = if let Some(d) = std::env::var_os("WAI_BENCH_INGEST_DIR") {
+        std::fs::create_dir_all(&d).expect("WAI_BENCH_INGEST_DIR");
+        PathBuf::from(d)
+    } else {
+        let d = tempfile::tempdir().expect("temp dir").keep();
+        let _ = TRACES_DIR.set(d.clone());
+        d
     };
     let eval = dir.join("samples-100k.eval");
     let eval_bytes = ingest_data::write_eval(&eval, 100_000);
@@ -434,7 +431,7 @@ mod ingest {
                 path(&t.otlp.1),
                 "-o",
                 path(&out),
-            ])
+            ]);
         });
     }
 
@@ -671,6 +668,8 @@ mod coverage {
     /// `wai coverage-gap` on 10k asks against a 50-rule policy (the figure: under 1 s).
     #[divan::bench(name = "coverage_gap/asks=10k/rules=50", sample_count = 5)]
     fn gap(b: Bencher) {
+        use std::fmt::Write as _;
+
         let dir = tempfile::tempdir().expect("temp dir");
         let d = dir.path();
         std::fs::write(
@@ -678,31 +677,31 @@ mod coverage {
             wai::stages::simulate::demo::tools_json().to_string(),
         )
         .expect("tools");
-        let policy: String = (0..50)
-            .map(|i| {
-                format!(
-                    "{}. Always {} the {} before you {} the {}, unless the amount is over ${}.\n",
-                    i + 1,
-                    VERBS[i % 10],
-                    NOUNS[i % 10],
-                    VERBS[(i / 10 + 3) % 10],
-                    NOUNS[(i * 7 + 1) % 10],
-                    50 + i * 10
-                )
-            })
-            .collect();
+        let policy = (0..50).fold(String::new(), |mut text, i| {
+            let _ = writeln!(
+                text,
+                "{}. Always {} the {} before you {} the {}, unless the amount is over ${}.",
+                i + 1,
+                VERBS[i % 10],
+                NOUNS[i % 10],
+                VERBS[(i / 10 + 3) % 10],
+                NOUNS[(i * 7 + 1) % 10],
+                50 + i * 10
+            );
+            text
+        });
         std::fs::write(d.join("policy.md"), policy).expect("policy");
-        let asks: String = (0..10_000)
-            .map(|i| {
-                format!(
-                    "Hi, can you {} my {} A{:04}? It has been {} days and I need it sorted.\n",
-                    VERBS[i % 10],
-                    NOUNS[(i / 10) % 10],
-                    i,
-                    i % 40
-                )
-            })
-            .collect();
+        let asks = (0..10_000).fold(String::new(), |mut text, i| {
+            let _ = writeln!(
+                text,
+                "Hi, can you {} my {} A{:04}? It has been {} days and I need it sorted.",
+                VERBS[i % 10],
+                NOUNS[(i / 10) % 10],
+                i,
+                i % 40
+            );
+            text
+        });
         std::fs::write(d.join("asks.txt"), asks).expect("asks");
         let (tools, policy, asks) = (
             d.join("tools.json"),
@@ -744,7 +743,7 @@ mod training {
                 "100000",
                 "-o",
                 path(&out),
-            ])
+            ]);
         });
     }
 
@@ -754,7 +753,7 @@ mod training {
         let data = &*DATA;
         let out = data.dir.path().join("train.jsonl");
         run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]);
-        let bytes = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+        let bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
         b.counter(BytesCount::new(bytes))
             .bench(|| run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]));
     }

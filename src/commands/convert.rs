@@ -1,15 +1,28 @@
 //! `wai convert`: rows between JSONL and Parquet, streaming, written whole or not at all.
 
+use std::fmt::Write as _;
 use std::time::Instant;
-
-use serde_json::json;
 
 use super::{Context, Outcome};
 use crate::cli::ConvertArgs;
-use crate::error::{ExitStatus, Result};
+use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::rows_out::{output_format, stream_rows};
 use crate::pipeline::source::{self, Format};
+use crate::report::envelope::{Envelope, Output};
 use crate::report::plural;
+
+/// What `--json` reports (beside the envelope's inputs and outputs).
+#[derive(serde::Serialize)]
+struct Report {
+    /// The output's format.
+    format: Format,
+    /// Rows written.
+    rows: u64,
+    /// Bad lines set aside.
+    rejected: u64,
+    /// Bytes read.
+    bytes_in: u64,
+}
 
 /// Runs `wai convert`.
 pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
@@ -40,24 +53,27 @@ pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
         elapsed.as_secs_f64(),
     );
     if let Some(path) = &args.output.rejects {
-        text.push_str(&format!(
+        let _ = write!(
+            text,
             "\n{} set aside in `{}`",
             plural(counts.rejected, "bad line"),
             path.display()
-        ));
+        );
     }
-    let json = json!({
-        "version": 1,
-        "command": "convert",
-        "inputs": inputs.iter().map(|i| i.display.clone()).collect::<Vec<_>>(),
-        "output": args.output.out.display().to_string(),
-        "format": format,
-        "rows": counts.rows,
-        "rejected": counts.rejected,
-        "rejects_file": args.output.rejects.as_ref().map(|p| p.display().to_string()),
-        "bytes_in": counts.bytes,
-        "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
-    });
+    let report = Report {
+        format,
+        rows: counts.rows,
+        rejected: counts.rejected,
+        bytes_in: counts.bytes,
+    };
+    let mut envelope = Envelope::new("convert", report)
+        .inputs(inputs.iter().map(|i| &i.display))
+        .output(Output::new(args.output.out.display(), "rows").rows(counts.rows));
+    if let Some(path) = &args.output.rejects {
+        envelope = envelope.output(Output::new(path.display(), "rejects").rows(counts.rejected));
+    }
+    let json = serde_json::to_value(envelope)
+        .map_err(|e| Error::Internal(format!("the convert report does not serialize: {e}")))?;
     Ok(Outcome {
         text,
         json,

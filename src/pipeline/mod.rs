@@ -11,6 +11,7 @@ pub mod lines_out;
 pub mod output;
 pub mod pipe;
 pub mod project;
+pub mod query;
 pub mod read;
 pub mod row;
 pub mod rows_out;

@@ -51,7 +51,7 @@ pub fn install() -> Result<()> {
 
 /// Registers a worker that leads its own process group.
 pub fn add_group(child: &SharedChild) {
-    let pid = child.lock().map(|c| c.id()).unwrap_or(0);
+    let pid = child.lock().map_or(0, |c| c.id());
     if let Ok(mut groups) = GROUPS.lock() {
         groups.insert(pid, Arc::clone(child));
     }

@@ -32,6 +32,10 @@ pub enum Format {
 
 impl Format {
     /// The format a file name's extension says, if any.
+    #[allow(
+        clippy::case_sensitive_file_extension_comparisons,
+        reason = "the name is lower-cased first"
+    )]
     pub fn from_name(name: &str) -> Option<Self> {
         let lower = name.to_ascii_lowercase();
         if lower.ends_with(".parquet") || lower.ends_with(".pq") {
@@ -46,7 +50,7 @@ impl Format {
         }
     }
 
-    /// Whether a file name is an inspect_ai `.eval` log: a zip archive, never rows. Only
+    /// Whether a file name is an `inspect_ai` `.eval` log: a zip archive, never rows. Only
     /// `wai ingest` reads it ([`resolve_traces`]); other commands skip it in folders and refuse it
     /// when named.
     pub fn is_eval_log(name: &str) -> bool {
@@ -63,7 +67,7 @@ impl Format {
 }
 
 /// What a run reads: rows (every command), or trace files (`wai ingest`, which also reads
-/// inspect_ai `.eval` archives).
+/// `inspect_ai` `.eval` archives).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Want {
     Rows,
@@ -82,7 +86,7 @@ impl Want {
     }
 }
 
-/// The error for an inspect_ai log given to a command that reads rows.
+/// The error for an `inspect_ai` log given to a command that reads rows.
 fn not_rows(display: &str) -> Error {
     Error::Usage(format!(
         "`{display}` is an inspect_ai log (a zip archive), not rows: turn it into rows with `wai ingest {display} -o rows.parquet`"
@@ -459,12 +463,12 @@ async fn resolve_url(spec: &str, want: Want) -> Result<Vec<Input>> {
 }
 
 /// Resolves input specs (paths, folders, globs, URLs) to row files, in the order given. An
-/// inspect_ai `.eval` log is not rows: folders and globs skip it, and naming one is a usage error.
+/// `inspect_ai` `.eval` log is not rows: folders and globs skip it, and naming one is a usage error.
 pub async fn resolve(specs: &[String]) -> Result<Vec<Input>> {
     resolve_as(specs, Want::Rows).await
 }
 
-/// Resolves input specs to trace files for `wai ingest`: what [`resolve`] finds, and inspect_ai
+/// Resolves input specs to trace files for `wai ingest`: what [`resolve`] finds, and `inspect_ai`
 /// `.eval` logs (tagged JSON Lines; ingest reads each file by its content).
 pub async fn resolve_traces(specs: &[String]) -> Result<Vec<Input>> {
     resolve_as(specs, Want::Traces).await

@@ -128,6 +128,10 @@ pub struct Comparison {
 
 /// The items on both sides, as (before, after) pairs in key order, and the counts of items on
 /// one side only. Both inputs are sorted by `key`.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "a merge of two sorted lists: a, b and their cursors i, j"
+)]
 pub fn join_by<T: Copy, K: Ord>(
     a: &[T],
     b: &[T],
@@ -465,7 +469,7 @@ mod tests {
         assert_eq!((c.n_paired, c.n_only_a, c.n_only_b), (1, 2, 2));
         assert_eq!(c.paired_share, Some(0.2));
         assert_eq!(c.p_value, None);
-        assert!((c.delta.unwrap() - (0.5833333333333334 - 0.25)).abs() < 1e-15);
+        assert!((c.delta.unwrap() - (0.583_333_333_333_333_4 - 0.25)).abs() < 1e-15);
         assert!(c.ci95.is_some());
         assert!(c.note.starts_with("fewer than 5 shared tasks"));
     }

@@ -382,7 +382,9 @@ fn shuffled_bits(rewards: &[f64], groups: &Groups, rng: &mut impl Rng) -> Vec<u6
             continue;
         }
         if m.len() < 2 || ones == m.len() {
-            m.iter().for_each(|&i| set(i));
+            for &i in m {
+                set(i);
+            }
             continue;
         }
         // A partial Fisher–Yates draws the smaller side: the passes, or the failures.
@@ -425,7 +427,7 @@ mod tests {
 
     use super::*;
 
-    /// The reference's planted-delimiter rows: (prompt, final_text, reward).
+    /// The reference's planted-delimiter rows: (prompt, `final_text`, reward).
     fn planted() -> Vec<(String, String, f64)> {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),

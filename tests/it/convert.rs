@@ -337,7 +337,8 @@ fn corrupt_parquet_is_bad_input_never_a_crash() {
     let n = bytes.len();
     let mut mutants: Vec<Vec<u8>> = Vec::new();
     // The footer length past the start, zero, and just too long.
-    for len in [u32::MAX, (n * 10) as u32, 0, (n - 7) as u32] {
+    let small = |x: usize| u32::try_from(x).expect("a small file");
+    for len in [u32::MAX, small(n * 10), 0, small(n - 7)] {
         let mut b = bytes.clone();
         b[n - 8..n - 4].copy_from_slice(&len.to_le_bytes());
         mutants.push(b);
@@ -356,8 +357,8 @@ fn corrupt_parquet_is_bad_input_never_a_crash() {
     };
     for _ in 0..14 {
         let mut b = bytes.clone();
-        let at = 4 + (next() as usize) % (n - 12);
-        for k in 0..(1 + next() as usize % 24) {
+        let at = 4 + usize::try_from(next() % (n as u64 - 12)).expect("in the file");
+        for k in 0..=usize::try_from(next() % 24).expect("small") {
             if at + k < n - 8 {
                 b[at + k] ^= (next() & 0xff) as u8 | 1;
             }
@@ -404,6 +405,9 @@ fn corrupt_parquet_is_bad_input_never_a_crash() {
 /// booleans (it was silently null, or read as 1/0) in every reader.
 #[test]
 fn wrong_types_are_bad_rows_in_both_formats() {
+    use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
+    use std::sync::Arc;
+
     let dir = tempfile::tempdir().unwrap();
     for (row, field) in [
         (
@@ -457,8 +461,6 @@ fn wrong_types_are_bad_rows_in_both_formats() {
             .arg(dir.path().join("fine.parquet")),
     );
     // Parquet columns of the wrong kind, made by hand with arrow-rs.
-    use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
-    use std::sync::Arc;
     for (name, reward) in [
         (
             "text",
@@ -486,8 +488,8 @@ fn wrong_types_are_bad_rows_in_both_formats() {
         ])
         .unwrap();
         let path = dir.path().join(format!("{name}.parquet"));
-        let file = std::fs::File::create(&path).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        let out = std::fs::File::create(&path).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(out, batch.schema(), None).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
         let commands: &[&[&str]] = if name == "range" {

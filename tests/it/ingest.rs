@@ -270,7 +270,7 @@ fn a_broken_otel_file_sets_the_rest_aside() {
     assert_eq!(read_jsonl(&rejects)[0]["line"], 2);
 }
 
-/// The inspect_ai log `tests/fixtures/ingest/make_fixtures.py` made (inspect-ai 0.3.285, three
+/// The `inspect_ai` log `tests/fixtures/ingest/make_fixtures.py` made (inspect-ai 0.3.285, three
 /// samples, four epochs, a tool that fails on some calls, a C/I scorer and a C/P/I one).
 fn inspect_log(name: &str) -> std::path::PathBuf {
     fixture(&format!("ingest/inspect/{name}"))
@@ -568,7 +568,7 @@ fn an_otel_file_without_rollouts_is_hollow() {
     );
 }
 
-/// OTLP JSON that OpenLLMetry's opentelemetry-instrumentation-openai wrote for the same four
+/// OTLP JSON that `OpenLLMetry`'s opentelemetry-instrumentation-openai wrote for the same four
 /// rollouts, no tool spans (the tool calls are only inside the messages): 0.47.5 in indexed
 /// attributes (`gen_ai.prompt.N.*`, `gen_ai.completion.N.tool_calls.M.*`,
 /// `llm.request.functions.N.*`), 0.62.4 in the latest conventions' message lists with

@@ -1,6 +1,7 @@
 //! Where outputs may go: never over an input or a folder of data, in the format their name says,
 //! committed with their rejects, and never confused with the temporary files of killed runs.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::support::{fixture, read_jsonl, refused, succeeded, wai};
@@ -204,7 +205,10 @@ impl Tmpfs {
                 std::env::var_os("CI").is_none(),
                 "CI runs as root and must be able to mount a small tmpfs"
             );
-            eprintln!("skipped: cannot mount a tmpfs here (not root)");
+            #[allow(clippy::print_stderr, reason = "a skipped test says why")]
+            {
+                eprintln!("skipped: cannot mount a tmpfs here (not root)");
+            }
             return None;
         }
         Some(Self(at.to_path_buf()))
@@ -268,10 +272,11 @@ fn an_output_is_committed_with_its_rejects_or_not_at_all() {
     // Rows with many bad lines, whose rejects do not fit.
     let mut text = std::fs::read_to_string(fixture("example_rows.jsonl")).unwrap();
     for i in 0..200 {
-        text.push_str(&format!(
-            "{{\"task_id\": {i}, \"reward\": \"not a number {}\"}}\n",
+        let _ = writeln!(
+            text,
+            "{{\"task_id\": {i}, \"reward\": \"not a number {}\"}}",
             "x".repeat(200)
-        ));
+        );
     }
     let input = dir.path().join("rows.jsonl");
     std::fs::write(&input, text).unwrap();
@@ -294,7 +299,13 @@ fn an_output_is_committed_with_its_rejects_or_not_at_all() {
     );
     let left: Vec<String> = tree(dir.path())
         .into_iter()
-        .filter(|p| p.ends_with(".tmp"))
+        .filter(|p| {
+            #[allow(
+                clippy::case_sensitive_file_extension_comparisons,
+                reason = "wai names its temporary files in lower case"
+            )]
+            p.ends_with(".tmp")
+        })
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
@@ -310,7 +321,7 @@ fn temporary_files_of_killed_runs_are_not_rows_and_are_cleaned() {
     std::fs::copy(fixture("example_scored.jsonl"), &stale).unwrap();
     let fresh = runs.join(".b.jsonl.Zz99Yy.tmp");
     std::fs::write(&fresh, "{}\n").unwrap();
-    let two_days = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+    let two_days = std::time::SystemTime::now() - std::time::Duration::from_hours(48);
     std::fs::File::options()
         .write(true)
         .open(&stale)

@@ -131,7 +131,13 @@ fn parse_size(s: &str) -> u64 {
         Some('M') => (&s[..s.len() - 1], 1e6),
         _ => (s, 1.0),
     };
-    (num.parse::<f64>().unwrap_or(f64::MAX) * mult) as u64
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a size as DataFusion prints it: positive, saturating past u64::MAX is fine"
+    )]
+    let bytes = (num.parse::<f64>().unwrap_or(f64::MAX) * mult) as u64;
+    bytes
 }
 
 #[test]

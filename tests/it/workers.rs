@@ -103,11 +103,7 @@ fn a_signal_ends_every_worker_and_what_it_started() {
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let started = |p: &Path| {
-            std::fs::read_to_string(p)
-                .map(|t| t.lines().count())
-                .unwrap_or(0)
-        };
+        let started = |p: &Path| std::fs::read_to_string(p).map_or(0, |t| t.lines().count());
         while started(&pids) < 4 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -134,7 +130,13 @@ fn a_signal_ends_every_worker_and_what_it_started() {
         let temps: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".tmp"))
+            .filter(|n| {
+                #[allow(
+                    clippy::case_sensitive_file_extension_comparisons,
+                    reason = "wai names its temporary files in lower case"
+                )]
+                n.ends_with(".tmp")
+            })
             .collect();
         assert!(
             temps.is_empty(),

@@ -1,4 +1,4 @@
-//! inspect_ai evaluation logs → rows: one row per sample (a task's epoch).
+//! `inspect_ai` evaluation logs → rows: one row per sample (a task's epoch).
 //!
 //! Input: a `.eval` log (a zip archive whose members are JSON, compressed with zstd or deflate:
 //! `header.json` holds the eval, `samples/<id>_epoch_<n>.json` one sample each), read member by
@@ -220,14 +220,11 @@ pub fn to_row(sample: Value, info: &EvalInfo, score: Option<&str>) -> Result<Val
             message: "expected an inspect sample (a JSON object)".into(),
         });
     };
-    let messages = match s.shift_remove("messages") {
-        Some(Value::Array(m)) => m,
-        _ => {
-            return Err(FieldError {
-                field: Some("messages".into()),
-                message: "missing: an inspect sample holds its conversation in `messages`".into(),
-            });
-        }
+    let Some(Value::Array(messages)) = s.shift_remove("messages") else {
+        return Err(FieldError {
+            field: Some("messages".into()),
+            message: "missing: an inspect sample holds its conversation in `messages`".into(),
+        });
     };
     let plain: Vec<Value> = messages.iter().map(openai_message).collect();
     let rich: Vec<Value> = messages
@@ -357,7 +354,12 @@ impl<R: Read + Seek> Archive<R> {
         let mut samples = Vec::new();
         for i in 0..zip.len() {
             let name = zip.name_for_index(i).unwrap_or_default();
-            if name.starts_with("samples/") && name.ends_with(".json") {
+            #[allow(
+                clippy::case_sensitive_file_extension_comparisons,
+                reason = "inspect names its sample members in lower case"
+            )]
+            let sample = name.starts_with("samples/") && name.ends_with(".json");
+            if sample {
                 samples.push(i);
             }
         }

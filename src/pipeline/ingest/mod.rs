@@ -7,6 +7,7 @@
 //! OTLP file is read whole too, since one conversation's spans may be anywhere in it.
 
 pub mod chat;
+mod files;
 pub mod inspect;
 pub mod otel;
 mod wire;
@@ -20,6 +21,7 @@ use super::row::{self, FieldError, Record};
 use crate::error::{Error, Result};
 
 pub use chat::ChatFields;
+pub use files::{Destination, Ingested, ingest_inputs};
 pub use otel::OtelFields;
 
 /// A trace format.
@@ -36,7 +38,7 @@ pub enum Format {
     TauBench,
     /// OpenTelemetry GenAI spans as OTLP JSON.
     Otel,
-    /// inspect_ai evaluation logs (`.eval`, `.json`, or samples one per line).
+    /// `inspect_ai` evaluation logs (`.eval`, `.json`, or samples one per line).
     Inspect,
 }
 
@@ -57,7 +59,7 @@ pub struct Options {
     pub privileged: Vec<String>,
     /// `OTel` attributes.
     pub otel: OtelFields,
-    /// inspect_ai: the scorer whose value is the reward.
+    /// `inspect_ai`: the scorer whose value is the reward.
     pub score: Option<String>,
 }
 
@@ -249,7 +251,10 @@ pub fn read(
 /// collector's file exporter writes one batch a line), parsed in parallel, with the lines'
 /// documents that hold no span; `None` when some line is not (a document over many lines, or
 /// broken JSON), for the sequential reading.
-fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<(u64, Vec<otel::Span>, Vec<String>)>> {
+/// One line of OTLP text read: its number, its spans, and the documents in it that hold none.
+type OtelLine = (u64, Vec<otel::Span>, Vec<String>);
+
+fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<OtelLine>> {
     use rayon::prelude::*;
     let mut lines = Vec::new();
     let mut start = 0usize;
@@ -300,8 +305,8 @@ pub fn read_otel(
     notes: &mut Notes,
 ) -> Result<()> {
     use rayon::prelude::*;
-    progress(text.len() as u64);
     const NO_SPANS: &str = "an OTLP document holding no span or log record (`resourceSpans`, `resourceLogs`, `spans`, or a span)";
+    progress(text.len() as u64);
     let mut spans = Vec::new();
     if let Some(lines) = otel_lines(text, notes.kept.is_some()) {
         for (line, found, empty) in lines {
@@ -389,7 +394,7 @@ pub fn read_otel(
     Ok(())
 }
 
-/// Reads an inspect_ai `.eval` archive from `file`, member by member: a batch of 256 samples in
+/// Reads an `inspect_ai` `.eval` archive from `file`, member by member: a batch of 256 samples in
 /// memory at a time, decoded in parallel.
 pub fn read_eval(
     name: &str,
@@ -398,6 +403,10 @@ pub fn read_eval(
     accept: &mut Accept<'_, '_>,
     progress: &dyn Fn(u64),
 ) -> Result<()> {
+    use rayon::prelude::*;
+    // Members are read in order, a batch at a time, and decoded in parallel: memory holds one
+    // batch of samples.
+    const BATCH: usize = 256;
     let score = opts.score.as_deref();
     let bad = |message: String| Error::BadRow {
         file: name.to_owned(),
@@ -405,10 +414,6 @@ pub fn read_eval(
         field: None,
         message,
     };
-    use rayon::prelude::*;
-    // Members are read in order, a batch at a time, and decoded in parallel: memory holds one
-    // batch of samples.
-    const BATCH: usize = 256;
     let mut archive = inspect::Archive::open(file)
         .map_err(|e| bad(format!("not a readable inspect `.eval` archive: {e}")))?;
     let mut batch = Vec::with_capacity(BATCH);
@@ -432,7 +437,7 @@ pub fn read_eval(
     Ok(())
 }
 
-/// Reads an inspect_ai log: a `.eval` archive member by member (in memory, when it comes as a
+/// Reads an `inspect_ai` log: a `.eval` archive member by member (in memory, when it comes as a
 /// stream; [`read_eval`] reads one from its file), a `.json` log whole, or
 /// samples one per line.
 fn read_inspect(

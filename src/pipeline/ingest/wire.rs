@@ -19,6 +19,10 @@ use super::chat::{ChatFields, Pending, assemble};
 use crate::pipeline::row::{self, FieldError, Message, Record, Step, ToolCall};
 
 /// A present key's value, null included (`Some(None)`); a missing key is `None`.
+#[allow(
+    clippy::option_option,
+    reason = "absent, null and a value are three different things in the wire shape"
+)]
 fn nullable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<Cow<'de, str>>>, D::Error> {
     #[derive(Deserialize)]
     struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
@@ -36,6 +40,10 @@ struct WireMessage<'a> {
     #[serde(borrow, default, deserialize_with = "present")]
     role: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "nullable")]
+    #[allow(
+        clippy::option_option,
+        reason = "absent, null and a value are three different things in the wire shape"
+    )]
     content: Option<Option<Cow<'a, str>>>,
     #[serde(borrow, default, deserialize_with = "present")]
     name: Option<Cow<'a, str>>,
@@ -213,9 +221,7 @@ fn conversation(wire: &[WireMessage<'_>]) -> Option<Conversation> {
             None => None,
             Some(None) => {
                 // `null` content comes back only beside tool calls.
-                if m.tool_calls.is_none() {
-                    return None;
-                }
+                m.tool_calls.as_ref()?;
                 None
             }
             Some(Some(c)) => Some(c.as_ref()),

@@ -16,8 +16,6 @@ use crate::schema::{self, row_schema};
 /// Rows per record batch.
 pub const BATCH_ROWS: usize = 8192;
 
-/// Offsets and validity of a list column under construction.
-
 /// Finishes a string column and leaves the builder sized for the next batch like this one, so
 /// batches after the first append without growing (and copying) their buffers.
 fn finish_sized(b: &mut StringBuilder) -> StringArray {

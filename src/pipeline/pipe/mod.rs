@@ -12,18 +12,21 @@
 //! tool): a line `{"id": N, "call": {...}}` is handed to the caller's `interim` function and its
 //! answer is written back as `{"id": N, "result": ...}`; the request stays open.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command as Process, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::signals;
 use crate::error::{Error, Result};
+
+mod reply;
+mod run;
 
 /// One request line: the text it sits in and where.
 type Request = (Arc<Vec<u8>>, std::ops::Range<usize>);
@@ -413,216 +416,6 @@ impl Drop for Pool {
 }
 
 impl Pool {
-    /// Sends request `i` (the line `text[lines[i]]`, whose `id` is `first + i`) to the workers
-    /// and returns one answer per request, in request order. A mid-request line with a `call`
-    /// goes to `interim(i, object)`, and what it returns is written back to that worker as
-    /// `{"id": N, "result": ...}`. Each request's answer also goes to `answered(i, answer)` the
-    /// moment it is settled.
-    ///
-    /// # Errors
-    /// Workers that keep dying before answering anything, or a worker that cannot start.
-    pub fn run(
-        &mut self,
-        text: &Arc<Vec<u8>>,
-        lines: &[std::ops::Range<usize>],
-        first: u64,
-        interim: &mut dyn FnMut(usize, Option<&Map<String, Value>>) -> Value,
-        answered: &mut dyn FnMut(usize, &Answer),
-    ) -> Result<Vec<Answer>> {
-        let n = lines.len();
-        let text = Arc::clone(text);
-        let mut verdicts: Vec<Option<Answer>> = vec![None; n];
-        let mut done = 0;
-        let mut pending: VecDeque<usize> = (0..n).collect();
-        let mut suspects: VecDeque<usize> = VecDeque::new();
-        let mut owner: HashMap<usize, usize> = HashMap::new();
-        let mut calls: Vec<u32> = vec![0; n];
-        let timeout = self.opts.timeout;
-        while done < n {
-            // Hand out work: suspects alone to idle workers, then the rest spread over every
-            // worker (a slow judge's few rows must not queue behind one of them).
-            for w in 0..self.workers.len() {
-                let Some(worker) = self.workers[w].as_mut() else {
-                    continue;
-                };
-                if worker.solo.is_none() && worker.in_flight.is_empty() {
-                    worker.progress = Instant::now();
-                    if let Some(row) = suspects.pop_front() {
-                        // The request starts again: what its first try did is forgotten.
-                        calls[row] = 0;
-                        interim(row, None);
-                        worker.solo = Some(row);
-                        worker.in_flight.push_back(row);
-                        owner.insert(row, w);
-                        let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
-                    }
-                }
-            }
-            // Each worker takes its share of what is pending, in one burst (lines go down the
-            // pipe in bulk), up to its window.
-            let share = pending.len().div_ceil(self.workers.len().max(1)).max(1);
-            for w in 0..self.workers.len() {
-                let Some(worker) = self.workers[w].as_mut() else {
-                    continue;
-                };
-                if worker.solo.is_some() {
-                    continue;
-                }
-                let room = WINDOW.saturating_sub(worker.in_flight.len()).min(share);
-                if room > 0 && worker.in_flight.is_empty() && !pending.is_empty() {
-                    worker.progress = Instant::now();
-                }
-                for _ in 0..room {
-                    let Some(row) = pending.pop_front() else {
-                        break;
-                    };
-                    worker.in_flight.push_back(row);
-                    owner.insert(row, w);
-                    let _ = worker.input.send((Arc::clone(&text), lines[row].clone()));
-                }
-            }
-            // Wait for a reply, or for the first worker to overrun its timeout.
-            let now = Instant::now();
-            let next_deadline = self
-                .workers
-                .iter()
-                .flatten()
-                .filter(|w| !w.in_flight.is_empty())
-                .map(|w| w.progress + timeout)
-                .min();
-            let wait = next_deadline.map_or(timeout, |d| d.saturating_duration_since(now));
-            let event = match self.events.recv_timeout(wait) {
-                Ok(e) => Some(e),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(Error::Internal("the worker pool lost its channel".into()));
-                }
-            };
-            let (failed, why) = match event {
-                Some(Event::Line(w, generation, text)) => {
-                    let current = self.workers[w]
-                        .as_ref()
-                        .is_some_and(|x| x.generation == generation);
-                    if !current {
-                        continue;
-                    }
-                    let Some(object) = parse_object(&text) else {
-                        // A log line on stdout: not a reply, and no reason to stop the worker.
-                        self.noise.0 += 1;
-                        self.noise
-                            .1
-                            .get_or_insert_with(|| text.chars().take(120).collect());
-                        continue;
-                    };
-                    if let Some(id) = object.get("id").and_then(Value::as_u64)
-                        && object.contains_key("call")
-                        && let Some(row) =
-                            id.checked_sub(first).and_then(|r| usize::try_from(r).ok())
-                        && row < n
-                        && owner.get(&row) == Some(&w)
-                    {
-                        // A question in the middle of a request: answer it, keep the request open.
-                        calls[row] += 1;
-                        let result = if calls[row] > MAX_CALLS {
-                            json!({"status": "error", "reason": format!("more than {MAX_CALLS} calls in one request")})
-                        } else {
-                            interim(row, Some(&object))
-                        };
-                        let mut line = json!({"id": id, "result": result}).to_string().into_bytes();
-                        line.push(b'\n');
-                        let len = line.len();
-                        if let Some(worker) = self.workers[w].as_mut() {
-                            if calls[row] <= MAX_CALLS {
-                                worker.progress = Instant::now();
-                            }
-                            let _ = worker.input.send((Arc::new(line), 0..len));
-                        }
-                        continue;
-                    }
-                    let answer = reply(object).map(|(id, verdict)| {
-                        (
-                            id.checked_sub(first).and_then(|r| usize::try_from(r).ok()),
-                            id,
-                            verdict,
-                        )
-                    });
-                    match answer {
-                        Some((None, _, _)) => {
-                            // A late reply to an earlier batch's row: already settled.
-                            continue;
-                        }
-                        Some((Some(id), _, reply_obj))
-                            if id < n && owner.get(&id) == Some(&w) && verdicts[id].is_none() =>
-                        {
-                            let worker = self.workers[w]
-                                .as_mut()
-                                .ok_or_else(|| Error::Internal("a worker vanished".into()))?;
-                            worker.in_flight.retain(|r| *r != id);
-                            if worker.solo == Some(id) {
-                                worker.solo = None;
-                            }
-                            worker.progress = Instant::now();
-                            owner.remove(&id);
-                            let answer = Answer::Reply(reply_obj);
-                            answered(id, &answer);
-                            verdicts[id] = Some(answer);
-                            done += 1;
-                            self.answered_any = true;
-                            self.dead_starts = 0;
-                            self.timeouts_in_a_row = 0;
-                            continue;
-                        }
-                        _ => (
-                            w,
-                            Failure::Garbage(text.chars().take(200).collect::<String>()),
-                        ),
-                    }
-                }
-                Some(Event::Closed(w, generation)) => {
-                    let current = self.workers[w]
-                        .as_ref()
-                        .is_some_and(|x| x.generation == generation);
-                    if !current {
-                        continue;
-                    }
-                    (w, Failure::Died)
-                }
-                None => {
-                    let now = Instant::now();
-                    let Some(w) = self.workers.iter().position(|x| {
-                        x.as_ref()
-                            .is_some_and(|x| !x.in_flight.is_empty() && x.progress + timeout <= now)
-                    }) else {
-                        continue;
-                    };
-                    (w, Failure::Hung)
-                }
-            };
-            if matches!(why, Failure::Hung) {
-                self.timed_out()?;
-            }
-            let (held, solo, tail) = self.replace(failed, matches!(why, Failure::Died))?;
-            for row in held {
-                owner.remove(&row);
-                if verdicts[row].is_some() {
-                    continue;
-                }
-                if solo == Some(row) {
-                    let answer = Answer::Failed(why.clone(), tail.clone());
-                    answered(row, &answer);
-                    verdicts[row] = Some(answer);
-                    done += 1;
-                } else {
-                    suspects.push_back(row);
-                }
-            }
-        }
-        Ok(verdicts
-            .into_iter()
-            .map(|v| v.unwrap_or_else(|| Answer::Failed(Failure::Died, "no answer".into())))
-            .collect())
-    }
-
     /// The note about stdout lines that were not JSON, if there were any.
     pub fn noise_note(&self) -> Option<String> {
         match &self.noise {
@@ -667,83 +460,4 @@ pub enum Failure {
     Hung,
     /// It answered with something that is not a reply to a request it holds.
     Garbage(String),
-}
-
-fn parse_object(text: &str) -> Option<Map<String, Value>> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(obj)) => Some(obj),
-        // Python's `json.dumps` writes NaN and Infinity bare: the line is a reply all the same,
-        // read with those as text, so the verdict is `invalid_result` at once rather than the
-        // row waiting out its timeout.
-        Err(_) => match serde_json::from_str::<Value>(&quote_non_numbers(text)?) {
-            Ok(Value::Object(obj)) => Some(obj),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// `text` with the bare `NaN`, `Infinity` and `-Infinity` outside strings quoted, or `None`
-/// when it holds none.
-fn quote_non_numbers(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len() + 8);
-    let (mut in_string, mut escaped, mut changed) = (false, false, false);
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            rest = &rest[c.len_utf8()..];
-            continue;
-        }
-        if c == '"' {
-            in_string = true;
-        }
-        let word = ["-Infinity", "Infinity", "NaN"]
-            .into_iter()
-            .find(|w| rest.starts_with(w));
-        if let Some(w) = word {
-            out.push('"');
-            out.push_str(w);
-            out.push('"');
-            rest = &rest[w.len()..];
-            changed = true;
-            continue;
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    changed.then_some(out)
-}
-
-/// Reads a reply: its `id` and the rest.
-fn reply(mut obj: Map<String, Value>) -> Option<(u64, Map<String, Value>)> {
-    let id = obj.shift_remove("id")?.as_u64()?;
-    Some((id, obj))
-}
-
-#[cfg(test)]
-mod non_number_tests {
-    #[test]
-    fn bare_non_numbers_are_quoted_outside_strings_only() {
-        assert_eq!(
-            super::quote_non_numbers(
-                r#"{"id": 1, "reward": NaN, "x": -Infinity, "r": "NaN \" Infinity"}"#
-            )
-            .as_deref(),
-            Some(r#"{"id": 1, "reward": "NaN", "x": "-Infinity", "r": "NaN \" Infinity"}"#)
-        );
-        assert_eq!(
-            super::quote_non_numbers(r#"{"id": 1, "reason": "NaN"}"#),
-            None
-        );
-        let obj = super::parse_object(r#"{"id": 3, "reward": NaN}"#).expect("read as a reply");
-        assert_eq!(obj["reward"], "NaN");
-    }
 }

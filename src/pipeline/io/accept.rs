@@ -1,0 +1,260 @@
+//! Decoded records into batches: one record's bytes into a row, the rows into batches in input
+//! order, bad records set aside; JSON arrays split into their elements.
+
+use datafusion::arrow::array::RecordBatch;
+use serde_json::Value;
+
+use super::chunks::Decoded;
+use super::rejects::{Identity, OnBadRow, Reject};
+use crate::error::Result;
+use crate::pipeline::row::{self, BATCH_ROWS, Builder, Record};
+
+/// Counters of one read.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ReadCounts {
+    /// Rows read and kept.
+    pub rows: u64,
+    /// Records set aside.
+    pub rejected: u64,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+/// Decodes one JSONL line of the reference's row format.
+pub fn decode_line(line: &[u8]) -> std::result::Result<Record, row::FieldError> {
+    row::decode(parse_json(line)?)
+}
+
+/// Parses one JSON text, with the reader's message on failure.
+pub fn parse_json(text: &[u8]) -> std::result::Result<Value, row::FieldError> {
+    serde_json::from_slice(text).map_err(|e| row::FieldError {
+        field: None,
+        message: format!("not valid JSON: {e}"),
+    })
+}
+
+/// Turns one record's bytes into a row.
+pub type Decode<'a> = dyn Fn(&[u8]) -> std::result::Result<Record, row::FieldError> + Sync + 'a;
+
+/// Takes decoded records in input order: gives each its identity, appends it to the batch under
+/// construction, emits full batches, and sets bad records aside (or stops at the first).
+pub struct Accept<'a, 'b> {
+    /// When set, how many rows carry each field in `extra`.
+    pub extra_fields: Option<std::collections::BTreeMap<String, u64>>,
+    builder: Builder,
+    identity: &'a mut Identity,
+    on_bad: &'a mut OnBadRow<'b>,
+    pub(super) counts: &'a mut ReadCounts,
+    emit: &'a mut dyn FnMut(RecordBatch) -> Result<()>,
+}
+
+impl<'a, 'b> Accept<'a, 'b> {
+    /// Starts accepting records.
+    pub fn new(
+        identity: &'a mut Identity,
+        on_bad: &'a mut OnBadRow<'b>,
+        counts: &'a mut ReadCounts,
+        emit: &'a mut dyn FnMut(RecordBatch) -> Result<()>,
+    ) -> Self {
+        Self {
+            extra_fields: None,
+            builder: Builder::new(),
+            identity,
+            on_bad,
+            counts,
+            emit,
+        }
+    }
+
+    /// Takes one record decoded from `text` at `file` line `line`.
+    pub fn take(
+        &mut self,
+        file: &str,
+        line: u64,
+        text: &[u8],
+        result: std::result::Result<Record, row::FieldError>,
+    ) -> Result<()> {
+        self.take_keyed(file, line, text, result, None)
+    }
+
+    /// [`Accept::take`], with the record's `extra` field names when they were read already.
+    fn take_keyed(
+        &mut self,
+        file: &str,
+        line: u64,
+        text: &[u8],
+        result: std::result::Result<Record, row::FieldError>,
+        keys: Option<Vec<String>>,
+    ) -> Result<()> {
+        let bad = |field: Option<String>, reason: String| Reject {
+            file: file.to_owned(),
+            line,
+            field,
+            reason,
+            kind: None,
+            text: String::from_utf8_lossy(text).into_owned(),
+        };
+        let reject = match result {
+            Ok(mut record) => match self.identity.assign(&mut record) {
+                Ok(()) => {
+                    if let Some(tally) = self.extra_fields.as_mut() {
+                        let keys = keys.unwrap_or_else(|| {
+                            record.extra.as_deref().map(extra_keys).unwrap_or_default()
+                        });
+                        for k in keys {
+                            *tally.entry(k).or_default() += 1;
+                        }
+                    }
+                    self.builder.push(&record)?;
+                    self.counts.rows += 1;
+                    if self.builder.len() >= BATCH_ROWS {
+                        (self.emit)(self.builder.finish()?)?;
+                    }
+                    None
+                }
+                Err(reason) => Some(bad(Some("rollout_id".into()), reason)),
+            },
+            Err(e) => Some(bad(e.field, e.message)),
+        };
+        if let Some(r) = reject {
+            match self.on_bad {
+                OnBadRow::Fail => return Err(r.into_error()),
+                OnBadRow::Reject(list) => {
+                    self.counts.rejected += 1;
+                    list.push(r);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes records decoded by [`decode_all`], in order; `text` holds the bytes they were
+    /// decoded from.
+    pub(super) fn take_decoded(
+        &mut self,
+        file: &str,
+        text: &[u8],
+        decoded: Vec<Decoded>,
+    ) -> Result<()> {
+        for d in decoded {
+            self.take_keyed(file, d.line, &text[d.span], d.result, d.keys)?;
+        }
+        Ok(())
+    }
+
+    /// Emits the last, partial batch.
+    pub fn finish(mut self) -> Result<()> {
+        if !self.builder.is_empty() {
+            (self.emit)(self.builder.finish()?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The top-level keys of a JSON object text (values are skipped, not built).
+#[allow(
+    clippy::zero_sized_map_values,
+    reason = "the values are skipped (`IgnoredAny`): only the keys are read"
+)]
+pub fn extra_keys(text: &str) -> Vec<String> {
+    serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(text)
+        .map(|m| m.into_keys().collect())
+        .unwrap_or_default()
+}
+
+/// Splits a JSON array text into its elements, each with the line it starts on. Strings (and
+/// their escapes) are skipped over, so brackets inside them do not count.
+pub fn split_array(text: &[u8]) -> std::result::Result<Vec<(u64, &[u8])>, row::FieldError> {
+    let err = |line: u64, message: &str| row::FieldError {
+        field: None,
+        message: format!("line {line}: {message}"),
+    };
+    let mut out = Vec::new();
+    let mut line = 1u64;
+    let mut i = 0;
+    let skip_ws = |i: &mut usize, line: &mut u64| {
+        while *i < text.len() && text[*i].is_ascii_whitespace() {
+            if text[*i] == b'\n' {
+                *line += 1;
+            }
+            *i += 1;
+        }
+    };
+    skip_ws(&mut i, &mut line);
+    if text.get(i) != Some(&b'[') {
+        return Err(err(line, "expected a JSON array"));
+    }
+    i += 1;
+    loop {
+        skip_ws(&mut i, &mut line);
+        match text.get(i) {
+            None => return Err(err(line, "the array is not closed")),
+            Some(b']') => return Ok(out),
+            Some(b',') if !out.is_empty() => {
+                i += 1;
+                skip_ws(&mut i, &mut line);
+            }
+            _ => {}
+        }
+        let (start, start_line) = (i, line);
+        let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
+        while i < text.len() {
+            let b = text[i];
+            if b == b'\n' {
+                line += 1;
+            }
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                }
+            } else {
+                match b {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' if depth > 0 => depth -= 1,
+                    b',' | b']' if depth == 0 => break,
+                    _ => {}
+                }
+            }
+            i += 1;
+            if depth == 0 && !in_string && matches!(b, b'}' | b']') {
+                break;
+            }
+        }
+        let element = text[start..i].trim_ascii_end();
+        if element.is_empty() {
+            return Err(err(start_line, "an empty array element"));
+        }
+        out.push((start_line, element));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_split_into_elements_with_their_lines() {
+        let text = b" [\n {\"a\": \"],{\\\"\"},\n  {\"b\": [1, {\"c\": 2}]} ,\n 3, \"x\"\n]";
+        let got = split_array(text).unwrap();
+        let got: Vec<(u64, &str)> = got
+            .iter()
+            .map(|(l, t)| (*l, std::str::from_utf8(t).unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, r#"{"a": "],{\""}"#),
+                (3, r#"{"b": [1, {"c": 2}]}"#),
+                (4, "3"),
+                (4, r#""x""#)
+            ]
+        );
+        assert!(split_array(b"[{}").is_err());
+        assert_eq!(split_array(b"[]").unwrap().len(), 0);
+    }
+}

@@ -1,0 +1,179 @@
+//! Read-only SQL over tables of rows: `--table` specs into named tables, `--param` values into
+//! placeholders, and a query's result streamed to a file (Parquet, written as it comes) or
+//! gathered for a table, CSV, JSON Lines or the `--json` document.
+
+use std::io::Write;
+use std::path::Path;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::ScalarValue;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+
+use super::context::Context;
+use super::io::AtomicFile;
+use super::session;
+use crate::error::{Error, Result};
+use crate::report::table;
+
+/// The table name a bare `--table PATH` gets.
+pub const DEFAULT_TABLE: &str = "rows";
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Splits `--table` specs (`NAME=PATH` or `PATH`) into (name, paths) in order of first
+/// appearance.
+pub fn table_specs(specs: &[String]) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for spec in specs {
+        let (name, path) = match spec.split_once('=') {
+            Some((name, path)) if is_identifier(name) => (name.to_owned(), path.to_owned()),
+            _ => (DEFAULT_TABLE.to_owned(), spec.clone()),
+        };
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, paths)) => paths.push(path),
+            None => out.push((name, vec![path])),
+        }
+    }
+    out
+}
+
+/// The `--param NAME=VALUE` values as placeholders' values; every name in `wanted` must be
+/// given.
+pub fn params(given: &[String], wanted: &[&str]) -> Result<Vec<(String, ScalarValue)>> {
+    let mut out = Vec::new();
+    for p in given {
+        let Some((name, value)) = p.split_once('=') else {
+            return Err(Error::Usage(format!(
+                "`--param {p}`: write it as NAME=VALUE"
+            )));
+        };
+        let name = name.trim_start_matches('$');
+        out.push((name.to_owned(), ScalarValue::Utf8(Some(value.to_owned()))));
+    }
+    for w in wanted {
+        if !out.iter().any(|(n, _)| n == w) {
+            return Err(Error::Usage(format!(
+                "this query needs `--param {w}=VALUE`"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// Where a query's result goes.
+pub enum Destination<'a> {
+    /// A file, in this format (Parquet is written as batches come).
+    File(&'a Path, table::Format),
+    /// The `--json` document (returned as a JSON array of objects).
+    Json,
+    /// This writer, in this format.
+    Writer(&'a mut dyn Write, table::Format),
+}
+
+/// Runs `sql` (read-only, with `values` bound to its placeholders) over `context`'s tables and
+/// sends its result to `to`. Returns the result's row count and, for [`Destination::Json`],
+/// the result.
+pub fn run_query(
+    ctx: &Context,
+    context: &SessionContext,
+    sql: &str,
+    values: Vec<(String, ScalarValue)>,
+    to: Destination<'_>,
+) -> Result<(u64, Option<serde_json::Value>)> {
+    let frame = ctx.runtime.block_on(async {
+        session::bounded_sql(sql, "the query")?;
+        Ok::<_, crate::Error>(context.sql_with_options(sql, session::read_only()).await?)
+    })?;
+    let frame = if values.is_empty() {
+        frame
+    } else {
+        frame.with_param_values(values)?
+    };
+    let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
+    let mut stream = ctx.runtime.block_on(frame.execute_stream())?;
+    let mut rows = 0u64;
+    let mut next = || -> Option<Result<RecordBatch>> {
+        ctx.runtime
+            .block_on(stream.next())
+            .map(|r| r.map_err(Error::from))
+    };
+    if let Destination::File(path, table::Format::Parquet) = to {
+        let file = AtomicFile::create(path)?;
+        let mut w = ArrowWriter::try_new(file.writer()?, schema, None)?;
+        while let Some(batch) = next() {
+            let batch = batch?;
+            rows += batch.num_rows() as u64;
+            w.write(&batch)?;
+        }
+        w.close()?;
+        file.commit()?;
+        return Ok((rows, None));
+    }
+    let mut batches = Vec::new();
+    while let Some(batch) = next() {
+        let batch = batch?;
+        rows += batch.num_rows() as u64;
+        batches.push(batch);
+    }
+    let mut result = None;
+    match to {
+        Destination::File(path, format) => {
+            let file = AtomicFile::create(path)?;
+            let mut w = std::io::BufWriter::new(file.writer()?);
+            table::write(format, &schema, &batches, &mut w)?;
+            w.flush().map_err(|e| Error::io(path, e))?;
+            drop(w);
+            file.commit()?;
+        }
+        Destination::Json => {
+            let mut buf = Vec::new();
+            table::write(table::Format::Json, &schema, &batches, &mut buf)?;
+            result =
+                Some(serde_json::from_slice(&buf).unwrap_or(serde_json::Value::Array(Vec::new())));
+        }
+        Destination::Writer(out, format) => table::write(format, &schema, &batches, out)?,
+    }
+    Ok((rows, result))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_specs_name_and_group() {
+        let specs = ["a.parquet", "t=b.parquet", "s3://x/y?v=1", "a2.parquet"].map(String::from);
+        assert_eq!(
+            table_specs(&specs),
+            vec![
+                (
+                    "rows".to_owned(),
+                    vec![
+                        "a.parquet".to_owned(),
+                        "s3://x/y?v=1".to_owned(),
+                        "a2.parquet".to_owned()
+                    ]
+                ),
+                ("t".to_owned(), vec!["b.parquet".to_owned()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn params_bind_by_name_and_the_wanted_must_be_given() {
+        let given = ["$task=a".to_owned(), "n=3".to_owned()];
+        let values = params(&given, &["task"]).expect("bound");
+        assert_eq!(values[0].0, "task");
+        assert_eq!(values[1].1, ScalarValue::Utf8(Some("3".into())));
+        assert!(params(&given, &["missing"]).is_err());
+        assert!(params(&["bare".to_owned()], &[]).is_err());
+    }
+}

@@ -1,0 +1,16 @@
+//! Reads resolved inputs, whatever their format, as row-schema batches (their text as views
+//! into the decoded pages, for the readings that keep them).
+
+mod guard;
+mod local;
+mod picks;
+mod plan;
+mod reader;
+mod widen;
+
+#[cfg(test)]
+mod tests;
+
+pub use reader::{LocalParquet, Reader};
+#[cfg(test)]
+pub(crate) use widen::row_schema_with_views;

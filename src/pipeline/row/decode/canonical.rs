@@ -1,0 +1,103 @@
+//! JSON compared and written canonically: equality with numbers as numbers, canonical text
+//! (sorted keys) for tool-call arguments, and the task id derived from a prompt.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::FieldError;
+
+/// JSON equality as Python's `==` sees parsed JSON: numbers by value (`1 == 1.0`), objects
+/// regardless of key order.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// What a JSON value is, for messages: `null`, `a number`, `an object`, ...
+pub fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+pub(super) fn expected(field: &str, what: &str, v: &Value) -> FieldError {
+    FieldError::at(field, format!("expected {what}, found {}", kind(v)))
+}
+
+/// `task_` + the first 12 hex digits of SHA-256 of the prompt (the reference's `wai.rows` id).
+pub fn prompt_task_id(prompt: &str) -> String {
+    let digest = Sha256::digest(prompt.as_bytes());
+    let mut out = String::with_capacity(17);
+    out.push_str("task_");
+    for byte in &digest[..6] {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// Compact JSON text with object keys sorted at every depth: one text per value, whatever order
+/// or shape the value arrived in.
+pub fn canonical_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+pub(super) fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Canonical arguments text. A JSON string holding JSON (the OpenAI wire shape) is parsed first;
+/// the second value says whether rendering the text back gives the input unchanged.
+pub(super) fn canonical_arguments(v: &Value) -> (String, bool) {
+    if let Value::String(s) = v
+        && let Ok(parsed) = serde_json::from_str::<Value>(s)
+        && parsed.is_object()
+    {
+        return (canonical_json(&parsed), false);
+    }
+    (canonical_json(v), true)
+}
