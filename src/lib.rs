@@ -2,7 +2,9 @@
 //!
 //! Rows (one rollout each, [`schema`]) live as Arrow record batches in Parquet; stages run as
 //! DataFusion plans; anything can be queried with SQL. The binary is a thin layer over this
-//! library: [`cli`] holds the clap definitions, [`commands`] runs them.
+//! library: the command line's definitions and commands are private, reached through
+//! [`run_main`] (the binary) and [`run_command_line`] (a command run in-process); programs use
+//! the stages ([`stages::run`], `docs/library.md`).
 //!
 //! Layout: [`pipeline`] reads and writes rows (JSONL, Parquet, object stores) and builds
 //! sessions; [`stages`] holds operators and the SQL functions they share; [`stats`] the formulas;
@@ -12,8 +14,9 @@
 
 #![warn(missing_docs)]
 
-pub mod cli;
-pub mod commands;
+mod cli;
+mod commands;
+mod entry;
 pub mod error;
 pub mod pipeline;
 pub mod queries;
@@ -26,4 +29,5 @@ pub mod synth;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+pub use entry::{Outcome, run_command_line, run_main};
 pub use error::{Error, ExitStatus, Result};

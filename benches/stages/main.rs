@@ -48,10 +48,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use clap::Parser;
 use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
-use wai::cli::Cli;
 
 mod ingest_data;
 
@@ -96,9 +94,9 @@ struct Data {
 }
 
 fn run(args: &[&str]) {
-    let cli = Cli::parse_from(std::iter::once("wai").chain(args.iter().copied()));
     let mut sink = Vec::new();
-    let outcome = wai::commands::run(cli, &mut sink).expect("command runs");
+    let outcome = wai::run_command_line(std::iter::once("wai").chain(args.iter().copied()), &mut sink)
+        .expect("command runs");
     black_box((outcome.status, sink.len()));
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// `wai ingest`.
 #[derive(Debug, Args)]
-pub struct IngestArgs {
+pub(crate) struct IngestArgs {
     /// Input files, folders, globs or URLs (JSON Lines, JSON arrays, OTLP JSON, inspect_ai logs).
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
@@ -45,7 +45,7 @@ pub struct IngestArgs {
 
 /// `wai convert`.
 #[derive(Debug, Args)]
-pub struct ConvertArgs {
+pub(crate) struct ConvertArgs {
     /// Input files, folders, globs or URLs.
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
@@ -56,7 +56,7 @@ pub struct ConvertArgs {
 
 /// `wai sql`.
 #[derive(Debug, Args)]
-pub struct SqlArgs {
+pub(crate) struct SqlArgs {
     /// The query (DataFusion SQL). Omit it with `--query` or `--list`.
     #[arg(value_name = "QUERY", required_unless_present_any = ["canned", "list"])]
     pub sql: Option<String>,
@@ -87,7 +87,7 @@ pub struct SqlArgs {
 
 /// `wai gen`.
 #[derive(Debug, Args)]
-pub struct GenArgs {
+pub(crate) struct GenArgs {
     /// How many rows.
     #[arg(long, short = 'n', default_value_t = 1000)]
     pub rows: u64,

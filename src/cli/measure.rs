@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 /// `wai compare-judges`.
 #[derive(Debug, Args)]
-pub struct CompareJudgesArgs {
+pub(crate) struct CompareJudgesArgs {
     /// Rows with gold labels (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "SCORED")]
     pub inputs: Vec<String>,
@@ -24,7 +24,7 @@ pub struct CompareJudgesArgs {
 
 /// `wai labels ...`.
 #[derive(Debug, Subcommand)]
-pub enum LabelsCommand {
+pub(crate) enum LabelsCommand {
     /// Attach labels to rows: each row's `gold_reward` becomes the majority of its labels, with
     /// `gold_kind` saying who wrote them and every label kept in `extra.gold_labels`.
     ///
@@ -38,7 +38,7 @@ pub enum LabelsCommand {
 
 /// `wai labels attach`.
 #[derive(Debug, Args)]
-pub struct LabelsAttachArgs {
+pub(crate) struct LabelsAttachArgs {
     /// Rows (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(value_name = "ROWS")]
     pub rows: String,
@@ -61,7 +61,7 @@ pub struct LabelsAttachArgs {
 
 /// `wai judge-trust`.
 #[derive(Debug, Args)]
-pub struct JudgeTrustArgs {
+pub(crate) struct JudgeTrustArgs {
     /// Scored rows with gold labels (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "SCORED")]
     pub inputs: Vec<String>,
@@ -107,7 +107,7 @@ pub struct JudgeTrustArgs {
 
 /// `wai compare`.
 #[derive(Debug, Args)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// Rows of the before arm (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(value_name = "BEFORE")]
     pub before: String,
@@ -167,7 +167,7 @@ pub struct CompareArgs {
 
 /// `wai holdout-size`.
 #[derive(Debug, Args)]
-pub struct HoldoutArgs {
+pub(crate) struct HoldoutArgs {
     /// The gain to detect (a pass-rate difference in (0, 1)).
     #[arg(long, value_name = "GAIN", required_unless_present = "tasks")]
     pub effect: Option<f64>,
@@ -202,7 +202,7 @@ pub struct HoldoutArgs {
 
 /// `wai variance`.
 #[derive(Debug, Args)]
-pub struct VarianceArgs {
+pub(crate) struct VarianceArgs {
     /// Rows of two or more runs of one task set (one input split by run key, or one input per
     /// run).
     #[arg(required = true, value_name = "RUN")]
@@ -218,7 +218,7 @@ pub struct VarianceArgs {
 
 /// `wai grade`.
 #[derive(Debug, Args)]
-pub struct GradeArgs {
+pub(crate) struct GradeArgs {
     /// Rows: files, folders, globs or URLs.
     #[arg(required = true, value_name = "ROWS")]
     pub inputs: Vec<String>,
@@ -251,7 +251,7 @@ pub struct GradeArgs {
 
 /// `wai gate`.
 #[derive(Debug, Args)]
-pub struct GateArgs {
+pub(crate) struct GateArgs {
     /// Scored rows: files, folders, globs or URLs.
     #[arg(required = true, value_name = "SCORED")]
     pub inputs: Vec<String>,
@@ -265,7 +265,7 @@ pub struct GateArgs {
 
 /// `wai pass-at`.
 #[derive(Debug, Args)]
-pub struct PassAtArgs {
+pub(crate) struct PassAtArgs {
     /// Rows: files, folders, globs or URLs.
     #[arg(required = true, value_name = "ROWS")]
     pub inputs: Vec<String>,
@@ -295,7 +295,7 @@ pub struct PassAtArgs {
 
 /// `wai markers`.
 #[derive(Debug, Args)]
-pub struct MarkersArgs {
+pub(crate) struct MarkersArgs {
     /// Rows: files, folders, globs or URLs.
     #[arg(required = true, value_name = "ROWS")]
     pub inputs: Vec<String>,

@@ -15,19 +15,19 @@ mod shared;
 mod simulate;
 mod training;
 
-pub use data::{ConvertArgs, GenArgs, IngestArgs, SqlArgs};
-pub use measure::{
+pub(crate) use data::{ConvertArgs, GenArgs, IngestArgs, SqlArgs};
+pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,
 };
-pub use shared::{
-    DeltaIntervalArg, HollowArgs, IntervalArg, JudgePool, RowFormat, RowsOut, TrustFloors, WAI_ENV,
+pub(crate) use shared::{
+    HollowArgs, JudgePool, TrustFloors, WAI_ENV,
 };
-pub use simulate::{
+pub(crate) use simulate::{
     CoverageGapArgs, CoverageStudyArgs, DemoArgs, InitEvalsArgs, PreflightArgs, SimMode, SimRepeat,
     SimulateArgs,
 };
-pub use training::{
+pub(crate) use training::{
     DecontaminateArgs, ExportArgs, ExportFormat, ExportMask, HackScanArgs, SelectArgs, SelectMode,
     SelectTruncated,
 };
@@ -35,7 +35,7 @@ pub use training::{
 /// Evaluate tool-using LLM agents and turn their rollouts into trainer-ready data.
 #[derive(Debug, Parser)]
 #[command(name = "wai", version, about, long_about = None, max_term_width = 100)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -46,7 +46,7 @@ pub struct Cli {
 
 /// Options every command takes.
 #[derive(Debug, Args)]
-pub struct GlobalArgs {
+pub(crate) struct GlobalArgs {
     /// Print one versioned JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -60,7 +60,7 @@ pub struct GlobalArgs {
 
 /// The commands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Convert rows between JSONL (the reference's row format) and Parquet (schema v1).
     ///
     /// Inputs may be files, folders, globs or object-store URLs (s3://, gs://, az://, http(s)://,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// The floors a judge must clear against hand labels (`judge-trust`, `compare-judges`).
 #[derive(Debug, Args)]
-pub struct TrustFloors {
+pub(crate) struct TrustFloors {
     /// The floor on agreement's 95% lower bound.
     #[arg(long, default_value_t = 0.8)]
     pub min_agreement: f64,
@@ -19,7 +19,7 @@ pub struct TrustFloors {
 
 /// How command judges run (`grade`, `judge-trust`, `compare-judges`).
 #[derive(Debug, Args)]
-pub struct JudgePool {
+pub(crate) struct JudgePool {
     /// Command judges and agents: worker processes.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
@@ -34,11 +34,11 @@ pub struct JudgePool {
 }
 
 /// The variable that lists more names for `--env`.
-pub const WAI_ENV: &str = "WAI_ENV";
+pub(crate) const WAI_ENV: &str = "WAI_ENV";
 
 /// What makes a run hollow, for `grade` and `gate`.
 #[derive(Debug, Args)]
-pub struct HollowArgs {
+pub(crate) struct HollowArgs {
     /// The tools the agent was given (a JSON list of OpenAI function schemas): warns about each
     /// one no row called.
     #[arg(long, value_name = "TOOLS.json")]
@@ -63,7 +63,7 @@ pub struct HollowArgs {
 
 /// `--interval` of `pass-at` and `markers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IntervalArg {
+pub(crate) enum IntervalArg {
     /// Wilson score interval on the effective number of tasks (covers 93% or more from 20 tasks).
     Wilson,
     /// Student-t interval on the per-task values.
@@ -84,7 +84,7 @@ impl From<IntervalArg> for crate::stats::interval::Method {
 
 /// `--interval` of `compare` (differences are not shares, so Wilson does not apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DeltaIntervalArg {
+pub(crate) enum DeltaIntervalArg {
     /// Student-t interval on the paired per-task differences.
     T,
     /// The reference's paired percentile bootstrap over tasks.
@@ -102,7 +102,7 @@ impl From<DeltaIntervalArg> for crate::stats::interval::Method {
 
 /// A row file format, for `--to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RowFormat {
+pub(crate) enum RowFormat {
     /// JSON Lines in the reference's row format.
     Jsonl,
     /// Parquet in the row schema.
@@ -120,7 +120,7 @@ impl From<RowFormat> for crate::pipeline::source::Format {
 
 /// Where a command writes rows, and where bad input records go.
 #[derive(Debug, Args)]
-pub struct RowsOut {
+pub(crate) struct RowsOut {
     /// The output file (`.parquet` or `.jsonl`).
     #[arg(long, short, value_name = "OUT")]
     pub out: PathBuf,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 /// `wai simulate`.
 #[derive(Debug, Args)]
-pub struct SimulateArgs {
+pub(crate) struct SimulateArgs {
     /// The agent's tools: a JSON list of OpenAI function schemas (bare `{name, description,
     /// parameters}` and Anthropic `input_schema` tools are read too).
     #[arg(long, value_name = "TOOLS.json")]
@@ -89,7 +89,7 @@ pub struct SimulateArgs {
 
 /// `wai simulate --mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SimMode {
+pub(crate) enum SimMode {
     /// Broad coverage.
     Explore,
     /// Groups for RL.
@@ -98,7 +98,7 @@ pub enum SimMode {
 
 /// `wai simulate --repeat-policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SimRepeat {
+pub(crate) enum SimRepeat {
     /// All repeats at once, each situation once per phrasing.
     None,
     /// All repeats at once.
@@ -109,7 +109,7 @@ pub enum SimRepeat {
 
 /// `wai preflight`.
 #[derive(Debug, Args)]
-pub struct PreflightArgs {
+pub(crate) struct PreflightArgs {
     /// The agent's tools (a JSON list of OpenAI function schemas; bare and Anthropic shapes too).
     #[arg(long, value_name = "TOOLS.json")]
     pub tools: PathBuf,
@@ -129,7 +129,7 @@ pub struct PreflightArgs {
 
 /// `wai coverage-gap`.
 #[derive(Debug, Args)]
-pub struct CoverageGapArgs {
+pub(crate) struct CoverageGapArgs {
     /// The asks: a text file (one per line, `#` comments), JSONL with a `prompt` field, or rows
     /// (Parquet, a folder or a URL).
     #[arg(value_name = "ASKS")]
@@ -150,7 +150,7 @@ pub struct CoverageGapArgs {
 
 /// `wai init-evals`.
 #[derive(Debug, Args)]
-pub struct InitEvalsArgs {
+pub(crate) struct InitEvalsArgs {
     /// Your agent: `module:function` or `path/to/file.py:function` (a function that takes the
     /// ask and returns the reply), or `cmd:COMMAND` (a command agent already). Guessed when absent.
     #[arg(long, value_name = "SPEC")]
@@ -174,7 +174,7 @@ pub struct InitEvalsArgs {
 
 /// `wai demo`.
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Where the Parquet outputs go.
     #[arg(long, default_value = "wai-demo", value_name = "DIR")]
     pub dir: PathBuf,
@@ -191,7 +191,7 @@ pub struct DemoArgs {
 
 /// `wai coverage-study`.
 #[derive(Debug, Args)]
-pub struct CoverageStudyArgs {
+pub(crate) struct CoverageStudyArgs {
     /// Simulated eval runs a cell.
     #[arg(long, default_value_t = 2000)]
     pub runs: u32,

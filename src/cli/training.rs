@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 /// `wai hack-scan`.
 #[derive(Debug, Args)]
-pub struct HackScanArgs {
+pub(crate) struct HackScanArgs {
     /// Scored rows, several rollouts per task (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "SCORED")]
     pub inputs: Vec<String>,
@@ -46,7 +46,7 @@ pub struct HackScanArgs {
 
 /// `wai decontaminate`.
 #[derive(Debug, Args)]
-pub struct DecontaminateArgs {
+pub(crate) struct DecontaminateArgs {
     /// Training rows (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "TRAIN")]
     pub inputs: Vec<String>,
@@ -85,7 +85,7 @@ pub struct DecontaminateArgs {
 
 /// `wai select`.
 #[derive(Debug, Args)]
-pub struct SelectArgs {
+pub(crate) struct SelectArgs {
     /// Scored rows (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "SCORED")]
     pub inputs: Vec<String>,
@@ -127,7 +127,7 @@ pub struct SelectArgs {
 
 /// `wai select --mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SelectMode {
+pub(crate) enum SelectMode {
     /// Whole mixed groups.
     Rl,
     /// Passing demonstrations.
@@ -138,7 +138,7 @@ pub enum SelectMode {
 
 /// `wai select --truncated`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SelectTruncated {
+pub(crate) enum SelectTruncated {
     /// Drop them.
     Drop,
     /// Keep them as riders.
@@ -153,7 +153,7 @@ pub enum SelectTruncated {
     clippy::struct_excessive_bools,
     reason = "each bool is a flag of the command line"
 )]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// Rows (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "ROWS")]
     pub inputs: Vec<String>,
@@ -193,7 +193,7 @@ pub struct ExportArgs {
 
 /// `wai export --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
+pub(crate) enum ExportFormat {
     /// OpenAI chat fine-tuning JSONL (`weight` on assistant messages), with the rows'
     /// metadata line for line in `NAME.meta.jsonl`.
     Openai,
@@ -207,7 +207,7 @@ pub enum ExportFormat {
 
 /// `wai export --mask-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportMask {
+pub(crate) enum ExportMask {
     /// Every assistant turn.
     Assistant,
     /// The last assistant turn.

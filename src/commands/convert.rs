@@ -25,7 +25,7 @@ struct Report {
 }
 
 /// Runs `wai convert`.
-pub fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format = output_format(&args.output.out, args.output.to.map(Into::into))?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;

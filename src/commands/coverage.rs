@@ -16,7 +16,7 @@ use crate::stages::{Session, run};
 const PER_ASK_JSON: usize = 1000;
 
 /// Runs `wai preflight`.
-pub fn preflight(args: &PreflightArgs) -> Result<Outcome> {
+pub(crate) fn preflight(args: &PreflightArgs) -> Result<Outcome> {
     let inputs = pre::Inputs {
         tools: read_tools(&args.tools)?,
         policy: read_policy(args.policy.as_deref())?,
@@ -48,7 +48,7 @@ struct GapDoc<'a> {
 }
 
 /// Runs `wai coverage-gap`.
-pub fn coverage_gap(ctx: &Context, args: &CoverageGapArgs) -> Result<Outcome> {
+pub(crate) fn coverage_gap(ctx: &Context, args: &CoverageGapArgs) -> Result<Outcome> {
     let tools = read_tools(&args.tools)?;
     let policy = read_policy(args.policy.as_deref())?;
     let asks = asks_of(ctx, &args.asks)?;

@@ -8,7 +8,7 @@ use crate::error::{Error, ExitStatus, Result};
 use crate::study;
 
 /// Runs `wai coverage-study`.
-pub fn run(args: &CoverageStudyArgs) -> Result<Outcome> {
+pub(crate) fn run(args: &CoverageStudyArgs) -> Result<Outcome> {
     if args.runs == 0 || args.draws == 0 {
         return Err(Error::Usage(
             "`--runs` and `--draws` must be at least 1".into(),

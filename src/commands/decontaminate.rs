@@ -57,7 +57,7 @@ fn flags_named(report: &mut Report) {
 }
 
 /// Runs `wai decontaminate`.
-pub fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     let opts = options(args);
     crate::stages::Options::check(&opts)?;
     let out = &args.output.out;

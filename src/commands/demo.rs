@@ -65,7 +65,7 @@ fn table_of(
 }
 
 /// Runs `wai demo`.
-pub fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
     let dir = &args.dir;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let tools_path = dir.join("tools.json");

@@ -13,7 +13,7 @@ use crate::stages::export::{datasets, dpo};
 use crate::stages::{Session, Stage, run as run_stage};
 
 /// Runs `wai export`.
-pub fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &ExportArgs) -> Result<Outcome> {
     if args.unroll && args.mask_mode == ExportMask::Final {
         return Err(Error::Usage(
             "--unroll and --mask-mode final do not combine: --unroll already trains each assistant turn in a row of its own (the earlier turns as its prompt), and --mask-mode final trains only the last turn of each whole conversation; pick one".into(),

@@ -24,7 +24,7 @@ struct Report<'a> {
 }
 
 /// Runs `wai gen`.
-pub fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
+pub(crate) fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
     let started = Instant::now();
     let opts = synth::Options {
         rows: args.rows,

@@ -56,7 +56,7 @@ fn flags_named(text: &str) -> String {
 }
 
 /// Runs `wai hack-scan`.
-pub fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
     let opts = options(args)?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let mut report = ctx

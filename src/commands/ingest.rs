@@ -52,7 +52,7 @@ fn options(args: &IngestArgs) -> Options {
 }
 
 /// Runs `wai ingest`.
-pub fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     let started = Instant::now();
     let (out, rejects) = (&args.output.out, args.output.rejects.as_deref());
     let format = crate::pipeline::rows_out::output_format(out, args.output.to.map(Into::into))?;

@@ -84,7 +84,7 @@ fn inputs(args: &InitEvalsArgs, root: &Path, out: &Path) -> Result<Inputs> {
 }
 
 /// Runs `wai init-evals` in the current folder.
-pub fn run(args: &InitEvalsArgs) -> Result<Outcome> {
+pub(crate) fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let root = std::env::current_dir().map_err(|e| Error::io(".", e))?;
     let out = if args.dir.is_absolute() {
         args.dir.clone()

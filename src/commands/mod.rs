@@ -3,29 +3,29 @@
 //! Commands write data to the `out` they are given and return a [`Outcome`]: a report (text for
 //! people, a versioned JSON document for programs) and an exit status. `main.rs` prints it.
 
-pub mod compare;
-pub mod compare_judges;
-pub mod convert;
-pub mod coverage;
-pub mod coverage_study;
-pub mod decontaminate;
-pub mod demo;
-pub mod export;
-pub mod gate;
-pub mod generate;
-pub mod grade;
-pub mod hack_scan;
-pub mod holdout;
-pub mod ingest;
-pub mod init_evals;
-pub mod judge_trust;
-pub mod labels;
-pub mod markers;
-pub mod pass_at;
-pub mod select;
-pub mod simulate;
-pub mod sql;
-pub mod variance;
+pub(crate) mod compare;
+pub(crate) mod compare_judges;
+pub(crate) mod convert;
+pub(crate) mod coverage;
+pub(crate) mod coverage_study;
+pub(crate) mod decontaminate;
+pub(crate) mod demo;
+pub(crate) mod export;
+pub(crate) mod gate;
+pub(crate) mod generate;
+pub(crate) mod grade;
+pub(crate) mod hack_scan;
+pub(crate) mod holdout;
+pub(crate) mod ingest;
+pub(crate) mod init_evals;
+pub(crate) mod judge_trust;
+pub(crate) mod labels;
+pub(crate) mod markers;
+pub(crate) mod pass_at;
+pub(crate) mod select;
+pub(crate) mod simulate;
+pub(crate) mod sql;
+pub(crate) mod variance;
 
 use std::io::{IsTerminal, Write};
 
@@ -37,11 +37,11 @@ use crate::pipeline::session;
 pub(crate) use crate::pipeline::tables::{all_rows, as_parquet, load_table, rows_session};
 use crate::report::envelope::Envelope;
 
-/// What a command hands back to be printed.
+/// What a command hands back to be printed (and what [`crate::run_command_line`] returns).
 pub struct Outcome {
     /// Lines for a person.
     pub text: String,
-    /// The `--json` document: a version-1 document, made into the envelope by [`run`].
+    /// The `--json` document (the envelope, `docs/json.md`).
     pub json: serde_json::Value,
     /// How the process ends.
     pub status: ExitStatus,
@@ -49,7 +49,7 @@ pub struct Outcome {
 
 /// The version-1 `--json` document of `command`: `version`, `command`, then every key of
 /// `report` (made into the envelope by [`run`]).
-pub fn document(command: &str, report: &impl serde::Serialize) -> serde_json::Value {
+pub(crate) fn document(command: &str, report: &impl serde::Serialize) -> serde_json::Value {
     let mut doc = serde_json::json!({"version": 1, "command": command});
     if let (Some(obj), Ok(serde_json::Value::Object(r))) =
         (doc.as_object_mut(), serde_json::to_value(report))
@@ -60,7 +60,7 @@ pub fn document(command: &str, report: &impl serde::Serialize) -> serde_json::Va
 }
 
 /// Runs the parsed command line, writing data to `out`.
-pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
+pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     // A signal ends the workers this run starts, and the run.
     crate::pipeline::signals::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -9,7 +9,7 @@ use crate::stages::Session;
 use crate::stages::pass_at::{self, Options, PassAtStage, Slice};
 
 /// Runs `wai pass-at`.
-pub fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let opts = Options {
         by: args.by.iter().map(|b| Slice::parse(b)).collect(),

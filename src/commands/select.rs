@@ -65,7 +65,7 @@ fn options(args: &SelectArgs) -> Result<Options> {
 }
 
 /// Runs `wai select`.
-pub fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let started = std::time::Instant::now();
     let opts = options(args)?;
     crate::stages::Options::check(&opts)?;

@@ -11,7 +11,7 @@ use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::checkpoint::Checkpoint;
 /// Kept for `wai export`, which reads tools the same way (it should read them from
 /// [`crate::pipeline::world_files`]).
-pub use crate::pipeline::world_files::read_tools;
+pub(crate) use crate::pipeline::world_files::read_tools;
 use crate::pipeline::world_files::{read_asks, read_policy};
 use crate::report::envelope::{Envelope, Output};
 use crate::stages::Session;
@@ -106,7 +106,7 @@ fn agent(
 }
 
 /// Runs `wai simulate`.
-pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     let opts = options(ctx, args)?;
     let workers = super::grade::pool(&args.pool)?;
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;

@@ -89,7 +89,7 @@ fn to_json<R: serde::Serialize>(envelope: Envelope<R>) -> Result<Value> {
 }
 
 /// Runs `wai sql`.
-pub fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     if args.list {
         return list();
     }

@@ -1,0 +1,117 @@
+//! The binary's entry: logging, printing the outcome, reporting errors. The library's public
+//! way in for programs that want a command's report without a process
+//! ([`run_command_line`]).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::Cli;
+use crate::report::redact::{Redacting, redact, redact_json};
+use crate::{Error, ExitStatus};
+
+pub use crate::commands::Outcome;
+
+/// Runs one command line (`args[0]` is the program name) in this process, as the binary would,
+/// without printing: data a command streams goes to `out`, and its report comes back as an
+/// [`Outcome`] (the text, the `--json` envelope, the exit status). For benches and programs
+/// that want a command's report; stages are the way in for everything else
+/// ([`crate::stages::run`]).
+///
+/// # Errors
+/// The command line does not parse (a usage error), or the command failed.
+pub fn run_command_line<I, T>(args: I, out: &mut dyn Write) -> crate::Result<Outcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).map_err(|e| Error::Usage(e.to_string()))?;
+    crate::commands::run(cli, out)
+}
+
+fn init_logging(quiet: bool, verbose: u8) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("wai={level}")));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        // Log lines pass through the redactor: a server's reply quoted in a log keeps no key.
+        .with_writer(|| Redacting(std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
+/// Prints `e` and its causes, secrets redacted (a server's error may quote the key it was sent).
+/// A closed stderr (`wai ... 2>&1 | head -1`) loses the message, not the exit status: nothing
+/// here panics on a write that fails.
+fn report_error(e: &Error) {
+    let mut err = std::io::stderr().lock();
+    let mut shown = e.to_string();
+    let _ = writeln!(err, "error: {}", redact(&shown));
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        // Some libraries repeat their source's text in their own message: print each text once.
+        let text = cause.to_string();
+        if !shown.contains(&text) {
+            let _ = writeln!(err, "  caused by: {}", redact(&text));
+            shown = text;
+        }
+        source = cause.source();
+    }
+}
+
+/// The `wai` binary's whole run: parse the process's command line, run it, print the report (text
+/// or the `--json` envelope, secrets redacted), and return the exit status. `main.rs` calls this
+/// and nothing else.
+pub fn run_main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(ExitStatus::Usage)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_logging(cli.global.quiet, cli.global.verbose);
+    let (json, quiet) = (cli.global.json, cli.global.quiet);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match crate::commands::run(cli, &mut out) {
+        Ok(mut outcome) => {
+            // Reports are redacted too: a note or warning may quote what a server said.
+            redact_json(&mut outcome.json);
+            let printed = if json {
+                writeln!(out, "{}", outcome.json)
+            } else if !quiet && !outcome.text.is_empty() {
+                writeln!(out, "{}", redact(&outcome.text))
+            } else {
+                Ok(())
+            };
+            // A closed pipe (`wai sql ... | head`) is not an error.
+            if let Err(e) = printed.and_then(|()| out.flush())
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                report_error(&Error::io("<stdout>", e));
+                return ExitStatus::IoError.into();
+            }
+            outcome.status.into()
+        }
+        Err(e) => {
+            let _ = out.flush();
+            report_error(&e);
+            e.exit_status().into()
+        }
+    }
+}
