@@ -4,7 +4,7 @@ use super::{Context, Outcome};
 use crate::cli::HoldoutArgs;
 use crate::error::{ExitStatus, Result};
 use crate::pipeline::session;
-use crate::stages::{compare, holdout};
+use crate::stages::{Session, compare, holdout};
 
 /// Runs `wai holdout-size`.
 pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
@@ -38,11 +38,14 @@ pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
                 scratch.path(),
             )?;
         }
-        let (rb, ra) = ctx.runtime.block_on(compare::pass_rates(
-            &context,
-            "before",
-            args.after.as_ref().map(|_| "after"),
-        ))?;
+        let (rb, ra) = ctx.runtime.block_on(async {
+            let after = match &args.after {
+                Some(_) => Some(context.table("after").await?),
+                None => None,
+            };
+            let before = context.table("before").await?;
+            compare::pass_rates(&Session::from_context(context), before, after).await
+        })?;
         before = Some(rb);
         after = ra;
         Some(scratch)
