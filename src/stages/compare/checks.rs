@@ -444,3 +444,80 @@ pub(super) fn degenerate_guards(b: &Basis, guarded: &[String], gate: &mut Gate) 
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{pass_arms, pass_rows};
+    use super::super::{Options, measure};
+    use super::*;
+
+    fn readings(b: &Basis) -> Readings {
+        let noise = measure::Noise::new(b, &measure::seed_counts(b.arms)).unwrap();
+        measure::read_metrics(b, &b.comparisons(), &noise, &[], false).unwrap()
+    }
+
+    #[test]
+    fn a_before_arm_at_its_ceiling_leaves_no_room() {
+        let (all, most) = (pass_rows(30, |_| 4), pass_rows(30, |i| 4 - i % 2));
+        let a = pass_arms(&all, &most);
+        let opts = Options::default();
+        let b = Basis::new(&a, &opts).unwrap();
+        let r = readings(&b);
+        let mut gate = Gate::default();
+        assert!(ceiling(&b, &r.metrics[PASS_AT_1].comparison, &mut gate));
+        assert!(gate.warnings[0].starts_with("The before run already passes 1.00"));
+        let a = pass_arms(&pass_rows(30, |_| 1), &most);
+        let b = Basis::new(&a, &opts).unwrap();
+        let r = readings(&b);
+        let mut gate = Gate::default();
+        assert!(!ceiling(&b, &r.metrics[PASS_AT_1].comparison, &mut gate));
+        assert!(gate.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_setting_that_differs_is_not_comparable_unless_declared_the_change() {
+        let rows = pass_rows(20, |i| i % 5);
+        let mut a = pass_arms(&rows, &rows);
+        a.before.config.judge_version = Some("v1".into());
+        a.after.config.judge_version = Some("v2".into());
+        let opts = Options::default();
+        let b = Basis::new(&a, &opts).unwrap();
+        let r = readings(&b);
+        let mut gate = Gate {
+            ok: true,
+            ..Gate::default()
+        };
+        comparability(&b, &r, PASS_AT_1, &mut gate);
+        assert_eq!(gate.not_comparable, ["judge_version"]);
+        assert!(!gate.ok);
+        let opts = Options {
+            changed: vec!["judge_version".into()],
+            ..Options::default()
+        };
+        let b = Basis::new(&a, &opts).unwrap();
+        let mut gate = Gate {
+            ok: true,
+            ..Gate::default()
+        };
+        comparability(&b, &r, PASS_AT_1, &mut gate);
+        assert!(gate.ok && gate.not_comparable.is_empty());
+        assert!(gate.warnings[0].contains("declared the change under test"));
+    }
+
+    #[test]
+    fn a_proxy_that_is_not_measured_or_is_the_headline_says_so() {
+        let rows = pass_rows(10, |i| i % 4);
+        let a = pass_arms(&rows, &rows);
+        let opts = Options::default();
+        let b = Basis::new(&a, &opts).unwrap();
+        let r = readings(&b);
+        let mut gate = Gate::default();
+        let p = proxy(Some("marker:polite"), &r.metrics, PASS_AT_1, &mut gate);
+        assert_eq!(p.verdict, Some("proxy_not_measured"));
+        let p = proxy(Some(PASS_AT_1), &r.metrics, PASS_AT_1, &mut gate);
+        assert_eq!(p.verdict, Some("proxy_is_target"));
+        assert_eq!(gate.warnings.len(), 2);
+        assert!(!p.over_optimized);
+        assert!((family_error(&b, &r, &mut gate) - 0.05).abs() < 1e-12);
+    }
+}

@@ -505,3 +505,89 @@ pub(super) fn train_seeds(
         unresolved,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{arms, pass_arms, pass_rows};
+    use super::*;
+
+    #[test]
+    fn words_and_tags_read_the_gain_direction() {
+        assert_eq!(word(Direction::BBetter), "moved");
+        assert_eq!(word(Direction::ABetter), "moved_the_wrong_way");
+        assert_eq!(gain_tag(Direction::ABetter), "DOWN");
+        assert_eq!(gain_tag(Direction::Insufficient), "n/a");
+        assert_eq!(fmt_delta(None), "n/a");
+        assert_eq!(fmt_ci(Some([-0.1, 0.25])), "95% -0.100..+0.250");
+    }
+
+    #[test]
+    fn metrics_are_pass_at_1_then_the_markers_both_arms_carry() {
+        let one = [1.0];
+        let a = arms(
+            &[
+                ("t1", PASS_AT_1, None, &one),
+                ("t1", "marker:zeal", None, &one),
+                ("t1", "marker:hedging", None, &one),
+                ("t1", "marker:only_before", None, &one),
+            ],
+            &[
+                ("t1", PASS_AT_1, None, &one),
+                ("t1", "marker:hedging", None, &one),
+                ("t1", "marker:zeal", None, &one),
+            ],
+        );
+        let names = metric_names(&a);
+        assert_eq!(names, ["pass_at_1", "marker:hedging", "marker:zeal"]);
+        let lower = lower_is_better(&names, &["zeal".into()]).unwrap();
+        assert!(lower["marker:hedging"] && lower["marker:zeal"] && !lower[PASS_AT_1]);
+        let e = lower_is_better(&names, &["nope".into()]).unwrap_err();
+        assert!(matches!(e, Error::Option { ref key, .. } if key == "lower_is_better"));
+    }
+
+    #[test]
+    fn a_given_run_std_is_every_metric_s_floor() {
+        let rows = pass_rows(10, |i| i % 4);
+        let a = pass_arms(&rows, &rows);
+        let opts = Options {
+            run_std: Some(RunStd::All(0.02)),
+            ..Options::default()
+        };
+        let b = Basis::new(&a, &opts).unwrap();
+        let noise = Noise::new(&b, &seed_counts(&a)).unwrap();
+        assert_eq!(noise.source, Some("given"));
+        assert_eq!(noise.floor(PASS_AT_1), Some(0.02));
+        assert!(noise.band(0.02).unwrap() > 0.02);
+        assert_eq!(noise.rule, "1.96 x run_std x sqrt(1/1 + 1/1)");
+        // No floor, no band: the same arms read as unreplicated.
+        let plain = Options::default();
+        let b = Basis::new(&a, &plain).unwrap();
+        let noise = Noise::new(&b, &seed_counts(&a)).unwrap();
+        assert_eq!((noise.source, noise.floor(PASS_AT_1)), (None, None));
+    }
+
+    #[test]
+    fn a_planted_gain_reads_as_moved_and_a_drop_as_the_wrong_way() {
+        let (low, high) = (pass_rows(40, |_| 1), pass_rows(40, |_| 3));
+        for (before, after, want) in [
+            (&low, &high, "moved_unreplicated"),
+            (&high, &low, "moved_the_wrong_way"),
+        ] {
+            let a = pass_arms(before, after);
+            let opts = Options::default();
+            let b = Basis::new(&a, &opts).unwrap();
+            let noise = Noise::new(&b, &seed_counts(&a)).unwrap();
+            let guarded = [PASS_AT_1.to_owned()];
+            let r = read_metrics(&b, &b.comparisons(), &noise, &guarded, false).unwrap();
+            let m = &r.metrics[PASS_AT_1];
+            assert_eq!(m.word, want);
+            assert!((m.comparison.delta.unwrap().abs() - 0.5).abs() < 1e-12);
+            let moved = if want.starts_with("moved_the") {
+                &r.regressions
+            } else {
+                &r.improved
+            };
+            assert_eq!(moved, &[PASS_AT_1.to_owned()]);
+        }
+    }
+}

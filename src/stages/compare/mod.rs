@@ -231,3 +231,83 @@ impl crate::stages::Stage for CompareStage {
         Ok(report)
     }
 }
+
+#[cfg(test)]
+mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::Options as _;
+
+    fn key_of(opts: &Options) -> Option<String> {
+        match opts.check() {
+            Err(Error::Option { key, .. }) => Some(key),
+            Err(e) => panic!("not an option error: {e}"),
+            Ok(()) => None,
+        }
+    }
+
+    #[test]
+    fn options_are_checked_by_key() {
+        assert_eq!(key_of(&Options::default()), None);
+        let bad = |f: fn(&mut Options)| {
+            let mut o = Options::default();
+            f(&mut o);
+            key_of(&o)
+        };
+        assert_eq!(bad(|o| o.alpha = 1.0).as_deref(), Some("alpha"));
+        assert_eq!(bad(|o| o.power = 0.0).as_deref(), Some("power"));
+        assert_eq!(bad(|o| o.draws = 0).as_deref(), Some("draws"));
+        assert_eq!(
+            bad(|o| o.run_std_runs = Some(3)).as_deref(),
+            Some("run_std_runs")
+        );
+        assert_eq!(
+            bad(|o| {
+                o.run_std = Some(RunStd::All(0.1));
+                o.run_std_runs = Some(1);
+            })
+            .as_deref(),
+            Some("run_std_runs")
+        );
+        assert_eq!(
+            bad(|o| o.changed = vec!["weather".into()]).as_deref(),
+            Some("changed")
+        );
+    }
+
+    #[test]
+    fn names_are_metric_keys() {
+        assert_eq!(metric_key("pass_at_1"), "pass_at_1");
+        assert_eq!(metric_key("hedging"), "marker:hedging");
+        assert_eq!(metric_key("marker:x"), "marker:x");
+    }
+
+    #[tokio::test]
+    async fn the_stage_reads_two_frames_in_its_own_scope() {
+        let session = Session::new().unwrap();
+        let rows = |passes: usize| {
+            let rows = (0..8).flat_map(|t| {
+                (0..4).map(move |j| {
+                    let reward = if j < passes { 1.0 } else { 0.0 };
+                    serde_json::json!({"task_id": format!("t{t}"), "rollout_index": j,
+                        "final_text": "done", "reward": reward})
+                })
+            });
+            let batch = crate::pipeline::row::testing::batch_of(rows);
+            session.context().read_batch(batch).unwrap()
+        };
+        let report = crate::stages::run::<CompareStage>(
+            &session,
+            Inputs::new(rows(1), rows(3)),
+            &Options::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.n_paired_tasks, 8);
+        assert!((report.metrics[PASS_AT_1].comparison.delta.unwrap() - 0.5).abs() < 1e-12);
+        // The arms' views stayed in the stage's scope.
+        assert!(session.context().table("before").await.is_err());
+    }
+}

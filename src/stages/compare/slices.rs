@@ -262,3 +262,41 @@ pub(super) fn repeats(b: &Basis, head: &Metric, headline: &str, source: Option<&
         note,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_need_log2_of_2_over_alpha_tasks() {
+        assert_eq!(slice_min_tasks(0.05), 6);
+        assert_eq!(slice_min_tasks(0.5), 2);
+    }
+
+    #[test]
+    fn the_range_needs_two_values() {
+        assert_eq!(range(&[0.5]), None);
+        assert_eq!(range(&[0.5, 0.2, 0.9]), Some([0.2, 0.9]));
+    }
+
+    #[test]
+    fn runs_pair_one_to_one_or_against_the_other_side_s_rows() {
+        let run = |x: f64| vec![(0, x, 4), (1, x, 4)];
+        let all = Sides {
+            before: run(0.5),
+            after: run(0.6),
+        };
+        assert_eq!(pair_runs(&[run(0.5)], &[run(0.6)], &all).0, None);
+        let (pairing, jobs) = pair_runs(&[run(0.4), run(0.6)], &[run(0.5), run(0.7)], &all);
+        assert_eq!(pairing, Some("run i before vs run i after"));
+        assert_eq!(
+            jobs[1],
+            (vec![(0, 0.6), (1, 0.6)], vec![(0, 0.7), (1, 0.7)])
+        );
+        let (pairing, jobs) = pair_runs(&[run(0.4), run(0.6)], &[run(0.6)], &all);
+        assert_eq!(pairing, Some("each before run vs all after rows"));
+        assert_eq!(jobs.len(), 2);
+        let (pairing, _) = pair_runs(&[run(0.5)], &[run(0.4), run(0.6)], &all);
+        assert_eq!(pairing, Some("all before rows vs each after run"));
+    }
+}

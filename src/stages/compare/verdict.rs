@@ -318,3 +318,60 @@ fn assemble(b: &Basis, r: Readings, gate: Gate, p: Parts) -> DeltaReport {
         draws: opts.draws,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{pass_arms, pass_rows};
+    use super::*;
+
+    #[test]
+    fn a_planted_gain_passes_and_a_drop_fails_the_gate() {
+        let (low, high) = (pass_rows(40, |_| 1), pass_rows(40, |_| 3));
+        let opts = Options::default();
+        let gain = report(&pass_arms(&low, &high), &opts).unwrap();
+        assert!(gain.ok);
+        assert_eq!(gain.headline_metric, PASS_AT_1);
+        assert_eq!(gain.headline_verdict, "moved_unreplicated");
+        assert_eq!(gain.improved, [PASS_AT_1]);
+        assert_eq!((gain.n_paired_tasks, gain.n_unpaired_tasks), (40, 0));
+        assert_eq!(gain.repeats.note, "1 run, noise unknown");
+        let drop = report(&pass_arms(&high, &low), &opts).unwrap();
+        assert!(!drop.ok);
+        assert_eq!(drop.headline_verdict, "moved_the_wrong_way");
+        assert_eq!(drop.slipped, [PASS_AT_1]);
+        assert!(
+            drop.headline_word.starts_with("FAIL"),
+            "{}",
+            drop.headline_word
+        );
+    }
+
+    #[test]
+    fn a_target_not_measured_fails_the_gate() {
+        let rows = pass_rows(12, |i| i % 4);
+        let opts = Options {
+            target: Some("polite".into()),
+            ..Options::default()
+        };
+        let r = report(&pass_arms(&rows, &rows), &opts).unwrap();
+        assert!(!r.ok);
+        assert_eq!(r.target.as_deref(), Some("marker:polite"));
+        assert_eq!(r.target_verdict, Some("target_not_measured"));
+        assert_eq!(r.headline_metric, PASS_AT_1);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.starts_with("the target marker:polite is not measured"))
+        );
+    }
+
+    #[test]
+    fn disjoint_task_sets_are_not_comparable() {
+        let before = pass_rows(10, |_| 2);
+        let after: Vec<_> = pass_rows(20, |_| 2).split_off(10);
+        let r = report(&pass_arms(&before, &after), &Options::default()).unwrap();
+        assert!(!r.ok);
+        assert_eq!(r.not_comparable, ["situations"]);
+        assert_eq!(r.n_unpaired_tasks, 20);
+    }
+}
