@@ -13,7 +13,7 @@ use crate::stages::judge_trust::compare::{self, Graded};
 /// Runs `wai compare-judges`.
 pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     let opts = super::judge_trust::options(&args.floors)?;
-    let workers = super::grade::pool(&args.pool)?;
+    let workers = crate::pipeline::judges::pool(&args.pool)?;
     let mut named = Vec::new();
     for j in &args.judges {
         let (name, spec) = j
@@ -55,7 +55,7 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     judge_trust::labeled_rows(&batch, &mut rows)?;
     let mut verdicts = Vec::new();
     for (_, spec) in &named {
-        let mut judge = super::grade::row_judge(spec, &workers)?;
+        let mut judge = crate::pipeline::judges::row_judge(spec, &workers)?;
         let started = Instant::now();
         let v = judge.judge(&batch)?;
         if v.len() != rows.len() {

@@ -62,7 +62,7 @@ fn rejudge(
     args: &JudgeTrustArgs,
 ) -> Result<Rejudged> {
     let flip_flag = share("--flip-flag", args.flip_flag)?;
-    let workers = super::grade::pool(&args.pool)?;
+    let workers = crate::pipeline::judges::pool(&args.pool)?;
     let names = if args.probes.iter().any(|p| p == "all") {
         probes::all()
     } else {
@@ -86,7 +86,7 @@ fn rejudge(
     let judges = args
         .judges
         .iter()
-        .map(|spec| super::grade::row_judge(spec, &workers))
+        .map(|spec| crate::pipeline::judges::row_judge(spec, &workers))
         .collect::<Result<Vec<Box<dyn Judge>>>>()?;
     let mut panel = Panel::new(judges);
     let judge_name = Some(panel.name().to_owned());

@@ -68,7 +68,7 @@ pub fn read_asks(path: &Path) -> Result<Vec<String>> {
 pub(crate) fn agent(
     spec: &str,
     behaviors: &[String],
-    workers: &super::grade::Workers,
+    workers: &crate::pipeline::judges::Workers,
 ) -> Result<Box<dyn Agent>> {
     if let Some(command) = spec.strip_prefix("cmd:") {
         return Ok(Box::new(CommandAgent::start(
@@ -324,7 +324,7 @@ pub fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     if let Some(spec) = &args.tasks {
         opts.tasks = Some(read_tasks(ctx, spec)?);
     }
-    let workers = super::grade::pool(&args.pool)?;
+    let workers = crate::pipeline::judges::pool(&args.pool)?;
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
     // play the same rollouts again.

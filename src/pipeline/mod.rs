@@ -5,6 +5,7 @@
 pub mod context;
 pub mod ingest;
 pub mod io;
+pub mod judges;
 pub mod output;
 pub mod pipe;
 pub mod read;
@@ -15,3 +16,4 @@ pub mod session;
 pub mod signals;
 pub mod source;
 pub mod tables;
+pub mod verdict_log;

@@ -6,6 +6,7 @@
 //! grade, [`warnings`] says what would make the number hollow.
 
 pub mod command;
+pub mod gate;
 pub mod sql;
 pub mod verdict;
 pub mod verify;
