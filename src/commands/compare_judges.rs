@@ -7,6 +7,7 @@ use super::{Context, Outcome};
 use crate::cli::CompareJudgesArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
+use crate::report::envelope::Envelope;
 use crate::stages::judge_trust;
 use crate::stages::judge_trust::compare::{self, Graded};
 
@@ -78,9 +79,15 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
         })
         .collect();
     let table = compare::compare(&rows, &graded, &opts);
+    let json = serde_json::to_value(
+        Envelope::new("compare-judges", &table)
+            .inputs(&args.inputs)
+            .warnings(table.warnings.iter().map(String::as_str)),
+    )
+    .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
         text: table.to_string().trim_end().to_owned(),
-        json: super::document("compare-judges", &table),
+        json,
         status: if table.ok {
             ExitStatus::Success
         } else {

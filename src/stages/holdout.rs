@@ -125,7 +125,6 @@ fn quick_sd(values: &[f64]) -> f64 {
     if values.len() < 2 {
         return 0.0;
     }
-    #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
     (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
@@ -324,10 +323,13 @@ pub fn size(
                     })
                     .collect();
                 ns.sort_unstable();
-                #[allow(clippy::cast_precision_loss, reason = "task counts")]
                 let sorted: Vec<f64> = ns.iter().map(|v| *v as f64).collect();
                 let (lo, hi) = bootstrap::percentiles(&sorted, bootstrap::LEVEL);
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a small positive count"
+                )]
                 {
                     n_low = Some(n.min(lo as u64));
                     n_high = Some(n.max(hi as u64));
@@ -372,7 +374,6 @@ pub fn size(
             ));
         }
     }
-    #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let half_width = round4(sizing::inv_cdf(1.0 - opts.alpha / 2.0) * sd / (n as f64).sqrt());
     Ok(Report {
         n_tasks: n,

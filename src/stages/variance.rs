@@ -197,7 +197,6 @@ pub fn report(
     }
     let n = values.len();
     let df = n.checked_sub(1).filter(|d| *d >= 1);
-    #[allow(clippy::cast_precision_loss, reason = "a run count")]
     let noise_band = match (run_std, df) {
         (Some(s), Some(d)) => Some(round4(
             quantile::noise_band(s, 1, 1, Some(d as f64), 0.95)
