@@ -50,7 +50,15 @@ fn digest(
     } else {
         ""
     });
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&h.finalize())
+}
+
+/// `bytes` in lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 /// The default scoring run id: the same judges on the same inputs give the same id.
@@ -60,13 +68,7 @@ fn run_id(args: &GradeArgs, texts: &[String]) -> String {
         h.update(t.as_bytes());
         h.update([0]);
     }
-    let hex: String = h
-        .finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("score_{hex}")
+    format!("score_{}", hex(&h.finalize()[..6]))
 }
 
 /// The notes of a grade: the judges', then what the verdict log held.
@@ -151,8 +153,8 @@ pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     crate::pipeline::output::rows_apart(&args.output.out, args.output.rejects.as_deref(), &inputs)?;
-    let (judges, texts) = judges::panel(ctx, &args.judges, &args.inputs, &workers)?;
-    let mut panel = Panel::new(judges);
+    let (panel, texts) = judges::panel(ctx, &args.judges, &args.inputs, &workers)?;
+    let mut panel = Panel::new(panel);
     let stamp = Stamp {
         judge: panel.name().to_owned(),
         version: panel

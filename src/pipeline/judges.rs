@@ -51,6 +51,10 @@ pub(crate) fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
 /// How command judges and agents run, checked: workers, the per-row timeout and the variables
 /// passed on to them.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::struct_field_names,
+    reason = "`workers.workers` is how many: the pool's own word"
+)]
 pub(crate) struct Workers {
     pub(crate) workers: usize,
     pub(crate) timeout: Duration,
@@ -123,6 +127,9 @@ pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>>
     })
 }
 
+/// Judges, in spec order.
+pub(crate) type Judges = Vec<Box<dyn Judge>>;
+
 /// The judges of `specs` and the text each names, in order; a SQL query judge runs here, over
 /// every row of `inputs`, before any row is graded.
 ///
@@ -133,7 +140,7 @@ pub(crate) fn panel(
     specs: &[String],
     inputs: &[String],
     workers: &Workers,
-) -> Result<(Vec<Box<dyn Judge>>, Vec<String>)> {
+) -> Result<(Judges, Vec<String>)> {
     let mut judges: Vec<Box<dyn Judge>> = Vec::new();
     let mut texts = Vec::new();
     let mut query_session = None;

@@ -93,19 +93,18 @@ pub(super) fn edited(row: &Map<String, Value>, edit: &Edit) -> Map<String, Value
     let mut out = row.clone();
     let reply = row.get("final_text").and_then(Value::as_str).unwrap_or("");
     out.insert("final_text".into(), Value::String(edit.apply(reply)));
-    if let Some(Value::Array(messages)) = out.get_mut("messages") {
-        if let Some(m) = messages
+    if let Some(Value::Array(messages)) = out.get_mut("messages")
+        && let Some(m) = messages
             .iter_mut()
             .rev()
             .find(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        {
-            let content = m
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            m["content"] = Value::String(edit.apply(&content));
-        }
+    {
+        let content = m
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        m["content"] = Value::String(edit.apply(&content));
     }
     if let Edit::Replace(_, steps) = edit {
         // The trajectory is replaced: so are the tools it used.

@@ -94,7 +94,7 @@ pub struct Skipped {
     pub fractional: u64,
     /// Rows without a reward.
     pub unscored: u64,
-    /// fractional / n_gold (4 places).
+    /// `fractional / n_gold` (4 places).
     pub share: f64,
     /// The floor on that share.
     pub floor: f64,

@@ -130,7 +130,7 @@ impl Findings {
             }
         }
         if self.flags.degenerate_gold {
-            let only = if c.tp + c.fn_ == agree.n { 1 } else { 0 };
+            let only = u8::from(c.tp + c.fn_ == agree.n);
             warnings.push(format!(
                 "gold labels are all {only}: kappa is undefined and the judge is untested on {}; label some {} and run again",
                 if only == 1 { "failures" } else { "passes" },

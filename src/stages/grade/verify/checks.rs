@@ -186,6 +186,7 @@ fn math_check(tol: f64, rel: Option<f64>, row: &Row<'_>) -> Outcome {
 }
 
 /// `json_schema`: the reply holds JSON valid against the schema.
+#[allow(clippy::unnecessary_wraps, reason = "every check returns an outcome")]
 fn json_schema(validator: &jsonschema::Validator, row: &Row<'_>) -> Outcome {
     match reply_json(row.reply) {
         None => Ok((0.0, "the reply holds no JSON".into())),
