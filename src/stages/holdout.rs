@@ -299,6 +299,22 @@ fn paired(before: &[TaskRate], after: &[TaskRate], base: f64) -> Result<Paired> 
     })
 }
 
+/// Why a saturated sizing is the model's answer, not a measurement: the before rows at the
+/// ceiling, or paired differences without spread.
+fn saturated_warning(base: f64, k: u32, opts: &Options) -> String {
+    let what = if base >= opts.ceiling {
+        format!(
+            "CEILING: the before rows pass {base:.2} of tasks, at or above the ceiling {:.2}, so this suite cannot show a {:.2} gain; the binomial variance collapses and the formula would return its floor of 2 tasks, which is the model collapsing, not evidence",
+            opts.ceiling, opts.effect
+        )
+    } else {
+        "DEGENERATE: the per-task differences have no spread, so the formula would return its floor of 2 tasks, which is not evidence".to_owned()
+    };
+    format!(
+        "{what}. n_tasks is the binomial model's answer at the default base {BASE_PASS_RATE:.2} with these rows' k={k}, not a measurement. Fix: harder situations, so the baseline sits inside the 20%-80% difficulty band, then size again on those rows."
+    )
+}
+
 /// Sizes the holdout. `before` and `after` are per-task rates sorted by task.
 ///
 /// # Errors
@@ -356,17 +372,7 @@ pub fn size(
     let mut saturated = false;
     if before.is_some() && sd_source != "given" && (base >= opts.ceiling || sd <= 0.0) {
         saturated = true;
-        let what = if base >= opts.ceiling {
-            format!(
-                "CEILING: the before rows pass {base:.2} of tasks, at or above the ceiling {:.2}, so this suite cannot show a {:.2} gain; the binomial variance collapses and the formula would return its floor of 2 tasks, which is the model collapsing, not evidence",
-                opts.ceiling, opts.effect
-            )
-        } else {
-            "DEGENERATE: the per-task differences have no spread, so the formula would return its floor of 2 tasks, which is not evidence".to_owned()
-        };
-        warnings.push(format!(
-            "{what}. n_tasks is the binomial model's answer at the default base {BASE_PASS_RATE:.2} with these rows' k={k}, not a measurement. Fix: harder situations, so the baseline sits inside the 20%-80% difficulty band, then size again on those rows."
-        ));
+        warnings.push(saturated_warning(base, k, opts));
         sd = sizing::model_sd(BASE_PASS_RATE, opts.effect, k);
         sd_source = "model";
         n_paired = None;
