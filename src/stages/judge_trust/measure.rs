@@ -126,6 +126,9 @@ pub fn labels_needed(point: f64, n: u64, floor: f64) -> u64 {
     need
 }
 
+/// One side of the length split: (reply length, judge verdict) rows.
+type Side<'a> = Vec<&'a (usize, f64)>;
+
 /// The length check of the rows of one gold label.
 fn length_side(
     rows: &[(usize, f64)],
@@ -143,8 +146,7 @@ fn length_side(
     let mut lengths: Vec<usize> = rows.iter().map(|r| r.0).collect();
     lengths.sort_unstable();
     let median = lengths[lengths.len() / 2];
-    let (short, long): (Vec<&(usize, f64)>, Vec<&(usize, f64)>) =
-        rows.iter().partition(|r| r.0 < median);
+    let (short, long): (Side<'_>, Side<'_>) = rows.iter().partition(|r| r.0 < median);
     if short.is_empty() || long.is_empty() {
         return LengthSide::Unmeasured {
             n,

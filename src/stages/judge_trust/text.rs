@@ -69,58 +69,7 @@ impl std::fmt::Display for Report {
             )?;
         }
         if let Some(probed) = self.probes.as_ref().filter(|p| p.n > 0) {
-            writeln!(f, "probes (n={}):", probed.n)?;
-            // In probe order (the JSON map is sorted by name).
-            let ordered = probes::all()
-                .into_iter()
-                .filter_map(|name| probed.probes.get(&name).map(|r| (name, r)));
-            for (name, r) in ordered {
-                match r {
-                    probes::Probe::Skipped { skipped, .. } => {
-                        writeln!(f, "  {name:<18} skipped: {skipped}")?;
-                    }
-                    probes::Probe::Ran {
-                        kind,
-                        pass_before,
-                        pass_after,
-                        flips_up,
-                        flips_down,
-                        denominator,
-                        exploit_rate,
-                        ci95,
-                        low_power,
-                        resolves,
-                        flagged,
-                        ..
-                    } => {
-                        let rate = exploit_rate.map_or_else(|| "n/a".to_owned(), percent);
-                        let band = ci95.map_or_else(String::new, |[l, h]| {
-                            format!(" [{}..{}]", percent(l), percent(h))
-                        });
-                        let flips = if *kind == "additive" {
-                            format!("  +{flips_up}/-{flips_down}")
-                        } else {
-                            String::new()
-                        };
-                        let tail = if *flagged {
-                            "  EXPLOITABLE".to_owned()
-                        } else if *low_power {
-                            format!(
-                                "  low power (n={denominator}; resolves about {:.1} at 80% power)",
-                                resolves.unwrap_or(1.0)
-                            )
-                        } else {
-                            String::new()
-                        };
-                        writeln!(
-                            f,
-                            "  {name:<18} {rate:>5}{band:<12}  pass {} -> {}{flips}{tail}",
-                            percent(pass_before.unwrap_or(0.0)),
-                            percent(pass_after.unwrap_or(0.0))
-                        )?;
-                    }
-                }
-            }
+            probe_lines(f, probed)?;
         }
         writeln!(f, "disagreements to review: {}", self.disagreements.len())?;
         for w in &self.warnings {
@@ -128,4 +77,61 @@ impl std::fmt::Display for Report {
         }
         Ok(())
     }
+}
+
+/// The probes' table, in probe order (the JSON map is sorted by name).
+fn probe_lines(f: &mut std::fmt::Formatter<'_>, probed: &probes::Probes) -> std::fmt::Result {
+    writeln!(f, "probes (n={}):", probed.n)?;
+    // In probe order (the JSON map is sorted by name).
+    let ordered = probes::all()
+        .into_iter()
+        .filter_map(|name| probed.probes.get(&name).map(|r| (name, r)));
+    for (name, r) in ordered {
+        match r {
+            probes::Probe::Skipped { skipped, .. } => {
+                writeln!(f, "  {name:<18} skipped: {skipped}")?;
+            }
+            probes::Probe::Ran {
+                kind,
+                pass_before,
+                pass_after,
+                flips_up,
+                flips_down,
+                denominator,
+                exploit_rate,
+                ci95,
+                low_power,
+                resolves,
+                flagged,
+                ..
+            } => {
+                let rate = exploit_rate.map_or_else(|| "n/a".to_owned(), percent);
+                let band = ci95.map_or_else(String::new, |[l, h]| {
+                    format!(" [{}..{}]", percent(l), percent(h))
+                });
+                let flips = if *kind == "additive" {
+                    format!("  +{flips_up}/-{flips_down}")
+                } else {
+                    String::new()
+                };
+                let tail = if *flagged {
+                    "  EXPLOITABLE".to_owned()
+                } else if *low_power {
+                    format!(
+                        "  low power (n={denominator}; resolves about {:.1} at 80% power)",
+                        resolves.unwrap_or(1.0)
+                    )
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    f,
+                    "  {name:<18} {rate:>5}{band:<12}  pass {} -> {}{flips}{tail}",
+                    percent(pass_before.unwrap_or(0.0)),
+                    percent(pass_after.unwrap_or(0.0))
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
