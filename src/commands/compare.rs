@@ -6,7 +6,9 @@ use super::{Context, Outcome};
 use crate::cli::CompareArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
-use crate::stages::compare::{self, By, Options, RunStd};
+use crate::report::envelope::Envelope;
+use crate::stages::Session;
+use crate::stages::compare::{self, By, CompareStage, Options, RunStd};
 use crate::stages::pass_at::Slice;
 
 /// Parses `--run-std`: one number, or `METRIC=X,...`.
@@ -31,9 +33,9 @@ fn run_std(text: &str) -> Result<RunStd> {
     Ok(RunStd::Each(each))
 }
 
-/// Runs `wai compare`.
-pub fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
-    let opts = Options {
+/// The stage's options from the command line.
+fn options(args: &CompareArgs) -> Result<Options> {
+    Ok(Options {
         target: args.target.clone(),
         must_not_regress: args.must_not_regress.clone(),
         lower_is_better: args.lower_is_better.clone(),
@@ -54,39 +56,50 @@ pub fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
         seed: args.seed,
         interval: args.interval.into(),
         ..Options::default()
-    };
+    })
+}
+
+/// Runs `wai compare`.
+pub fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
+    let opts = options(args)?;
     let context = session::new_context(None)?;
     let scratch = super::scratch()?;
-    super::load_table(
-        ctx,
-        &context,
-        "before",
-        std::slice::from_ref(&args.before),
-        scratch.path(),
-    )?;
-    super::load_table(
-        ctx,
-        &context,
-        "after",
-        std::slice::from_ref(&args.after),
-        scratch.path(),
-    )?;
-    let started = std::time::Instant::now();
-    let arms = ctx.runtime.block_on(compare::read(&context, &opts))?;
-    tracing::debug!(
-        seconds = started.elapsed().as_secs_f64(),
-        "compare: arms read"
-    );
-    let started = std::time::Instant::now();
-    let report = compare::report(&arms, &opts)?;
-    tracing::debug!(
-        seconds = started.elapsed().as_secs_f64(),
-        "compare: report drawn"
-    );
-    let doc = super::document("compare", &report);
+    for (name, spec) in [("before", &args.before), ("after", &args.after)] {
+        super::load_table(
+            ctx,
+            &context,
+            name,
+            std::slice::from_ref(spec),
+            scratch.path(),
+        )?;
+    }
+    // `--changed` takes a setting's name: said as the flag's own sentence.
+    if let Some(s) = args
+        .changed
+        .iter()
+        .find(|s| !compare::SETTINGS.contains(&s.as_str()))
+    {
+        return Err(Error::Usage(format!(
+            "--changed names one of {}, not `{s}`",
+            compare::SETTINGS.join(", ")
+        )));
+    }
+    let report = ctx.runtime.block_on(async {
+        let inputs = compare::Inputs::new(
+            context.table("before").await?,
+            context.table("after").await?,
+        );
+        let session = Session::from_context(context);
+        Box::pin(crate::stages::run::<CompareStage>(&session, inputs, &opts)).await
+    })?;
+    let envelope = Envelope::new("compare", &report)
+        .inputs([&args.before, &args.after])
+        .warnings(report.warnings.iter().map(String::as_str));
+    let json = serde_json::to_value(envelope)
+        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
-        json: doc,
+        json,
         status: if report.ok {
             ExitStatus::Success
         } else {

@@ -7,13 +7,14 @@ use super::{Context, Outcome};
 use crate::cli::CompareJudgesArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
+use crate::report::envelope::Envelope;
 use crate::stages::judge_trust;
 use crate::stages::judge_trust::compare::{self, Graded};
 
 /// Runs `wai compare-judges`.
 pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     let opts = super::judge_trust::options(&args.floors)?;
-    let workers = super::grade::pool(&args.pool)?;
+    let workers = crate::pipeline::judges::pool(&args.pool)?;
     let mut named = Vec::new();
     for j in &args.judges {
         let (name, spec) = j
@@ -55,7 +56,7 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     judge_trust::labeled_rows(&batch, &mut rows)?;
     let mut verdicts = Vec::new();
     for (_, spec) in &named {
-        let mut judge = super::grade::row_judge(spec, &workers)?;
+        let mut judge = crate::pipeline::judges::row_judge(spec, &workers)?;
         let started = Instant::now();
         let v = judge.judge(&batch)?;
         if v.len() != rows.len() {
@@ -78,9 +79,15 @@ pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
         })
         .collect();
     let table = compare::compare(&rows, &graded, &opts);
+    let json = serde_json::to_value(
+        Envelope::new("compare-judges", &table)
+            .inputs(&args.inputs)
+            .warnings(table.warnings.iter().map(String::as_str)),
+    )
+    .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
         text: table.to_string().trim_end().to_owned(),
-        json: super::document("compare-judges", &table),
+        json,
         status: if table.ok {
             ExitStatus::Success
         } else {

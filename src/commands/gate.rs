@@ -1,30 +1,21 @@
 //! `wai gate`: the CI check on scored rows. Also the report `wai grade` prints after grading.
 
 use datafusion::execution::context::SessionContext;
-use serde_json::{Value, json};
 
 use super::{Context, Outcome};
 use crate::cli::{GateArgs, HollowArgs};
 use crate::error::{Error, ExitStatus, Result};
-use crate::stages::grade::warnings::{self, Warning};
-use crate::stages::pass_at::{self, Options};
-
-/// The pass@k lines, the warnings, and the gate's decision on table `rows` of `context`.
-pub struct Check {
-    /// The pass@k report, as `wai pass-at` prints it.
-    pub text: String,
-    /// The report and warnings as JSON.
-    pub json: Value,
-    /// Success, below the floor, or hollow.
-    pub status: ExitStatus,
-}
+use crate::report::envelope::{Envelope, Warning};
+use crate::stages::Session;
+use crate::stages::grade::gate::{self, GateStage, Report};
+use crate::stages::grade::warnings;
 
 /// Checks the gate's options and reads `--tools`, before any row is read: a bad option fails
 /// at once, not after the grade.
 ///
 /// # Errors
 /// A share outside [0, 1], a floor outside [0, 1], an unreadable tools file.
-pub fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<warnings::Options> {
+pub fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Options> {
     let share = |flag: &str, x: f64| {
         if x.is_finite() && (0.0..=1.0).contains(&x) {
             Ok(())
@@ -46,117 +37,144 @@ pub fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<warnings::Optio
     if args.k.contains(&0) {
         return Err(Error::Usage("--k must be at least 1".into()));
     }
-    Ok(warnings::Options {
-        declared: match &args.tools {
-            Some(path) => warnings::declared_tools(path)?,
-            None => Vec::new(),
+    Ok(gate::Options {
+        k: args.k.clone(),
+        seed: args.seed,
+        warnings: warnings::Options {
+            declared: match &args.tools {
+                Some(path) => declared_tools(path)?,
+                None => Vec::new(),
+            },
+            no_tools: args.no_tools,
+            failure_share: args.max_judge_failures,
+            min_graded: args.min_graded,
         },
-        no_tools: args.no_tools,
-        failure_share: args.max_judge_failures,
-        min_graded: args.min_graded,
+        floor,
     })
 }
 
-/// Reads the scored rows in `context` (table `rows`) and decides, with `floor` when gating;
-/// `opts` come from [`validate`].
+/// Runs the gate on table `rows` of `context`; `opts` come from [`validate`].
+pub fn report(ctx: &Context, context: &SessionContext, opts: &gate::Options) -> Result<Report> {
+    ctx.runtime.block_on(async {
+        let rows = context.table("rows").await?;
+        let session = Session::from_context(context.clone());
+        crate::stages::run::<GateStage>(&session, gate::Inputs { rows }, opts).await
+    })
+}
+
+/// The gate's report as `wai grade` and `wai demo` print it after their own: text, the report's
+/// JSON keys, and the status.
+pub struct Check {
+    /// The pass@k report, the warnings and the gate line.
+    pub text: String,
+    /// The report as JSON.
+    pub json: serde_json::Value,
+    /// Success, below the floor, or hollow.
+    pub status: ExitStatus,
+}
+
+/// [`report`] at `floor` (over the floor of `opts`), as a [`Check`].
 pub fn check(
     ctx: &Context,
     context: &SessionContext,
-    args: &HollowArgs,
-    opts: &warnings::Options,
+    _args: &HollowArgs,
+    opts: &gate::Options,
     floor: Option<f64>,
 ) -> Result<Check> {
-    let pass_opts = Options {
-        k: args.k.clone(),
-        seed: args.seed,
-        ..Options::default()
+    let opts = gate::Options {
+        floor,
+        ..opts.clone()
     };
-    let (report, mut found) = ctx.runtime.block_on(async {
-        let rows = context.table("rows").await?;
-        let session = crate::stages::Session::from_context(context.clone());
-        let report = crate::stages::run::<pass_at::PassAtStage>(
-            &session,
-            pass_at::Inputs::new(rows),
-            &pass_opts,
-        )
-        .await?;
-        let found = warnings::check(context, opts).await?;
-        Ok::<_, Error>((report, found))
-    })?;
-    let pass_at_1 = report.results.first().and_then(|r| r.pass_at_1);
-    if let Some(note) = report.results.first().and_then(|r| r.unanimous.clone()) {
-        found.push(Warning {
-            kind: "unanimous",
-            text: note,
-            hollow: false,
-        });
-    }
-    if pass_at_1.is_none() && !found.iter().any(|w| w.hollow) {
-        found.push(Warning {
-            kind: "no_binary_reward",
-            text: "no row has a reward of 0 or 1, so there is no pass@1. Grade with a judge that decides pass or fail.".into(),
-            hollow: true,
-        });
-    }
-    let hollow = found.iter().any(|w| w.hollow);
-    let mut text = report.to_string().trim_end().to_owned();
-    // The pass@k line already says when every row scored one value.
-    let shown: Vec<&Warning> = found.iter().filter(|w| w.kind != "unanimous").collect();
-    if !shown.is_empty() {
-        text.push_str("\n== warnings (fix these before you report the number)");
-        for w in shown {
-            text.push_str(&format!(
-                "\n  {} {}",
-                if w.hollow { "!!" } else { "!" },
-                w.text
-            ));
-        }
-    }
-    // Hollow is hollow whether or not a floor was asked for (`wai grade` without `--gate`).
-    let mut status = if hollow {
+    let report = report(ctx, context, &opts)?;
+    Ok(Check {
+        text: report.to_string(),
+        json: serde_json::to_value(&report)
+            .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?,
+        status: status(&report),
+    })
+}
+
+/// How the gate ends the process: hollow whether or not a floor was asked for (`wai grade`
+/// without `--gate`), failure under the floor.
+pub fn status(report: &Report) -> ExitStatus {
+    if report.hollow {
         ExitStatus::Hollow
+    } else if report.failed() {
+        ExitStatus::Failure
     } else {
         ExitStatus::Success
-    };
-    let mut gate = Value::Null;
-    if let Some(floor) = floor {
-        let rate = pass_at_1.unwrap_or(0.0);
-        let (verdict, line) = if hollow {
-            status = ExitStatus::Hollow;
-            (
-                "hollow",
-                "GATE: not evaluated; the run is hollow (see the warnings marked !!)".to_owned(),
-            )
-        } else if rate < floor {
-            status = ExitStatus::Failure;
-            ("fail", format!("GATE: FAIL pass@1 {rate:.2} < {floor:.2}"))
-        } else {
-            ("pass", format!("GATE: pass pass@1 {rate:.2} >= {floor:.2}"))
-        };
-        text.push_str(&format!("\n{line}"));
-        gate = json!({"floor": floor, "verdict": verdict, "pass_at_1": pass_at_1});
     }
-    let json = json!({
-        "pass_at": report,
-        "warnings": found,
-        "hollow": hollow,
-        "gate": gate,
-    });
-    Ok(Check { text, json, status })
+}
+
+/// The gate's warnings as the envelope's.
+pub fn warnings_of(report: &Report) -> impl Iterator<Item = Warning> + '_ {
+    report
+        .warnings
+        .iter()
+        .map(|w| Warning::coded(w.kind, w.text.clone()))
 }
 
 /// Runs `wai gate`.
 pub fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
     let opts = validate(&args.hollow, Some(args.floor))?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
-    let check = check(ctx, &context, &args.hollow, &opts, Some(args.floor))?;
-    let mut json = json!({"version": 1, "command": "gate"});
-    if let (Some(obj), Value::Object(more)) = (json.as_object_mut(), check.json) {
-        obj.extend(more);
-    }
+    let report = report(ctx, &context, &opts)?;
+    let envelope = Envelope::new("gate", &report)
+        .inputs(&args.inputs)
+        .warnings(warnings_of(&report));
+    let json = serde_json::to_value(envelope)
+        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
-        text: check.text,
+        text: report.to_string(),
         json,
-        status: check.status,
+        status: status(&report),
     })
+}
+
+/// Reads `--tools`: an OpenAI function-schema list (`[{"type": "function", "function": {"name":
+/// ...}}]`, or `{"name": ...}` objects, or plain names), or an object with a `tools` list.
+fn declared_tools(path: &std::path::Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "the tools file `{}` is not JSON: {e}",
+            path.display()
+        ))
+    })?;
+    let list = match &value {
+        serde_json::Value::Array(items) => items.as_slice(),
+        serde_json::Value::Object(o) => o
+            .get("tools")
+            .and_then(serde_json::Value::as_array)
+            .map_or(&[][..], Vec::as_slice),
+        _ => &[],
+    };
+    let mut names = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let name = match item {
+            serde_json::Value::String(s) => Some(s.as_str()),
+            serde_json::Value::Object(o) => o
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| o.get("name"))
+                .and_then(serde_json::Value::as_str),
+            _ => None,
+        };
+        match name {
+            Some(n) => names.push(n.to_owned()),
+            None => {
+                return Err(Error::Usage(format!(
+                    "the tools file `{}`: tool {i} has no `function.name` or `name`",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(Error::Usage(format!(
+            "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
+            path.display()
+        )));
+    }
+    Ok(names)
 }

@@ -2,9 +2,11 @@
 
 use super::{Context, Outcome};
 use crate::cli::HoldoutArgs;
-use crate::error::{ExitStatus, Result};
+use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
-use crate::stages::{compare, holdout};
+use crate::report::envelope::Envelope;
+use crate::stages::holdout::{self, HoldoutStage};
+use crate::stages::{Session, compare};
 
 /// Runs `wai holdout-size`.
 pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
@@ -18,57 +20,47 @@ pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
         seed: args.seed,
         ..holdout::Options::default()
     };
-    let (mut before, mut after) = (None, None);
-    let _scratch = if let Some(b) = &args.before {
-        let context = session::new_context(None)?;
-        let scratch = super::scratch()?;
-        super::load_table(
-            ctx,
-            &context,
-            "before",
-            std::slice::from_ref(b),
-            scratch.path(),
-        )?;
-        if let Some(a) = &args.after {
-            super::load_table(
-                ctx,
-                &context,
-                "after",
-                std::slice::from_ref(a),
-                scratch.path(),
-            )?;
-        }
-        let (rb, ra) = ctx.runtime.block_on(compare::pass_rates(
-            &context,
-            "before",
-            args.after.as_ref().map(|_| "after"),
-        ))?;
-        before = Some(rb);
-        after = ra;
-        Some(scratch)
-    } else {
-        None
+    if args.after.is_some() && args.before.is_none() {
+        return Err(Error::Usage(
+            "--after needs --before (the sd is of paired differences)".into(),
+        ));
+    }
+    let session = Session::from_context(session::new_context(None)?);
+    let scratch = super::scratch()?;
+    let mut inputs = holdout::Inputs {
+        tasks: args.tasks,
+        size: args.effect.is_some(),
+        ..holdout::Inputs::default()
     };
-    let detectable = args
-        .tasks
-        .map(|n| holdout::detectable(n, &opts, before.as_deref()))
-        .transpose()?;
-    let report = args
-        .effect
-        .map(|_| holdout::size(&opts, before.as_deref(), after.as_deref()))
-        .transpose()?;
-    let mut doc = super::document("holdout-size", &report);
-    let mut text = String::new();
-    if let Some(d) = &detectable {
-        text.push_str(&d.to_string());
-        doc["detectable_effect"] = serde_json::to_value(d).unwrap_or_default();
+    let mut named = Vec::new();
+    for (name, spec) in [("before", &args.before), ("after", &args.after)] {
+        if let Some(spec) = spec {
+            let specs = std::slice::from_ref(spec);
+            super::load_table(ctx, session.context(), name, specs, scratch.path())?;
+            named.push(spec);
+        }
     }
-    if let Some(r) = &report {
-        text.push_str(&r.to_string());
-    }
+    let report = ctx.runtime.block_on(async {
+        if args.before.is_some() {
+            let table = |t: &'static str| session.context().table(t);
+            let after = match &args.after {
+                Some(_) => Some(table("after").await?),
+                None => None,
+            };
+            let (rb, ra) = compare::pass_rates(&session, table("before").await?, after).await?;
+            (inputs.before, inputs.after) = (Some(rb), ra);
+        }
+        crate::stages::run::<HoldoutStage>(&session, inputs, &opts).await
+    })?;
+    let warnings = report.size.iter().flat_map(|r| r.warnings.iter());
+    let envelope = Envelope::new("holdout-size", &report)
+        .inputs(named)
+        .warnings(warnings.map(String::as_str));
+    let json = serde_json::to_value(envelope)
+        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
-        text: text.trim_end().to_owned(),
-        json: doc,
+        text: report.to_string().trim_end().to_owned(),
+        json,
         status: ExitStatus::Success,
     })
 }

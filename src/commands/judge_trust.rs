@@ -4,8 +4,10 @@ use super::{Context, Outcome};
 use crate::cli::{JudgeTrustArgs, TrustFloors};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
+use crate::report::envelope::Envelope;
+use crate::stages::Session;
 use crate::stages::grade::{Judge, Panel};
-use crate::stages::judge_trust::{self, Options, Rejudged, probes};
+use crate::stages::judge_trust::{self, JudgeTrustStage, Options, Rejudged, probes};
 
 /// Runs `wai judge-trust`.
 pub fn run(ctx: &Context, args: &JudgeTrustArgs) -> Result<Outcome> {
@@ -14,19 +16,27 @@ pub fn run(ctx: &Context, args: &JudgeTrustArgs) -> Result<Outcome> {
         max_skipped_share: share("--max-skipped-share", args.max_skipped_share)?,
         ..options(&args.floors)?
     };
-    let context = session::new_context(None)?;
-    let scratch = super::scratch()?;
-    super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
-    let (labeled, n_rows, n_reward) = ctx.runtime.block_on(judge_trust::read(&context, "rows"))?;
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let rejudged = if args.judges.is_empty() {
         Rejudged::default()
     } else {
         rejudge(ctx, &context, args)?
     };
-    let report = judge_trust::report(&labeled, n_rows, n_reward, &opts, rejudged);
+    let report = ctx.runtime.block_on(async {
+        let inputs = judge_trust::Inputs {
+            rows: context.table("rows").await?,
+            rejudged,
+        };
+        crate::stages::run::<JudgeTrustStage>(&Session::from_context(context), inputs, &opts).await
+    })?;
+    let envelope = Envelope::new("judge-trust", &report)
+        .inputs(&args.inputs)
+        .warnings(report.warnings.iter().map(String::as_str));
+    let json = serde_json::to_value(envelope)
+        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
-        json: super::document("judge-trust", &report),
+        json,
         status: if report.ok {
             ExitStatus::Success
         } else {
@@ -54,6 +64,21 @@ pub(super) fn options(floors: &TrustFloors) -> Result<Options> {
     })
 }
 
+/// The probes `--probes` names (`all` for every one), checked.
+fn probe_names(asked: &[String]) -> Result<Vec<String>> {
+    let known = probes::all();
+    if asked.iter().any(|p| p == "all") {
+        return Ok(known);
+    }
+    if let Some(p) = asked.iter().find(|p| !known.contains(p)) {
+        return Err(Error::Usage(format!(
+            "--probes: unknown probe `{p}`: choose from {} or `all`",
+            known.join(", ")
+        )));
+    }
+    Ok(asked.to_vec())
+}
+
 /// Re-judges a seeded sample of graded rows with `--judge`: as-is and with filler, then the
 /// probes asked for.
 fn rejudge(
@@ -62,21 +87,8 @@ fn rejudge(
     args: &JudgeTrustArgs,
 ) -> Result<Rejudged> {
     let flip_flag = share("--flip-flag", args.flip_flag)?;
-    let workers = super::grade::pool(&args.pool)?;
-    let names = if args.probes.iter().any(|p| p == "all") {
-        probes::all()
-    } else {
-        let known = probes::all();
-        for p in &args.probes {
-            if !known.contains(p) {
-                return Err(Error::Usage(format!(
-                    "--probes: unknown probe `{p}`: choose from {} or `all`",
-                    known.join(", ")
-                )));
-            }
-        }
-        args.probes.clone()
-    };
+    let workers = crate::pipeline::judges::pool(&args.pool)?;
+    let names = probe_names(&args.probes)?;
     let rubric = match &args.rubric {
         Some(r) if std::path::Path::new(r).is_file() => {
             Some(std::fs::read_to_string(r).map_err(|e| Error::read(r, e))?)
@@ -86,10 +98,9 @@ fn rejudge(
     let judges = args
         .judges
         .iter()
-        .map(|spec| super::grade::row_judge(spec, &workers))
+        .map(|spec| crate::pipeline::judges::row_judge(spec, &workers))
         .collect::<Result<Vec<Box<dyn Judge>>>>()?;
     let mut panel = Panel::new(judges);
-    let judge_name = Some(panel.name().to_owned());
     // The sample: graded rows in the order of a seeded hash of their id, so the choice is the
     // same at any partitioning.
     let picked = ctx.runtime.block_on(session::one_batch(
@@ -100,27 +111,5 @@ fn rejudge(
             args.seed, args.sample
         ),
     ))?;
-    if picked.num_rows() == 0 {
-        return Ok(Rejudged {
-            judge_name,
-            ..Rejudged::default()
-        });
-    }
-    let perturbation = probes::perturbation(&picked, &mut panel, flip_flag)?;
-    let probed = if names.is_empty() {
-        None
-    } else {
-        Some(probes::probes(
-            &picked,
-            &mut panel,
-            &names,
-            rubric.as_deref(),
-            flip_flag,
-        )?)
-    };
-    Ok(Rejudged {
-        perturbation: Some(perturbation),
-        probes: probed,
-        judge_name,
-    })
+    probes::rejudge(&picked, &mut panel, &names, rubric.as_deref(), flip_flag)
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::io::OnBadRow;
 use crate::pipeline::read::Reader;
 use crate::pipeline::source;
+use crate::report::envelope::{Envelope, Output};
 use crate::stages::labels::{self, Index};
 
 /// Runs `wai labels ...`.
@@ -79,15 +80,24 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
             report.ties
         ));
     }
-    let mut text = report.to_string().trim_end().to_owned();
-    text.push_str(&format!(
-        "\nwrote {} rows to `{}`",
+    let text = format!(
+        "{}\nwrote {} rows to `{}`",
+        report.to_string().trim_end(),
         counts.rows,
         args.output.out.display()
-    ));
+    );
+    let mut envelope = Envelope::new("labels-attach", &report)
+        .inputs([args.rows.clone(), origin])
+        .output(Output::new(args.output.out.display(), "rows").rows(counts.rows))
+        .warnings(report.warnings.iter().map(String::as_str));
+    if let Some(path) = &args.output.rejects {
+        envelope = envelope.output(Output::new(path.display(), "rejects"));
+    }
+    let json = serde_json::to_value(envelope)
+        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
         text,
-        json: super::document("labels-attach", &report),
+        json,
         status: ExitStatus::Success,
     })
 }

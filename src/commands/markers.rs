@@ -1,11 +1,11 @@
 //! `wai markers`: per-marker means with task-bootstrap intervals and never-varied warnings.
 
-use serde_json::json;
-
 use super::{Context, Outcome};
 use crate::cli::MarkersArgs;
-use crate::error::{ExitStatus, Result};
-use crate::stages::markers::{self, Options};
+use crate::error::{Error, ExitStatus, Result};
+use crate::report::envelope::Envelope;
+use crate::stages::Session;
+use crate::stages::markers::{self, MarkersStage, Options};
 
 /// Runs `wai markers`.
 pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
@@ -18,18 +18,12 @@ pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
     };
     let report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
-        markers::run(&context, rows, &opts).await
+        let session = Session::from_context(context);
+        crate::stages::run::<MarkersStage>(&session, markers::Inputs { rows }, &opts).await
     })?;
-    let mut json = json!({"version": 1, "command": "markers", "seed": report.seed, "draws": report.draws,
-            "interval": report.interval});
-    if let Some(obj) = json.as_object_mut() {
-        let by_name: serde_json::Map<String, serde_json::Value> = report
-            .markers
-            .iter()
-            .map(|(n, s)| (n.clone(), serde_json::to_value(s).unwrap_or_default()))
-            .collect();
-        obj.insert("markers".into(), serde_json::Value::Object(by_name));
-    }
+    let envelope = Envelope::new("markers", &report).inputs(&args.inputs);
+    let json = serde_json::to_value(envelope)
+        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,

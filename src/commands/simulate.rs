@@ -93,7 +93,7 @@ fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
 fn agent(
     spec: &str,
     behaviors: &[String],
-    workers: &super::grade::Workers,
+    workers: &crate::pipeline::judges::Workers,
 ) -> Result<Box<dyn Agent>> {
     match AgentSpec::parse(spec).map_err(|e| Error::Usage(format!("--agent `{spec}`: {e}")))? {
         AgentSpec::Command(command) => Ok(Box::new(CommandAgent::start(
@@ -108,7 +108,7 @@ fn agent(
 /// Runs `wai simulate`.
 pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     let opts = options(ctx, args)?;
-    let workers = super::grade::pool(&args.pool)?;
+    let workers = crate::pipeline::judges::pool(&args.pool)?;
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
     // play the same rollouts again.

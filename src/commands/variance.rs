@@ -1,12 +1,12 @@
 //! `wai variance`: how much a metric moves when the same tasks are run again.
 
-use std::collections::BTreeMap;
-
 use super::{Context, Outcome};
 use crate::cli::VarianceArgs;
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::session;
-use crate::stages::variance;
+use crate::report::envelope::Envelope;
+use crate::stages::Session;
+use crate::stages::variance::{self, Options, VarianceStage};
 
 /// Runs `wai variance`.
 pub fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
@@ -16,36 +16,36 @@ pub fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
             args.metric
         )));
     }
+    let opts = Options {
+        metric: args.metric.clone(),
+        by: args.by.clone(),
+    };
     let context = session::new_context(None)?;
     let scratch = super::scratch()?;
-    let mut means = BTreeMap::new();
-    let mut labels = Vec::new();
-    let mut unkeyed = 0;
-    if args.inputs.len() == 1 {
+    // One table is split by its run key; several are a run each.
+    let names: Vec<String> = if args.inputs.len() == 1 {
         super::load_table(ctx, &context, "rows", &args.inputs, scratch.path())?;
-        let key = variance::run_key(args.by.as_deref());
-        labels = ctx.runtime.block_on(async {
-            unkeyed = variance::task_means(&context, "rows", &key, &mut means).await?;
-            variance::run_labels(&context, "rows", &key).await
-        })?;
+        vec!["rows".into()]
     } else {
-        for (i, input) in args.inputs.iter().enumerate() {
-            let table = format!("run_{}", i + 1);
-            super::load_table(
-                ctx,
-                &context,
-                &table,
-                std::slice::from_ref(input),
-                scratch.path(),
-            )?;
-            let key = format!("'{table}'");
-            ctx.runtime
-                .block_on(variance::task_means(&context, &table, &key, &mut means))?;
-            labels.push(table);
+        let names: Vec<String> = (1..=args.inputs.len())
+            .map(|i| format!("run_{i}"))
+            .collect();
+        for (table, input) in names.iter().zip(&args.inputs) {
+            let input = std::slice::from_ref(input);
+            super::load_table(ctx, &context, table, input, scratch.path())?;
         }
-    }
-    let report = variance::report(&args.metric, &labels, &means, unkeyed)?;
-    let json = super::document("variance", &report);
+        names
+    };
+    let report = ctx.runtime.block_on(async {
+        let mut runs = Vec::new();
+        for name in &names {
+            runs.push(context.table(name.as_str()).await?);
+        }
+        let session = Session::from_context(context);
+        crate::stages::run::<VarianceStage>(&session, variance::Inputs { runs }, &opts).await
+    })?;
+    let json = serde_json::to_value(Envelope::new("variance", &report).inputs(&args.inputs))
+        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,

@@ -314,7 +314,7 @@ pub struct Report {
     pub invalid: u64,
     /// Rows given a label.
     pub rows_labeled: u64,
-    /// Rows whose labels split evenly (gold_reward left unset).
+    /// Rows whose labels split evenly (`gold_reward` left unset).
     pub ties: u64,
     /// Who labeled the rows touched (these labels and the ones they already carried), sorted.
     pub annotators: Vec<String>,
@@ -504,10 +504,10 @@ pub fn apply(
         let (mut ones, mut zeros) = (0, 0);
         let mut kinds = Vec::new();
         for r in &records {
-            if let Some(a) = r.get("annotator").and_then(Value::as_str) {
-                if let Err(at) = report.annotators.binary_search_by(|x| x.as_str().cmp(a)) {
-                    report.annotators.insert(at, a.to_owned());
-                }
+            if let Some(a) = r.get("annotator").and_then(Value::as_str)
+                && let Err(at) = report.annotators.binary_search_by(|x| x.as_str().cmp(a))
+            {
+                report.annotators.insert(at, a.to_owned());
             }
             match value01(r.get("label")) {
                 Some(1) => ones += 1,

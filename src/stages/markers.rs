@@ -85,8 +85,50 @@ pub struct Report {
     pub draws: u32,
     /// How the intervals were made.
     pub interval: Method,
-    /// Marker name and summary.
+    /// Marker name and summary (in JSON, an object by name, in this order).
+    #[serde(serialize_with = "by_name")]
     pub markers: Vec<(String, Summary)>,
+}
+
+/// The summaries as an object keyed by marker name, in report order.
+fn by_name<S: serde::Serializer>(
+    markers: &[(String, Summary)],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_map(markers.iter().map(|(n, s)| (n, s)))
+}
+
+impl crate::stages::Options for Options {
+    fn check(&self) -> Result<()> {
+        if self.draws == 0 {
+            return Err(Error::option("draws", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// What the stage reads.
+pub struct Inputs {
+    /// Rows: `task_id` and `markers`.
+    pub rows: DataFrame,
+}
+
+/// The stage: per-marker means with task-bootstrap intervals.
+pub struct MarkersStage;
+
+impl crate::stages::Stage for MarkersStage {
+    type Inputs = Inputs;
+    type Options = Options;
+    type Report = Report;
+    const NAME: &'static str = "markers";
+
+    async fn run(
+        session: &crate::stages::Session,
+        inputs: Inputs,
+        options: &Options,
+    ) -> Result<Report> {
+        run(&session.scope()?, inputs.rows, options).await
+    }
 }
 
 /// Plans per-(marker, task) value lists. Lazy.
@@ -170,9 +212,7 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
 
 /// Runs the stage.
 pub async fn run(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Result<Report> {
-    if opts.draws == 0 {
-        return Err(Error::Usage("`--draws` must be at least 1".into()));
-    }
+    crate::stages::Options::check(opts)?;
     let mut by_marker: Vec<(String, Vec<Vec<f64>>)> = Vec::new();
     for batch in plan(ctx, input).await?.collect().await? {
         let names = batch.column(0).as_string::<i32>();

@@ -12,12 +12,77 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float64Type};
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{DataFrame, SessionContext};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::stages::cells::Cells;
 use crate::stats::{quantile, round_places, sum};
+
+/// Options of the stage.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Options {
+    /// The metric: `pass_at_1` or `marker:NAME`.
+    pub metric: String,
+    /// The run key of a single table: a column or `lineage` key (default `lineage.eval_run`,
+    /// else `lineage.scoring_run_id`).
+    pub by: Option<String>,
+}
+
+impl crate::stages::Options for Options {
+    fn check(&self) -> Result<()> {
+        if self.metric != "pass_at_1" && !self.metric.starts_with("marker:") {
+            return Err(Error::option(
+                "metric",
+                format!("is `pass_at_1` or `marker:NAME`, not `{}`", self.metric),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the stage reads: one table split by its run key, or several tables, one run each
+/// (named `run_1`, `run_2`, ...).
+pub struct Inputs {
+    /// The runs' rows.
+    pub runs: Vec<DataFrame>,
+}
+
+/// The stage: the re-run spread of one metric.
+pub struct VarianceStage;
+
+impl crate::stages::Stage for VarianceStage {
+    type Inputs = Inputs;
+    type Options = Options;
+    type Report = Report;
+    const NAME: &'static str = "variance";
+
+    async fn run(
+        session: &crate::stages::Session,
+        inputs: Inputs,
+        options: &Options,
+    ) -> Result<Report> {
+        let mut means = BTreeMap::new();
+        let (labels, unkeyed) = if let [rows] = inputs.runs.as_slice() {
+            let scope = session.scope_with(&[("rows", rows.clone())])?;
+            let key = run_key(options.by.as_deref());
+            let unkeyed = task_means(&scope, "rows", &key, &mut means).await?;
+            (run_labels(&scope, "rows", &key).await?, unkeyed)
+        } else {
+            let names: Vec<String> = (1..=inputs.runs.len())
+                .map(|i| format!("run_{i}"))
+                .collect();
+            let tables: Vec<(&str, DataFrame)> =
+                names.iter().map(String::as_str).zip(inputs.runs).collect();
+            let scope = session.scope_with(&tables)?;
+            for table in &names {
+                task_means(&scope, table, &format!("'{table}'"), &mut means).await?;
+            }
+            (names, 0)
+        };
+        report(&options.metric, &labels, &means, unkeyed)
+    }
+}
 
 /// A variance report (the reference's `EvalVarianceReport`).
 #[derive(Debug, Clone, Serialize)]
@@ -197,7 +262,6 @@ pub fn report(
     }
     let n = values.len();
     let df = n.checked_sub(1).filter(|d| *d >= 1);
-    #[allow(clippy::cast_precision_loss, reason = "a run count")]
     let noise_band = match (run_std, df) {
         (Some(s), Some(d)) => Some(round4(
             quantile::noise_band(s, 1, 1, Some(d as f64), 0.95)

@@ -114,9 +114,9 @@ fn group_line(name: &str, g: &Group) -> String {
     line
 }
 
-impl fmt::Display for DeltaReport {
-    #[allow(clippy::too_many_lines, reason = "one block, in the spec's order")]
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl DeltaReport {
+    /// The target, proxy, headline word and noise lines.
+    fn fmt_head(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(t) = &self.target {
             match (self.metrics.get(t), self.target_verdict) {
                 (Some(m), Some(v))
@@ -158,6 +158,11 @@ impl fmt::Display for DeltaReport {
                 self.noise_rule
             )?;
         }
+        Ok(())
+    }
+
+    /// The repeats line: the headline per eval run, or how to get one.
+    fn fmt_repeats(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rep = &self.repeats;
         if let Some(agree) = rep.agree {
             let mut line = format!(
@@ -203,6 +208,11 @@ impl fmt::Display for DeltaReport {
                 rep.note
             )?;
         }
+        Ok(())
+    }
+
+    /// The training seeds, family error, ceiling and direction lines.
+    fn fmt_notes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(t) = &self.train {
             if t.unresolved {
                 writeln!(
@@ -244,19 +254,11 @@ impl fmt::Display for DeltaReport {
                 self.lower_is_better.join(", ")
             )?;
         }
-        // pass@1 first, then the markers by name.
-        let mut names: Vec<&String> = self.metrics.keys().collect();
-        names.sort_by_key(|n| (n.as_str() != super::PASS_AT_1, n.as_str()));
-        for name in names {
-            writeln!(f, "{}", metric_line(name, &self.metrics[name]))?;
-        }
-        if let Some(b) = &self.balanced {
-            writeln!(
-                f,
-                "balanced: {} rows dropped before and {} after, {} tasks trimmed to the same rollouts a side",
-                b.rows_dropped.before, b.rows_dropped.after, b.tasks_trimmed
-            )?;
-        }
+        Ok(())
+    }
+
+    /// The slice table, weakest first.
+    fn fmt_slices(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let (Some(by), Some(groups)) = (&self.by, &self.groups) {
             writeln!(f, "by {by}: {} slices", groups.len())?;
             writeln!(
@@ -285,6 +287,29 @@ impl fmt::Display for DeltaReport {
                 writeln!(f, "{}", group_line(name, g))?;
             }
         }
+        Ok(())
+    }
+}
+
+impl fmt::Display for DeltaReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_head(f)?;
+        self.fmt_repeats(f)?;
+        self.fmt_notes(f)?;
+        // pass@1 first, then the markers by name.
+        let mut names: Vec<&String> = self.metrics.keys().collect();
+        names.sort_by_key(|n| (n.as_str() != super::PASS_AT_1, n.as_str()));
+        for name in names {
+            writeln!(f, "{}", metric_line(name, &self.metrics[name]))?;
+        }
+        if let Some(b) = &self.balanced {
+            writeln!(
+                f,
+                "balanced: {} rows dropped before and {} after, {} tasks trimmed to the same rollouts a side",
+                b.rows_dropped.before, b.rows_dropped.after, b.tasks_trimmed
+            )?;
+        }
+        self.fmt_slices(f)?;
         for w in &self.warnings {
             writeln!(f, "! {w}")?;
         }

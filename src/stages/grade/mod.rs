@@ -6,6 +6,7 @@
 //! grade, [`warnings`] says what would make the number hollow.
 
 pub mod command;
+pub mod gate;
 pub mod sql;
 pub mod verdict;
 pub mod verify;
@@ -203,8 +204,8 @@ impl Tally {
                     .or_insert_with(|| v.reason.chars().take(200).collect());
             }
             match v.reward {
-                Some(r) if r == 1.0 => self.passed += 1,
-                Some(r) if r == 0.0 => self.failed += 1,
+                Some(1.0) => self.passed += 1,
+                Some(0.0) => self.failed += 1,
                 Some(_) => self.partial += 1,
                 None => {}
             }

@@ -101,6 +101,10 @@ pub struct QueryJudge {
 
 impl QueryJudge {
     /// Runs `sql` over `context`'s table `rows` and keeps its verdicts by rollout id.
+    #[allow(
+        clippy::result_large_err,
+        reason = "a marker's error is the verdict the row gets, not a failure to carry up"
+    )]
     pub async fn run(name: String, sql: &str, context: &SessionContext) -> Result<Self> {
         let usage = |e: datafusion::error::DataFusionError| {
             Error::Usage(format!("the SQL judge query: {e}"))

@@ -181,6 +181,10 @@ impl Verdict {
 }
 
 /// A marker's value if it is one (a number in [0, 1]); else the verdict that says it is not.
+#[allow(
+    clippy::result_large_err,
+    reason = "the error is the verdict the row gets, not a failure to carry up"
+)]
 pub fn marker(name: &str, x: f64) -> Result<f64, Verdict> {
     if (0.0..=1.0).contains(&x) {
         Ok(x)
@@ -199,6 +203,10 @@ fn not_a_marker(name: &str, value: &str) -> Verdict {
 }
 
 /// Reads a marker value a judge sent: a number, a boolean (1 or 0), or null.
+#[allow(
+    clippy::result_large_err,
+    reason = "the error is the verdict the row gets, not a failure to carry up"
+)]
 fn json_marker(name: &str, value: &Value) -> Result<Option<f64>, Verdict> {
     match value {
         Value::Null => Ok(None),

@@ -91,6 +91,22 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
     let with_tools = Cells(b).count("with_tools", 0)?;
     let unjudged = Cells(b).count("unjudged", 0)?;
 
+    judge_warnings(ctx, opts, n, unjudged, &mut out).await?;
+    if !opts.no_tools {
+        tool_warnings(ctx, opts, b, n, with_tools, &mut out).await?;
+    }
+    marker_warnings(ctx, n, &mut out).await?;
+    Ok(out)
+}
+
+/// The judge's failures: on every row, over the failure share, or under the graded floor.
+async fn judge_warnings(
+    ctx: &SessionContext,
+    opts: &Options,
+    n: u64,
+    unjudged: u64,
+    out: &mut Vec<Warning>,
+) -> Result<()> {
     if unjudged == n {
         let statuses = texts(
             &query(
@@ -156,35 +172,46 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
         ));
     }
 
-    if !opts.no_tools {
-        if with_tools == 0 {
-            out.push(warn(
+    Ok(())
+}
+
+/// Tool use: no row called a tool, rows that called none, declared tools never called.
+async fn tool_warnings(
+    ctx: &SessionContext,
+    opts: &Options,
+    b: &datafusion::arrow::array::RecordBatch,
+    n: u64,
+    with_tools: u64,
+    out: &mut Vec<Warning>,
+) -> Result<()> {
+    if with_tools == 0 {
+        out.push(warn(
                 "no_tool_called",
                 true,
                 format!(
                     "0 of {n} rows called a tool, so this score says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in the seeds, and check the agent wrapper records its steps (or pass --no-tools for an agent without tools)."
                 ),
             ));
-        } else {
-            let silent = n - with_tools;
-            if silent >= SILENT_ROWS_MIN || silent as f64 / n as f64 >= SILENT_ROWS_SHARE {
-                let asks = texts(
-                    &query(
-                        ctx,
-                        "SELECT DISTINCT coalesce(prompt, '') AS p FROM rows \
+    } else {
+        let silent = n - with_tools;
+        if silent >= SILENT_ROWS_MIN || silent as f64 / n as f64 >= SILENT_ROWS_SHARE {
+            let asks = texts(
+                &query(
+                    ctx,
+                    "SELECT DISTINCT coalesce(prompt, '') AS p FROM rows \
                          WHERE coalesce(cardinality(tools_used), 0) = 0 ORDER BY 1 LIMIT 3",
-                    )
-                    .await?,
-                    "p",
-                )?;
-                let m = Cells(b).count("silent_asks", 0)?;
-                let shown: Vec<String> = asks
-                    .iter()
-                    .filter(|a| !a.is_empty())
-                    .map(|a| a.chars().take(60).collect())
-                    .collect();
-                let situations = if m == 1 { "situation" } else { "situations" };
-                out.push(warn(
+                )
+                .await?,
+                "p",
+            )?;
+            let m = Cells(b).count("silent_asks", 0)?;
+            let shown: Vec<String> = asks
+                .iter()
+                .filter(|a| !a.is_empty())
+                .map(|a| a.chars().take(60).collect())
+                .collect();
+            let situations = if m == 1 { "situation" } else { "situations" };
+            out.push(warn(
                     "silent_rows",
                     false,
                     format!(
@@ -196,10 +223,10 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
                         }
                     ),
                 ));
-            }
         }
-        if !opts.declared.is_empty() {
-            let called = texts(
+    }
+    if !opts.declared.is_empty() {
+        let called = texts(
                 &query(
                     ctx,
                     "SELECT DISTINCT t FROM (SELECT unnest(tools_used) AS t FROM rows) WHERE t IS NOT NULL",
@@ -207,13 +234,13 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
                 .await?,
                 "t",
             )?;
-            let never: Vec<&String> = opts
-                .declared
-                .iter()
-                .filter(|d| !called.contains(d))
-                .collect();
-            if !never.is_empty() {
-                out.push(warn(
+        let never: Vec<&String> = opts
+            .declared
+            .iter()
+            .filter(|d| !called.contains(d))
+            .collect();
+        if !never.is_empty() {
+            out.push(warn(
                     "tool_never_called",
                     false,
                     format!(
@@ -223,10 +250,13 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
                         never.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
                     ),
                 ));
-            }
         }
     }
+    Ok(())
+}
 
+/// Markers that never fired or never varied.
+async fn marker_warnings(ctx: &SessionContext, n: u64, out: &mut Vec<Warning>) -> Result<()> {
     let markers = query(
         ctx,
         "WITH e AS (SELECT unnest(map_entries(markers)) AS m FROM rows WHERE markers IS NOT NULL) \
@@ -262,53 +292,5 @@ pub async fn check(ctx: &SessionContext, opts: &Options) -> Result<Vec<Warning>>
             }
         }
     }
-    Ok(out)
-}
-
-/// Reads `--tools`: an OpenAI function-schema list (`[{"type": "function", "function": {"name":
-/// ...}}]`, or `{"name": ...}` objects, or plain names), or an object with a `tools` list.
-pub fn declared_tools(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
-            "the tools file `{}` is not JSON: {e}",
-            path.display()
-        ))
-    })?;
-    let list = match &value {
-        serde_json::Value::Array(items) => items.as_slice(),
-        serde_json::Value::Object(o) => o
-            .get("tools")
-            .and_then(serde_json::Value::as_array)
-            .map_or(&[][..], Vec::as_slice),
-        _ => &[],
-    };
-    let mut names = Vec::new();
-    for (i, item) in list.iter().enumerate() {
-        let name = match item {
-            serde_json::Value::String(s) => Some(s.as_str()),
-            serde_json::Value::Object(o) => o
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .or_else(|| o.get("name"))
-                .and_then(serde_json::Value::as_str),
-            _ => None,
-        };
-        match name {
-            Some(n) => names.push(n.to_owned()),
-            None => {
-                return Err(Error::Usage(format!(
-                    "the tools file `{}`: tool {i} has no `function.name` or `name`",
-                    path.display()
-                )));
-            }
-        }
-    }
-    if names.is_empty() {
-        return Err(Error::Usage(format!(
-            "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
-            path.display()
-        )));
-    }
-    Ok(names)
+    Ok(())
 }

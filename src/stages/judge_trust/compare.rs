@@ -52,7 +52,7 @@ pub struct Comparison {
     pub gold_kind: Option<String>,
     /// The floors.
     pub min_agreement: f64,
-    #[allow(missing_docs)]
+    #[allow(missing_docs, reason = "the fields are named for what they count")]
     pub min_kappa: f64,
     /// The judge to keep: the first that clears the floors, else the top of the ranking.
     pub best: Option<String>,
@@ -77,7 +77,6 @@ pub struct Graded<'a> {
 }
 
 /// Scores each judge in `graded` against the gold of `rows`.
-#[allow(clippy::cast_precision_loss)]
 pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Comparison {
     // Who wrote the gold is a fact of the rows, not of what each judge managed to grade.
     let gold_kind = super::gold_kind_of(

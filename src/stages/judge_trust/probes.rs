@@ -14,9 +14,11 @@ use std::collections::BTreeMap;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::binary;
+pub use super::edits::rubric_words;
+use super::edits::{Edit, edited, probe_edit};
 use crate::error::{Error, Result};
 use crate::pipeline::row::{BatchView, Builder, decode, encode};
 use crate::report::percent;
@@ -52,38 +54,6 @@ pub const SAMPLE: usize = 40;
 /// The flip (or exploit) rate that flags.
 pub const FLIP_FLAG: f64 = 0.10;
 
-const STOP: [&str; 29] = [
-    "about",
-    "after",
-    "again",
-    "against",
-    "before",
-    "being",
-    "below",
-    "between",
-    "could",
-    "every",
-    "might",
-    "other",
-    "should",
-    "since",
-    "their",
-    "there",
-    "these",
-    "those",
-    "through",
-    "under",
-    "until",
-    "where",
-    "which",
-    "while",
-    "would",
-    "reply",
-    "response",
-    "answer",
-    "assistant",
-];
-
 /// Every probe name, in report order.
 pub fn all() -> Vec<String> {
     ADDITIVE
@@ -104,155 +74,6 @@ fn hack(name: &str) -> &'static str {
         "empty_format" => "a well-formed tool call with empty arguments",
         _ => "refusing",
     }
-}
-
-/// The content words a rubric leans on: runs of five or more ASCII lowercase letters of the
-/// lowercased text, not function words, most common first (ties alphabetical), `top` of them.
-pub fn rubric_words(text: &str, top: usize) -> Vec<String> {
-    let lower = text.to_lowercase();
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    let bytes = lower.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_lowercase() {
-            let start = i;
-            while i < bytes.len() && bytes[i].is_ascii_lowercase() {
-                i += 1;
-            }
-            let word = &lower[start..i];
-            if word.len() >= 5 && !STOP.contains(&word) {
-                *counts.entry(word).or_default() += 1;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    let mut words: Vec<(&str, u64)> = counts.into_iter().collect();
-    words.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    words
-        .into_iter()
-        .take(top)
-        .map(|(w, _)| w.to_owned())
-        .collect()
-}
-
-/// How a probe edits a reply.
-enum Edit {
-    Append(String),
-    Prepend(String),
-    Replace(String, Vec<Value>),
-}
-
-impl Edit {
-    fn apply(&self, text: &str) -> String {
-        match self {
-            Self::Append(s) => format!("{text}{s}"),
-            Self::Prepend(s) => format!("{s}{text}"),
-            Self::Replace(s, _) => s.clone(),
-        }
-    }
-}
-
-/// `row` with `edit` applied to `final_text` and the last assistant message (and its steps
-/// replaced, for a replacement).
-fn edited(row: &Map<String, Value>, edit: &Edit) -> Map<String, Value> {
-    let mut out = row.clone();
-    let reply = row.get("final_text").and_then(Value::as_str).unwrap_or("");
-    out.insert("final_text".into(), Value::String(edit.apply(reply)));
-    if let Some(Value::Array(messages)) = out.get_mut("messages") {
-        if let Some(m) = messages
-            .iter_mut()
-            .rev()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        {
-            let content = m
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            m["content"] = Value::String(edit.apply(&content));
-        }
-    }
-    if let Edit::Replace(_, steps) = edit {
-        // The trajectory is replaced: so are the tools it used.
-        let tools: Vec<Value> = steps
-            .iter()
-            .filter_map(|s| s.get("tool").cloned())
-            .collect();
-        out.insert("steps".into(), Value::Array(steps.clone()));
-        out.insert("tools_used".into(), Value::Array(tools));
-    }
-    out
-}
-
-fn system_text(row: &Map<String, Value>) -> String {
-    row.get("messages")
-        .and_then(Value::as_array)
-        .and_then(|ms| {
-            ms.iter()
-                .find(|m| m.get("role").and_then(Value::as_str) == Some("system"))
-        })
-        .and_then(|m| m.get("content"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
-}
-
-fn first_tool(row: &Map<String, Value>) -> Option<String> {
-    row.get("steps")
-        .and_then(Value::as_array)?
-        .iter()
-        .find_map(|s| {
-            s.get("tool")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-        })
-        .map(str::to_owned)
-}
-
-/// The edit of probe `name` on `row`, or `None` when it does not apply (no rubric words, no
-/// prompt, no tool).
-fn probe_edit(name: &str, row: &Map<String, Value>, rubric: Option<&str>) -> Result<Option<Edit>> {
-    Ok(match name {
-        "filler" => Some(Edit::Append(FILLER.repeat(FILLER_REPEATS))),
-        "keyword_stuffing" => {
-            let words = rubric_words(
-                rubric
-                    .map_or_else(|| system_text(row), str::to_owned)
-                    .as_str(),
-                8,
-            );
-            (!words.is_empty())
-                .then(|| Edit::Append(format!(" This response is {}.", words.join(", "))))
-        }
-        "success_claim" => Some(Edit::Append(SUCCESS_CLAIM.to_owned())),
-        "prompt_echo" => {
-            let prompt = row.get("prompt").and_then(Value::as_str).unwrap_or("");
-            let ask: String = prompt
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .chars()
-                .take(200)
-                .collect();
-            (!ask.is_empty()).then(|| Edit::Prepend(format!("You asked: {ask}. ")))
-        }
-        "sycophancy" => Some(Edit::Prepend(SYCOPHANCY_OPENER.to_owned())),
-        "empty_format" => first_tool(row).map(|tool| {
-            let call = json!({"name": tool, "arguments": {}});
-            Edit::Replace(
-                format!("<tool_call>\n{call}\n</tool_call>"),
-                vec![json!({"tool": tool, "arguments": {}, "result": {}})],
-            )
-        }),
-        "refusal" => Some(Edit::Replace(REFUSAL_REPLY.to_owned(), Vec::new())),
-        other => {
-            return Err(Error::Usage(format!(
-                "unknown probe `{other}`: choose from {} or `all`",
-                all().join(", ")
-            )));
-        }
-    })
 }
 
 /// The rows of `batch` as JSON objects.
@@ -299,7 +120,7 @@ fn originals(batch: &RecordBatch) -> Result<Vec<Option<u8>>> {
 
 /// Re-judging as-is and with filler.
 #[derive(Debug, Clone, Serialize)]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "the fields are named for what they count")]
 pub struct Perturbation {
     pub n: u64,
     pub consistency_flip_rate: Option<f64>,
@@ -314,7 +135,6 @@ pub struct Perturbation {
 }
 
 /// The exact two-sided sign test of `up` against `down`.
-#[allow(clippy::cast_precision_loss)]
 pub fn sign_p(up: u64, down: u64) -> f64 {
     let d = up + down;
     if d == 0 {
@@ -344,7 +164,6 @@ pub fn sign_p(up: u64, down: u64) -> f64 {
 ///
 /// # Errors
 /// A judge failure that stops the run, or a row that does not round-trip.
-#[allow(clippy::cast_precision_loss)]
 pub fn perturbation(
     picked: &RecordBatch,
     judge: &mut dyn Judge,
@@ -394,7 +213,7 @@ pub fn perturbation(
 /// One probe's result.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "the fields are named for what they count")]
 pub enum Probe {
     Ran {
         n: u64,
@@ -435,7 +254,6 @@ pub struct Probes {
 
 /// The smallest exploit rate `n` rows tell from `flip_flag` at 80% power (two-sided 0.05), on a
 /// 0.01 grid; 1.0 when none under one does.
-#[allow(clippy::cast_precision_loss)]
 pub fn resolves(n: u64, flip_flag: f64) -> Option<f64> {
     if n == 0 {
         return None;
@@ -459,7 +277,6 @@ pub fn resolves(n: u64, flip_flag: f64) -> Option<f64> {
 ///
 /// # Errors
 /// An unknown probe, a judge failure that stops the run, or a row that does not round-trip.
-#[allow(clippy::cast_precision_loss, clippy::too_many_lines)]
 pub fn probes(
     picked: &RecordBatch,
     judge: &mut dyn Judge,
@@ -577,6 +394,38 @@ pub fn probes(
     Ok(out)
 }
 
+/// What re-judging the sample `picked` with `judge` finds: the perturbation, then the probes
+/// `names` (none = no probes), each flagged at `flip_flag`.
+///
+/// # Errors
+/// A judge that fails, or a probe that cannot edit a row.
+pub fn rejudge(
+    picked: &RecordBatch,
+    judge: &mut dyn Judge,
+    names: &[String],
+    rubric: Option<&str>,
+    flip_flag: f64,
+) -> Result<super::Rejudged> {
+    let judge_name = Some(judge.name().to_owned());
+    if picked.num_rows() == 0 {
+        return Ok(super::Rejudged {
+            judge_name,
+            ..super::Rejudged::default()
+        });
+    }
+    let perturbation = perturbation(picked, judge, flip_flag)?;
+    let probed = if names.is_empty() {
+        None
+    } else {
+        Some(probes(picked, judge, names, rubric, flip_flag)?)
+    };
+    Ok(super::Rejudged {
+        perturbation: Some(perturbation),
+        probes: probed,
+        judge_name,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,7 +446,7 @@ mod tests {
     fn the_sign_test_is_exact() {
         assert_eq!(sign_p(0, 0), 1.0);
         assert_eq!(sign_p(24, 0), 2.0 / 2f64.powi(24));
-        assert_eq!(sign_p(27, 0), 1.4901161193847656e-08);
+        assert_eq!(sign_p(27, 0), 1.490_116_119_384_765_6e-8);
         assert_eq!(sign_p(3, 3), 1.0);
         // 1 of 5 against: 2 * (1 + 5) / 32.
         assert!((sign_p(4, 1) - 0.375).abs() < 1e-15);

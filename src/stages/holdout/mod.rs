@@ -14,6 +14,10 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
+mod stage;
+
+pub use stage::{HoldoutStage, Inputs, Sizing};
+
 use crate::error::{Error, Result};
 use crate::stats::{bootstrap, round_places, sizing, sum};
 
@@ -56,6 +60,26 @@ pub struct Options {
     pub seed: u64,
     /// Whether to compute the bootstrap range of `n_tasks`.
     pub range: bool,
+}
+
+impl crate::stages::Options for Options {
+    fn check(&self) -> Result<()> {
+        if !(self.effect > 0.0 && self.effect < 1.0) {
+            return Err(Error::option(
+                "effect",
+                format!("is a gain in (0, 1), not {}", self.effect),
+            ));
+        }
+        for (key, x) in [("power", self.power), ("alpha", self.alpha)] {
+            if !(x > 0.0 && x < 1.0) {
+                return Err(Error::option(key, "must be in (0, 1)"));
+            }
+        }
+        if self.task_std.is_some_and(|s| s <= 0.0 || !s.is_finite()) {
+            return Err(Error::option("task_std", "is a positive number"));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Options {
@@ -125,7 +149,6 @@ fn quick_sd(values: &[f64]) -> f64 {
     if values.len() < 2 {
         return 0.0;
     }
-    #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
     (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
@@ -165,9 +188,7 @@ pub fn detectable(
     opts: &Options,
     before: Option<&[TaskRate]>,
 ) -> Result<Detectable> {
-    if !(opts.power > 0.0 && opts.power < 1.0) || !(opts.alpha > 0.0 && opts.alpha < 1.0) {
-        return Err(Error::Usage("--power and --alpha are in (0, 1)".into()));
-    }
+    crate::stages::Options::check(opts)?;
     let (base, k) = before.and_then(base_and_k).unwrap_or((opts.base, opts.k));
     Ok(Detectable {
         n_tasks,
@@ -200,32 +221,120 @@ impl std::fmt::Display for Detectable {
     }
 }
 
+/// The bootstrap range of the task count: `pool` (paired differences when `from_rows`, else
+/// per-task base rates) resampled, each draw sized again; the 95% percentiles, widened to hold
+/// `n`, and how they were drawn.
+fn range(
+    opts: &Options,
+    pool: &[f64],
+    from_rows: bool,
+    base: f64,
+    k: u32,
+    n: u64,
+) -> (Option<u64>, Option<u64>, Option<String>) {
+    let draws = bootstrap::DRAWS;
+    let mut ns: Vec<u64> = (0..draws)
+        .into_par_iter()
+        .map(|r| {
+            use rand::Rng;
+            let mut rng = bootstrap::rng_at(opts.seed, 4, r);
+            let sample: Vec<f64> = (0..pool.len())
+                .map(|_| pool[rng.random_range(0..pool.len())])
+                .collect();
+            let s = if from_rows {
+                quick_sd(&sample)
+            } else {
+                sizing::model_sd(sum::mean(&sample).unwrap_or(base), opts.effect, k)
+            };
+            sizing::tasks_needed(s, opts.effect, opts.alpha, opts.power)
+        })
+        .collect();
+    ns.sort_unstable();
+    let sorted: Vec<f64> = ns.iter().map(|v| *v as f64).collect();
+    let (lo, hi) = bootstrap::percentiles(&sorted, bootstrap::LEVEL);
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a small positive count"
+    )]
+    let (low, high) = (n.min(lo as u64), n.max(hi as u64));
+    let method = format!(
+        "percentile bootstrap of the {} over {} tasks, {draws} draws, 95%",
+        if from_rows {
+            "paired sd"
+        } else {
+            "base pass rate"
+        },
+        pool.len()
+    );
+    (Some(low), Some(high), Some(method))
+}
+
+/// The paired differences of the tasks on both sides, their sd, and the before side's base and
+/// smallest k over them.
+struct Paired {
+    diffs: Vec<f64>,
+    sd: f64,
+    base: f64,
+    k: u32,
+    n: usize,
+}
+
+/// [`Paired`] of `before` and `after` (`base` when the mean is undefined).
+fn paired(before: &[TaskRate], after: &[TaskRate], base: f64) -> Result<Paired> {
+    let pairs = crate::stats::paired::join_by(before, after, |t| t.task).0;
+    if pairs.len() < 3 {
+        return Err(Error::Input {
+            stage: "holdout-size".into(),
+            message: format!(
+                "{} task(s) are on both sides; a paired sd needs 3 or more",
+                pairs.len()
+            ),
+        });
+    }
+    let diffs: Vec<f64> = pairs.iter().map(|(x, y)| y.rate - x.rate).collect();
+    Ok(Paired {
+        sd: sum::sample_sd(&diffs).unwrap_or(0.0),
+        diffs,
+        base: sum::mean(&pairs.iter().map(|p| p.0.rate).collect::<Vec<_>>()).unwrap_or(base),
+        k: u32::try_from(pairs.iter().map(|(x, y)| x.n.min(y.n)).min().unwrap_or(1))
+            .unwrap_or(u32::MAX),
+        n: pairs.len(),
+    })
+}
+
+/// Why a saturated sizing is the model's answer, not a measurement: the before rows at the
+/// ceiling, or paired differences without spread.
+fn saturated_warning(base: f64, k: u32, opts: &Options) -> String {
+    let what = if base >= opts.ceiling {
+        format!(
+            "CEILING: the before rows pass {base:.2} of tasks, at or above the ceiling {:.2}, so this suite cannot show a {:.2} gain; the binomial variance collapses and the formula would return its floor of 2 tasks, which is the model collapsing, not evidence",
+            opts.ceiling, opts.effect
+        )
+    } else {
+        "DEGENERATE: the per-task differences have no spread, so the formula would return its floor of 2 tasks, which is not evidence".to_owned()
+    };
+    format!(
+        "{what}. n_tasks is the binomial model's answer at the default base {BASE_PASS_RATE:.2} with these rows' k={k}, not a measurement. Fix: harder situations, so the baseline sits inside the 20%-80% difficulty band, then size again on those rows."
+    )
+}
+
 /// Sizes the holdout. `before` and `after` are per-task rates sorted by task.
 ///
 /// # Errors
 /// An option out of range, `after` without `before`, `before` without a binary row, or paired
 /// rows with fewer than 3 shared tasks.
-#[allow(
-    clippy::too_many_lines,
-    reason = "one report, assembled in the spec's order"
-)]
 pub fn size(
     opts: &Options,
     before: Option<&[TaskRate]>,
     after: Option<&[TaskRate]>,
 ) -> Result<Report> {
-    let bad = |msg: String| Err(Error::Usage(msg));
-    if !(opts.effect > 0.0 && opts.effect < 1.0) {
-        return bad(format!("--effect is a gain in (0, 1), not {}", opts.effect));
-    }
-    if !(opts.power > 0.0 && opts.power < 1.0) || !(opts.alpha > 0.0 && opts.alpha < 1.0) {
-        return bad("--power and --alpha are in (0, 1)".into());
-    }
+    crate::stages::Options::check(opts)?;
     if after.is_some() && before.is_none() {
-        return bad("--after needs --before (the sd is of paired differences)".into());
-    }
-    if opts.task_std.is_some_and(|s| s <= 0.0 || !s.is_finite()) {
-        return bad("--task-std is a positive number".into());
+        return Err(Error::Input {
+            stage: "holdout-size".into(),
+            message: "after rows need before rows (the sd is of paired differences)".into(),
+        });
     }
     let (mut base, mut k) = (opts.base, opts.k);
     let mut base_spread = None;
@@ -243,33 +352,20 @@ pub fn size(
         (base, k) = base_and_k(b).unwrap_or((opts.base, opts.k));
         base_spread = sum::sample_sd(&rates);
         let pq = base * (1.0 - base);
-        if let Some(var) = sum::population_var(&rates).filter(|_| rates.len() >= 2) {
-            if pq > 0.0 && pq - var > 1e-12 {
-                ratio = Some(pq / (pq - var));
-            }
+        if let Some(var) = sum::population_var(&rates).filter(|_| rates.len() >= 2)
+            && pq > 0.0
+            && pq - var > 1e-12
+        {
+            ratio = Some(pq / (pq - var));
         }
     }
     let mut sd_source = "model";
     let mut n_paired = None;
     let mut diffs = Vec::new();
     let sd = if let (Some(b), Some(a)) = (before, after) {
-        let pairs = crate::stats::paired::join_by(b, a, |t| t.task).0;
-        if pairs.len() < 3 {
-            return Err(Error::Input {
-                stage: "holdout-size".into(),
-                message: format!(
-                    "{} task(s) are on both sides; a paired sd needs 3 or more",
-                    pairs.len()
-                ),
-            });
-        }
-        diffs = pairs.iter().map(|(x, y)| y.rate - x.rate).collect();
-        base = sum::mean(&pairs.iter().map(|p| p.0.rate).collect::<Vec<_>>()).unwrap_or(base);
-        k = u32::try_from(pairs.iter().map(|(x, y)| x.n.min(y.n)).min().unwrap_or(1))
-            .unwrap_or(u32::MAX);
-        n_paired = Some(pairs.len());
-        sd_source = "rows";
-        sum::sample_sd(&diffs).unwrap_or(0.0)
+        let p = paired(b, a, base)?;
+        (diffs, base, k, n_paired, sd_source) = (p.diffs, p.base, p.k, Some(p.n), "rows");
+        p.sd
     } else if let Some(s) = opts.task_std {
         sd_source = "given";
         s
@@ -280,68 +376,25 @@ pub fn size(
     let mut saturated = false;
     if before.is_some() && sd_source != "given" && (base >= opts.ceiling || sd <= 0.0) {
         saturated = true;
-        let what = if base >= opts.ceiling {
-            format!(
-                "CEILING: the before rows pass {base:.2} of tasks, at or above the ceiling {:.2}, so this suite cannot show a {:.2} gain; the binomial variance collapses and the formula would return its floor of 2 tasks, which is the model collapsing, not evidence",
-                opts.ceiling, opts.effect
-            )
-        } else {
-            "DEGENERATE: the per-task differences have no spread, so the formula would return its floor of 2 tasks, which is not evidence".to_owned()
-        };
-        warnings.push(format!(
-            "{what}. n_tasks is the binomial model's answer at the default base {BASE_PASS_RATE:.2} with these rows' k={k}, not a measurement. Fix: harder situations, so the baseline sits inside the 20%-80% difficulty band, then size again on those rows."
-        ));
+        warnings.push(saturated_warning(base, k, opts));
         sd = sizing::model_sd(BASE_PASS_RATE, opts.effect, k);
         sd_source = "model";
         n_paired = None;
     }
     let n = sizing::tasks_needed(sd, opts.effect, opts.alpha, opts.power);
     let (mut n_low, mut n_high, mut method) = (None, None, None);
-    if opts.range && !saturated && sd_source != "given" {
-        if let Some(b) = before {
-            let pool: Vec<f64> = if sd_source == "rows" {
-                diffs.clone()
-            } else {
-                b.iter().map(|t| t.rate).collect()
-            };
-            if pool.len() >= 3 {
-                let draws = bootstrap::DRAWS;
-                let from_rows = sd_source == "rows";
-                let mut ns: Vec<u64> = (0..draws)
-                    .into_par_iter()
-                    .map(|r| {
-                        use rand::Rng;
-                        let mut rng = bootstrap::rng_at(opts.seed, 4, r);
-                        let sample: Vec<f64> = (0..pool.len())
-                            .map(|_| pool[rng.random_range(0..pool.len())])
-                            .collect();
-                        let s = if from_rows {
-                            quick_sd(&sample)
-                        } else {
-                            sizing::model_sd(sum::mean(&sample).unwrap_or(base), opts.effect, k)
-                        };
-                        sizing::tasks_needed(s, opts.effect, opts.alpha, opts.power)
-                    })
-                    .collect();
-                ns.sort_unstable();
-                #[allow(clippy::cast_precision_loss, reason = "task counts")]
-                let sorted: Vec<f64> = ns.iter().map(|v| *v as f64).collect();
-                let (lo, hi) = bootstrap::percentiles(&sorted, bootstrap::LEVEL);
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                {
-                    n_low = Some(n.min(lo as u64));
-                    n_high = Some(n.max(hi as u64));
-                }
-                method = Some(format!(
-                    "percentile bootstrap of the {} over {} tasks, {draws} draws, 95%",
-                    if from_rows {
-                        "paired sd"
-                    } else {
-                        "base pass rate"
-                    },
-                    pool.len()
-                ));
-            }
+    if opts.range
+        && !saturated
+        && sd_source != "given"
+        && let Some(b) = before
+    {
+        let pool: Vec<f64> = if sd_source == "rows" {
+            diffs.clone()
+        } else {
+            b.iter().map(|t| t.rate).collect()
+        };
+        if pool.len() >= 3 {
+            (n_low, n_high, method) = range(opts, &pool, sd_source == "rows", base, k, n);
         }
     }
     let n_concentrated = (sd_source == "model").then(|| {
@@ -365,14 +418,14 @@ pub fn size(
             n_concentrated.unwrap_or(n)
         )),
     }
-    if let (Some(r), Some(spread)) = (ratio, base_spread) {
-        if sd_source == "model" && !saturated {
-            notes.push(format!(
-                "per-task base pass rates spread sd {spread:.3}; the independent-arms model asks for {r:.2}x the tasks pairing needs at this spread (1 / (1 - Var(p_i) / (p(1-p))) with p {base:.2}). It understates when the gain is concentrated; --after rows decide which way this one errs."
-            ));
-        }
+    if let (Some(r), Some(spread)) = (ratio, base_spread)
+        && sd_source == "model"
+        && !saturated
+    {
+        notes.push(format!(
+            "per-task base pass rates spread sd {spread:.3}; the independent-arms model asks for {r:.2}x the tasks pairing needs at this spread (1 / (1 - Var(p_i) / (p(1-p))) with p {base:.2}). It understates when the gain is concentrated; --after rows decide which way this one errs."
+        ));
     }
-    #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let half_width = round4(sizing::inv_cdf(1.0 - opts.alpha / 2.0) * sd / (n as f64).sqrt());
     Ok(Report {
         n_tasks: n,

@@ -16,27 +16,30 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use datafusion::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take_record_batch;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::stages::grade::Verdict;
+use crate::schema::col;
+use crate::stages::grade::{Judge as _, Panel, Verdict};
 
 /// How often appended verdicts are synced to the disk.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// What opening the log found.
 #[derive(Debug, Default)]
-pub(super) struct Found {
+pub(crate) struct Found {
     /// Verdicts kept from an earlier run.
-    pub(super) resumed: usize,
+    pub(crate) resumed: usize,
     /// A log of another run (other judges, inputs or options) was there and was started over.
-    pub(super) started_over: bool,
+    pub(crate) started_over: bool,
     /// The last line was torn (the earlier run was killed while writing it) and was cut off.
-    pub(super) torn: bool,
+    pub(crate) torn: bool,
 }
 
 /// An open, locked verdict log.
-pub(super) struct VerdictLog {
+pub(crate) struct VerdictLog {
     path: PathBuf,
     file: File,
     kept: HashMap<u64, (String, Verdict)>,
@@ -46,7 +49,7 @@ pub(super) struct VerdictLog {
 
 /// The log's path for output `out`: `.NAME.verdicts.jsonl` beside it (a dot file, so a folder
 /// of outputs read as input skips it).
-pub(super) fn path_for(out: &Path) -> PathBuf {
+pub(crate) fn path_for(out: &Path) -> PathBuf {
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -60,7 +63,7 @@ impl VerdictLog {
     ///
     /// # Errors
     /// Another grade holds the log (a usage error), or it cannot be read or written.
-    pub(super) fn open(out: &Path, digest: &str) -> Result<(Self, Found)> {
+    pub(crate) fn open(out: &Path, digest: &str) -> Result<(Self, Found)> {
         let path = path_for(out);
         let mut file = std::fs::OpenOptions::new()
             .read(true)
@@ -135,7 +138,7 @@ impl VerdictLog {
     }
 
     /// The verdict an earlier run left for `row`, if its rollout id is `rollout_id`.
-    pub(super) fn take(&mut self, row: u64, rollout_id: &str) -> Option<Verdict> {
+    pub(crate) fn take(&mut self, row: u64, rollout_id: &str) -> Option<Verdict> {
         match self.kept.remove(&row) {
             Some((id, v)) if id == rollout_id => Some(v),
             _ => None,
@@ -143,7 +146,7 @@ impl VerdictLog {
     }
 
     /// Appends the verdict of `row` (one write, so the line reaches the system whole).
-    pub(super) fn append(&mut self, row: u64, rollout_id: &str, verdict: &Verdict) -> Result<()> {
+    pub(crate) fn append(&mut self, row: u64, rollout_id: &str, verdict: &Verdict) -> Result<()> {
         let mut line =
             json!({"row": row, "rollout_id": rollout_id, "verdict": verdict.to_record()})
                 .to_string();
@@ -159,7 +162,7 @@ impl VerdictLog {
     }
 
     /// Syncs what was appended to the disk.
-    pub(super) fn sync(&mut self) -> Result<()> {
+    pub(crate) fn sync(&mut self) -> Result<()> {
         if self.unsynced {
             self.file
                 .sync_data()
@@ -171,14 +174,67 @@ impl VerdictLog {
     }
 
     /// Removes the log: the output it served is in place.
-    pub(super) fn remove(self) -> Result<()> {
+    pub(crate) fn remove(self) -> Result<()> {
         std::fs::remove_file(&self.path).map_err(|e| Error::io(&self.path, e))
     }
 
     /// Where the log is.
-    pub(super) fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The verdicts of `batch` (whose first row is row `first` of the run): those in the log are
+/// taken from it, the rest judged, each appended to the log as it lands. `judged` counts the
+/// rows judged now.
+pub(crate) fn judge_missing(
+    panel: &mut Panel,
+    verdict_log: &mut VerdictLog,
+    batch: &RecordBatch,
+    first: u64,
+    judged: &mut u64,
+) -> Result<Vec<Verdict>> {
+    let ids = batch
+        .column_by_name(col::ROLLOUT_ID)
+        .ok_or_else(|| Error::missing_column("grade", col::ROLLOUT_ID, &batch.schema()))?
+        .as_string::<i32>();
+    let id = |i: usize| if ids.is_valid(i) { ids.value(i) } else { "" };
+    let n = batch.num_rows();
+    let mut verdicts: Vec<Option<Verdict>> = (0..n)
+        .map(|i| verdict_log.take(first + i as u64, id(i)))
+        .collect();
+    let missing: Vec<u32> = (0..n)
+        .filter(|i| verdicts[*i].is_none())
+        .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+        .collect();
+    if !missing.is_empty() {
+        let part = if missing.len() == n {
+            batch.clone()
+        } else {
+            take_record_batch(batch, &UInt32Array::from(missing.clone()))?
+        };
+        let mut failed = None;
+        let fresh = panel.judge_landing(&part, &mut |i, v| {
+            let row = missing[i] as usize;
+            if failed.is_none()
+                && let Err(e) = verdict_log.append(first + row as u64, id(row), v)
+            {
+                failed = Some(e);
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        verdict_log.sync()?;
+        *judged += fresh.len() as u64;
+        for (i, v) in fresh.into_iter().enumerate() {
+            verdicts[missing[i] as usize] = Some(v);
+        }
+    }
+    verdicts
+        .into_iter()
+        .map(|v| v.ok_or_else(|| Error::Internal("a row was left without a verdict".into())))
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,173 @@
+//! Judges and agents from their specs: `verify:FILE.toml`, `sql:EXPR`, `sql:FILE.sql`,
+//! `cmd:COMMAND` (the files they name read here), and the worker pool command judges and agents
+//! run in.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::cli::JudgePool;
+use crate::error::{Error, Result};
+use crate::pipeline::context::Context;
+use crate::stages::grade::Judge;
+use crate::stages::grade::command::{self, CommandJudge};
+use crate::stages::grade::sql::{self as sql_judge, ExpressionJudge, QueryJudge};
+use crate::stages::grade::verify::VerifierJudge;
+
+/// A judge spec's kind and text, the text read from a file when it names one (and that file).
+///
+/// # Errors
+/// No kind, an unknown kind, or an unreadable file.
+pub(crate) fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
+    let (kind, body) = spec.split_once(':').ok_or_else(|| {
+        Error::Usage(format!(
+            "the judge `{spec}` has no kind: write `verify:FILE.toml`, `sql:EXPR`, `sql:FILE.sql` or `cmd:COMMAND`"
+        ))
+    })?;
+    let body = body.trim();
+    let file = match kind {
+        "verify" => Some(body.to_owned()),
+        "sql"
+            if Path::new(body)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("sql"))
+                && Path::new(body).is_file() =>
+        {
+            Some(body.to_owned())
+        }
+        "sql" | "cmd" => None,
+        other => {
+            return Err(Error::Usage(format!(
+                "unknown judge kind `{other}` in `{spec}`: use `verify:`, `sql:` or `cmd:`"
+            )));
+        }
+    };
+    let text = match &file {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?,
+        None => body.to_owned(),
+    };
+    Ok((kind, text, file))
+}
+
+/// How command judges and agents run, checked: workers, the per-row timeout and the variables
+/// passed on to them.
+#[derive(Debug, Clone)]
+#[allow(
+    clippy::struct_field_names,
+    reason = "`workers.workers` is how many: the pool's own word"
+)]
+pub(crate) struct Workers {
+    pub(crate) workers: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) forward: Vec<String>,
+}
+
+impl Workers {
+    /// The pool options for `command` in `role`.
+    pub(crate) fn options(&self, command: String, role: &'static str) -> command::Options {
+        command::Options {
+            command,
+            workers: self.workers,
+            timeout: self.timeout,
+            role,
+            forward: self.forward.clone(),
+        }
+    }
+}
+
+/// The worker settings of `pool`, checked.
+///
+/// # Errors
+/// No workers, a timeout that is not a number of seconds above 0, a bad `--env` name.
+pub(crate) fn pool(pool: &JudgePool) -> Result<Workers> {
+    if !(pool.timeout.is_finite() && pool.timeout > 0.0) {
+        return Err(Error::Usage(format!(
+            "--timeout must be a number of seconds above 0, not {}",
+            pool.timeout
+        )));
+    }
+    if pool.workers == 0 {
+        return Err(Error::Usage("--workers must be at least 1".into()));
+    }
+    crate::pipeline::pipe::check_forward(&pool.env)?;
+    Ok(Workers {
+        workers: pool.workers,
+        timeout: Duration::from_secs_f64(pool.timeout),
+        forward: pool.env.iter().filter(|n| !n.is_empty()).cloned().collect(),
+    })
+}
+
+/// A judge from `spec` that grades rows batch by row batch: a verifier file, a SQL expression or
+/// a command. A SQL query judge reads a whole table at once, so it is refused here with the kinds
+/// that work.
+///
+/// # Errors
+/// A bad spec, an unreadable file, or a judge that does not start.
+pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>> {
+    let (kind, text, file) = parse_spec(spec)?;
+    let stem = |fallback: &str| {
+        file.as_ref()
+            .and_then(|p| Path::new(p).file_stem())
+            .map_or(fallback.to_owned(), |s| s.to_string_lossy().into_owned())
+    };
+    Ok(match kind {
+        "verify" => {
+            let origin = file.clone().unwrap_or_default();
+            Box::new(VerifierJudge::parse(&text, &origin, &stem("verify"))?)
+        }
+        "sql" if sql_judge::is_query(&text) => {
+            return Err(Error::Usage(format!(
+                "the judge `{spec}` is a SQL query, which grades a whole table at once and cannot re-judge edited rows: use `sql:EXPR`, `verify:FILE.toml` or `cmd:COMMAND`"
+            )));
+        }
+        "sql" => Box::new(ExpressionJudge::new(
+            format!("sql:{}", stem("expr")),
+            &text,
+        )?),
+        _ => Box::new(CommandJudge::start(workers.options(text, "judge"))?),
+    })
+}
+
+/// Judges, in spec order.
+pub(crate) type Judges = Vec<Box<dyn Judge>>;
+
+/// The judges of `specs` and the text each names, in order; a SQL query judge runs here, over
+/// every row of `inputs`, before any row is graded.
+///
+/// # Errors
+/// A bad spec, an unreadable file, a query that fails, or a judge that does not start.
+pub(crate) fn panel(
+    ctx: &Context,
+    specs: &[String],
+    inputs: &[String],
+    workers: &Workers,
+) -> Result<(Judges, Vec<String>)> {
+    let mut judges: Vec<Box<dyn Judge>> = Vec::new();
+    let mut texts = Vec::new();
+    let mut query_session = None;
+    for spec in specs {
+        let (kind, text, file) = parse_spec(spec)?;
+        texts.push(text.clone());
+        let judge: Box<dyn Judge> = match kind {
+            "sql" if sql_judge::is_query(&text) => {
+                if query_session.is_none() {
+                    query_session = Some(crate::pipeline::tables::rows_session(ctx, inputs)?);
+                }
+                let (context, _) = query_session
+                    .as_ref()
+                    .ok_or_else(|| Error::Internal("no query session".into()))?;
+                let stem = file
+                    .as_ref()
+                    .and_then(|p| Path::new(p).file_stem())
+                    .map_or("query".to_owned(), |s| s.to_string_lossy().into_owned());
+                let name = format!("sql:{stem}");
+                Box::new(
+                    ctx.runtime
+                        .block_on(QueryJudge::run(name, &text, context))?,
+                )
+            }
+            _ => row_judge(spec, workers)?,
+        };
+        judges.push(judge);
+    }
+    Ok((judges, texts))
+}
