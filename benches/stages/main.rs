@@ -95,8 +95,11 @@ struct Data {
 
 fn run(args: &[&str]) {
     let mut sink = Vec::new();
-    let outcome = wai::run_command_line(std::iter::once("wai").chain(args.iter().copied()), &mut sink)
-        .expect("command runs");
+    let outcome = wai::run_command_line(
+        std::iter::once("wai").chain(args.iter().copied()),
+        &mut sink,
+    )
+    .expect("command runs");
     black_box((outcome.status, sink.len()));
 }
 

@@ -60,7 +60,7 @@ fn options(args: &CompareArgs) -> Result<Options> {
 }
 
 /// Runs `wai compare`.
-pub fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
     let opts = options(args)?;
     let context = session::new_context(None)?;
     let scratch = super::scratch()?;

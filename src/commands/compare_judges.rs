@@ -12,7 +12,7 @@ use crate::stages::judge_trust;
 use crate::stages::judge_trust::compare::{self, Graded};
 
 /// Runs `wai compare-judges`.
-pub fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     let opts = super::judge_trust::options(&args.floors)?;
     let workers = crate::pipeline::judges::pool(&args.pool)?;
     let mut named = Vec::new();

@@ -5,6 +5,7 @@ use std::io::Write;
 use super::Outcome;
 use crate::cli::CoverageStudyArgs;
 use crate::error::{Error, ExitStatus, Result};
+use crate::report::envelope::{Envelope, Output};
 use crate::study;
 
 /// Runs `wai coverage-study`.
@@ -46,9 +47,13 @@ pub(crate) fn run(args: &CoverageStudyArgs) -> Result<Outcome> {
         args.draws,
         args.seed
     );
+    let mut envelope = Envelope::new("coverage-study", serde_json::json!({ "rows": rows }));
+    if let Some(path) = &args.out {
+        envelope = envelope.output(Output::new(path.display(), "rows").rows(rows.len() as u64));
+    }
     Ok(Outcome {
         text,
-        json: serde_json::json!({"version": 1, "command": "coverage-study", "rows": rows}),
+        json: serde_json::to_value(envelope).map_err(|e| Error::Internal(e.to_string()))?,
         status: ExitStatus::Success,
     })
 }

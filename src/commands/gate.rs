@@ -15,7 +15,7 @@ use crate::stages::grade::warnings;
 ///
 /// # Errors
 /// A share outside [0, 1], a floor outside [0, 1], an unreadable tools file.
-pub fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Options> {
+pub(crate) fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Options> {
     let share = |flag: &str, x: f64| {
         if x.is_finite() && (0.0..=1.0).contains(&x) {
             Ok(())
@@ -54,7 +54,11 @@ pub fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Options> 
 }
 
 /// Runs the gate on table `rows` of `context`; `opts` come from [`validate`].
-pub fn report(ctx: &Context, context: &SessionContext, opts: &gate::Options) -> Result<Report> {
+pub(crate) fn report(
+    ctx: &Context,
+    context: &SessionContext,
+    opts: &gate::Options,
+) -> Result<Report> {
     ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
         let session = Session::from_context(context.clone());
@@ -64,7 +68,7 @@ pub fn report(ctx: &Context, context: &SessionContext, opts: &gate::Options) -> 
 
 /// The gate's report as `wai grade` and `wai demo` print it after their own: text, the report's
 /// JSON keys, and the status.
-pub struct Check {
+pub(crate) struct Check {
     /// The pass@k report, the warnings and the gate line.
     pub text: String,
     /// The report as JSON.
@@ -74,7 +78,7 @@ pub struct Check {
 }
 
 /// [`report`] at `floor` (over the floor of `opts`), as a [`Check`].
-pub fn check(
+pub(crate) fn check(
     ctx: &Context,
     context: &SessionContext,
     _args: &HollowArgs,
@@ -96,7 +100,7 @@ pub fn check(
 
 /// How the gate ends the process: hollow whether or not a floor was asked for (`wai grade`
 /// without `--gate`), failure under the floor.
-pub fn status(report: &Report) -> ExitStatus {
+pub(crate) fn status(report: &Report) -> ExitStatus {
     if report.hollow {
         ExitStatus::Hollow
     } else if report.failed() {
@@ -107,7 +111,7 @@ pub fn status(report: &Report) -> ExitStatus {
 }
 
 /// The gate's warnings as the envelope's.
-pub fn warnings_of(report: &Report) -> impl Iterator<Item = Warning> + '_ {
+pub(crate) fn warnings_of(report: &Report) -> impl Iterator<Item = Warning> + '_ {
     report
         .warnings
         .iter()
@@ -115,7 +119,7 @@ pub fn warnings_of(report: &Report) -> impl Iterator<Item = Warning> + '_ {
 }
 
 /// Runs `wai gate`.
-pub fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
     let opts = validate(&args.hollow, Some(args.floor))?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let report = report(ctx, &context, &opts)?;

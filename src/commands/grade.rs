@@ -144,7 +144,7 @@ fn text(
 }
 
 /// Runs `wai grade`.
-pub fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let started = Instant::now();
     let format =
         crate::pipeline::rows_out::output_format(&args.output.out, args.output.to.map(Into::into))?;

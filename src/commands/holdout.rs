@@ -9,7 +9,7 @@ use crate::stages::holdout::{self, HoldoutStage};
 use crate::stages::{Session, compare};
 
 /// Runs `wai holdout-size`.
-pub fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
     let opts = holdout::Options {
         effect: args.effect.unwrap_or(0.05),
         base: args.base,

@@ -10,7 +10,7 @@ use crate::stages::grade::{Judge, Panel};
 use crate::stages::judge_trust::{self, JudgeTrustStage, Options, Rejudged, probes};
 
 /// Runs `wai judge-trust`.
-pub fn run(ctx: &Context, args: &JudgeTrustArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &JudgeTrustArgs) -> Result<Outcome> {
     let opts = Options {
         length_gap_flag: share("--length-gap-flag", args.length_gap_flag)?,
         max_skipped_share: share("--max-skipped-share", args.max_skipped_share)?,

@@ -10,7 +10,7 @@ use crate::report::envelope::{Envelope, Output};
 use crate::stages::labels::{self, Index};
 
 /// Runs `wai labels ...`.
-pub fn run(ctx: &Context, command: &LabelsCommand) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, command: &LabelsCommand) -> Result<Outcome> {
     match command {
         LabelsCommand::Attach(args) => attach(ctx, args),
     }

@@ -8,7 +8,7 @@ use crate::stages::Session;
 use crate::stages::markers::{self, MarkersStage, Options};
 
 /// Runs `wai markers`.
-pub fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let opts = Options {
         names: args.names.clone(),

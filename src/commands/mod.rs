@@ -35,7 +35,6 @@ pub(crate) use crate::pipeline::context::Context;
 pub(crate) use crate::pipeline::scratch::scratch;
 use crate::pipeline::session;
 pub(crate) use crate::pipeline::tables::{all_rows, as_parquet, load_table, rows_session};
-use crate::report::envelope::Envelope;
 
 /// What a command hands back to be printed (and what [`crate::run_command_line`] returns).
 pub struct Outcome {
@@ -45,18 +44,6 @@ pub struct Outcome {
     pub json: serde_json::Value,
     /// How the process ends.
     pub status: ExitStatus,
-}
-
-/// The version-1 `--json` document of `command`: `version`, `command`, then every key of
-/// `report` (made into the envelope by [`run`]).
-pub(crate) fn document(command: &str, report: &impl serde::Serialize) -> serde_json::Value {
-    let mut doc = serde_json::json!({"version": 1, "command": command});
-    if let (Some(obj), Ok(serde_json::Value::Object(r))) =
-        (doc.as_object_mut(), serde_json::to_value(report))
-    {
-        obj.extend(r);
-    }
-    doc
 }
 
 /// Runs the parsed command line, writing data to `out`.
@@ -105,14 +92,8 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     Ok(outcome)
 }
 
-/// The `--json` document as the envelope ([`Envelope`]): a version-1 document is split into
-/// envelope and report; the run's wall time is filled in.
-fn enveloped(doc: serde_json::Value, elapsed: std::time::Duration) -> serde_json::Value {
-    let mut doc = if doc.get("version") == Some(&serde_json::Value::from(1)) {
-        serde_json::to_value(Envelope::from_v1(doc)).unwrap_or_default()
-    } else {
-        doc
-    };
+/// The `--json` envelope (`docs/json.md`) with the run's wall time filled in.
+fn enveloped(mut doc: serde_json::Value, elapsed: std::time::Duration) -> serde_json::Value {
     if let Some(obj) = doc.as_object_mut() {
         obj.insert(
             "elapsed_s".into(),

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use super::{Context, Outcome};
 use crate::cli::PassAtArgs;
 use crate::error::{ExitStatus, Result};
+use crate::report::envelope::Envelope;
 use crate::stages::Session;
 use crate::stages::pass_at::{self, Options, PassAtStage, Slice};
 
@@ -31,7 +32,8 @@ pub(crate) fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     })?;
     // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
     let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);
-    let json = super::document("pass-at", &report);
+    let json = serde_json::to_value(Envelope::new("pass-at", &report).inputs(&args.inputs))
+        .map_err(|e| crate::Error::Internal(format!("the report does not serialize: {e}")))?;
     let mut text = report.to_string().trim_end().to_owned();
     // The note is the reference's ("set repeats>=4"); a k the user named below the floor is
     // more often a floor to lower than repeats to add, so say how.

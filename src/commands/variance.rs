@@ -9,7 +9,7 @@ use crate::stages::Session;
 use crate::stages::variance::{self, Options, VarianceStage};
 
 /// Runs `wai variance`.
-pub fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
+pub(crate) fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
     if args.metric != "pass_at_1" && !args.metric.starts_with("marker:") {
         return Err(Error::Usage(format!(
             "--metric is `pass_at_1` or `marker:NAME`, not `{}`",

@@ -158,75 +158,6 @@ impl<R: Serialize> Envelope<R> {
     }
 }
 
-impl Envelope<serde_json::Value> {
-    /// The envelope of a version-1 document (`version`, `command`, then the report's keys):
-    /// `inputs`, the output paths (`output`, `path`, `dir`, `rejects_file`) and `warnings` move
-    /// to the envelope, timings are dropped (the envelope's `elapsed_s` replaces them), the rest
-    /// is the report. For commands not yet building their [`Envelope`] themselves.
-    pub fn from_v1(doc: serde_json::Value) -> Self {
-        use serde_json::Value;
-        let Value::Object(mut map) = doc else {
-            return Self::new("", doc);
-        };
-        map.remove("version");
-        let command = match map.remove("command") {
-            Some(Value::String(c)) => c,
-            _ => String::new(),
-        };
-        let mut envelope = Self::new(command, Value::Null);
-        if let Some(Value::Array(items)) = map.get("inputs")
-            && items.iter().all(Value::is_string)
-        {
-            envelope.inputs = items
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect();
-            map.remove("inputs");
-        }
-        for (key, kind) in [
-            ("output", "rows"),
-            ("path", "file"),
-            ("dir", "folder"),
-            ("rejects_file", "rejects"),
-        ] {
-            if let Some(Value::String(path)) = map.get(key) {
-                envelope.outputs.push(Output::new(path, kind));
-                map.remove(key);
-            } else if map.get(key).is_some_and(Value::is_null) {
-                map.remove(key);
-            }
-        }
-        // The report keeps its warnings too: its own form (a code, a flag) is its contract.
-        if let Some(Value::Array(items)) = map.get("warnings") {
-            envelope.warnings = items.iter().filter_map(warning_of).collect();
-        }
-        map.remove("elapsed_ms");
-        map.remove("elapsed_s");
-        envelope.report = Value::Object(map);
-        envelope
-    }
-}
-
-/// A warning read from a report's warning (a string, or an object with a `text` or `message` and
-/// a `kind` or `code`).
-fn warning_of(v: &serde_json::Value) -> Option<Warning> {
-    if let Some(s) = v.as_str() {
-        return Some(Warning::from(s));
-    }
-    let message = v
-        .get("message")
-        .or_else(|| v.get("text"))
-        .and_then(serde_json::Value::as_str)?;
-    let code = v
-        .get("code")
-        .or_else(|| v.get("kind"))
-        .and_then(serde_json::Value::as_str);
-    Some(Warning {
-        code: code.map(str::to_owned),
-        message: message.to_owned(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,20 +177,5 @@ mod tests {
         assert_eq!(v["outputs"][0]["rows"], 3);
         assert_eq!(v["warnings"][0]["message"], "few tasks");
         assert!(v.get("pass_at_1").is_none());
-    }
-
-    #[test]
-    fn a_version_1_document_is_split_into_envelope_and_report() {
-        let doc = serde_json::json!({"version": 1, "command": "convert", "inputs": ["a.jsonl"],
-            "output": "b.parquet", "rows": 3, "rejects_file": null, "elapsed_ms": 5,
-            "warnings": [{"kind": "few_graded", "text": "few graded", "hollow": true}]});
-        let v = serde_json::to_value(Envelope::from_v1(doc)).unwrap();
-        assert_eq!(v["inputs"][0], "a.jsonl");
-        assert_eq!(v["outputs"][0]["path"], "b.parquet");
-        assert_eq!(v["report"]["rows"], 3);
-        assert!(v["report"].get("elapsed_ms").is_none());
-        assert_eq!(v["warnings"][0]["code"], "few_graded");
-        // Structured warnings stay in the report too (they carry more than a sentence).
-        assert_eq!(v["report"]["warnings"][0]["hollow"], true);
     }
 }

@@ -45,6 +45,11 @@ fn close(a: &Value, b: &Value, tol: f64) -> bool {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    clippy::many_single_char_names,
+    reason = "one loop over the vectors, each key checked against the reference's own names"
+)]
 fn every_delta_report_vector_agrees() {
     let dir = tempfile::tempdir().unwrap();
     let v = vectors();

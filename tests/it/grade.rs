@@ -56,6 +56,10 @@ fn rewards(rows: &[Value]) -> Vec<Option<f64>> {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one fixture, every verifier kind asserted in turn"
+)]
 fn verifiers_score_hand_labelled_transcripts() {
     // Rows (tests/fixtures/grade_transcripts.jsonl): 1 refund allowed and done; 2 refund not
     // allowed, denied; 3 not allowed, refunded anyway, politely; 4 lookup tool faulted, agent
@@ -156,7 +160,7 @@ fn verifiers_score_hand_labelled_transcripts() {
             ],
         ),
         (
-            r#"{ length = { max = 60 } }"#,
+            r"{ length = { max = 60 } }",
             [
                 Some(1.0),
                 Some(0.0),
@@ -170,7 +174,7 @@ fn verifiers_score_hand_labelled_transcripts() {
         ),
         // The last line, punctuation and case aside, against privileged.reference.
         (
-            r#"{ exact = {} }"#,
+            r"{ exact = {} }",
             [
                 Some(0.0),
                 Some(1.0),
@@ -183,7 +187,7 @@ fn verifiers_score_hand_labelled_transcripts() {
             ],
         ),
         (
-            r#"{ math = {} }"#,
+            r"{ math = {} }",
             // The other references are words, not numbers: the check cannot run there.
             [n, n, n, n, n, Some(1.0), Some(1.0), n],
         ),
@@ -614,15 +618,13 @@ fn gate_exit_codes() {
     let hollow = write(
         dir.path(),
         "hollow.jsonl",
-        &(0..8)
-            .map(|i| {
-                format!(
-                    "{{\"task_id\": \"t{}\", \"prompt\": \"q\", \"steps\": [], \"final_text\": \"a\", \"reward\": {}, \"judge_status\": \"ok\"}}\n",
-                    i % 2,
-                    i % 2
-                )
-            })
-            .collect::<String>(),
+        &crate::support::jsonl((0..8).map(|i| {
+            format!(
+                "{{\"task_id\": \"t{}\", \"prompt\": \"q\", \"steps\": [], \"final_text\": \"a\", \"reward\": {}, \"judge_status\": \"ok\"}}",
+                i % 2,
+                i % 2
+            )
+        })),
     );
     insta::assert_snapshot!(outcome(wai().arg("gate").arg(&hollow).args(["--floor", "0.1"]), dir.path()), @r"
     exit_code: 2
@@ -681,19 +683,14 @@ fn scored_rows(
     n: usize,
     verdict: impl Fn(usize) -> (Value, &'static str),
 ) -> PathBuf {
-    let text: String = (0..n)
-        .map(|i| {
-            let (reward, status) = verdict(i);
-            format!(
-                "{}\n",
-                serde_json::json!({
-                    "task_id": format!("t{i}"), "prompt": "q", "final_text": "a",
-                    "steps": [{"tool": "lookup_order", "arguments": {}, "result": {}}],
-                    "reward": reward, "judge_status": status,
-                })
-            )
+    let text = crate::support::jsonl((0..n).map(|i| {
+        let (reward, status) = verdict(i);
+        serde_json::json!({
+            "task_id": format!("t{i}"), "prompt": "q", "final_text": "a",
+            "steps": [{"tool": "lookup_order", "arguments": {}, "result": {}}],
+            "reward": reward, "judge_status": status,
         })
-        .collect();
+    }));
     write(dir, name, &text)
 }
 
@@ -937,7 +934,7 @@ fn a_killed_grade_resumes_and_judges_only_what_is_missing() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
     while lines_of(&log).len() < 30 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

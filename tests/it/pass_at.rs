@@ -192,7 +192,8 @@ fn one_reward_reader_string_and_boolean_rewards_are_bad_rows() {
 #[test]
 fn tau_bench_pass_hat_k_matches_its_own_formula() {
     let rows = read_jsonl(&fixture("tau_bench_airline_rewards.jsonl"));
-    let mut by_task: std::collections::BTreeMap<i64, (u64, u64)> = Default::default();
+    let mut by_task: std::collections::BTreeMap<i64, (u64, u64)> =
+        std::collections::BTreeMap::default();
     for r in &rows {
         let e = by_task.entry(r["task_id"].as_i64().unwrap()).or_default();
         e.0 += 1;
@@ -375,8 +376,11 @@ fn eval_variance_matches_the_reference_vector() {
     let run = |n: u8| -> String {
         text.lines()
             .filter(|l| l.contains(&format!("\"eval_run\": {n}}}")))
-            .map(|l| format!("{l}\n"))
-            .collect()
+            .fold(String::new(), |mut text, l| {
+                text.push_str(l);
+                text.push('\n');
+                text
+            })
     };
     let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
     std::fs::write(&a, run(0)).unwrap();
