@@ -11,6 +11,7 @@ mod export; // training rows: the reference's exports record for record, the gat
 mod grade; // judges, warnings and the gate
 mod hack_scan; // what the reward teaches: reference vectors, a planted shortcut, determinism
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel
+mod json; // every command's --json document against the envelope's schema
 mod judge_trust; // the judge against hand labels: reference vectors, the fixed false passes
 mod labels; // hand labels onto rows: reference vectors, refusals that change nothing
 mod library; // the library on its own: a stage run from Rust, its option checks, rows in memory
