@@ -28,18 +28,45 @@ fn check(dir: &Path, args: &[&str]) -> serde_json::Value {
     doc
 }
 
+/// Every command, its arguments split on `|`: `{F}` is the fixtures folder. In order: later
+/// commands read what earlier ones wrote.
+const COMMANDS: &[&str] = &[
+    "gen|--rows|2000|--seed|1|-o|a.parquet",
+    "gen|--rows|2000|--seed|2|-o|b.parquet",
+    "gen|--rows|400|--seed|3|-o|eval.parquet",
+    "demo|--dir|demo|--budget|400",
+    "convert|a.parquet|-o|a.jsonl",
+    "ingest|{F}/chat_rollouts.jsonl|-o|chat.parquet|--rejects|chat.rej",
+    "ingest|{F}/tau_bench_airline_sample.json|-o|tau.parquet",
+    "sql|SELECT count(*) AS n FROM rows|--table|a.parquet",
+    "sql|--list",
+    "pass-at|a.parquet|--by|dims.tier",
+    "markers|a.parquet",
+    "gate|demo/scored.parquet|--floor|0.5|--no-tools",
+    "variance|a.parquet|b.parquet",
+    "compare|a.parquet|b.parquet",
+    "holdout-size|--effect|0.05",
+    "hack-scan|a.parquet|--perms|20",
+    "judge-trust|{F}/example_scored.jsonl|--judge|sql:reward > 0.5",
+    "compare-judges|gold.jsonl|--judge|a=sql:reward > 0.5|--judge|b=sql:reward > 0.9",
+    "labels|attach|{F}/example_scored.jsonl|{F}/example_scored.jsonl|-o|labelled.parquet",
+    "grade|a.parquet|--judge|sql:length(final_text) > 40|-o|g.parquet|--no-tools",
+    "decontaminate|a.parquet|--against|eval.parquet|-o|clean.parquet",
+    "select|a.parquet|-o|sft.jsonl|--mode|sft|--target|200",
+    "select|a.parquet|-o|pref.jsonl|--mode|preference|--target|200",
+    "export|sft.jsonl|-o|ft.jsonl|--format|openai",
+    "export|pref.jsonl|-o|dpo.jsonl|--format|dpo",
+    "preflight|--tools|{F}/example_tools.json|--policy|{F}/example_policy.md",
+    "coverage-gap|{F}/example_scored.jsonl|--tools|{F}/example_tools.json",
+    "simulate|--tools|{F}/example_tools.json|--policy|{F}/example_policy.md|--budget|100|-o|sim.parquet",
+    "init-evals|--tools|{F}/example_tools.json|--policy|{F}/example_policy.md|--dir|evals",
+];
+
 #[test]
 fn every_command_prints_the_envelope() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let tools = fixture("example_tools.json");
-    let policy = fixture("example_policy.md");
-    let (tools, policy) = (tools.to_str().unwrap(), policy.to_str().unwrap());
-    let scored = fixture("example_scored.jsonl");
-    let scored = scored.to_str().unwrap();
-    let chat = fixture("chat_rollouts.jsonl");
-    let tau = fixture("tau_bench_airline_sample.json");
-
+    // Rows with hand labels, for compare-judges.
     let gold: Vec<serde_json::Value> = (0..40)
         .map(|i| {
             serde_json::json!({"task_id": format!("t{i}"), "prompt": "q", "final_text": "a".repeat(i % 7),
@@ -47,169 +74,35 @@ fn every_command_prints_the_envelope() {
         })
         .collect();
     crate::support::write_rows(&d.join("gold.jsonl"), &gold);
-    let doc = check(
-        d,
-        &["gen", "--rows", "2000", "--seed", "1", "-o", "a.parquet"],
-    );
-    assert_eq!(doc["outputs"][0]["rows"], 2000);
-    check(
-        d,
-        &["gen", "--rows", "2000", "--seed", "2", "-o", "b.parquet"],
-    );
-    check(
-        d,
-        &["gen", "--rows", "400", "--seed", "3", "-o", "eval.parquet"],
-    );
-    check(d, &["demo", "--dir", "demo", "--budget", "400"]);
-    check(d, &["convert", "a.parquet", "-o", "a.jsonl"]);
-    check(
-        d,
-        &[
-            "ingest",
-            chat.to_str().unwrap(),
-            "-o",
-            "chat.parquet",
-            "--rejects",
-            "chat.rej",
-        ],
-    );
-    check(d, &["ingest", tau.to_str().unwrap(), "-o", "tau.parquet"]);
-    check(
-        d,
-        &[
-            "sql",
-            "SELECT count(*) AS n FROM rows",
-            "--table",
-            "a.parquet",
-        ],
-    );
-    check(d, &["sql", "--list"]);
-    check(d, &["pass-at", "a.parquet", "--by", "dims.tier"]);
-    check(d, &["markers", "a.parquet"]);
-    check(
-        d,
-        &[
-            "gate",
-            "demo/scored.parquet",
-            "--floor",
-            "0.5",
-            "--no-tools",
-        ],
-    );
-    check(d, &["variance", "a.parquet", "b.parquet"]);
-    check(d, &["compare", "a.parquet", "b.parquet"]);
-    check(d, &["holdout-size", "--effect", "0.05"]);
-    check(d, &["hack-scan", "a.parquet", "--perms", "20"]);
-    check(d, &["judge-trust", scored, "--judge", "sql:reward > 0.5"]);
-    check(
-        d,
-        &[
-            "compare-judges",
-            "gold.jsonl",
-            "--judge",
-            "a=sql:reward > 0.5",
-            "--judge",
-            "b=sql:reward > 0.9",
-        ],
-    );
-    check(
-        d,
-        &["labels", "attach", scored, scored, "-o", "labelled.parquet"],
-    );
-    check(
-        d,
-        &[
-            "grade",
-            "a.parquet",
-            "--judge",
-            "sql:length(final_text) > 40",
-            "-o",
-            "g.parquet",
-            "--no-tools",
-        ],
-    );
-    check(
-        d,
-        &[
-            "decontaminate",
-            "a.parquet",
-            "--against",
-            "eval.parquet",
-            "-o",
-            "clean.parquet",
-        ],
-    );
-    check(
-        d,
-        &[
-            "select",
-            "a.parquet",
-            "-o",
-            "sft.jsonl",
-            "--mode",
-            "sft",
-            "--target",
-            "200",
-        ],
-    );
-    check(
-        d,
-        &[
-            "select",
-            "a.parquet",
-            "-o",
-            "pref.jsonl",
-            "--mode",
-            "preference",
-            "--target",
-            "200",
-        ],
-    );
-    let doc = check(
-        d,
-        &[
-            "export",
-            "sft.jsonl",
-            "-o",
-            "ft.jsonl",
-            "--format",
-            "openai",
-        ],
-    );
-    assert!(!doc["outputs"].as_array().unwrap().is_empty());
-    check(
-        d,
-        &["export", "pref.jsonl", "-o", "dpo.jsonl", "--format", "dpo"],
-    );
-    check(d, &["preflight", "--tools", tools, "--policy", policy]);
-    check(
-        d,
-        &["coverage-gap", scored, "--tools", tools, "--policy", policy],
-    );
-    check(
-        d,
-        &[
-            "simulate",
-            "--tools",
-            tools,
-            "--policy",
-            policy,
-            "--budget",
-            "100",
-            "-o",
-            "sim.parquet",
-        ],
-    );
-    check(
-        d,
-        &[
-            "init-evals",
-            "--tools",
-            tools,
-            "--policy",
-            policy,
-            "--dir",
-            "evals",
-        ],
-    );
+    let fixtures = fixture("");
+    let fixtures = fixtures.to_str().unwrap().trim_end_matches('/');
+    let mut seen = std::collections::BTreeSet::new();
+    for line in COMMANDS {
+        let line = line.replace("{F}", fixtures);
+        let args: Vec<&str> = line.split('|').collect();
+        let doc = check(d, &args);
+        seen.insert(args[0].to_owned());
+        if args[0] == "gen" {
+            assert!(doc["outputs"][0]["rows"].as_u64().unwrap() > 0, "{doc}");
+        }
+        if args[0] == "export" {
+            assert!(!doc["outputs"].as_array().unwrap().is_empty(), "{doc}");
+        }
+    }
+    // Every command of `wai --help` is here but `help` and the hidden coverage study.
+    let help = wai().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(listed.len() >= 23, "{listed:?}");
+    for c in &listed {
+        assert!(seen.contains(*c), "`wai {c}` has no --json case here");
+    }
 }
