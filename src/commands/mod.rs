@@ -92,10 +92,8 @@ pub(crate) fn error_flags_named(e: crate::Error, flags: &[(&str, &str)]) -> crat
 /// [`flags_named`] over every string of a `--json` document (or of a serialized report).
 pub(crate) fn flags_named_in(value: &mut serde_json::Value, flags: &[(&str, &str)]) {
     match value {
-        serde_json::Value::String(s) => {
-            if flags.iter().any(|(key, _)| s.contains(key)) {
-                *s = flags_named(s, flags);
-            }
+        serde_json::Value::String(s) if flags.iter().any(|(key, _)| s.contains(key)) => {
+            *s = flags_named(s, flags);
         }
         serde_json::Value::Array(items) => {
             for item in items {
@@ -204,5 +202,30 @@ fn name_the_files(e: crate::Error) -> crate::Error {
                 String::new()
             }
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FLAGS: &[(&str, &str)] = &[("`budget`", "--budget"), ("`axes`", "--axis")];
+
+    #[test]
+    fn keys_are_spelled_as_their_flags_in_text_json_and_errors() {
+        assert_eq!(
+            flags_named("raise `budget` or pin `axes` tool=...", FLAGS),
+            "raise --budget or pin --axis tool=..."
+        );
+        // A word without backticks is not a key.
+        assert_eq!(flags_named("the budget", FLAGS), "the budget");
+        let mut doc = serde_json::json!({"w": ["`budget` 100"], "n": 3, "o": {"t": "`axes`"}});
+        flags_named_in(&mut doc, FLAGS);
+        assert_eq!(
+            doc,
+            serde_json::json!({"w": ["--budget 100"], "n": 3, "o": {"t": "--axis"}})
+        );
+        let e = error_flags_named(crate::Error::Usage("start a new `budget`".into()), FLAGS);
+        assert_eq!(e.to_string(), "start a new --budget");
     }
 }

@@ -182,7 +182,11 @@ fn render(
                     regime.replace('_', " "),
                     args.out.display()
                 ));
-                let warnings: Vec<String> = scan.warnings.iter().map(|w| flags_named(w, FLAGS)).collect();
+                let warnings: Vec<String> = scan
+                    .warnings
+                    .iter()
+                    .map(|w| flags_named(w, FLAGS))
+                    .collect();
                 scan_json = json!({"regime": regime, "warnings": warnings});
             }
             Err(e) => scan_line = Some(format!("  hack scan: did not run ({e})")),
