@@ -59,6 +59,15 @@ fn options(args: &CompareArgs) -> Result<Options> {
     })
 }
 
+/// The option keys a comparison's warnings name, and the flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("`changed`", "--changed"),
+    ("`must_not_regress`", "--must-not-regress"),
+    ("`run_std_runs`", "--run-std-runs"),
+    ("`run_std`", "--run-std"),
+    ("`target`", "--target"),
+];
+
 /// Runs `wai compare`.
 pub(crate) fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
     let opts = options(args)?;
@@ -105,5 +114,6 @@ pub(crate) fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
         } else {
             ExitStatus::Failure
         },
-    })
+    }
+    .flags_named(FLAGS))
 }

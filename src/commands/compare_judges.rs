@@ -93,5 +93,6 @@ pub(crate) fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
         } else {
             ExitStatus::Failure
         },
-    })
+    }
+    .flags_named(super::judge_trust::FLAGS))
 }

@@ -15,6 +15,34 @@ use crate::stages::{Session, run};
 /// The per-ask detail of a big set stays out of the JSON document past this many asks.
 const PER_ASK_JSON: usize = 1000;
 
+/// The option keys a preflight's warnings and text name, and the flags that set them.
+const PREFLIGHT_FLAGS: &[(&str, &str)] = &[
+    ("`axes`", "--axis"),
+    ("`budget`", "--budget"),
+    ("`policy`", "--policy"),
+    ("`repeats`", "--repeats"),
+    ("`rule_cap`", "--rule-cap"),
+];
+
+/// The option keys (and the `wai simulate` lines) a coverage gap's notes and text name, spelled
+/// as on the command line.
+const GAP_FLAGS: &[(&str, &str)] = &[
+    (
+        "`simulate` with the asks as `seeds` covers",
+        "wai simulate --seeds ASKS covers",
+    ),
+    (
+        "`simulate` with the asks as `seeds` (and `tools`, `policy`)",
+        "`wai simulate --seeds ASKS --tools ... --policy ...`",
+    ),
+    (
+        "`simulate` with a fixed `repeat_policy` of K `repeats`",
+        "wai simulate --repeat-policy fixed --repeats K",
+    ),
+    ("`rule_cap`", "--rule-cap"),
+    ("`rows`", "--rows"),
+];
+
 /// Runs `wai preflight`.
 pub(crate) fn preflight(args: &PreflightArgs) -> Result<Outcome> {
     let inputs = pre::Inputs {
@@ -35,7 +63,8 @@ pub(crate) fn preflight(args: &PreflightArgs) -> Result<Outcome> {
         text: report.to_string().trim_end().to_owned(),
         json: serde_json::to_value(envelope).unwrap_or_default(),
         status: ExitStatus::Success,
-    })
+    }
+    .flags_named(PREFLIGHT_FLAGS))
 }
 
 /// The `--json` report of `wai coverage-gap`: the stage's (its per-ask detail cut to
@@ -89,5 +118,6 @@ pub(crate) fn coverage_gap(ctx: &Context, args: &CoverageGapArgs) -> Result<Outc
         text,
         json: serde_json::to_value(Envelope::new("coverage-gap", doc)).unwrap_or_default(),
         status: ExitStatus::Success,
-    })
+    }
+    .flags_named(GAP_FLAGS))
 }

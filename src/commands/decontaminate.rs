@@ -43,11 +43,12 @@ fn embedder(ctx: &Context, args: &DecontaminateArgs) -> Result<Option<Embedder>>
 
 /// The report's words for the eval rows and the options, as the command line spells them.
 fn flags_named(report: &mut Report) {
-    let named = |s: &str| {
-        s.replace("`embedder`", "--embedder")
-            .replace("`similarity`", "--similarity")
-            .replace("`against`", "--against")
-    };
+    const FLAGS: &[(&str, &str)] = &[
+        ("`embedder`", "--embedder"),
+        ("`similarity`", "--similarity"),
+        ("`against`", "--against"),
+    ];
+    let named = |s: &str| super::flags_named(s, FLAGS);
     for note in &mut report.notes {
         *note = named(note);
     }

@@ -120,9 +120,11 @@ pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         progress: Box::new(|_| {}),
     };
     let session = Session::from_context(datafusion::prelude::SessionContext::new());
-    let sim = futures::executor::block_on(crate::stages::run::<SimulateStage<'_>>(
+    let mut sim = futures::executor::block_on(crate::stages::run::<SimulateStage<'_>>(
         &session, inputs, &opts,
-    ))?;
+    ))
+    .map_err(|e| super::error_flags_named(e, super::simulate::FLAGS))?;
+    super::flags_named_each(&mut sim.warnings, super::simulate::FLAGS);
     rows_sink.finish()?;
     scored_sink.finish()?;
 

@@ -48,12 +48,12 @@ fn name_the_feature_flag(e: Error) -> Error {
     }
 }
 
-/// `text` (a warning of the scan) with the option keys it names spelled as their flags.
-fn flags_named(text: &str) -> String {
-    text.replace("`endorsed`", "--endorsed")
-        .replace("`features`", "--feature")
-        .replace("`select` in `rl` mode", "`wai select --mode rl`")
-}
+/// The option keys a warning of the scan names, and the flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("`endorsed`", "--endorsed"),
+    ("`features`", "--feature"),
+    ("`select` in `rl` mode", "`wai select --mode rl`"),
+];
 
 /// Runs `wai hack-scan`.
 pub(crate) fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
@@ -72,7 +72,7 @@ pub(crate) fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
         })
         .map_err(name_the_feature_flag)?;
     for w in &mut report.warnings {
-        *w = flags_named(w);
+        *w = super::flags_named(w, FLAGS);
     }
     let status = if report.regime == Regime::RewardHack {
         ExitStatus::Failure

@@ -83,6 +83,14 @@ fn inputs(args: &InitEvalsArgs, root: &Path, out: &Path) -> Result<Inputs> {
     })
 }
 
+/// The option keys the picked lines name, and the flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("`agent`", "--agent"),
+    ("`policy`", "--policy"),
+    ("`seeds`", "--seeds"),
+    ("`tools`", "--tools"),
+];
+
 /// Runs `wai init-evals` in the current folder.
 pub(crate) fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let root = std::env::current_dir().map_err(|e| Error::io(".", e))?;
@@ -95,7 +103,9 @@ pub(crate) fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let opts = Options { dir: d.to_string() };
     let session = Session::from_context(datafusion::prelude::SessionContext::new());
     let inputs = inputs(args, &root, &out)?;
-    let report = futures::executor::block_on(run_stage::<InitEvalsStage>(&session, inputs, &opts))?;
+    let mut report =
+        futures::executor::block_on(run_stage::<InitEvalsStage>(&session, inputs, &opts))?;
+    super::flags_named_each(&mut report.picked, FLAGS);
     let existing: Vec<&str> = report
         .files
         .iter()

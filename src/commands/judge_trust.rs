@@ -42,8 +42,23 @@ pub(crate) fn run(ctx: &Context, args: &JudgeTrustArgs) -> Result<Outcome> {
         } else {
             ExitStatus::Failure
         },
-    })
+    }
+    .flags_named(FLAGS))
 }
+
+/// The option keys (of judge-trust, `wai grade` and `wai labels attach`) the audit's text and
+/// warnings name, and the flags that set them. `judge` and `kind` are named in their phrases
+/// only: a judge may be called `judge`.
+pub(super) const FLAGS: &[(&str, &str)] = &[
+    ("`allow_model_gold`", "--allow-model-gold"),
+    ("`max_skipped_share`", "--max-skipped-share"),
+    ("`rubric`", "--rubric"),
+    ("ROWS `judge` SPEC", "ROWS --judge SPEC"),
+    ("`judge` on judge-trust", "--judge on judge-trust"),
+    ("`judge` SPEC `probes` all", "--judge SPEC --probes all"),
+    ("attach `kind`", "attach --kind"),
+    ("LABELS `kind`", "LABELS --kind"),
+];
 
 /// `x` when it is a share in [0, 1].
 pub(super) fn share(flag: &str, x: f64) -> Result<f64> {

@@ -46,6 +46,69 @@ pub struct Outcome {
     pub status: ExitStatus,
 }
 
+impl Outcome {
+    /// The outcome with the option keys its text and `--json` document name (`` `key` ``, as a
+    /// stage writes them) spelled as the flags that set them: see [`flags_named`].
+    pub(crate) fn flags_named(mut self, flags: &[(&str, &str)]) -> Self {
+        self.text = flags_named(&self.text, flags);
+        flags_named_in(&mut self.json, flags);
+        self
+    }
+}
+
+/// `text` (a stage's note or warning) with each option key it names, as a stage spells it
+/// (`` `budget` ``, backticks and all), replaced by the flag that sets it (`--budget`): `flags`
+/// pairs each key's spelling with its flag's, in the order they are replaced.
+pub(crate) fn flags_named(text: &str, flags: &[(&str, &str)]) -> String {
+    flags
+        .iter()
+        .fold(text.to_owned(), |text, (key, flag)| text.replace(key, flag))
+}
+
+/// [`flags_named`] over each of `texts` (a report's warnings or notes), in place.
+pub(crate) fn flags_named_each(texts: &mut [String], flags: &[(&str, &str)]) {
+    for text in texts {
+        *text = flags_named(text, flags);
+    }
+}
+
+/// A stage's error with the option keys its message names spelled as their flags (see
+/// [`flags_named`]); the key of an [`crate::Error::Option`] itself is named by `name_the_flag`.
+pub(crate) fn error_flags_named(e: crate::Error, flags: &[(&str, &str)]) -> crate::Error {
+    match e {
+        crate::Error::Usage(message) => crate::Error::Usage(flags_named(&message, flags)),
+        crate::Error::Option { key, message } => crate::Error::Option {
+            key,
+            message: flags_named(&message, flags),
+        },
+        crate::Error::Input { stage, message } => crate::Error::Input {
+            stage,
+            message: flags_named(&message, flags),
+        },
+        e => e,
+    }
+}
+
+/// [`flags_named`] over every string of a `--json` document (or of a serialized report).
+pub(crate) fn flags_named_in(value: &mut serde_json::Value, flags: &[(&str, &str)]) {
+    match value {
+        serde_json::Value::String(s) if flags.iter().any(|(key, _)| s.contains(key)) => {
+            *s = flags_named(s, flags);
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                flags_named_in(item, flags);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for item in map.values_mut() {
+                flags_named_in(item, flags);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Runs the parsed command line, writing data to `out`.
 pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     // A signal ends the workers this run starts, and the run.
@@ -139,5 +202,30 @@ fn name_the_files(e: crate::Error) -> crate::Error {
                 String::new()
             }
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FLAGS: &[(&str, &str)] = &[("`budget`", "--budget"), ("`axes`", "--axis")];
+
+    #[test]
+    fn keys_are_spelled_as_their_flags_in_text_json_and_errors() {
+        assert_eq!(
+            flags_named("raise `budget` or pin `axes` tool=...", FLAGS),
+            "raise --budget or pin --axis tool=..."
+        );
+        // A word without backticks is not a key.
+        assert_eq!(flags_named("the budget", FLAGS), "the budget");
+        let mut doc = serde_json::json!({"w": ["`budget` 100"], "n": 3, "o": {"t": "`axes`"}});
+        flags_named_in(&mut doc, FLAGS);
+        assert_eq!(
+            doc,
+            serde_json::json!({"w": ["--budget 100"], "n": 3, "o": {"t": "--axis"}})
+        );
+        let e = error_flags_named(crate::Error::Usage("start a new `budget`".into()), FLAGS);
+        assert_eq!(e.to_string(), "start a new --budget");
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
-use super::{Context, Outcome};
+use super::{Context, Outcome, flags_named};
 use crate::cli::{SelectArgs, SelectMode, SelectTruncated};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::io::OnBadRow;
@@ -32,16 +32,15 @@ fn envelope(
     .map_err(|e| Error::Internal(format!("the select report does not serialize: {e}")))
 }
 
-/// `text` (a warning of the selection or of its scan) with the option keys it names spelled as
-/// the flags that set them.
-fn flags_named(text: &str) -> String {
-    text.replace("`repeats`", "--repeats")
-        .replace("`band`", "--band")
-        .replace("`length_match`", "--length-match")
-        .replace("`endorsed`", "--endorsed")
-        .replace("`features`", "--feature")
-        .replace("`select` in `rl` mode", "`wai select --mode rl`")
-}
+/// The option keys a warning of the selection or of its scan names, and the flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("`repeats`", "--repeats"),
+    ("`band`", "--band"),
+    ("`length_match`", "--length-match"),
+    ("`endorsed`", "--endorsed"),
+    ("`features`", "--feature"),
+    ("`select` in `rl` mode", "`wai select --mode rl`"),
+];
 
 /// The selection's options from the command line.
 fn options(args: &SelectArgs) -> Result<Options> {
@@ -155,7 +154,7 @@ pub(crate) fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     written?;
     let _ = freed.join();
     for w in &mut report.warnings {
-        *w = flags_named(w);
+        *w = flags_named(w, FLAGS);
     }
     render(args, &report, chosen.len(), scanned, started)
 }
@@ -183,7 +182,11 @@ fn render(
                     regime.replace('_', " "),
                     args.out.display()
                 ));
-                let warnings: Vec<String> = scan.warnings.iter().map(|w| flags_named(w)).collect();
+                let warnings: Vec<String> = scan
+                    .warnings
+                    .iter()
+                    .map(|w| flags_named(w, FLAGS))
+                    .collect();
                 scan_json = json!({"regime": regime, "warnings": warnings});
             }
             Err(e) => scan_line = Some(format!("  hack scan: did not run ({e})")),
@@ -270,7 +273,7 @@ fn preference(
     };
     let (pairs, mut report) = select::build_pairs(&plan, row, report);
     for w in &mut report.warnings {
-        *w = flags_named(w);
+        *w = flags_named(w, FLAGS);
     }
     let file = crate::pipeline::io::AtomicFile::create(&args.out)?;
     let mut w = std::io::BufWriter::new(file.writer()?);

@@ -21,6 +21,18 @@ use crate::stages::simulate::{
     self, Inputs, Mode, Options, Pinned, Progress, RepeatPolicy, Report, SimulateStage,
 };
 
+/// The option keys the simulation's warnings and errors name, and the flags that set them.
+pub(super) const FLAGS: &[(&str, &str)] = &[
+    ("`axes`", "--axis"),
+    ("`budget`", "--budget"),
+    ("`checkpoint`", "--checkpoint"),
+    ("`fault_rate`", "--fault-rate"),
+    ("`repeats`", "--repeats"),
+    ("`rule_cap`", "--rule-cap"),
+    ("`seeds`", "--seeds"),
+    ("`wave`", "--wave"),
+];
+
 /// The `--json` report: the stage's, with the command's notes.
 #[derive(Serialize)]
 struct Doc<'a> {
@@ -146,9 +158,11 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         }),
     };
     let session = Session::from_context(datafusion::prelude::SessionContext::new());
-    let report = futures::executor::block_on(crate::stages::run::<SimulateStage<'_>>(
+    let mut report = futures::executor::block_on(crate::stages::run::<SimulateStage<'_>>(
         &session, inputs, &opts,
-    ))?;
+    ))
+    .map_err(|e| super::error_flags_named(e, FLAGS))?;
+    super::flags_named_each(&mut report.warnings, FLAGS);
     bar.finish_and_clear();
     sink.finish()?;
     let notes = notes(args, &opts, agent.as_ref(), workers.workers, torn);

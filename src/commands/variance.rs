@@ -50,5 +50,14 @@ pub(crate) fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
         text: report.to_string().trim_end().to_owned(),
         json,
         status: ExitStatus::Success,
-    })
+    }
+    .flags_named(FLAGS))
 }
+
+/// The option keys the variance's notes and text name (its own and `wai compare`'s), and the
+/// flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("`by`", "--by"),
+    ("`run_std_runs`", "--run-std-runs"),
+    ("`run_std`", "--run-std"),
+];

@@ -283,7 +283,7 @@ pub fn report(
     let mut notes = Vec::new();
     if unkeyed > 0 {
         notes.push(format!(
-            "{unkeyed} row(s) without a run key were left out (set lineage.eval_run, or pass --by)"
+            "{unkeyed} row(s) without a run key were left out (set lineage.eval_run, or pass `by`)"
         ));
     }
     if n < 3 {
@@ -340,7 +340,7 @@ impl std::fmt::Display for Report {
         if let (Some(band), Some(df)) = (self.noise_band, self.noise_band_df) {
             writeln!(
                 f,
-                "noise band {band:.4} (t at df {df} times sqrt(2) times run_std): a delta inside it is the eval re-running, not a gain. Pass it to compare (--run-std, --run-std-runs)"
+                "noise band {band:.4} (t at df {df} times sqrt(2) times run_std): a delta inside it is the eval re-running, not a gain. Pass it to compare (`run_std`, `run_std_runs`)"
             )?;
         }
         let runs: Vec<String> = self

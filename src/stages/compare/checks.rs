@@ -68,7 +68,7 @@ pub(super) fn proxy(
     if p == headline {
         out.verdict = Some("proxy_is_target");
         gate.warn(format!(
-            "the proxy {p} is the headline metric; name the metric the proxy stands in for as --target"
+            "the proxy {p} is the headline metric; name the metric the proxy stands in for as `target`"
         ));
         return out;
     }
@@ -144,7 +144,7 @@ fn settings(b: &Basis, gate: &mut Gate) {
             "prompt_hash",
             cb.prompt_hash.clone(),
             ca.prompt_hash.clone(),
-            "the system prompt differs (lineage.system_prompt_sha); if the prompt is the change under test, pass --changed prompt_hash",
+            "the system prompt differs (lineage.system_prompt_sha); if the prompt is the change under test, pass `changed` prompt_hash",
         ),
         (
             "judge_version",
@@ -156,13 +156,13 @@ fn settings(b: &Basis, gate: &mut Gate) {
             "temperature",
             cb.temperature.map(|t| format!("{t}")),
             ca.temperature.map(|t| format!("{t}")),
-            "sampling temperature differs; pin it, or pass --changed temperature if it is the change under test",
+            "sampling temperature differs; pin it, or pass `changed` temperature if it is the change under test",
         ),
         (
             "max_tokens",
             cb.max_tokens.map(|t| t.to_string()),
             ca.max_tokens.map(|t| t.to_string()),
-            "the token cap differs, which moves truncation; pin it, or pass --changed max_tokens if it is the change under test",
+            "the token cap differs, which moves truncation; pin it, or pass `changed` max_tokens if it is the change under test",
         ),
         (
             "user_model",
@@ -186,7 +186,7 @@ fn settings(b: &Basis, gate: &mut Gate) {
         }
         if b.opts.changed.iter().any(|c| c == name) {
             gate.warn(format!(
-                "{name} was {x:?} before and {y:?} after, declared the change under test (--changed)"
+                "{name} was {x:?} before and {y:?} after, declared the change under test (`changed`)"
             ));
         } else {
             gate.not_comparable(

@@ -110,7 +110,7 @@ fn verdict_warnings(
     for m in &r.regressions {
         let c = &r.metrics[m].comparison;
         warnings.push(format!(
-            "REGRESSION {m}: {} ({}), named in --must-not-regress",
+            "REGRESSION {m}: {} ({}), named in `must_not_regress`",
             fmt_delta(c.delta),
             fmt_ci(c.ci95)
         ));
@@ -153,7 +153,7 @@ fn verdict_warnings(
     let runs = &noise.eval_runs;
     match (source, b.opts.run_std_runs) {
         (Some("given"), None) => warnings.push(
-            "--run-std was given without --run-std-runs, so the band uses 1.96 and reads it as the eval's exact spread. If it came from re-runs, pass --run-std-runs N (the n_runs of wai variance) so the band uses the t quantile at df = N - 1: 3 re-runs is 4.30, not 1.96.".into(),
+            "`run_std` was given without `run_std_runs`, so the band uses 1.96 and reads it as the eval's exact spread. If it came from re-runs, pass `run_std_runs` N (the n_runs of wai variance) so the band uses the t quantile at df = N - 1: 3 re-runs is 4.30, not 1.96.".into(),
         ),
         (Some("given"), Some(n)) if n < MIN_RERUNS => warnings.push(format!(
             "run_std comes from {n} re-runs: a difference, not a distribution; 3 or more give a sd worth reading"

@@ -329,19 +329,19 @@ fn notes(gap: &CoverageGap) -> Vec<String> {
     let (total, rules) = (gap.n_rules_total, gap.rules.len());
     let mut notes = Vec::new();
     if total > rules {
-        notes.push(format!("the policy has {total} clauses and {rules} are matched (--rule-cap); the other {} are not checked", total - rules));
+        notes.push(format!("the policy has {total} clauses and {rules} are matched (`rule_cap`); the other {} are not checked", total - rules));
     }
     if !gap.untested_rules.is_empty() {
         notes.push(format!(
-            "{} policy rule{} no ask reaches: write one ask per rule, or let the simulator write them (wai simulate --seeds ASKS covers the rule axis)",
+            "{} policy rule{} no ask reaches: write one ask per rule, or let the simulator write them (`simulate` with the asks as `seeds` covers the rule axis)",
             gap.untested_rules.len(),
             if gap.untested_rules.len() == 1 { "" } else { "s" }
         ));
     }
-    notes.push("world_state and tool_condition cannot be read from an ask: a prompt never says the record is missing or the tool timed out, so every ask sits on one point of those two axes. Run the asks through `wai simulate --seeds ASKS --tools ... --policy ...` to vary them, or add a fixture case per branch".into());
-    notes.push("rules are matched on the words an ask shares with the rule, so a branch only the fixture data selects (an amount, a date) reads as untested even when an ask lands on it: confirm with --rows from a run".into());
+    notes.push("world_state and tool_condition cannot be read from an ask: a prompt never says the record is missing or the tool timed out, so every ask sits on one point of those two axes. Run the asks through `simulate` with the asks as `seeds` (and `tools`, `policy`) to vary them, or add a fixture case per branch".into());
+    notes.push("rules are matched on the words an ask shares with the rule, so a branch only the fixture data selects (an amount, a date) reads as untested even when an ask lands on it: confirm with `rows` from a run".into());
     if gap.single_shot {
-        notes.push("every ask appears once: one rollout cannot tell a flake from a failure. Roll each ask k times (wai simulate --repeat-policy fixed --repeats K) and read pass^k".into());
+        notes.push("every ask appears once: one rollout cannot tell a flake from a failure. Roll each ask k times (`simulate` with a fixed `repeat_policy` of K `repeats`) and read pass^k".into());
     }
     if gap.pressure_asks == 0 && gap.n_asks > 0 {
         notes.push("no ask is hurried, adversarial or a retry: the suite tests the agent on a good day only. Add pressure asks, or let the stance axis write them".into());
@@ -469,7 +469,7 @@ impl std::fmt::Display for CoverageGap {
             )?;
         }
         if let Some(rows) = &self.rows {
-            writeln!(f, "rows per rule (from --rows)")?;
+            writeln!(f, "rows per rule (from `rows`)")?;
             for r in &self.rules {
                 writeln!(
                     f,

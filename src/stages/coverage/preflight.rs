@@ -157,7 +157,7 @@ pub fn preflight(tools: &[Tool], policy_text: &str, opts: &Options) -> Preflight
         let rows = cells as u64 * u64::from(repeats.max(1));
         if rows > budget {
             warnings.push(format!(
-                "the grid has {cells} cells; at --repeats {repeats} that is {rows} rows and --budget {budget} covers {} of them. Raise --budget to {rows}, lower --rule-cap, or pin axes with --axis",
+                "the grid has {cells} cells; at `repeats` {repeats} that is {rows} rows and `budget` {budget} covers {} of them. Raise `budget` to {rows}, lower `rule_cap`, or pin axes with `axes`",
                 budget / u64::from(repeats.max(1))
             ));
         }
@@ -280,13 +280,13 @@ fn orphan_rules(tools: &[Tool], rules: &[String], warnings: &mut Vec<String>) ->
 /// What a missing, thin or over-long policy means for the grid.
 fn policy_warnings(policy_text: &str, total: usize, rule_cap: usize, warnings: &mut Vec<String>) {
     if policy_text.trim().is_empty() {
-        warnings.push("no policy: the grid's rule axis is empty and a judge has no policy to hold the agent to; pass --policy".into());
+        warnings.push("no policy: the grid's rule axis is empty and a judge has no policy to hold the agent to; pass `policy`".into());
     } else if policy_text.chars().count() < 200 {
         warnings.push(format!("the policy is {} characters: a thin policy gives the grid few rules to test and a judge little to enforce", policy_text.chars().count()));
     }
     if total > rule_cap {
         warnings.push(format!(
-            "the policy has {total} clauses and the grid's rule axis holds {rule_cap} (--rule-cap), so rows cover the first {rule_cap} in document order and none of the other {}",
+            "the policy has {total} clauses and the grid's rule axis holds {rule_cap} (`rule_cap`), so rows cover the first {rule_cap} in document order and none of the other {}",
             total - rule_cap
         ));
     }
@@ -312,7 +312,7 @@ impl std::fmt::Display for Preflight {
         writeln!(f, "  rules:")?;
         for (i, r) in self.rules.iter().enumerate() {
             let off = if i >= self.rule_cap {
-                "  (past --rule-cap)"
+                "  (past `rule_cap`)"
             } else {
                 ""
             };
@@ -372,7 +372,7 @@ mod tests {
         assert!(
             p.warnings
                 .iter()
-                .any(|w| w.contains("--budget 100 covers 25")),
+                .any(|w| w.contains("`budget` 100 covers 25")),
             "{:?}",
             p.warnings
         );

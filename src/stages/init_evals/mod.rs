@@ -211,7 +211,7 @@ fn agent(
         }
         AgentSource::Given(pick) => {
             let (module, function) = (&pick.module, &pick.function);
-            picked.push(format!("agent: {module}:{function} (--agent)"));
+            picked.push(format!("agent: {module}:{function} (`agent`)"));
             let file = agent_py(
                 pick,
                 &format!("Agent: {module}:{function} (given with --agent)."),
@@ -224,7 +224,7 @@ fn agent(
         }
         AgentSource::Guessed(pick) => {
             let note = format!(
-                "agent: {}:{} (guessed: a function named {} taking the ask; --agent FILE.py:FUNCTION overrides){}",
+                "agent: {}:{} (guessed: a function named {} taking the ask; `agent` FILE.py:FUNCTION overrides){}",
                 pick.module,
                 pick.function,
                 pick.function,
@@ -260,7 +260,7 @@ fn agent(
                 "TODO: no agent function was found; point AGENT at yours (a function that takes the ask and returns the reply).",
                 root,
             );
-            picked.push("agent: none found (a function named answer, respond, chat, run, handle, reply or ask taking one argument); agent.py is a stub: pass --agent FILE.py:FUNCTION".into());
+            picked.push("agent: none found (a function named answer, respond, chat, run, handle, reply or ask taking one argument); agent.py is a stub: pass `agent` FILE.py:FUNCTION".into());
             todo.push("agent.py: point it at your agent".into());
             ("cmd:python3 agent.py".into(), Some(file))
         }
@@ -275,15 +275,15 @@ fn tools<'i>(
 ) -> &'i [Tool] {
     match found {
         Found::Given(p, tools) => {
-            picked.push(format!("tools: {p} ({} tools, --tools)", tools.len()));
+            picked.push(format!("tools: {p} ({} tools, `tools`)", tools.len()));
             tools
         }
         Found::Guessed(p, tools) => {
-            picked.push(format!("tools: {p} ({} tools; guessed: the first JSON file that reads as a tool list; --tools FILE overrides)", tools.len()));
+            picked.push(format!("tools: {p} ({} tools; guessed: the first JSON file that reads as a tool list; `tools` FILE overrides)", tools.len()));
             tools
         }
         Found::None => {
-            picked.push("tools: none found (no JSON file reads as a tool list); tools.json is an empty list: pass --tools FILE".into());
+            picked.push("tools: none found (no JSON file reads as a tool list); tools.json is an empty list: pass `tools` FILE".into());
             todo.push("tools.json: your tools as OpenAI function schemas".into());
             &[]
         }
@@ -294,17 +294,17 @@ fn tools<'i>(
 fn policy(found: &Found<String>, picked: &mut Vec<String>, todo: &mut Vec<String>) -> String {
     match found {
         Found::Given(p, text) => {
-            picked.push(format!("policy: {p} (--policy)"));
+            picked.push(format!("policy: {p} (`policy`)"));
             text.clone()
         }
         Found::Guessed(p, text) => {
             picked.push(format!(
-                "policy: {p} (guessed by its name; --policy FILE overrides)"
+                "policy: {p} (guessed by its name; `policy` FILE overrides)"
             ));
             text.clone()
         }
         Found::None => {
-            picked.push("policy: none found (policy.md, system_prompt.txt, ...); policy.md is a stub: pass --policy FILE".into());
+            picked.push("policy: none found (policy.md, system_prompt.txt, ...); policy.md is a stub: pass `policy` FILE".into());
             todo.push("policy.md: your system prompt".into());
             "# TODO: your agent's system prompt (its policy). Each clause becomes a rule the grid tests.\n".into()
         }
@@ -322,7 +322,7 @@ fn seeds(
     let ids = described_ids(tools);
     let seeds = match &inputs.seeds {
         Some((p, asks)) => {
-            picked.push(format!("seeds: {p} (--seeds)"));
+            picked.push(format!("seeds: {p} (`seeds`)"));
             format!(
                 "# One ask per line; `#` starts a comment.\n{}\n",
                 asks.iter()

@@ -130,7 +130,7 @@ pub fn compare(rows: &[Labeled], graded: &[Graded<'_>], opts: &Options) -> Compa
     let mut warnings = Vec::new();
     if !trusted {
         warnings.push(
-            "the gold labels are not a person's or a program's, so no judge can clear the floors: attach human labels (wai labels attach --kind human) or pass --allow-model-gold".to_owned(),
+            "the gold labels are not a person's or a program's, so no judge can clear the floors: attach human labels (wai labels attach `kind` human) or pass `allow_model_gold`".to_owned(),
         );
     }
     let golds: Vec<f64> = rows

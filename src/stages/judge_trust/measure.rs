@@ -204,12 +204,12 @@ pub fn length(pairs: &[&Labeled], flag: f64) -> Length {
 /// What to do when no pair exists, said for the side that is missing.
 pub fn missing_side_note(n_reward: u64, n_gold: u64) -> String {
     match (n_reward, n_gold) {
-        (0, 0) => "no row has a reward and no row has a gold label: grade the rows first (wai grade ROWS --judge SPEC), then hand-label a sample (wai labels attach SCORED LABELS --kind human), which writes gold_reward".to_owned(),
-        (0, _) => "no row has a 0/1 reward: grade the rows first (wai grade ROWS --judge SPEC), which writes reward. --judge on judge-trust re-judges a sample for its probes; it does not score the rows".to_owned(),
-        (_, 0) => format!("no row has a gold label: wai labels attach SCORED LABELS --kind human writes gold_reward (0/1) and marks it as a person's, and {MIN_GOLD} labeled rows is the sample to aim for"),
+        (0, 0) => "no row has a reward and no row has a gold label: grade the rows first (wai grade ROWS `judge` SPEC), then hand-label a sample (wai labels attach SCORED LABELS `kind` human), which writes gold_reward".to_owned(),
+        (0, _) => "no row has a 0/1 reward: grade the rows first (wai grade ROWS `judge` SPEC), which writes reward. `judge` on judge-trust re-judges a sample for its probes; it does not score the rows".to_owned(),
+        (_, 0) => format!("no row has a gold label: wai labels attach SCORED LABELS `kind` human writes gold_reward (0/1) and marks it as a person's, and {MIN_GOLD} labeled rows is the sample to aim for"),
         _ => format!("{n_reward} row(s) have a reward and {n_gold} have a gold label, but no row has both: label the rows that were graded (labels match on rollout_id or task_id#rollout_index)"),
     }
 }
 
-pub(super) const UNKNOWN_GOLD_REASON: &str = "These rows carry gold_reward with no record of who wrote it, so it does not measure the judge. If you labeled them yourself, attach the labels with wai labels attach --kind human, which marks them as a person's; a model's labels stay model gold (or pass --allow-model-gold).";
-pub(super) const MODEL_GOLD_REASON: &str = "The gold labels came from a model, not a person, so this does not measure the judge. Label 50 rows with wai labels attach --kind human and run again (or pass --allow-model-gold).";
+pub(super) const UNKNOWN_GOLD_REASON: &str = "These rows carry gold_reward with no record of who wrote it, so it does not measure the judge. If you labeled them yourself, attach the labels with wai labels attach `kind` human, which marks them as a person's; a model's labels stay model gold (or pass `allow_model_gold`).";
+pub(super) const MODEL_GOLD_REASON: &str = "The gold labels came from a model, not a person, so this does not measure the judge. Label 50 rows with wai labels attach `kind` human and run again (or pass `allow_model_gold`).";

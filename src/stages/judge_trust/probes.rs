@@ -306,7 +306,7 @@ pub fn probes(
                     n: 0,
                     skipped: match name.as_str() {
                         "keyword_stuffing" => {
-                            "no rubric words to stuff: pass --rubric (text or a file)"
+                            "no rubric words to stuff: pass `rubric` (text or a file)"
                         }
                         "empty_format" => "no tool to call",
                         _ => "no prompt to echo",

@@ -119,12 +119,12 @@ impl Findings {
             let examples: Vec<String> = skipped.examples.iter().map(|x| format!("{x}")).collect();
             if skipped.over_floor {
                 warnings.push(format!(
-                    "Judge agreement skipped {} of {} labeled rows: the judge gave them a fractional reward ({}) and agreement counts exact 0/1 only. That is {} of the sample, over the {} floor (--max-skipped-share), and the {} rows kept are the ones the judge was sure about, so the agreement above reads high by construction; `ok` is false. Make the judge give a 0/1 verdict (or threshold the reward before judge-trust), then run it again.",
+                    "Judge agreement skipped {} of {} labeled rows: the judge gave them a fractional reward ({}) and agreement counts exact 0/1 only. That is {} of the sample, over the {} floor (`max_skipped_share`), and the {} rows kept are the ones the judge was sure about, so the agreement above reads high by construction; `ok` is false. Make the judge give a 0/1 verdict (or threshold the reward before judge-trust), then run it again.",
                     skipped.fractional, skipped.n_gold, examples.join(", "), percent(skipped.share), percent(skipped.floor), skipped.n_used
                 ));
             } else {
                 warnings.push(format!(
-                    "skipped {} of {} labeled rows with a fractional reward ({}); under the {} --max-skipped-share floor, so `ok` stands. Make the judge give a 0/1 verdict (or threshold the reward before judge-trust) to count them.",
+                    "skipped {} of {} labeled rows with a fractional reward ({}); under the {} `max_skipped_share` floor, so `ok` stands. Make the judge give a 0/1 verdict (or threshold the reward before judge-trust) to count them.",
                     skipped.fractional, skipped.n_gold, examples.join(", "), percent(skipped.floor)
                 ));
             }
@@ -161,7 +161,7 @@ impl Findings {
             if point > opts.min_agreement && need <= MAX_GOLD_ASK {
                 labels_needed_out = Some(need.saturating_sub(agree.n));
                 self.warnings.push(format!(
-                    "Judge agreement with {labels_word} is {point:.2} on {} labels, but the lower bound is {low:.2}, under the {:.2} floor. The judge is not the problem; the sample is. Label about {need} rows ({} more, wai labels attach --kind {}) and run judge-trust again.",
+                    "Judge agreement with {labels_word} is {point:.2} on {} labels, but the lower bound is {low:.2}, under the {:.2} floor. The judge is not the problem; the sample is. Label about {need} rows ({} more, wai labels attach `kind` {}) and run judge-trust again.",
                     agree.n,
                     opts.min_agreement,
                     need - agree.n,
@@ -230,7 +230,7 @@ impl Findings {
                 names.sort_unstable();
                 names.dedup();
                 self.warnings.push(format!(
-                    "Judge under audit is `{audited}`, but {} of {} labeled rows were graded by {}: their agreement measures that judge, not this one. Grade the rows with it first (wai grade ROWS --judge SPEC), then run judge-trust again.",
+                    "Judge under audit is `{audited}`, but {} of {} labeled rows were graded by {}: their agreement measures that judge, not this one. Grade the rows with it first (wai grade ROWS `judge` SPEC), then run judge-trust again.",
                     foreign.len(),
                     pairs.len(),
                     names.iter().take(3).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
@@ -282,7 +282,7 @@ fn failed(flags: &Flags) -> bool {
 fn headline(flags: &Flags, skipped: &Skipped, ok: bool) -> String {
     if skipped.over_floor {
         format!(
-            "INCONCLUSIVE: {} of {} labeled rows skipped ({}, over --max-skipped-share {}); usable n={}",
+            "INCONCLUSIVE: {} of {} labeled rows skipped ({}, over `max_skipped_share` {}); usable n={}",
             skipped.fractional,
             skipped.n_gold,
             percent(skipped.share),
@@ -367,7 +367,7 @@ pub fn report(
         );
         if n_reward > 0 && n_gold == 0 && rejudged.probes.is_none() {
             line.push_str(
-                " --judge SPEC --probes all tries the shortcuts a policy would find, labels or not.",
+                " `judge` SPEC `probes` all tries the shortcuts a policy would find, labels or not.",
             );
         }
         warnings.insert(0, line);

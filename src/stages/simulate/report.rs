@@ -278,18 +278,18 @@ pub(super) fn finish_warnings(
             .map(|(k, v)| format!("{v} {k}"))
             .collect();
         warnings.push(format!(
-            "{lost} rollout(s) never became rows ({}), so every rate in this run is over the {n} that did, and the missing ones are not missing at random. Fix the agent (its stderr is in the report's lost reasons) and run again with --checkpoint to keep what landed.",
+            "{lost} rollout(s) never became rows ({}), so every rate in this run is over the {n} that did, and the missing ones are not missing at random. Fix the agent (its stderr is in the report's lost reasons) and run again with `checkpoint` to keep what landed.",
             by.join(", ")
         ));
     }
     if !opts.tools.is_empty() && report.tools.iter().all(|t| t.rows == 0) {
         warnings.push(format!(
-            "0 of {n} rollouts called a tool, so this run says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in --seeds, and check the agent records its steps, before grading it."
+            "0 of {n} rollouts called a tool, so this run says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in `seeds`, and check the agent records its steps, before grading it."
         ));
     }
     if opts.tasks.is_none() && seeds.is_empty() {
         warnings.push(format!(
-            "these {} situations were written from templates that know your tool names and the ids in their descriptions, not your domain. Pass --seeds with a few real asks your agent gets before reading much into the scores.",
+            "these {} situations were written from templates that know your tool names and the ids in their descriptions, not your domain. Pass `seeds` with a few real asks your agent gets before reading much into the scores.",
             report.situations
         ));
     }
@@ -306,7 +306,7 @@ pub(super) fn finish_warnings(
     }
     if !dead.is_empty() {
         warnings.push(format!(
-            "{} tool(s) never worked: {}. The agent reports each miss and an honesty judge rewards it, so what the tool does is never tested. Put the ids the world has in the tool descriptions or in --seeds.",
+            "{} tool(s) never worked: {}. The agent reports each miss and an honesty judge rewards it, so what the tool does is never tested. Put the ids the world has in the tool descriptions or in `seeds`.",
             dead.len(),
             dead.join(", ")
         ));
@@ -319,7 +319,7 @@ pub(super) fn finish_warnings(
         .collect();
     if !unreached.is_empty() && unreached.len() < report.tools.len() {
         warnings.push(format!(
-            "no rollout called {}; raise --budget or pin --axis tool=... to reach it",
+            "no rollout called {}; raise `budget` or pin `axes` tool=... to reach it",
             unreached.join(", ")
         ));
     }
@@ -327,7 +327,7 @@ pub(super) fn finish_warnings(
         let asked = report.fault_rate;
         let got = fault_cells.1 as f64 / fault_cells.0 as f64;
         if (asked > 0.0 && got < 0.7 * asked) || (asked == 0.0 && got > 0.01) {
-            warnings.push(format!("--fault-rate {asked} was asked and {got:.2} of the fault cells' asks kept their fault (n = {})", fault_cells.0));
+            warnings.push(format!("`fault_rate` {asked} was asked and {got:.2} of the fault cells' asks kept their fault (n = {})", fault_cells.0));
         }
     }
     if opts.hard_share.is_some()
@@ -335,7 +335,7 @@ pub(super) fn finish_warnings(
         && report.tier_mix.hard_share_realized + 0.10 < report.tier_mix.hard_share_requested
     {
         warnings.push(format!(
-            "hard share {:.2} was asked and {:.2} landed (n = {n}); the grid has too few hard cells for it: pin --axis stance=...",
+            "hard share {:.2} was asked and {:.2} landed (n = {n}); the grid has too few hard cells for it: pin `axes` stance=...",
             report.tier_mix.hard_share_requested, report.tier_mix.hard_share_realized
         ));
     }

@@ -89,7 +89,7 @@ pub(super) fn index(rows: Vec<Record>, settings: &str) -> Result<HashMap<ResumeK
         .find(|r| r.settings.as_deref() != Some(settings))
     {
         return Err(Error::Usage(format!(
-            "the checkpoint's rows were written by a run with other settings (row `{}`): the seed, agent, tools, policy, seeds, allocation and --wave must be the same to resume; start a new --checkpoint file",
+            "the checkpoint's rows were written by a run with other settings (row `{}`): the seed, agent, tools, policy, seeds, allocation and `wave` must be the same to resume; start a new `checkpoint` file",
             r.record.rollout_id.as_deref().unwrap_or("?")
         )));
     }

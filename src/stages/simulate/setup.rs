@@ -69,7 +69,7 @@ impl Setup {
         let mut warnings = Vec::new();
         if clauses > rules.len() && !rule_pinned {
             warnings.push(format!(
-                "The policy has {clauses} clauses and the grid's rule axis holds {}, so the rows cover the first {} in document order and none of the other {}. Pin the clauses that matter with --axis rule=..., raise --rule-cap, or split the policy and run each part.",
+                "The policy has {clauses} clauses and the grid's rule axis holds {}, so the rows cover the first {} in document order and none of the other {}. Pin the clauses that matter with `axes` rule=..., raise `rule_cap`, or split the policy and run each part.",
                 rules.len(), rules.len(), clauses - rules.len()
             ));
         }
@@ -183,7 +183,7 @@ fn seeds(opts: &Options, k: u32, warnings: &mut Vec<String>) -> Vec<String> {
     let covered = usize::try_from((opts.budget / u64::from(k)).max(1)).unwrap_or(usize::MAX);
     if seeds.len() > covered {
         warnings.push(format!(
-            "--budget {} covers {covered} of {} seeds at --repeats {k}; raise --budget to {}+ or drop seeds",
+            "`budget` {} covers {covered} of {} seeds at `repeats` {k}; raise `budget` to {}+ or drop seeds",
             opts.budget,
             seeds.len(),
             seeds.len() as u64 * u64::from(k)
