@@ -59,11 +59,24 @@ pub(crate) fn report(
     context: &SessionContext,
     opts: &gate::Options,
 ) -> Result<Report> {
-    ctx.runtime.block_on(async {
-        let rows = context.table("rows").await?;
-        let session = Session::from_context(context.clone());
-        crate::stages::run::<GateStage>(&session, gate::Inputs { rows }, opts).await
-    })
+    ctx.runtime
+        .block_on(async {
+            let rows = context.table("rows").await?;
+            let session = Session::from_context(context.clone());
+            crate::stages::run::<GateStage>(&session, gate::Inputs { rows }, opts).await
+        })
+        .map(flags_named)
+}
+
+/// The report's words for the options, as the command line spells them.
+fn flags_named(mut report: Report) -> Report {
+    for w in &mut report.warnings {
+        w.text = w
+            .text
+            .replace("`min_graded`", "--min-graded")
+            .replace("`no_tools`", "--no-tools");
+    }
+    report
 }
 
 /// The gate's report as `wai grade` and `wai demo` print it after their own: text, the report's

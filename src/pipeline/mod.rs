@@ -24,5 +24,6 @@ pub mod source;
 pub mod summaries;
 pub mod tables;
 pub mod to_lines;
+pub mod verdict_key;
 pub mod verdict_log;
 pub mod world_files;

@@ -2,11 +2,13 @@
 //! `reason`, `markers`, `judge_name`, `judge_status`, `judge_meta`) with `lineage` stamped.
 //!
 //! Judges work batch by batch, so grading streams: built-in verifiers ([`verify`]), SQL
-//! expressions and queries ([`sql`]), and programs over a JSON Lines pipe ([`command`]). After a
-//! grade, [`warnings`] says what would make the number hollow.
+//! expressions and queries ([`sql`]), and programs over a JSON Lines pipe ([`command`]). A grade is
+//! a stage ([`grader`]: fed batch by batch, or over rows in memory); after it, [`warnings`] says
+//! what would make the number hollow.
 
 pub mod command;
 pub mod gate;
+pub mod grader;
 pub mod sql;
 pub mod verdict;
 pub mod verify;
@@ -21,6 +23,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{ArrowNativeType, Float64Type};
 use serde_json::{Map, Value};
 
+pub use grader::{GradeStage, Graded, Grader, Inputs, Options, Report};
 pub use verdict::{Status, Verdict};
 
 use crate::error::{Error, Result};

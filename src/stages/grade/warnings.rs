@@ -164,7 +164,7 @@ async fn judge_warnings(
             "few_graded",
             true,
             format!(
-                "only {} of {n} rows have an ok verdict ({:.0}%, under the --min-graded floor of {:.0}%), so the number speaks for too few rows. Fix the judge and grade again.",
+                "only {} of {n} rows have an ok verdict ({:.0}%, under the `min_graded` floor of {:.0}%), so the number speaks for too few rows. Fix the judge and grade again.",
                 n - unjudged,
                 100.0 * (n - unjudged) as f64 / n as f64,
                 100.0 * opts.min_graded
@@ -189,7 +189,7 @@ async fn tool_warnings(
                 "no_tool_called",
                 true,
                 format!(
-                    "0 of {n} rows called a tool, so this score says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in the seeds, and check the agent wrapper records its steps (or pass --no-tools for an agent without tools)."
+                    "0 of {n} rows called a tool, so this score says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in the seeds, and check the agent wrapper records its steps (or pass `no_tools` for an agent without tools)."
                 ),
             ));
     } else {

@@ -13,6 +13,10 @@
 //! row (the error names the rows and the key that would pick one), or when no label names a row.
 //! The reference's `row_key` digest (SHA-1 of prompt and reply) is not accepted as a key: pass the
 //! prompt and reply themselves.
+//!
+//! The two passes (match the labels' keys to rows, then label the rows) are a stage in [`stage`].
+
+pub mod stage;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -25,6 +29,8 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::schema::col;
 use crate::stages::judge_trust::gold_kind_of;
+
+pub use stage::{Inputs, Labeled, Labeling, LabelsStage, Matching, Options};
 
 /// The kinds a label may have.
 pub const KINDS: [&str; 3] = ["human", "program", "model"];
