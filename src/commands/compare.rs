@@ -104,8 +104,7 @@ pub(crate) fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
     let envelope = Envelope::new("compare", &report)
         .inputs([&args.before, &args.after])
         .warnings(report.warnings.iter().map(String::as_str));
-    let json = serde_json::to_value(envelope)
-        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = envelope.to_json()?;
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,

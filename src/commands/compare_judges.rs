@@ -79,12 +79,10 @@ pub(crate) fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
         })
         .collect();
     let table = compare::compare(&rows, &graded, &opts);
-    let json = serde_json::to_value(
-        Envelope::new("compare-judges", &table)
-            .inputs(&args.inputs)
-            .warnings(table.warnings.iter().map(String::as_str)),
-    )
-    .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = (Envelope::new("compare-judges", &table)
+        .inputs(&args.inputs)
+        .warnings(table.warnings.iter().map(String::as_str)))
+    .to_json()?;
     Ok(Outcome {
         text: table.to_string().trim_end().to_owned(),
         json,

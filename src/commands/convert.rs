@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::{Context, Outcome};
 use crate::cli::ConvertArgs;
-use crate::error::{Error, ExitStatus, Result};
+use crate::error::{ExitStatus, Result};
 use crate::pipeline::rows_out::{output_format, stream_rows};
 use crate::pipeline::source::{self, Format};
 use crate::report::envelope::{Envelope, Output};
@@ -72,8 +72,7 @@ pub(crate) fn run(ctx: &Context, args: &ConvertArgs) -> Result<Outcome> {
     if let Some(path) = &args.output.rejects {
         envelope = envelope.output(Output::new(path.display(), "rejects").rows(counts.rejected));
     }
-    let json = serde_json::to_value(envelope)
-        .map_err(|e| Error::Internal(format!("the convert report does not serialize: {e}")))?;
+    let json = envelope.to_json()?;
     Ok(Outcome {
         text,
         json,

@@ -61,7 +61,7 @@ pub(crate) fn preflight(args: &PreflightArgs) -> Result<Outcome> {
         Envelope::new("preflight", &report).warnings(report.warnings.iter().map(String::as_str));
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
-        json: serde_json::to_value(envelope).unwrap_or_default(),
+        json: envelope.to_json()?,
         status: ExitStatus::Success,
     }
     .flags_named(PREFLIGHT_FLAGS))
@@ -116,7 +116,7 @@ pub(crate) fn coverage_gap(ctx: &Context, args: &CoverageGapArgs) -> Result<Outc
     };
     Ok(Outcome {
         text,
-        json: serde_json::to_value(Envelope::new("coverage-gap", doc)).unwrap_or_default(),
+        json: Envelope::new("coverage-gap", doc).to_json()?,
         status: ExitStatus::Success,
     }
     .flags_named(GAP_FLAGS))

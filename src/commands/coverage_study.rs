@@ -53,7 +53,7 @@ pub(crate) fn run(args: &CoverageStudyArgs) -> Result<Outcome> {
     }
     Ok(Outcome {
         text,
-        json: serde_json::to_value(envelope).map_err(|e| Error::Internal(e.to_string()))?,
+        json: envelope.to_json()?,
         status: ExitStatus::Success,
     })
 }

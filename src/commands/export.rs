@@ -168,8 +168,7 @@ fn finish<R: serde::Serialize>(
         .inputs(inputs)
         .warnings(warnings);
     envelope.outputs = outputs;
-    let json = serde_json::to_value(envelope)
-        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = envelope.to_json()?;
     let status = ExitStatus::Success;
     Ok(Outcome { text, json, status })
 }

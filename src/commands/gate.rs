@@ -139,8 +139,7 @@ pub(crate) fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
     let envelope = Envelope::new("gate", &report)
         .inputs(&args.inputs)
         .warnings(warnings_of(&report));
-    let json = serde_json::to_value(envelope)
-        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = envelope.to_json()?;
     Ok(Outcome {
         text: report.to_string(),
         json,

@@ -74,7 +74,7 @@ pub(crate) fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
         .output(Output::new(args.out.display(), "rows").rows(args.rows));
     Ok(Outcome {
         text,
-        json: serde_json::to_value(envelope).unwrap_or_default(),
+        json: envelope.to_json()?,
         status: ExitStatus::Success,
     })
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::{Context, Outcome};
 use crate::cli::GradeArgs;
-use crate::error::{Error, ExitStatus, Result};
+use crate::error::{ExitStatus, Result};
 use crate::pipeline::judges::{self, pool};
 use crate::pipeline::source;
 use crate::pipeline::verdict_key;
@@ -100,8 +100,7 @@ pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     if let Some(path) = &args.output.rejects {
         envelope = envelope.output(Output::new(path.display(), "rejects"));
     }
-    let json = serde_json::to_value(envelope)
-        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = envelope.to_json()?;
     // Without `--gate`, only a hollow run fails the command.
     let status = match (args.gate, super::gate::status(&report.gate)) {
         (None, ExitStatus::Hollow) => ExitStatus::Hollow,

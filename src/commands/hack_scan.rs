@@ -80,11 +80,9 @@ pub(crate) fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
         ExitStatus::Success
     };
     let text = report.to_string().trim_end().to_owned();
-    let json = serde_json::to_value(
-        Envelope::new("hack-scan", &report)
-            .inputs(&args.inputs)
-            .warnings(report.warnings.iter().map(String::as_str)),
-    )
-    .map_err(|e| Error::Internal(format!("the hack-scan report does not serialize: {e}")))?;
+    let json = (Envelope::new("hack-scan", &report)
+        .inputs(&args.inputs)
+        .warnings(report.warnings.iter().map(String::as_str)))
+    .to_json()?;
     Ok(Outcome { text, json, status })
 }

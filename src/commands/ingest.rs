@@ -97,8 +97,7 @@ pub(crate) fn run(ctx: &Context, args: &IngestArgs) -> Result<Outcome> {
     if let Some(path) = rejects {
         envelope = envelope.output(Output::new(path.display(), "rejects"));
     }
-    let json = serde_json::to_value(envelope.warnings(warnings.clone()))
-        .map_err(|e| Error::Internal(format!("the ingest report does not serialize: {e}")))?;
+    let json = (envelope.warnings(warnings.clone())).to_json()?;
     let status = if got.counts.rows == 0 {
         ExitStatus::Hollow
     } else {

@@ -137,7 +137,7 @@ pub(crate) fn run(args: &InitEvalsArgs) -> Result<Outcome> {
     let envelope = Envelope::new("init-evals", &report).output(Output::new(&d, "folder"));
     Ok(Outcome {
         text,
-        json: serde_json::to_value(envelope).unwrap_or_default(),
+        json: envelope.to_json()?,
         status: ExitStatus::Success,
     })
 }

@@ -79,8 +79,7 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     if let Some(path) = rejects {
         envelope = envelope.output(Output::new(path.display(), "rejects"));
     }
-    let json = serde_json::to_value(envelope)
-        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = envelope.to_json()?;
     Ok(Outcome {
         text,
         json,

@@ -2,7 +2,7 @@
 
 use super::{Context, Outcome};
 use crate::cli::MarkersArgs;
-use crate::error::{Error, ExitStatus, Result};
+use crate::error::{ExitStatus, Result};
 use crate::report::envelope::Envelope;
 use crate::stages::Session;
 use crate::stages::markers::{self, MarkersStage, Options};
@@ -22,8 +22,7 @@ pub(crate) fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
         crate::stages::run::<MarkersStage>(&session, markers::Inputs { rows }, &opts).await
     })?;
     let envelope = Envelope::new("markers", &report).inputs(&args.inputs);
-    let json = serde_json::to_value(envelope)
-        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = envelope.to_json()?;
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,

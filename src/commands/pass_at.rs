@@ -32,8 +32,7 @@ pub(crate) fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
     })?;
     // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
     let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);
-    let json = serde_json::to_value(Envelope::new("pass-at", &report).inputs(&args.inputs))
-        .map_err(|e| crate::Error::Internal(format!("the report does not serialize: {e}")))?;
+    let json = (Envelope::new("pass-at", &report).inputs(&args.inputs)).to_json()?;
     let mut text = report.to_string().trim_end().to_owned();
     // The note is the reference's ("set repeats>=4"); a k the user named below the floor is
     // more often a floor to lower than repeats to add, so say how.

@@ -193,7 +193,7 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     }
     Ok(Outcome {
         text,
-        json: serde_json::to_value(envelope).unwrap_or_default(),
+        json: envelope.to_json()?,
         status: if report.rows == 0 {
             ExitStatus::Hollow
         } else {

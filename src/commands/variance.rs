@@ -44,8 +44,7 @@ pub(crate) fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
         let session = Session::from_context(context);
         crate::stages::run::<VarianceStage>(&session, variance::Inputs { runs }, &opts).await
     })?;
-    let json = serde_json::to_value(Envelope::new("variance", &report).inputs(&args.inputs))
-        .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?;
+    let json = (Envelope::new("variance", &report).inputs(&args.inputs)).to_json()?;
     Ok(Outcome {
         text: report.to_string().trim_end().to_owned(),
         json,

@@ -139,6 +139,15 @@ impl<R> Envelope<R> {
 }
 
 impl<R: Serialize> Envelope<R> {
+    /// The envelope as the JSON document a command prints.
+    ///
+    /// # Errors
+    /// The report does not serialize (a map with non-string keys): a bug.
+    pub fn to_json(&self) -> crate::Result<serde_json::Value> {
+        serde_json::to_value(self)
+            .map_err(|e| crate::Error::Internal(format!("a report does not serialize: {e}")))
+    }
+
     /// The envelope with its report as a JSON value (what [`crate::commands`] hands to `main`).
     ///
     /// # Errors
