@@ -234,6 +234,26 @@ pub async fn run(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resu
             }
         }
     }
+    // A marker asked for by name that no row carries is most often a misspelt key: say which
+    // markers the rows do carry, rather than report an empty marker (#30 item 10).
+    if let Some(missing) = opts
+        .names
+        .iter()
+        .find(|w| !by_marker.iter().any(|(n, _)| n == *w))
+    {
+        let seen: Vec<String> = by_marker.iter().map(|(n, _)| format!("`{n}`")).collect();
+        return Err(Error::Input {
+            stage: "markers".into(),
+            message: format!(
+                "no row carries marker `{missing}`; the rows carry {}",
+                if seen.is_empty() {
+                    "no markers".to_owned()
+                } else {
+                    seen.join(", ")
+                }
+            ),
+        });
+    }
     let wanted = |n: &str| opts.names.is_empty() || opts.names.iter().any(|w| w == n);
     let mut markers: Vec<(String, Summary)> = by_marker
         .iter()

@@ -156,11 +156,13 @@ fn success_reports_on_stdout_and_json_is_one_document() {
 
 /// Options that would mean nothing are refused before any work, saying what is valid
 /// (#30 item 10): a NaN floor, zero pairs, an overlap past 1, a floor of no shuffles, a mistake
-/// rate past 1, an empty budget.
+/// rate past 1, an empty budget, zero repeats or phrasings, a marker no row carries.
 #[test]
 fn meaningless_options_are_usage_errors() {
     let rows = crate::support::fixture("example_scored.jsonl");
     let rows = rows.to_str().unwrap();
+    let tools = crate::support::fixture("example_tools.json");
+    let tools = tools.to_str().unwrap();
     for (args, says) in [
         (
             vec![
@@ -225,6 +227,30 @@ fn meaningless_options_are_usage_errors() {
         (vec!["hack-scan", rows, "--alpha", "1"], "not in (0, 1)"),
         (vec!["demo", "--rate", "2"], "not in [0, 1]"),
         (vec!["demo", "--budget", "0"], "0 is not in 1.."),
+        (
+            vec![
+                "simulate",
+                "--tools",
+                tools,
+                "--repeats",
+                "0",
+                "--out",
+                "x.parquet",
+            ],
+            "`--repeats` must be at least 1",
+        ),
+        (
+            vec![
+                "simulate",
+                "--tools",
+                tools,
+                "--phrasings",
+                "0",
+                "--out",
+                "x.parquet",
+            ],
+            "`--phrasings` must be at least 1",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = crate::support::wai()
@@ -240,6 +266,26 @@ fn meaningless_options_are_usage_errors() {
             "{args:?} wrote something"
         );
     }
+}
+
+/// A marker asked for by name that no row carries is a data condition (65) naming the markers
+/// the rows do carry, not an empty marker reported as n/a (#30 item 10).
+#[test]
+fn a_marker_no_row_carries_is_named_with_those_they_do() {
+    let rows = crate::support::fixture("example_scored.jsonl");
+    let out = crate::support::wai()
+        .args(["markers"])
+        .arg(&rows)
+        .args(["--name", "no_such_marker"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(
+        err.contains("no row carries marker `no_such_marker`"),
+        "{err}"
+    );
+    assert!(err.contains("`no_filler`"), "{err}");
 }
 
 /// A closed stderr (`wai ... 2>&1 | head -1`) ends the run with its own exit status, never a

@@ -173,6 +173,20 @@ impl crate::stages::Options for Options {
         if self.budget == 0 {
             return Err(Error::option("budget", "must be at least 1"));
         }
+        // Zero rollouts per ask, or zero phrasings of a situation, would ask for nothing: not a
+        // run to fall back from quietly (#30 item 10).
+        if self.repeats == Some(0) {
+            return Err(Error::option(
+                "repeats",
+                "must be at least 1 (rollouts per ask)",
+            ));
+        }
+        if self.phrasings == Some(0) {
+            return Err(Error::option(
+                "phrasings",
+                "must be at least 1 (asks per situation)",
+            ));
+        }
         let hard_share = self.resolved_hard_share();
         if !(0.0..=1.0).contains(&hard_share) {
             return Err(Error::option(
@@ -224,6 +238,12 @@ mod tests {
         };
         assert_eq!(with(|o| o.runs = 0).as_deref(), Some("runs"));
         assert_eq!(with(|o| o.budget = 0).as_deref(), Some("budget"));
+        assert_eq!(with(|o| o.repeats = Some(0)).as_deref(), Some("repeats"));
+        assert_eq!(
+            with(|o| o.phrasings = Some(0)).as_deref(),
+            Some("phrasings")
+        );
+        assert_eq!(with(|o| o.repeats = Some(1)).as_deref(), None);
         assert_eq!(
             with(|o| o.hard_share = Some(1.5)).as_deref(),
             Some("hard_share")
