@@ -68,13 +68,16 @@ pub(crate) fn report(
         .map(flags_named)
 }
 
+/// The option keys the gate's warnings name, and the flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("`min_graded`", "--min-graded"),
+    ("`no_tools`", "--no-tools"),
+];
+
 /// The report's words for the options, as the command line spells them.
 fn flags_named(mut report: Report) -> Report {
     for w in &mut report.warnings {
-        w.text = w
-            .text
-            .replace("`min_graded`", "--min-graded")
-            .replace("`no_tools`", "--no-tools");
+        w.text = super::flags_named(&w.text, FLAGS);
     }
     report
 }
