@@ -71,17 +71,6 @@ const FLAGS: &[(&str, &str)] = &[
 /// Runs `wai compare`.
 pub(crate) fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
     let opts = options(args)?;
-    let context = session::new_context(None)?;
-    let scratch = super::scratch()?;
-    for (name, spec) in [("before", &args.before), ("after", &args.after)] {
-        super::load_table(
-            ctx,
-            &context,
-            name,
-            std::slice::from_ref(spec),
-            scratch.path(),
-        )?;
-    }
     // `--changed` takes a setting's name: said as the flag's own sentence.
     if let Some(s) = args
         .changed
@@ -93,14 +82,30 @@ pub(crate) fn run(ctx: &Context, args: &CompareArgs) -> Result<Outcome> {
             compare::SETTINGS.join(", ")
         )));
     }
-    let report = ctx.runtime.block_on(async {
-        let inputs = compare::Inputs::new(
-            context.table("before").await?,
-            context.table("after").await?,
-        );
-        let session = Session::from_context(context);
-        Box::pin(crate::stages::run::<CompareStage>(&session, inputs, &opts)).await
-    })?;
+    // Every option is checked before a row is read.
+    crate::stages::Options::check(&opts).map_err(|e| super::error_flags_named(e, FLAGS))?;
+    let context = session::new_context(None)?;
+    let scratch = super::scratch()?;
+    for (name, spec) in [("before", &args.before), ("after", &args.after)] {
+        super::load_table(
+            ctx,
+            &context,
+            name,
+            std::slice::from_ref(spec),
+            scratch.path(),
+        )?;
+    }
+    let report = ctx
+        .runtime
+        .block_on(async {
+            let inputs = compare::Inputs::new(
+                context.table("before").await?,
+                context.table("after").await?,
+            );
+            let session = Session::from_context(context);
+            Box::pin(crate::stages::run::<CompareStage>(&session, inputs, &opts)).await
+        })
+        .map_err(|e| super::error_flags_named(e, FLAGS))?;
     let envelope = Envelope::new("compare", &report)
         .inputs([&args.before, &args.after])
         .warnings(report.warnings.iter().map(String::as_str));

@@ -64,7 +64,8 @@ pub(crate) fn preflight(args: &PreflightArgs) -> Result<Outcome> {
         json: envelope.to_json()?,
         status: ExitStatus::Success,
     }
-    .flags_named(PREFLIGHT_FLAGS))
+    .flags_named(PREFLIGHT_FLAGS)
+    .phrases_named(&[("(past `rule_cap`)", "(past --rule-cap)")]))
 }
 
 /// The `--json` report of `wai coverage-gap`: the stage's (its per-ask detail cut to
@@ -119,5 +120,6 @@ pub(crate) fn coverage_gap(ctx: &Context, args: &CoverageGapArgs) -> Result<Outc
         json: Envelope::new("coverage-gap", doc).to_json()?,
         status: ExitStatus::Success,
     }
-    .flags_named(GAP_FLAGS))
+    .flags_named(GAP_FLAGS)
+    .phrases_named(&[("rows per rule (from `rows`)", "rows per rule (from --rows)")]))
 }

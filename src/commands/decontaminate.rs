@@ -63,9 +63,18 @@ pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     crate::stages::Options::check(&opts)?;
     let out = &args.output.out;
     let format = crate::pipeline::rows_out::output_format(out, args.output.to.map(Into::into))?;
+    // Both sides resolved, and every output checked against them, before the eval side is
+    // indexed (which may call an embedding model): a refused run has done no work.
+    let against = ctx.runtime.block_on(source::resolve(&args.against))?;
+    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
+    crate::pipeline::output::not_an_input(out, &against)?;
+    crate::pipeline::output::rows_apart(out, args.output.rejects.as_deref(), &inputs)?;
+    if let Some(path) = &args.dropped {
+        crate::pipeline::output::not_an_input(path, &inputs)?;
+        crate::pipeline::output::not_an_input(path, &against)?;
+    }
     let mut eval = EvalSide::new(&opts, embedder(ctx, args)?);
     // The eval side, indexed once.
-    let against = ctx.runtime.block_on(source::resolve(&args.against))?;
     let mut reader = Reader::new(
         ctx.runtime.handle().clone(),
         OnBadRow::Fail,
@@ -77,9 +86,6 @@ pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     drop(reader);
     let mut screen = eval.finish()?;
     // The training side, streamed.
-    let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
-    crate::pipeline::output::not_an_input(out, &against)?;
-    crate::pipeline::output::rows_apart(out, args.output.rejects.as_deref(), &inputs)?;
     // The dropped list streams to a temporary file beside its path, renamed when complete.
     let mut dropped = match &args.dropped {
         Some(path) => {

@@ -58,6 +58,8 @@ const FLAGS: &[(&str, &str)] = &[
 /// Runs `wai hack-scan`.
 pub(crate) fn run(ctx: &Context, args: &HackScanArgs) -> Result<Outcome> {
     let opts = options(args)?;
+    // Every option is checked before a row is read.
+    crate::stages::Options::check(&opts).map_err(|e| super::error_flags_named(e, FLAGS))?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let mut report = ctx
         .runtime

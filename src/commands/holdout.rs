@@ -25,6 +25,8 @@ pub(crate) fn run(ctx: &Context, args: &HoldoutArgs) -> Result<Outcome> {
             "--after needs --before (the sd is of paired differences)".into(),
         ));
     }
+    // Every option is checked before a row is read.
+    crate::stages::Options::check(&opts)?;
     let session = Session::from_context(session::new_context(None)?);
     let scratch = super::scratch()?;
     let mut inputs = holdout::Inputs {

@@ -9,13 +9,15 @@ use crate::stages::markers::{self, MarkersStage, Options};
 
 /// Runs `wai markers`.
 pub(crate) fn run(ctx: &Context, args: &MarkersArgs) -> Result<Outcome> {
-    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let opts = Options {
         names: args.names.clone(),
         seed: args.seed,
         draws: args.draws,
         interval: args.interval.into(),
     };
+    // Every option is checked before a row is read.
+    crate::stages::Options::check(&opts)?;
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
         let session = Session::from_context(context);

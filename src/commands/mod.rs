@@ -46,13 +46,80 @@ pub struct Outcome {
     pub status: ExitStatus,
 }
 
+/// Keys of a report whose strings are the user's data (policy rules, asks, replies, judge
+/// reasons, slice values, names, paths): the key-to-flag spelling never touches them, whatever
+/// they quote.
+const DATA_KEYS: &[&str] = &[
+    "inputs",
+    "outputs",
+    "rules",
+    "rule",
+    "per_ask",
+    "asks",
+    "ask",
+    "summary",
+    "disagreements",
+    "final_text",
+    "reason",
+    "prompt",
+    "value",
+    "values",
+    "judge",
+    "judges",
+    "judge_name",
+    "audited",
+    "name",
+    "names",
+    "path",
+];
+
 impl Outcome {
-    /// The outcome with the option keys its text and `--json` document name (`` `key` ``, as a
-    /// stage writes them) spelled as the flags that set them: see [`flags_named`].
+    /// The outcome with the option keys its report's own sentences name (`` `key` ``, as a stage
+    /// writes them) spelled as the flags that set them (see [`flags_named`]): in the `--json`
+    /// document outside [`DATA_KEYS`], and in the text only where it prints one of those
+    /// sentences, so a policy rule or a reply that quotes `` `budget` `` is printed as written.
     pub(crate) fn flags_named(mut self, flags: &[(&str, &str)]) -> Self {
-        self.text = flags_named(&self.text, flags);
+        let mut sentences = Vec::new();
+        advice_in(&self.json, flags, &mut sentences);
+        // Longest first: a sentence that holds another is spelled whole.
+        sentences.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        sentences.dedup();
+        for sentence in &sentences {
+            self.text = self.text.replace(sentence, &flags_named(sentence, flags));
+        }
         flags_named_in(&mut self.json, flags);
         self
+    }
+
+    /// The outcome with fixed phrases of its text (a heading that names an option) replaced:
+    /// `phrases` pairs each phrase as the stage prints it with the command line's.
+    pub(crate) fn phrases_named(mut self, phrases: &[(&str, &str)]) -> Self {
+        for (phrase, named) in phrases {
+            self.text = self.text.replace(phrase, named);
+        }
+        self
+    }
+}
+
+/// The strings of `value` outside [`DATA_KEYS`] that name one of `flags`' keys.
+fn advice_in(value: &serde_json::Value, flags: &[(&str, &str)], out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(s) if flags.iter().any(|(key, _)| s.contains(key)) => {
+            out.push(s.clone());
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                advice_in(item, flags, out);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                if !DATA_KEYS.contains(&key.as_str()) {
+                    advice_in(item, flags, out);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -74,6 +141,8 @@ pub(crate) fn flags_named_each(texts: &mut [String], flags: &[(&str, &str)]) {
 
 /// A stage's error with the option keys its message names spelled as their flags (see
 /// [`flags_named`]); the key of an [`crate::Error::Option`] itself is named by `name_the_flag`.
+/// Only usage and option errors: a data error quotes the data (a row, an id) and is left as it
+/// is.
 pub(crate) fn error_flags_named(e: crate::Error, flags: &[(&str, &str)]) -> crate::Error {
     match e {
         crate::Error::Usage(message) => crate::Error::Usage(flags_named(&message, flags)),
@@ -81,15 +150,12 @@ pub(crate) fn error_flags_named(e: crate::Error, flags: &[(&str, &str)]) -> crat
             key,
             message: flags_named(&message, flags),
         },
-        crate::Error::Input { stage, message } => crate::Error::Input {
-            stage,
-            message: flags_named(&message, flags),
-        },
         e => e,
     }
 }
 
-/// [`flags_named`] over every string of a `--json` document (or of a serialized report).
+/// [`flags_named`] over every string of a `--json` document (or of a serialized report) outside
+/// [`DATA_KEYS`].
 pub(crate) fn flags_named_in(value: &mut serde_json::Value, flags: &[(&str, &str)]) {
     match value {
         serde_json::Value::String(s) if flags.iter().any(|(key, _)| s.contains(key)) => {
@@ -101,8 +167,10 @@ pub(crate) fn flags_named_in(value: &mut serde_json::Value, flags: &[(&str, &str
             }
         }
         serde_json::Value::Object(map) => {
-            for item in map.values_mut() {
-                flags_named_in(item, flags);
+            for (key, item) in map.iter_mut() {
+                if !DATA_KEYS.contains(&key.as_str()) {
+                    flags_named_in(item, flags);
+                }
             }
         }
         _ => {}
@@ -227,5 +295,48 @@ mod tests {
         );
         let e = error_flags_named(crate::Error::Usage("start a new `budget`".into()), FLAGS);
         assert_eq!(e.to_string(), "start a new --budget");
+        // A data error quotes the data: left as it is.
+        let e = crate::Error::Input {
+            stage: "s".into(),
+            message: "row `budget` is torn".into(),
+        };
+        assert!(
+            error_flags_named(e, FLAGS)
+                .to_string()
+                .contains("row `budget`")
+        );
+    }
+
+    #[test]
+    fn the_users_words_are_never_respelled() {
+        // A policy rule and a reply that quote a key, beside the stage's own advice.
+        let report = serde_json::json!({
+            "rules": ["never exceed the customer's `budget`"],
+            "disagreements": [{"final_text": "your `axes` are fine"}],
+            "warnings": ["raise `budget`"],
+        });
+        let text = "rule: never exceed the customer's `budget`\nreply: your `axes` are fine\n\
+                    warning: raise `budget`"
+            .to_owned();
+        let outcome = Outcome {
+            text,
+            json: serde_json::json!({"report": report}),
+            status: ExitStatus::Success,
+        }
+        .flags_named(FLAGS);
+        assert_eq!(
+            outcome.text,
+            "rule: never exceed the customer's `budget`\nreply: your `axes` are fine\n\
+             warning: raise --budget"
+        );
+        assert_eq!(
+            outcome.json["report"]["rules"][0],
+            "never exceed the customer's `budget`"
+        );
+        assert_eq!(
+            outcome.json["report"]["disagreements"][0]["final_text"],
+            "your `axes` are fine"
+        );
+        assert_eq!(outcome.json["report"]["warnings"][0], "raise --budget");
     }
 }

@@ -11,7 +11,6 @@ use crate::stages::pass_at::{self, Options, PassAtStage, Slice};
 
 /// Runs `wai pass-at`.
 pub(crate) fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
-    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let opts = Options {
         by: args.by.iter().map(|b| Slice::parse(b)).collect(),
         k: args.k.clone(),
@@ -21,6 +20,9 @@ pub(crate) fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
         draws: args.draws,
         interval: args.interval.into(),
     };
+    // Every option is checked before a row is read.
+    crate::stages::Options::check(&opts)?;
+    let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
     let report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
         crate::stages::run::<PassAtStage>(

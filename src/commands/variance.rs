@@ -20,6 +20,8 @@ pub(crate) fn run(ctx: &Context, args: &VarianceArgs) -> Result<Outcome> {
         metric: args.metric.clone(),
         by: args.by.clone(),
     };
+    // Every option is checked before a row is read.
+    crate::stages::Options::check(&opts).map_err(|e| super::error_flags_named(e, FLAGS))?;
     let context = session::new_context(None)?;
     let scratch = super::scratch()?;
     // One table is split by its run key; several are a run each.

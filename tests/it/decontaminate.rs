@@ -554,3 +554,30 @@ fn the_envelope_lists_the_inputs_the_outputs_and_coded_warnings() {
     assert_eq!(codes, ["same_task_skipped", "no_embedder"]);
     assert_eq!(doc["report"]["n_kept"], json!(1));
 }
+
+/// The `--dropped` list is an output like the others: naming an input for it is refused before
+/// anything is read, and the input is left as it was.
+#[test]
+fn the_dropped_list_never_replaces_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.jsonl");
+    let rows = crate::support::fixture("example_rows.jsonl");
+    std::fs::copy(&rows, &train).unwrap();
+    let before = std::fs::read(&train).unwrap();
+    let out = wai()
+        .arg("decontaminate")
+        .arg(&train)
+        .arg("--against")
+        .arg(&rows)
+        .arg("--dropped")
+        .arg(&train)
+        .arg("-o")
+        .arg(dir.path().join("clean.jsonl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("is an input"), "{err}");
+    assert_eq!(std::fs::read(&train).unwrap(), before);
+    assert!(!dir.path().join("clean.jsonl").exists());
+}
