@@ -1,30 +1,11 @@
 //! `wai select`: the rows worth training on, written in training order.
 
-use serde_json::Value;
-
 use super::{Context, Outcome, flags_named};
 use crate::cli::{SelectArgs, SelectMode, SelectTruncated};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::select_run::{TwoPass, Written};
 use crate::report::envelope::{Envelope, Output};
 use crate::stages::select::{self, Mode, Options, Truncated};
-
-/// The `--json` envelope of a selection: its report, the output and how many records it holds,
-/// the report's warnings.
-fn envelope(
-    args: &SelectArgs,
-    report: &impl serde::Serialize,
-    records: usize,
-    warnings: &[String],
-) -> Result<Value> {
-    serde_json::to_value(
-        Envelope::new("select", report)
-            .inputs(&args.inputs)
-            .output(Output::new(args.out.display(), "rows").rows(records as u64))
-            .warnings(warnings.iter().map(String::as_str)),
-    )
-    .map_err(|e| Error::Internal(format!("the select report does not serialize: {e}")))
-}
 
 /// The option keys a warning of the selection or of its scan names, and the flags that set them.
 const FLAGS: &[(&str, &str)] = &[
@@ -74,56 +55,73 @@ pub(crate) fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let mode = match args.mode {
         SelectMode::Rl => Mode::Rl,
         SelectMode::Sft => Mode::Sft,
-        SelectMode::Preference => return preference(args, &mut readings, started),
+        SelectMode::Preference => {
+            let opts = select::PairOptions {
+                min_margin: args.min_margin,
+                max_pairs_per_prompt: args.max_pairs_per_prompt,
+                length_match: args.length_match,
+            };
+            crate::stages::Options::check(&opts)?;
+            let mut done = select::pairs_streamed(&mut readings, &opts)?;
+            drop(readings);
+            name_flags(&mut done.report.warnings);
+            return render(
+                args,
+                &done,
+                done.written,
+                "pairs",
+                &done.report.warnings,
+                started,
+            );
+        }
     };
     let output = args.out.display().to_string();
     let mut done = select::select_streamed(&mut readings, mode, &opts, &args.endorsed, output)?;
     drop(readings);
-    for w in &mut done.report.warnings {
-        *w = flags_named(w, FLAGS);
+    name_flags(&mut done.report.warnings);
+    if let Some(scan) = &mut done.hack_scan {
+        name_flags(&mut scan.warnings);
     }
-    for w in done.hack_scan.iter_mut().flat_map(|s| &mut s.warnings) {
-        *w = flags_named(w, FLAGS);
-    }
-    let text = format!(
-        "{done}\nwrote {} rows to `{}` in {:.1} s",
+    render(
+        args,
+        &done,
         done.written,
-        args.out.display(),
-        started.elapsed().as_secs_f64()
-    );
-    let json = envelope(args, &done, done.written, &done.report.warnings)?;
-    Ok(outcome(text, json, done.written))
+        "rows",
+        &done.report.warnings,
+        started,
+    )
 }
 
-/// `--mode preference`: pairs of replies to the same ask, as JSONL.
-fn preference(
+/// The option keys `warnings` name, as the flags that set them.
+fn name_flags(warnings: &mut [String]) {
+    for w in warnings {
+        *w = flags_named(w, FLAGS);
+    }
+}
+
+/// The text and the `--json` envelope of a selection that wrote `written` records (`what`:
+/// rows or pairs) to the output; none written is hollow.
+fn render(
     args: &SelectArgs,
-    readings: &mut TwoPass<'_>,
+    done: &(impl serde::Serialize + std::fmt::Display),
+    written: usize,
+    what: &str,
+    warnings: &[String],
     started: std::time::Instant,
 ) -> Result<Outcome> {
-    let opts = select::PairOptions {
-        min_margin: args.min_margin,
-        max_pairs_per_prompt: args.max_pairs_per_prompt,
-        length_match: args.length_match,
-    };
-    crate::stages::Options::check(&opts)?;
-    let mut done = select::pairs_streamed(readings, &opts)?;
-    for w in &mut done.report.warnings {
-        *w = flags_named(w, FLAGS);
-    }
     let text = format!(
-        "{done}\nwrote {} pairs to `{}` in {:.1} s",
-        done.written,
+        "{done}\nwrote {written} {what} to `{}` in {:.1} s",
         args.out.display(),
         started.elapsed().as_secs_f64()
     );
-    let json = envelope(args, &done, done.written, &done.report.warnings)?;
-    Ok(outcome(text, json, done.written))
-}
-
-/// The outcome of a selection that wrote `written` records (none: hollow).
-fn outcome(text: String, json: Value, written: usize) -> Outcome {
-    Outcome {
+    let json = serde_json::to_value(
+        Envelope::new("select", done)
+            .inputs(&args.inputs)
+            .output(Output::new(args.out.display(), "rows").rows(written as u64))
+            .warnings(warnings.iter().map(String::as_str)),
+    )
+    .map_err(|e| Error::Internal(format!("the select report does not serialize: {e}")))?;
+    Ok(Outcome {
         text,
         json,
         status: if written == 0 {
@@ -131,5 +129,5 @@ fn outcome(text: String, json: Value, written: usize) -> Outcome {
         } else {
             ExitStatus::Success
         },
-    }
+    })
 }

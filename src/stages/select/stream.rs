@@ -161,3 +161,125 @@ pub fn pairs_streamed<R: Readings>(readings: &mut R, opts: &PairOptions) -> Resu
         written: pairs.len(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::RecordBatch;
+
+    use super::*;
+    use crate::pipeline::row::testing::batch_of;
+    use crate::pipeline::select_run::Positioned;
+    use crate::pipeline::summaries::{Fill, General};
+
+    /// Readings of one batch in memory; what is written is kept.
+    struct InMemory {
+        batch: RecordBatch,
+        rows: Vec<RecordBatch>,
+        lines: Vec<serde_json::Value>,
+    }
+
+    impl Readings for InMemory {
+        fn summaries<T: Send>(
+            &mut self,
+            _leaves: &[&str],
+            _fill: &Fill<'_, T>,
+            general: &General<'_, T>,
+        ) -> Result<Vec<T>> {
+            let view = BatchView::new(&self.batch)?;
+            (0..self.batch.num_rows())
+                .map(|i| general(&view, i))
+                .collect()
+        }
+
+        fn each_row<T: Send>(
+            &mut self,
+            each: &(dyn Fn(&BatchView<'_>, usize) -> Result<T> + Sync),
+        ) -> Result<Vec<T>> {
+            let view = BatchView::new(&self.batch)?;
+            (0..self.batch.num_rows()).map(|i| each(&view, i)).collect()
+        }
+
+        fn rows_at(&mut self, positions: &[usize]) -> Result<Positioned> {
+            Ok((
+                vec![self.batch.clone()],
+                positions.iter().map(|&p| (0, p)).collect(),
+            ))
+        }
+
+        fn write_while<F: Future>(
+            &mut self,
+            rows: &[RecordBatch],
+            during: Option<F>,
+        ) -> Result<Option<F::Output>> {
+            self.rows = rows.to_vec();
+            let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+            Ok(during.map(|f| runtime.block_on(f)))
+        }
+
+        fn write_lines<S: serde::Serialize>(&mut self, items: &[S]) -> Result<()> {
+            self.lines = items
+                .iter()
+                .map(|i| serde_json::to_value(i).expect("serializes"))
+                .collect();
+            Ok(())
+        }
+    }
+
+    fn in_memory() -> InMemory {
+        InMemory {
+            batch: batch_of(super::super::tests::made_rows()),
+            rows: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn streaming_selection_writes_what_the_summaries_choose() {
+        let opts = Options {
+            target: 100,
+            band: (0.0, 1.0),
+            truncated: Truncated::Keep,
+            has_tools: true,
+            min_reward: 1.0,
+        };
+        for mode in [Mode::Rl, Mode::Sft] {
+            let mut readings = in_memory();
+            let view = BatchView::new(&readings.batch).unwrap();
+            let infos: Vec<_> = (0..readings.batch.num_rows())
+                .map(|i| general_summary(&view, i).unwrap())
+                .collect();
+            let want = match mode {
+                Mode::Rl => rl(&infos, &opts).0,
+                Mode::Sft => sft(&infos, &opts).0,
+            };
+            let done = select_streamed(&mut readings, mode, &opts, &[], "out".into()).unwrap();
+            assert_eq!(done.written, want.len());
+            assert_eq!(done.report.n_selected, want.len());
+            let n: usize = readings.rows.iter().map(RecordBatch::num_rows).sum();
+            assert_eq!(n, want.len());
+            // Only an RL selection of some rows is scanned.
+            let scanned = done.hack_scan.is_some() || done.scan_error.is_some();
+            assert_eq!(scanned, mode == Mode::Rl && !want.is_empty());
+            let text = done.to_string();
+            assert!(text.starts_with(&format!("{} selection", done.report.mode)));
+            assert_eq!(text.contains("hack scan:"), scanned);
+            let doc = serde_json::to_value(&done).unwrap();
+            assert!(doc.get("hack_scan").is_some() && doc.get("output").is_none());
+        }
+    }
+
+    #[test]
+    fn streaming_pairs_writes_the_planned_pairs() {
+        let opts = PairOptions {
+            min_margin: 1.0,
+            max_pairs_per_prompt: 4,
+            length_match: false,
+        };
+        let mut readings = in_memory();
+        let done = pairs_streamed(&mut readings, &opts).unwrap();
+        assert_eq!(done.written, readings.lines.len());
+        assert_eq!(done.report.pairs, done.written);
+        let doc = serde_json::to_value(&done).unwrap();
+        assert_eq!(doc["mode"], "preference");
+    }
+}
