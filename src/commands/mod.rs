@@ -34,7 +34,7 @@ use crate::error::{ExitStatus, Result};
 pub(crate) use crate::pipeline::context::Context;
 pub(crate) use crate::pipeline::scratch::scratch;
 use crate::pipeline::session;
-pub(crate) use crate::pipeline::tables::{all_rows, as_parquet, load_table, rows_session};
+pub(crate) use crate::pipeline::tables::{all_rows, load_table, rows_session};
 
 /// What a command hands back to be printed (and what [`crate::run_command_line`] returns).
 pub struct Outcome {

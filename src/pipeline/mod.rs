@@ -17,6 +17,7 @@ pub mod read;
 pub mod row;
 pub mod rows_out;
 pub mod scratch;
+pub mod select_run;
 pub mod session;
 pub mod shards;
 pub mod signals;

@@ -22,6 +22,7 @@ mod pairs;
 mod rl;
 mod sft;
 mod stage;
+mod stream;
 mod summary;
 mod text;
 
@@ -33,6 +34,7 @@ pub use pairs::{PairOptions, PairReport, PairRow, Pairing, build_pairs, pair_row
 pub use rl::rl;
 pub use sft::sft;
 pub use stage::{Inputs, Mode, SelectStage, Selection, scan_selection};
+pub use stream::{ScanSummary, Streamed, StreamedPairs, pairs_streamed, select_streamed};
 pub use summary::{RowInfo, row_info};
 
 /// What to do with truncated rows.

@@ -66,3 +66,26 @@ impl std::fmt::Display for Report {
         Ok(())
     }
 }
+
+impl std::fmt::Display for super::Streamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.report.to_string().trim_end())?;
+        if let Some(scan) = &self.hack_scan {
+            write!(
+                f,
+                "\n  hack scan: {} (wai hack-scan {} for the ranking)",
+                scan.regime.replace('_', " "),
+                self.output
+            )?;
+        } else if let Some(e) = &self.scan_error {
+            write!(f, "\n  hack scan: did not run ({e})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for super::StreamedPairs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.report.to_string().trim_end())
+    }
+}
