@@ -10,47 +10,40 @@ use crate::stages::Session;
 use crate::stages::grade::gate::{self, GateStage, Report};
 use crate::stages::grade::warnings;
 
-/// Checks the gate's options and reads `--tools`, before any row is read: a bad option fails
-/// at once, not after the grade.
+/// The gate's options from the command line, checked before any row is read (a bad option
+/// fails at once, not after the grade); `--tools` is read after the checks.
 ///
 /// # Errors
-/// A share outside [0, 1], a floor outside [0, 1], an unreadable tools file.
+/// A share outside [0, 1], a floor outside [0, 1], a k of 0, an unreadable tools file.
 pub(crate) fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Options> {
-    let share = |flag: &str, x: f64| {
-        if x.is_finite() && (0.0..=1.0).contains(&x) {
-            Ok(())
-        } else {
-            Err(Error::Usage(format!(
-                "{flag} must be a share in [0, 1], not {x}"
-            )))
-        }
-    };
-    share("--max-judge-failures", args.max_judge_failures)?;
-    share("--min-graded", args.min_graded)?;
-    if let Some(f) = floor
-        && !(f.is_finite() && (0.0..=1.0).contains(&f))
-    {
-        return Err(Error::Usage(format!(
-            "the floor must be a pass rate in [0, 1], not {f}"
-        )));
-    }
-    if args.k.contains(&0) {
-        return Err(Error::Usage("--k must be at least 1".into()));
-    }
-    Ok(gate::Options {
+    let mut opts = gate::Options {
         k: args.k.clone(),
         seed: args.seed,
         warnings: warnings::Options {
-            declared: match &args.tools {
-                Some(path) => declared_tools(path)?,
-                None => Vec::new(),
-            },
+            declared: Vec::new(),
             no_tools: args.no_tools,
-            failure_share: args.max_judge_failures,
+            max_judge_failures: args.max_judge_failures,
             min_graded: args.min_graded,
         },
         floor,
-    })
+    };
+    crate::stages::Options::check(&opts).map_err(|e| match e {
+        // The messages these flags have always had, with the value given.
+        Error::Option { key, message } => Error::Usage(match key.as_str() {
+            "max_judge_failures" => format!(
+                "--max-judge-failures {message}, not {}",
+                args.max_judge_failures
+            ),
+            "min_graded" => format!("--min-graded {message}, not {}", args.min_graded),
+            "floor" => format!("the floor {message}, not {}", floor.unwrap_or_default()),
+            _ => format!("--{} {message}", key.replace('_', "-")),
+        }),
+        e => e,
+    })?;
+    if let Some(path) = &args.tools {
+        opts.warnings.declared = declared_tools(path)?;
+    }
+    Ok(opts)
 }
 
 /// Runs the gate on table `rows` of `context`; `opts` come from [`validate`].
@@ -80,38 +73,6 @@ fn flags_named(mut report: Report) -> Report {
         w.text = super::flags_named(&w.text, FLAGS);
     }
     report
-}
-
-/// The gate's report as `wai grade` and `wai demo` print it after their own: text, the report's
-/// JSON keys, and the status.
-pub(crate) struct Check {
-    /// The pass@k report, the warnings and the gate line.
-    pub text: String,
-    /// The report as JSON.
-    pub json: serde_json::Value,
-    /// Success, below the floor, or hollow.
-    pub status: ExitStatus,
-}
-
-/// [`report`] at `floor` (over the floor of `opts`), as a [`Check`].
-pub(crate) fn check(
-    ctx: &Context,
-    context: &SessionContext,
-    _args: &HollowArgs,
-    opts: &gate::Options,
-    floor: Option<f64>,
-) -> Result<Check> {
-    let opts = gate::Options {
-        floor,
-        ..opts.clone()
-    };
-    let report = report(ctx, context, &opts)?;
-    Ok(Check {
-        text: report.to_string(),
-        json: serde_json::to_value(&report)
-            .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?,
-        status: status(&report),
-    })
 }
 
 /// How the gate ends the process: hollow whether or not a floor was asked for (`wai grade`
