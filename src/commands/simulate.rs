@@ -12,13 +12,11 @@ use crate::pipeline::checkpoint::Checkpoint;
 /// Kept for `wai export`, which reads tools the same way (it should read them from
 /// [`crate::pipeline::world_files`]).
 pub(crate) use crate::pipeline::world_files::read_tools;
-use crate::pipeline::world_files::{read_asks, read_policy};
+use crate::pipeline::world_files::{read_asks, read_policy, tasks_of};
 use crate::report::envelope::{Envelope, Output};
 use crate::stages::Session;
-use crate::stages::simulate::agent::{Agent, AgentSpec, SeededAgent};
-use crate::stages::simulate::command::CommandAgent;
 use crate::stages::simulate::{
-    self, Inputs, Mode, Options, Pinned, Progress, RepeatPolicy, Report, SimulateStage,
+    self, Inputs, Mode, Options, Progress, RepeatPolicy, Report, SimulateStage,
 };
 
 /// The option keys the simulation's warnings and errors name, and the flags that set them.
@@ -32,6 +30,9 @@ pub(super) const FLAGS: &[(&str, &str)] = &[
     ("`seeds`", "--seeds"),
     ("`wave`", "--wave"),
 ];
+
+/// The option keys the run's notes name, and the flags that set them.
+const NOTE_FLAGS: &[(&str, &str)] = &[("`wave`", "--wave"), ("`workers`", "--workers")];
 
 /// The `--json` report: the stage's, with the command's notes.
 #[derive(Serialize)]
@@ -84,37 +85,12 @@ fn options(ctx: &Context, args: &SimulateArgs) -> Result<Options> {
         opts.axes.push((name.trim().to_owned(), values));
     }
     if let Some(spec) = &args.tasks {
-        opts.tasks = Some(read_tasks(ctx, spec)?);
+        opts.tasks = Some(tasks_of(
+            spec,
+            &super::all_rows(ctx, std::slice::from_ref(spec))?,
+        )?);
     }
     Ok(opts)
-}
-
-/// The tasks of earlier rows, one per distinct prompt in first-seen order.
-fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
-    let tasks = simulate::pinned_tasks(&super::all_rows(ctx, &[spec.to_owned()])?)?;
-    if tasks.is_empty() {
-        return Err(Error::Input {
-            stage: "simulate".into(),
-            message: format!("--tasks `{spec}` has no rows with a prompt"),
-        });
-    }
-    Ok(tasks)
-}
-
-/// The agent a spec names.
-fn agent(
-    spec: &str,
-    behaviors: &[String],
-    workers: &crate::pipeline::judges::Workers,
-) -> Result<Box<dyn Agent>> {
-    match AgentSpec::parse(spec).map_err(|e| Error::Usage(format!("--agent `{spec}`: {e}")))? {
-        AgentSpec::Command(command) => Ok(Box::new(CommandAgent::start(
-            workers.options(command, "agent"),
-        )?)),
-        AgentSpec::Seeded(rate) => Ok(Box::new(
-            SeededAgent::new(rate, behaviors).map_err(Error::Usage)?,
-        )),
-    }
 }
 
 /// Runs `wai simulate`.
@@ -129,7 +105,7 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         .as_deref()
         .map(Checkpoint::lock)
         .transpose()?;
-    let mut agent = agent(&args.agent, &args.behaviors, &workers)?;
+    let mut agent = crate::pipeline::agents::agent(&args.agent, &args.behaviors, &workers)?;
     let (resumed, torn) = match &checkpoint {
         Some(c) => c.read()?,
         None => (Vec::new(), false),
@@ -165,7 +141,13 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     super::flags_named_each(&mut report.warnings, FLAGS);
     bar.finish_and_clear();
     sink.finish()?;
-    let notes = notes(args, &opts, agent.as_ref(), workers.workers, torn);
+    let command = args.agent.starts_with("cmd:").then_some(workers.workers);
+    let mut notes = agent.notes();
+    notes.extend(
+        simulate::run_notes(&opts, agent.wave(), command, torn)
+            .iter()
+            .map(|n| super::flags_named(n, NOTE_FLAGS)),
+    );
     let mut text = report.to_string().trim_end().to_owned();
     let _ = write!(
         text,
@@ -200,28 +182,4 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
             ExitStatus::Success
         },
     })
-}
-
-/// What a person should know about how the run went that the report does not say.
-fn notes(
-    args: &SimulateArgs,
-    opts: &Options,
-    agent: &dyn Agent,
-    workers: usize,
-    torn: bool,
-) -> Vec<String> {
-    let mut notes = agent.notes();
-    // The wave is a constant of the run (so rows do not follow the worker count); few
-    // rollouts per worker in a wave leave workers waiting at each wave's end.
-    let wave = opts.wave.unwrap_or_else(|| agent.wave());
-    if args.agent.starts_with("cmd:") && workers * 4 > wave {
-        notes.push(format!(
-            "waves of {wave} rollouts over {workers} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass --wave {} or more to keep them busy (the wave, not --workers, decides which rollouts are played)",
-            workers * 8
-        ));
-    }
-    if torn {
-        notes.push("the checkpoint's last line was cut off by the interrupted run; it was dropped and that rollout played again".into());
-    }
-    notes
 }

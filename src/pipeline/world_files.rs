@@ -3,11 +3,13 @@
 
 use std::path::Path;
 
+use datafusion::arrow::array::RecordBatch;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::stages::simulate::asks::{ask_array, parse_asks};
 use crate::stages::simulate::tools::{Tool, parse_tools};
+use crate::stages::simulate::{Pinned, pinned_tasks};
 
 /// The text of `path`.
 ///
@@ -111,4 +113,20 @@ pub fn asks_of(ctx: &crate::pipeline::context::Context, spec: &str) -> Result<Ve
         );
     }
     Ok(out)
+}
+
+/// The tasks of `rows` (read from `spec`, `--tasks`), one per distinct prompt in first-seen
+/// order.
+///
+/// # Errors
+/// A row's prompt cannot be read, or no row has one.
+pub fn tasks_of(spec: &str, rows: &[RecordBatch]) -> Result<Vec<Pinned>> {
+    let tasks = pinned_tasks(rows)?;
+    if tasks.is_empty() {
+        return Err(Error::Input {
+            stage: "simulate".into(),
+            message: format!("--tasks `{spec}` has no rows with a prompt"),
+        });
+    }
+    Ok(tasks)
 }
