@@ -5,6 +5,7 @@ use datafusion::execution::context::SessionContext;
 use super::{Context, Outcome};
 use crate::cli::{GateArgs, HollowArgs};
 use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::world_files::read_tool_names;
 use crate::report::envelope::{Envelope, Warning};
 use crate::stages::Session;
 use crate::stages::grade::gate::{self, GateStage, Report};
@@ -41,7 +42,7 @@ pub(crate) fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Op
         e => e,
     })?;
     if let Some(path) = &args.tools {
-        opts.warnings.declared = declared_tools(path)?;
+        opts.warnings.declared = read_tool_names(path)?;
     }
     Ok(opts)
 }
@@ -109,52 +110,4 @@ pub(crate) fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
         json,
         status: status(&report),
     })
-}
-
-/// Reads `--tools`: an OpenAI function-schema list (`[{"type": "function", "function": {"name":
-/// ...}}]`, or `{"name": ...}` objects, or plain names), or an object with a `tools` list.
-fn declared_tools(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
-            "the tools file `{}` is not JSON: {e}",
-            path.display()
-        ))
-    })?;
-    let list = match &value {
-        serde_json::Value::Array(items) => items.as_slice(),
-        serde_json::Value::Object(o) => o
-            .get("tools")
-            .and_then(serde_json::Value::as_array)
-            .map_or(&[][..], Vec::as_slice),
-        _ => &[],
-    };
-    let mut names = Vec::new();
-    for (i, item) in list.iter().enumerate() {
-        let name = match item {
-            serde_json::Value::String(s) => Some(s.as_str()),
-            serde_json::Value::Object(o) => o
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .or_else(|| o.get("name"))
-                .and_then(serde_json::Value::as_str),
-            _ => None,
-        };
-        match name {
-            Some(n) => names.push(n.to_owned()),
-            None => {
-                return Err(Error::Usage(format!(
-                    "the tools file `{}`: tool {i} has no `function.name` or `name`",
-                    path.display()
-                )));
-            }
-        }
-    }
-    if names.is_empty() {
-        return Err(Error::Usage(format!(
-            "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
-            path.display()
-        )));
-    }
-    Ok(names)
 }

@@ -417,6 +417,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_loop_grades_each_batch_as_it_lands() {
+        let (mut simulated, mut scored) = (0usize, 0usize);
+        let inputs = Inputs {
+            rows: Box::new(|b| {
+                simulated += b.num_rows();
+                Ok(())
+            }),
+            scored: Box::new(|b| {
+                assert!(b.schema().column_with_name("reward").is_some());
+                scored += b.num_rows();
+                Ok(())
+            }),
+        };
+        let opts = Options {
+            seed: 1,
+            budget: 40,
+            rate: 0.3,
+        };
+        let session = Session::new().unwrap();
+        let played = futures::executor::block_on(crate::stages::run::<DemoStage<'_>>(
+            &session, inputs, &opts,
+        ))
+        .unwrap();
+        assert_eq!(played.simulate.rows, 40);
+        assert_eq!((simulated, scored), (40, 40));
+        assert_eq!(played.tally.rows, 40);
+        assert_eq!(played.tally.passed + played.tally.failed, 40);
+        assert!(played.to_string().ends_with(&format!(
+            "graded 40 rows with `demo_policy`: {} passed, {} failed",
+            played.tally.passed, played.tally.failed
+        )));
+    }
+
+    #[test]
     fn the_judge_reads_the_policy_off_the_trajectory() {
         let row = |steps: Value, reply: &str| {
             json!({"steps": steps, "final_text": reply})
