@@ -1,6 +1,5 @@
 //! `wai simulate`: asks from the grid, played by an agent against the mock world, landed as rows.
 
-use std::fmt::Write as _;
 use std::io::Write;
 
 use serde::Serialize;
@@ -34,12 +33,26 @@ pub(super) const FLAGS: &[(&str, &str)] = &[
 /// The option keys the run's notes name, and the flags that set them.
 const NOTE_FLAGS: &[(&str, &str)] = &[("`wave`", "--wave"), ("`workers`", "--workers")];
 
-/// The `--json` report: the stage's, with the command's notes.
+/// The `--json` report: the stage's, with the command's notes; as text, with where the rows went.
 #[derive(Serialize)]
 struct Doc<'a> {
     #[serde(flatten)]
     report: &'a Report,
     notes: &'a [String],
+    #[serde(skip)]
+    args: &'a SimulateArgs,
+}
+
+impl std::fmt::Display for Doc<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (rows, out) = (self.report.rows, self.args.out.display());
+        write!(f, "{}", self.report.to_string().trim_end())?;
+        write!(f, "\nwrote {rows} rows to `{out}`")?;
+        if let Some(p) = &self.args.checkpoint {
+            write!(f, " (checkpoint `{}`)", p.display())?;
+        }
+        self.notes.iter().try_for_each(|n| write!(f, "\nnote: {n}"))
+    }
 }
 
 /// The stage's options from the command line (the files named are read here).
@@ -148,28 +161,15 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
             .iter()
             .map(|n| super::flags_named(n, NOTE_FLAGS)),
     );
-    let mut text = report.to_string().trim_end().to_owned();
-    let _ = write!(
-        text,
-        "\nwrote {} rows to `{}`",
-        report.rows,
-        args.out.display()
-    );
-    if let Some(p) = &args.checkpoint {
-        let _ = write!(text, " (checkpoint `{}`)", p.display());
-    }
-    for n in &notes {
-        let _ = write!(text, "\nnote: {n}");
-    }
-    let mut envelope = Envelope::new(
-        "simulate",
-        Doc {
-            report: &report,
-            notes: &notes,
-        },
-    )
-    .output(Output::new(args.out.display(), "rows").rows(report.rows))
-    .warnings(report.warnings.iter().map(String::as_str));
+    let doc = Doc {
+        report: &report,
+        notes: &notes,
+        args,
+    };
+    let text = doc.to_string();
+    let mut envelope = Envelope::new("simulate", doc)
+        .output(Output::new(args.out.display(), "rows").rows(report.rows))
+        .warnings(report.warnings.iter().map(String::as_str));
     if let Some(p) = &args.checkpoint {
         envelope = envelope.output(Output::new(p.display(), "checkpoint"));
     }
