@@ -49,7 +49,7 @@ async fn main() -> wai::Result<()> {
         k: Vec::new(),
         seed: 0,
         warnings: warnings::Options {
-            failure_share: 0.1,
+            max_judge_failures: 0.1,
             min_graded: 0.9,
             ..warnings::Options::default()
         },

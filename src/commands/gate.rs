@@ -5,52 +5,46 @@ use datafusion::execution::context::SessionContext;
 use super::{Context, Outcome};
 use crate::cli::{GateArgs, HollowArgs};
 use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::world_files::read_tool_names;
 use crate::report::envelope::{Envelope, Warning};
 use crate::stages::Session;
 use crate::stages::grade::gate::{self, GateStage, Report};
 use crate::stages::grade::warnings;
 
-/// Checks the gate's options and reads `--tools`, before any row is read: a bad option fails
-/// at once, not after the grade.
+/// The gate's options from the command line, checked before any row is read (a bad option
+/// fails at once, not after the grade); `--tools` is read after the checks.
 ///
 /// # Errors
-/// A share outside [0, 1], a floor outside [0, 1], an unreadable tools file.
+/// A share outside [0, 1], a floor outside [0, 1], a k of 0, an unreadable tools file.
 pub(crate) fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Options> {
-    let share = |flag: &str, x: f64| {
-        if x.is_finite() && (0.0..=1.0).contains(&x) {
-            Ok(())
-        } else {
-            Err(Error::Usage(format!(
-                "{flag} must be a share in [0, 1], not {x}"
-            )))
-        }
-    };
-    share("--max-judge-failures", args.max_judge_failures)?;
-    share("--min-graded", args.min_graded)?;
-    if let Some(f) = floor
-        && !(f.is_finite() && (0.0..=1.0).contains(&f))
-    {
-        return Err(Error::Usage(format!(
-            "the floor must be a pass rate in [0, 1], not {f}"
-        )));
-    }
-    if args.k.contains(&0) {
-        return Err(Error::Usage("--k must be at least 1".into()));
-    }
-    Ok(gate::Options {
+    let mut opts = gate::Options {
         k: args.k.clone(),
         seed: args.seed,
         warnings: warnings::Options {
-            declared: match &args.tools {
-                Some(path) => declared_tools(path)?,
-                None => Vec::new(),
-            },
+            declared: Vec::new(),
             no_tools: args.no_tools,
-            failure_share: args.max_judge_failures,
+            max_judge_failures: args.max_judge_failures,
             min_graded: args.min_graded,
         },
         floor,
-    })
+    };
+    crate::stages::Options::check(&opts).map_err(|e| match e {
+        // The messages these flags have always had, with the value given.
+        Error::Option { key, message } => Error::Usage(match key.as_str() {
+            "max_judge_failures" => format!(
+                "--max-judge-failures {message}, not {}",
+                args.max_judge_failures
+            ),
+            "min_graded" => format!("--min-graded {message}, not {}", args.min_graded),
+            "floor" => format!("the floor {message}, not {}", floor.unwrap_or_default()),
+            _ => format!("--{} {message}", key.replace('_', "-")),
+        }),
+        e => e,
+    })?;
+    if let Some(path) = &args.tools {
+        opts.warnings.declared = read_tool_names(path)?;
+    }
+    Ok(opts)
 }
 
 /// Runs the gate on table `rows` of `context`; `opts` come from [`validate`].
@@ -80,38 +74,6 @@ fn flags_named(mut report: Report) -> Report {
         w.text = super::flags_named(&w.text, FLAGS);
     }
     report
-}
-
-/// The gate's report as `wai grade` and `wai demo` print it after their own: text, the report's
-/// JSON keys, and the status.
-pub(crate) struct Check {
-    /// The pass@k report, the warnings and the gate line.
-    pub text: String,
-    /// The report as JSON.
-    pub json: serde_json::Value,
-    /// Success, below the floor, or hollow.
-    pub status: ExitStatus,
-}
-
-/// [`report`] at `floor` (over the floor of `opts`), as a [`Check`].
-pub(crate) fn check(
-    ctx: &Context,
-    context: &SessionContext,
-    _args: &HollowArgs,
-    opts: &gate::Options,
-    floor: Option<f64>,
-) -> Result<Check> {
-    let opts = gate::Options {
-        floor,
-        ..opts.clone()
-    };
-    let report = report(ctx, context, &opts)?;
-    Ok(Check {
-        text: report.to_string(),
-        json: serde_json::to_value(&report)
-            .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))?,
-        status: status(&report),
-    })
 }
 
 /// How the gate ends the process: hollow whether or not a floor was asked for (`wai grade`
@@ -148,52 +110,4 @@ pub(crate) fn run(ctx: &Context, args: &GateArgs) -> Result<Outcome> {
         json,
         status: status(&report),
     })
-}
-
-/// Reads `--tools`: an OpenAI function-schema list (`[{"type": "function", "function": {"name":
-/// ...}}]`, or `{"name": ...}` objects, or plain names), or an object with a `tools` list.
-fn declared_tools(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
-            "the tools file `{}` is not JSON: {e}",
-            path.display()
-        ))
-    })?;
-    let list = match &value {
-        serde_json::Value::Array(items) => items.as_slice(),
-        serde_json::Value::Object(o) => o
-            .get("tools")
-            .and_then(serde_json::Value::as_array)
-            .map_or(&[][..], Vec::as_slice),
-        _ => &[],
-    };
-    let mut names = Vec::new();
-    for (i, item) in list.iter().enumerate() {
-        let name = match item {
-            serde_json::Value::String(s) => Some(s.as_str()),
-            serde_json::Value::Object(o) => o
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .or_else(|| o.get("name"))
-                .and_then(serde_json::Value::as_str),
-            _ => None,
-        };
-        match name {
-            Some(n) => names.push(n.to_owned()),
-            None => {
-                return Err(Error::Usage(format!(
-                    "the tools file `{}`: tool {i} has no `function.name` or `name`",
-                    path.display()
-                )));
-            }
-        }
-    }
-    if names.is_empty() {
-        return Err(Error::Usage(format!(
-            "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
-            path.display()
-        )));
-    }
-    Ok(names)
 }

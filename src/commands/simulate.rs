@@ -1,6 +1,5 @@
 //! `wai simulate`: asks from the grid, played by an agent against the mock world, landed as rows.
 
-use std::fmt::Write as _;
 use std::io::Write;
 
 use serde::Serialize;
@@ -12,13 +11,11 @@ use crate::pipeline::checkpoint::Checkpoint;
 /// Kept for `wai export`, which reads tools the same way (it should read them from
 /// [`crate::pipeline::world_files`]).
 pub(crate) use crate::pipeline::world_files::read_tools;
-use crate::pipeline::world_files::{read_asks, read_policy};
+use crate::pipeline::world_files::{read_asks, read_policy, tasks_of};
 use crate::report::envelope::{Envelope, Output};
 use crate::stages::Session;
-use crate::stages::simulate::agent::{Agent, AgentSpec, SeededAgent};
-use crate::stages::simulate::command::CommandAgent;
 use crate::stages::simulate::{
-    self, Inputs, Mode, Options, Pinned, Progress, RepeatPolicy, Report, SimulateStage,
+    self, Inputs, Mode, Options, Progress, RepeatPolicy, Report, SimulateStage,
 };
 
 /// The option keys the simulation's warnings and errors name, and the flags that set them.
@@ -33,12 +30,29 @@ pub(super) const FLAGS: &[(&str, &str)] = &[
     ("`wave`", "--wave"),
 ];
 
-/// The `--json` report: the stage's, with the command's notes.
+/// The option keys the run's notes name, and the flags that set them.
+const NOTE_FLAGS: &[(&str, &str)] = &[("`wave`", "--wave"), ("`workers`", "--workers")];
+
+/// The `--json` report: the stage's, with the command's notes; as text, with where the rows went.
 #[derive(Serialize)]
 struct Doc<'a> {
     #[serde(flatten)]
     report: &'a Report,
     notes: &'a [String],
+    #[serde(skip)]
+    args: &'a SimulateArgs,
+}
+
+impl std::fmt::Display for Doc<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (rows, out) = (self.report.rows, self.args.out.display());
+        write!(f, "{}", self.report.to_string().trim_end())?;
+        write!(f, "\nwrote {rows} rows to `{out}`")?;
+        if let Some(p) = &self.args.checkpoint {
+            write!(f, " (checkpoint `{}`)", p.display())?;
+        }
+        self.notes.iter().try_for_each(|n| write!(f, "\nnote: {n}"))
+    }
 }
 
 /// The stage's options from the command line (the files named are read here).
@@ -84,37 +98,12 @@ fn options(ctx: &Context, args: &SimulateArgs) -> Result<Options> {
         opts.axes.push((name.trim().to_owned(), values));
     }
     if let Some(spec) = &args.tasks {
-        opts.tasks = Some(read_tasks(ctx, spec)?);
+        opts.tasks = Some(tasks_of(
+            spec,
+            &super::all_rows(ctx, std::slice::from_ref(spec))?,
+        )?);
     }
     Ok(opts)
-}
-
-/// The tasks of earlier rows, one per distinct prompt in first-seen order.
-fn read_tasks(ctx: &Context, spec: &str) -> Result<Vec<Pinned>> {
-    let tasks = simulate::pinned_tasks(&super::all_rows(ctx, &[spec.to_owned()])?)?;
-    if tasks.is_empty() {
-        return Err(Error::Input {
-            stage: "simulate".into(),
-            message: format!("--tasks `{spec}` has no rows with a prompt"),
-        });
-    }
-    Ok(tasks)
-}
-
-/// The agent a spec names.
-fn agent(
-    spec: &str,
-    behaviors: &[String],
-    workers: &crate::pipeline::judges::Workers,
-) -> Result<Box<dyn Agent>> {
-    match AgentSpec::parse(spec).map_err(|e| Error::Usage(format!("--agent `{spec}`: {e}")))? {
-        AgentSpec::Command(command) => Ok(Box::new(CommandAgent::start(
-            workers.options(command, "agent"),
-        )?)),
-        AgentSpec::Seeded(rate) => Ok(Box::new(
-            SeededAgent::new(rate, behaviors).map_err(Error::Usage)?,
-        )),
-    }
 }
 
 /// Runs `wai simulate`.
@@ -129,7 +118,7 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         .as_deref()
         .map(Checkpoint::lock)
         .transpose()?;
-    let mut agent = agent(&args.agent, &args.behaviors, &workers)?;
+    let mut agent = crate::pipeline::agents::agent(&args.agent, &args.behaviors, &workers)?;
     let (resumed, torn) = match &checkpoint {
         Some(c) => c.read()?,
         None => (Vec::new(), false),
@@ -165,29 +154,22 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     super::flags_named_each(&mut report.warnings, FLAGS);
     bar.finish_and_clear();
     sink.finish()?;
-    let notes = notes(args, &opts, agent.as_ref(), workers.workers, torn);
-    let mut text = report.to_string().trim_end().to_owned();
-    let _ = write!(
-        text,
-        "\nwrote {} rows to `{}`",
-        report.rows,
-        args.out.display()
+    let command = args.agent.starts_with("cmd:").then_some(workers.workers);
+    let mut notes = agent.notes();
+    notes.extend(
+        simulate::run_notes(&opts, agent.wave(), command, torn)
+            .iter()
+            .map(|n| super::flags_named(n, NOTE_FLAGS)),
     );
-    if let Some(p) = &args.checkpoint {
-        let _ = write!(text, " (checkpoint `{}`)", p.display());
-    }
-    for n in &notes {
-        let _ = write!(text, "\nnote: {n}");
-    }
-    let mut envelope = Envelope::new(
-        "simulate",
-        Doc {
-            report: &report,
-            notes: &notes,
-        },
-    )
-    .output(Output::new(args.out.display(), "rows").rows(report.rows))
-    .warnings(report.warnings.iter().map(String::as_str));
+    let doc = Doc {
+        report: &report,
+        notes: &notes,
+        args,
+    };
+    let text = doc.to_string();
+    let mut envelope = Envelope::new("simulate", doc)
+        .output(Output::new(args.out.display(), "rows").rows(report.rows))
+        .warnings(report.warnings.iter().map(String::as_str));
     if let Some(p) = &args.checkpoint {
         envelope = envelope.output(Output::new(p.display(), "checkpoint"));
     }
@@ -200,28 +182,4 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
             ExitStatus::Success
         },
     })
-}
-
-/// What a person should know about how the run went that the report does not say.
-fn notes(
-    args: &SimulateArgs,
-    opts: &Options,
-    agent: &dyn Agent,
-    workers: usize,
-    torn: bool,
-) -> Vec<String> {
-    let mut notes = agent.notes();
-    // The wave is a constant of the run (so rows do not follow the worker count); few
-    // rollouts per worker in a wave leave workers waiting at each wave's end.
-    let wave = opts.wave.unwrap_or_else(|| agent.wave());
-    if args.agent.starts_with("cmd:") && workers * 4 > wave {
-        notes.push(format!(
-            "waves of {wave} rollouts over {workers} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass --wave {} or more to keep them busy (the wave, not --workers, decides which rollouts are played)",
-            workers * 8
-        ));
-    }
-    if torn {
-        notes.push("the checkpoint's last line was cut off by the interrupted run; it was dropped and that rollout played again".into());
-    }
-    notes
 }

@@ -2,6 +2,7 @@
 //!
 //! `pipeline` knows no stage's internals; stages know nothing about files.
 
+pub mod agents;
 pub mod checkpoint;
 pub mod context;
 pub mod ingest;

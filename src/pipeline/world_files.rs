@@ -3,11 +3,13 @@
 
 use std::path::Path;
 
+use datafusion::arrow::array::RecordBatch;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::stages::simulate::asks::{ask_array, parse_asks};
 use crate::stages::simulate::tools::{Tool, parse_tools};
+use crate::stages::simulate::{Pinned, pinned_tasks};
 
 /// The text of `path`.
 ///
@@ -69,6 +71,57 @@ pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
     })
 }
 
+/// The tool names of `path` (`--tools` of `wai gate` and `wai grade`): an OpenAI function-schema list (`[{"type": "function", "function": {"name":
+/// ...}}]`, or `{"name": ...}` objects, or plain names), or an object with a `tools` list.
+///
+/// # Errors
+/// The file cannot be read, is not JSON, or names no tool.
+pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "the tools file `{}` is not JSON: {e}",
+            path.display()
+        ))
+    })?;
+    let list = match &value {
+        Value::Array(items) => items.as_slice(),
+        Value::Object(o) => o
+            .get("tools")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice),
+        _ => &[],
+    };
+    let mut names = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let name = match item {
+            Value::String(s) => Some(s.as_str()),
+            Value::Object(o) => o
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| o.get("name"))
+                .and_then(Value::as_str),
+            _ => None,
+        };
+        match name {
+            Some(n) => names.push(n.to_owned()),
+            None => {
+                return Err(Error::Usage(format!(
+                    "the tools file `{}`: tool {i} has no `function.name` or `name`",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(Error::Usage(format!(
+            "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
+            path.display()
+        )));
+    }
+    Ok(names)
+}
+
 /// Reads asks from `spec`: a JSON array, a text or JSONL file (as [`read_asks`]), or rows
 /// (Parquet, a folder, a URL), whose prompts are the asks.
 ///
@@ -111,4 +164,66 @@ pub fn asks_of(ctx: &crate::pipeline::context::Context, spec: &str) -> Result<Ve
         );
     }
     Ok(out)
+}
+
+/// The tasks of `rows` (read from `spec`, `--tasks`), one per distinct prompt in first-seen
+/// order.
+///
+/// # Errors
+/// A row's prompt cannot be read, or no row has one.
+pub fn tasks_of(spec: &str, rows: &[RecordBatch]) -> Result<Vec<Pinned>> {
+    let tasks = pinned_tasks(rows)?;
+    if tasks.is_empty() {
+        return Err(Error::Input {
+            stage: "simulate".into(),
+            message: format!("--tasks `{spec}` has no rows with a prompt"),
+        });
+    }
+    Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_come_from_schemas_objects_or_plain_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let list = file(
+            "a.json",
+            r#"[{"type": "function", "function": {"name": "lookup"}}, {"name": "refund"}, "escalate"]"#,
+        );
+        assert_eq!(
+            read_tool_names(&list).unwrap(),
+            ["lookup", "refund", "escalate"]
+        );
+        let wrapped = file("b.json", r#"{"tools": ["x"]}"#);
+        assert_eq!(read_tool_names(&wrapped).unwrap(), ["x"]);
+        let empty = file("c.json", "[]");
+        let err = read_tool_names(&empty).unwrap_err().to_string();
+        assert!(err.contains("lists no tools"), "{err}");
+        let nameless = file("d.json", "[{}]");
+        let err = read_tool_names(&nameless).unwrap_err().to_string();
+        assert!(
+            err.contains("tool 0 has no `function.name` or `name`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rows_without_a_prompt_give_no_tasks() {
+        let rows = crate::pipeline::row::testing::batch_of([
+            serde_json::json!({"task_id": "a", "final_text": "x"}),
+        ]);
+        let err = tasks_of("old.jsonl", &[rows]).unwrap_err().to_string();
+        assert!(
+            err.contains("--tasks `old.jsonl` has no rows with a prompt"),
+            "{err}"
+        );
+    }
 }

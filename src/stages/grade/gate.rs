@@ -26,8 +26,11 @@ pub struct Options {
 impl crate::stages::Options for Options {
     fn check(&self) -> Result<()> {
         let share = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
-        if !share(self.warnings.failure_share) {
-            return Err(Error::option("failure_share", "must be a share in [0, 1]"));
+        if !share(self.warnings.max_judge_failures) {
+            return Err(Error::option(
+                "max_judge_failures",
+                "must be a share in [0, 1]",
+            ));
         }
         if !share(self.warnings.min_graded) {
             return Err(Error::option("min_graded", "must be a share in [0, 1]"));

@@ -28,8 +28,9 @@ pub struct Options {
     pub declared: Vec<String>,
     /// The agent has no tools by design: do not warn that none was called.
     pub no_tools: bool,
-    /// The share of rows without an ok verdict above which the run is hollow.
-    pub failure_share: f64,
+    /// The share of rows without an ok verdict above which the run is hollow
+    /// (`--max-judge-failures`).
+    pub max_judge_failures: f64,
     /// The share of rows with an ok verdict below which the run is hollow.
     pub min_graded: f64,
 }
@@ -136,7 +137,7 @@ async fn judge_warnings(
                     .unwrap_or_default()
             ),
         ));
-    } else if unjudged as f64 / n as f64 > opts.failure_share {
+    } else if unjudged as f64 / n as f64 > opts.max_judge_failures {
         // Every row without an ok verdict counts: a judge that declines (`missing_reward`) or
         // rows never judged leave the number as empty as a judge that crashes.
         let by_status = texts(
@@ -155,7 +156,7 @@ async fn judge_warnings(
             format!(
                 "the judge gave no verdict on {unjudged} of {n} rows ({:.0}%, over {:.0}%: {}), so the number leaves out what the judge could not read. Fix the judge (see `judge_status` and `reason` of those rows) and grade again.",
                 100.0 * unjudged as f64 / n as f64,
-                100.0 * opts.failure_share,
+                100.0 * opts.max_judge_failures,
                 by_status.join(", ")
             ),
         ));

@@ -1,15 +1,23 @@
 //! The built-in demo world (`wai demo`): a refund-support agent with three tools, a five-rule
 //! policy with a refund window and a manager threshold, seed asks naming orders the world has,
-//! and a program judge of that policy.
+//! and a program judge of that policy. [`DemoStage`] plays the loop on it: the seeded agent's
+//! rollouts, graded by the judge as they land; [`Report`] is what `wai demo` prints.
+
+use std::fmt;
 
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::execution::context::SessionContext;
 use serde_json::{Value, json};
 
+use super::agent::SeededAgent;
 use super::tools::{Tool, parse_tools};
 use super::world::SUCCESS;
-use crate::error::Result;
+use super::{Mode, RepeatPolicy, SimulateStage};
+use crate::error::{Error, Result};
 use crate::pipeline::row::{BatchView, encode};
-use crate::stages::grade::{Judge, Verdict};
+use crate::stages::Session;
+use crate::stages::grade::{self, Judge, Stamp, Tally, Verdict, gate};
 
 /// The policy.
 pub const POLICY: &str = "You are the support agent for Northwind Outfitters, an online store.
@@ -204,9 +212,243 @@ impl Judge for DemoJudge {
     }
 }
 
+// ---- the loop ----
+
+/// Options of the demo's loop.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Seed of the simulation (and of the scoring run's id).
+    pub seed: u64,
+    /// Rollouts to play.
+    pub budget: u64,
+    /// The seeded agent's mistake rate.
+    pub rate: f64,
+}
+
+impl Options {
+    /// The simulation's options: the demo world, explored, 4 rollouts per ask over 8 phrasings.
+    pub fn simulate(&self) -> super::Options {
+        let mut opts = super::Options::new(tools(), POLICY.to_owned());
+        opts.seeds = SEEDS.iter().map(|s| (*s).to_owned()).collect();
+        opts.seed = self.seed;
+        opts.budget = self.budget;
+        opts.mode = Mode::Explore;
+        opts.repeat_policy = Some(RepeatPolicy::Fixed);
+        opts.repeats = Some(4);
+        opts.phrasings = Some(8);
+        opts
+    }
+}
+
+impl crate::stages::Options for Options {
+    /// The simulation checks its own options; the rate is the agent's to check (its error
+    /// comes first, as the agent is made before the simulation starts).
+    fn check(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Where a batch of rows lands.
+pub type Sink<'a> = Box<dyn FnMut(&RecordBatch) -> Result<()> + 'a>;
+
+/// Where the loop's rows land: each batch as simulated, then as scored.
+pub struct Inputs<'a> {
+    /// The simulated rows.
+    pub rows: Sink<'a>,
+    /// The same rows with the judge's verdicts.
+    pub scored: Sink<'a>,
+}
+
+/// What the loop played: the simulation's report and the grading tally.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Played {
+    /// The simulation.
+    pub simulate: super::Report,
+    /// The grading.
+    pub tally: Tally,
+    /// The judge's name.
+    #[serde(skip)]
+    pub judge: String,
+}
+
+impl fmt::Display for Played {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.tally;
+        write!(
+            f,
+            "{}\n\ngraded {} rows with `{}`: {} passed, {} failed",
+            self.simulate.to_string().trim_end(),
+            t.rows,
+            self.judge,
+            t.passed,
+            t.failed
+        )
+    }
+}
+
+/// The demo's loop: the seeded agent plays the demo world, and each batch is graded by
+/// [`DemoJudge`] as it lands.
+pub struct DemoStage<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'a> crate::stages::Stage for DemoStage<'a> {
+    type Inputs = Inputs<'a>;
+    type Options = Options;
+    type Report = Played;
+    const NAME: &'static str = "demo";
+
+    async fn run(session: &Session, inputs: Inputs<'a>, options: &Options) -> Result<Played> {
+        let Inputs {
+            mut rows,
+            mut scored,
+        } = inputs;
+        let mut agent = SeededAgent::new(options.rate, &[]).map_err(Error::Usage)?;
+        let mut judge = DemoJudge;
+        let stamp = Stamp {
+            judge: judge.name().to_owned(),
+            version: judge.version().map(str::to_owned),
+            run_id: format!("score_demo_{}", options.seed),
+            source: "grade",
+        };
+        let mut tally = Tally::default();
+        let sim = super::Inputs {
+            agent: &mut agent,
+            resumed: Vec::new(),
+            land: Box::new(|batch, _| {
+                rows(&batch)?;
+                let verdicts = judge.judge(&batch)?;
+                tally.add(&verdicts);
+                scored(&grade::apply(&batch, &verdicts, &stamp)?)
+            }),
+            progress: Box::new(|_| {}),
+        };
+        let simulate =
+            crate::stages::run::<SimulateStage<'_>>(session, sim, &options.simulate()).await?;
+        Ok(Played {
+            simulate,
+            tally,
+            judge: stamp.judge,
+        })
+    }
+}
+
+/// A canned query's result, shown as an aligned table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+}
+
+impl Table {
+    /// Runs canned query `name` over table `rows` of `context`.
+    ///
+    /// # Errors
+    /// No such query, or the query fails.
+    pub async fn of(context: &SessionContext, name: &str) -> Result<Self> {
+        let q = crate::queries::find(name)
+            .ok_or_else(|| Error::Internal(format!("no canned query `{name}`")))?;
+        let frame = context.sql(q.sql).await?;
+        let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
+        let batches = frame.collect().await?;
+        Ok(Self { schema, batches })
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = Vec::new();
+        crate::report::table::write(
+            crate::report::table::Format::Table,
+            &self.schema,
+            &self.batches,
+            &mut buf,
+        )
+        .map_err(|_| fmt::Error)?;
+        f.write_str(&String::from_utf8_lossy(&buf))
+    }
+}
+
+/// What `wai demo` reports: the loop, the gate's report on the scored rows, and failures by
+/// tool and tier and the policy's markers.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// The seeded agent's mistake rate.
+    #[serde(skip)]
+    pub rate: f64,
+    /// The loop.
+    #[serde(flatten)]
+    pub played: Played,
+    /// The gate's report (pass@k, the warnings, whether the run is hollow).
+    #[serde(flatten)]
+    pub check: gate::Report,
+    /// Canned query `failures_by_tool_tier`.
+    #[serde(skip)]
+    pub failures: Table,
+    /// Canned query `marker_rates`.
+    #[serde(skip)]
+    pub markers: Table,
+    /// The folder the files are in.
+    #[serde(skip)]
+    pub dir: String,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "wai demo: a refund-support agent (3 tools, a 5-rule policy) played by the seeded agent (mistake rate {}), graded by a program judge of the policy\n",
+            self.rate
+        )?;
+        write!(f, "{}\n\n", self.played)?;
+        f.write_str(self.check.to_string().trim_end())?;
+        f.write_str("\n\nfailures by tool and tier (fail rate with a 95% Wilson interval; `tasks` is how many situations stand behind it):\n")?;
+        f.write_str(self.failures.to_string().trim_end())?;
+        f.write_str("\n\npolicy rules (markers, 1 = kept):\n")?;
+        f.write_str(self.markers.to_string().trim_end())?;
+        write!(
+            f,
+            "\n\noutputs in `{d}`: rows.parquet (simulated), scored.parquet (graded), tools.json, policy.md, seeds.txt\nnext:\n  wai sql --query failures_by_tool_tier --table {d}/scored.parquet\n  wai sql \"SELECT reason, count(*) AS n FROM rows WHERE reward < 1 GROUP BY reason ORDER BY n DESC\" --table {d}/scored.parquet\n  wai pass-at {d}/scored.parquet --by dims.tier\n  wai simulate --tools {d}/tools.json --policy {d}/policy.md --seeds {d}/seeds.txt --agent 'cmd:python3 my_agent.py' --out mine.parquet",
+            d = self.dir
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loop_grades_each_batch_as_it_lands() {
+        let (mut simulated, mut scored) = (0usize, 0usize);
+        let inputs = Inputs {
+            rows: Box::new(|b| {
+                simulated += b.num_rows();
+                Ok(())
+            }),
+            scored: Box::new(|b| {
+                assert!(b.schema().column_with_name("reward").is_some());
+                scored += b.num_rows();
+                Ok(())
+            }),
+        };
+        let opts = Options {
+            seed: 1,
+            budget: 40,
+            rate: 0.3,
+        };
+        let session = Session::new().unwrap();
+        let played = futures::executor::block_on(crate::stages::run::<DemoStage<'_>>(
+            &session, inputs, &opts,
+        ))
+        .unwrap();
+        assert_eq!(played.simulate.rows, 40);
+        assert_eq!((simulated, scored), (40, 40));
+        assert_eq!(played.tally.rows, 40);
+        assert_eq!(played.tally.passed + played.tally.failed, 40);
+        assert!(played.to_string().ends_with(&format!(
+            "graded 40 rows with `demo_policy`: {} passed, {} failed",
+            played.tally.passed, played.tally.failed
+        )));
+    }
 
     #[test]
     fn the_judge_reads_the_policy_off_the_trajectory() {

@@ -46,7 +46,9 @@ mod tasks;
 use datafusion::arrow::array::RecordBatch;
 
 pub use self::options::{Mode, Options, Pinned, RepeatPolicy};
-pub use self::report::{GridSummary, Progress, Report, RunSummary, TierMix, ToolCoverage};
+pub use self::report::{
+    GridSummary, Progress, Report, RunSummary, TierMix, ToolCoverage, run_notes,
+};
 pub use self::resume::{ResumeKey, resume_key, rollout_id};
 pub use self::tasks::pinned_tasks;
 use crate::error::Result;

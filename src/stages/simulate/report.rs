@@ -341,6 +341,33 @@ pub(super) fn finish_warnings(
     }
 }
 
+/// What a person should know about how the run went that the report does not say (the
+/// agent's own notes aside): waves too small for the workers of a command agent (`workers`,
+/// none for an agent in this process), and a checkpoint whose last line was `torn`.
+pub fn run_notes(
+    opts: &Options,
+    agent_wave: usize,
+    workers: Option<usize>,
+    torn: bool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    // The wave is a constant of the run (so rows do not follow the worker count); few
+    // rollouts per worker in a wave leave workers waiting at each wave's end.
+    let wave = opts.wave.unwrap_or(agent_wave);
+    if let Some(workers) = workers
+        && workers * 4 > wave
+    {
+        notes.push(format!(
+            "waves of {wave} rollouts over {workers} workers give each fewer than 4 between decisions, so workers wait at each wave's end; pass `wave` {} or more to keep them busy (the wave, not `workers`, decides which rollouts are played)",
+            workers * 8
+        ));
+    }
+    if torn {
+        notes.push("the checkpoint's last line was cut off by the interrupted run; it was dropped and that rollout played again".into());
+    }
+    notes
+}
+
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
@@ -459,6 +486,23 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn run_notes_say_when_waves_leave_workers_waiting_and_a_checkpoint_was_torn() {
+        let opts = Options::new(Vec::new(), String::new());
+        assert!(run_notes(&opts, 64, Some(16), false).is_empty());
+        assert!(run_notes(&opts, 8, None, false).is_empty());
+        let notes = run_notes(&opts, 8, Some(4), true);
+        assert_eq!(notes.len(), 2);
+        assert!(notes[0].starts_with("waves of 8 rollouts over 4 workers"));
+        assert!(notes[0].contains("pass `wave` 32 or more"));
+        assert!(notes[1].contains("last line was cut off"));
+        let opts = Options {
+            wave: Some(1024),
+            ..opts
+        };
+        assert!(run_notes(&opts, 8, Some(4), false).is_empty());
+    }
     use crate::stages::simulate::agent::Step;
 
     fn report(tools: &[&str]) -> Report {
