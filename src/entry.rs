@@ -15,11 +15,13 @@ use crate::{Error, ExitStatus};
 
 pub use crate::commands::Outcome;
 
-/// Runs one command line (`args[0]` is the program name) in this process, as the binary would,
-/// without printing: data a command streams goes to `out`, and its report comes back as an
-/// [`Outcome`] (the text, the `--json` envelope, the exit status). For benches and programs
-/// that want a command's report; stages are the way in for everything else
-/// ([`crate::stages::run`]).
+/// Runs one command line (`args[0]` is the program name) in this process without printing:
+/// data a command streams goes to `out`, and its report comes back as an [`Outcome`] (the text,
+/// the `--json` envelope, the exit status), secrets redacted as the binary prints them. `--help`
+/// and `--version` come back as an outcome holding their text. For benches and programs that
+/// want a command's report; stages are the way in for everything else ([`crate::stages::run`]).
+/// The first call installs the signal handler the binary has (a signal ends the workers a
+/// command started, and the process).
 ///
 /// # Errors
 /// The command line does not parse (a usage error), or the command failed.
@@ -28,8 +30,22 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = Cli::try_parse_from(args).map_err(|e| Error::Usage(e.to_string()))?;
-    crate::commands::run(cli, out)
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        // `--help` and `--version` are answers, not errors.
+        Err(e) if !e.use_stderr() => {
+            return Ok(Outcome {
+                text: e.to_string(),
+                json: serde_json::Value::Null,
+                status: ExitStatus::Success,
+            });
+        }
+        Err(e) => return Err(Error::Usage(e.to_string())),
+    };
+    let mut outcome = crate::commands::run(cli, out)?;
+    redact_json(&mut outcome.json);
+    outcome.text = redact(&outcome.text).into_owned();
+    Ok(outcome)
 }
 
 fn init_logging(quiet: bool, verbose: u8) {

@@ -81,12 +81,10 @@ pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         markers,
         dir: dir.display().to_string(),
     };
-    let json = serde_json::to_value(
-        Envelope::new("demo", &report)
-            .output(Output::new(dir.display(), "folder"))
-            .warnings(warnings),
-    )
-    .unwrap_or_default();
+    let json = Envelope::new("demo", &report)
+        .output(Output::new(dir.display(), "folder"))
+        .warnings(warnings)
+        .to_json()?;
     Ok(Outcome {
         text: report.to_string(),
         json,

@@ -37,6 +37,7 @@ use crate::pipeline::session;
 pub(crate) use crate::pipeline::tables::{all_rows, load_table, rows_session};
 
 /// What a command hands back to be printed (and what [`crate::run_command_line`] returns).
+#[derive(Debug)]
 pub struct Outcome {
     /// Lines for a person.
     pub text: String,

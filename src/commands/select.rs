@@ -114,13 +114,17 @@ fn render(
         args.out.display(),
         started.elapsed().as_secs_f64()
     );
-    let json = serde_json::to_value(
-        Envelope::new("select", done)
-            .inputs(&args.inputs)
-            .output(Output::new(args.out.display(), "rows").rows(written as u64))
-            .warnings(warnings.iter().map(String::as_str)),
-    )
-    .map_err(|e| Error::Internal(format!("the select report does not serialize: {e}")))?;
+    // Rows are rows (with their count); preference pairs are a JSON Lines file of pairs.
+    let output = if what == "pairs" {
+        Output::new(args.out.display(), "file")
+    } else {
+        Output::new(args.out.display(), "rows").rows(written as u64)
+    };
+    let json = Envelope::new("select", done)
+        .inputs(&args.inputs)
+        .output(output)
+        .warnings(warnings.iter().map(String::as_str))
+        .to_json()?;
     Ok(Outcome {
         text,
         json,

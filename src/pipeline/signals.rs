@@ -34,6 +34,12 @@ const GROUP_WAIT: Duration = Duration::from_secs(2);
 /// # Errors
 /// The signal handlers cannot be installed.
 pub fn install() -> Result<()> {
+    // Once per process: a program that runs many commands in-process (the benches,
+    // `run_command_line`) gets one handler thread, not one per command.
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if INSTALLED.get().is_some() {
+        return Ok(());
+    }
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .map_err(|e| Error::Internal(format!("cannot install the signal handlers: {e}")))?;
     std::thread::Builder::new()
@@ -46,6 +52,7 @@ pub fn install() -> Result<()> {
             }
         })
         .map_err(|e| Error::Internal(format!("cannot start the signal thread: {e}")))?;
+    let _ = INSTALLED.set(());
     Ok(())
 }
 

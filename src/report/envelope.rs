@@ -19,7 +19,7 @@ pub const VERSION: u32 = 2;
 pub struct Envelope<R> {
     /// [`VERSION`].
     pub version: u32,
-    /// The command, as typed (`pass-at`, `labels attach`).
+    /// The command (`pass-at`; a subcommand joined by a dash: `labels-attach`).
     pub command: String,
     /// What it read, as named on the command line (after glob expansion where it reads files).
     pub inputs: Vec<String>,

@@ -24,8 +24,7 @@ use datafusion::prelude::DataFrame;
 
 use crate::error::Result;
 
-/// Options of a stage: plain data (serde, so a pipeline file can hold them), checked before a
-/// run.
+/// Options of a stage: plain data, checked before a run.
 pub trait Options {
     /// Checks every option; an error names the option's key (`Error::Option`).
     ///

@@ -85,3 +85,21 @@ fn in_memory_rows_from_the_testing_feature_run_through_a_stage() {
     assert_eq!(report.results[0].pass_at_1, Some(0.75));
     assert_eq!(report.results[0].n_groups, 2);
 }
+
+#[test]
+fn a_command_line_run_in_process_answers_help_and_reports_like_the_binary() {
+    let mut sink = Vec::new();
+    let version = wai::run_command_line(["wai", "--version"], &mut sink).unwrap();
+    assert_eq!(version.status, wai::ExitStatus::Success);
+    assert!(version.text.starts_with("wai "), "{}", version.text);
+    let err = wai::run_command_line(["wai", "pass-at", "--no-such-flag"], &mut sink).unwrap_err();
+    assert_eq!(err.exit_status(), wai::ExitStatus::Usage);
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("r.parquet");
+    let rows = rows.to_str().unwrap();
+    wai::run_command_line(["wai", "gen", "--rows", "200", "-o", rows], &mut sink).unwrap();
+    let done = wai::run_command_line(["wai", "--json", "pass-at", rows], &mut sink).unwrap();
+    assert_eq!(done.json["version"], 2);
+    assert_eq!(done.json["command"], "pass-at");
+    assert!(done.json["report"]["results"][0]["pass_at_1"].is_number());
+}
