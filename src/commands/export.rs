@@ -92,7 +92,7 @@ fn pairs(args: &ExportArgs, opts: &Options) -> Result<Outcome> {
 fn options(args: &ExportArgs) -> Result<Options> {
     let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| Error::read(p, e));
     let tools = |p: &Path| -> Result<Vec<serde_json::Value>> {
-        let tools = super::simulate::read_tools(p)?.into_iter();
+        let tools = crate::pipeline::world_files::read_tools(p)?.into_iter();
         Ok(tools
             .map(|t| serde_json::json!({"type": "function", "function": t.function}))
             .collect())

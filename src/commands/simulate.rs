@@ -8,10 +8,7 @@ use super::{Context, Outcome};
 use crate::cli::{SimMode, SimRepeat, SimulateArgs};
 use crate::error::{Error, ExitStatus, Result};
 use crate::pipeline::checkpoint::Checkpoint;
-/// Kept for `wai export`, which reads tools the same way (it should read them from
-/// [`crate::pipeline::world_files`]).
-pub(crate) use crate::pipeline::world_files::read_tools;
-use crate::pipeline::world_files::{read_asks, read_policy, tasks_of};
+use crate::pipeline::world_files::{read_asks, read_policy, read_tools, tasks_of};
 use crate::report::envelope::{Envelope, Output};
 use crate::stages::Session;
 use crate::stages::simulate::{
