@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::report::{Failure, Warning, kept_failures};
+use super::report::{Failure, RoundTrip, Warning, kept_failures};
 use super::{Groups, Lines, MaskMode, Options, RowFacts, training_rows};
 use crate::error::{Error, Result};
 
@@ -61,17 +61,6 @@ pub struct Inputs {
     pub pairs: Vec<Pair>,
     /// Where each DPO row's line goes (the metadata half is always empty).
     pub lines: Lines,
-}
-
-/// Calls checked by the round-trip gate.
-#[derive(Debug, Clone, Serialize)]
-pub struct RoundTrip {
-    /// Calls checked.
-    pub checked: u64,
-    /// Calls whose arguments do not round-trip.
-    pub invalid: u64,
-    /// Always `dict`.
-    pub encoding: &'static str,
 }
 
 /// Who reads the file.
