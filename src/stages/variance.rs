@@ -80,6 +80,41 @@ impl crate::stages::Stage for VarianceStage {
             }
             (names, 0)
         };
+        // A run key or a marker no row carries is most often misspelt: said, not reported as
+        // zero runs (#30 item 10).
+        if let Some(by) = &options.by
+            && labels.is_empty()
+        {
+            return Err(Error::Input {
+                stage: "variance".into(),
+                message: format!(
+                    "no row carries the run key `{by}` (a column, or a key of `lineage`)"
+                ),
+            });
+        }
+        if let Some(marker) = options.metric.strip_prefix("marker:")
+            && !labels.is_empty()
+            && !means.keys().any(|(m, _)| *m == options.metric)
+        {
+            let seen: Vec<String> = means
+                .keys()
+                .filter_map(|(m, _)| m.strip_prefix("marker:"))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .map(|m| format!("`{m}`"))
+                .collect();
+            return Err(Error::Input {
+                stage: "variance".into(),
+                message: format!(
+                    "no row carries marker `{marker}`; the rows carry {}",
+                    if seen.is_empty() {
+                        "no markers".to_owned()
+                    } else {
+                        seen.join(", ")
+                    }
+                ),
+            });
+        }
         report(&options.metric, &labels, &means, unkeyed)
     }
 }

@@ -306,3 +306,47 @@ fn a_closed_stderr_is_no_panic() {
         "the missing input's status, not a panic's 101"
     );
 }
+
+/// Slicing on a `dims` key no row carries is a data condition (65) naming the keys the rows do
+/// carry, not one "(unset)" slice that repeats the overall line (#30 item 10).
+#[test]
+fn a_dims_key_no_row_carries_is_named_with_those_they_do() {
+    let rows = crate::support::fixture("example_scored.jsonl");
+    let out = crate::support::wai()
+        .args(["pass-at"])
+        .arg(&rows)
+        .args(["--by", "dims.no_such_key"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("no row carries `dims.no_such_key`"), "{err}");
+    assert!(err.contains("`tier`"), "{err}");
+}
+
+/// A run key or a marker no row carries stops `wai variance` with what the rows do carry, not
+/// a report of zero runs (#30 item 10).
+#[test]
+fn variance_names_a_run_key_or_marker_no_row_carries() {
+    let rows = crate::support::fixture("eval_variance_runs.jsonl");
+    for (args, says) in [
+        (
+            ["--by", "no_such_key"],
+            "no row carries the run key `no_such_key`",
+        ),
+        (
+            ["--metric", "marker:no_such"],
+            "no row carries marker `no_such`",
+        ),
+    ] {
+        let out = crate::support::wai()
+            .arg("variance")
+            .arg(&rows)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(65), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -420,6 +420,47 @@ impl crate::stages::Stage for PassAtStage {
     }
 }
 
+/// A `dims` key no row carries (most often a misspelt one): the error names the keys the rows
+/// do carry (#30 item 10).
+async fn no_such_dim(ctx: &SessionContext, input: &DataFrame, key: &str) -> Error {
+    let seen = async {
+        ctx.deregister_table("__pass_at_dims")?;
+        ctx.register_table("__pass_at_dims", input.clone().into_view())?;
+        let batches = ctx
+            .sql(
+                "SELECT DISTINCT k FROM (SELECT unnest(map_keys(dims)) AS k FROM __pass_at_dims) \
+                 ORDER BY k",
+            )
+            .await?
+            .collect()
+            .await?;
+        let mut keys = Vec::new();
+        for b in &batches {
+            let a = datafusion::arrow::compute::cast(b.column(0), &DataType::Utf8)?;
+            keys.extend(
+                a.as_string::<i32>()
+                    .iter()
+                    .flatten()
+                    .map(|k| format!("`{k}`")),
+            );
+        }
+        Ok::<_, Error>(keys)
+    }
+    .await
+    .unwrap_or_default();
+    Error::Input {
+        stage: "pass-at".into(),
+        message: format!(
+            "no row carries `dims.{key}`; the rows' dims keys are {}",
+            if seen.is_empty() {
+                "none".to_owned()
+            } else {
+                seen.join(", ")
+            }
+        ),
+    }
+}
+
 /// The whole stage on a `DataFrame` in `ctx` (a stage scope: views are registered in it):
 /// overall, then each slicing, each with its slices.
 async fn report(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Result<Report> {
@@ -443,7 +484,14 @@ async fn report(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resul
     let mut slices = Vec::new();
     for slice in &opts.by {
         let (tasks, facts) = plan(ctx, input.clone(), Some(slice)).await?;
-        for data in collect(ctx, tasks, facts).await? {
+        let data = collect(ctx, tasks, facts).await?;
+        if let Slice::Dim(key) = slice
+            && !data.is_empty()
+            && data.iter().all(|d| d.value == "(unset)")
+        {
+            return Err(no_such_dim(ctx, &input, key).await);
+        }
+        for data in data {
             slices.push(SliceReport {
                 by: slice.name(),
                 value: data.value.clone(),
