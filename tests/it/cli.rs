@@ -226,6 +226,10 @@ fn meaningless_options_are_usage_errors() {
         ),
         (vec!["hack-scan", rows, "--alpha", "1"], "not in (0, 1)"),
         (vec!["demo", "--rate", "2"], "not in [0, 1]"),
+        (
+            vec!["holdout-size", "--base", "0.9", "--effect", "0.3"],
+            "the largest gain from that base is 0.100",
+        ),
         (vec!["demo", "--budget", "0"], "0 is not in 1.."),
         (
             vec![

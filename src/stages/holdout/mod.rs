@@ -70,6 +70,25 @@ impl crate::stages::Options for Options {
                 format!("is a gain in (0, 1), not {}", self.effect),
             ));
         }
+        if !(0.0..=1.0).contains(&self.base) {
+            return Err(Error::option(
+                "base",
+                format!("is a pass rate in [0, 1], not {}", self.base),
+            ));
+        }
+        // A gain past a pass rate of 1 cannot be detected at any size: said, not sized.
+        if self.base + self.effect > 1.0 {
+            return Err(Error::option(
+                "effect",
+                format!(
+                    "of {} on a base of {} would pass a rate of 1 ({:.3}): the largest gain from that base is {:.3}",
+                    self.effect,
+                    self.base,
+                    self.base + self.effect,
+                    1.0 - self.base
+                ),
+            ));
+        }
         for (key, x) in [("power", self.power), ("alpha", self.alpha)] {
             if !(x > 0.0 && x < 1.0) {
                 return Err(Error::option(key, "must be in (0, 1)"));
