@@ -161,8 +161,6 @@ fn success_reports_on_stdout_and_json_is_one_document() {
 fn meaningless_options_are_usage_errors() {
     let rows = crate::support::fixture("example_scored.jsonl");
     let rows = rows.to_str().unwrap();
-    let tools = crate::support::fixture("example_tools.json");
-    let tools = tools.to_str().unwrap();
     for (args, says) in [
         (
             vec![
@@ -226,11 +224,54 @@ fn meaningless_options_are_usage_errors() {
         ),
         (vec!["hack-scan", rows, "--alpha", "1"], "not in (0, 1)"),
         (vec!["demo", "--rate", "2"], "not in [0, 1]"),
+        (vec!["demo", "--budget", "0"], "0 is not in 1.."),
+    ] {
+        refused_without_writing(&args, says);
+    }
+}
+
+/// Runs `wai ARGS` in an empty folder and checks it was refused (64) saying `says`, and wrote
+/// nothing.
+fn refused_without_writing(args: &[&str], says: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::support::wai()
+        .current_dir(dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "{args:?} wrote something"
+    );
+}
+
+/// Simulate and holdout-size options that would ask for nothing, or for what cannot be, are
+/// refused before any work (#30 item 10): zero repeats or phrasings, a tool that is not given, a
+/// gain past a pass rate of 1.
+#[test]
+fn meaningless_simulate_and_sizing_options_are_usage_errors() {
+    let tools = crate::support::fixture("example_tools.json");
+    let tools = tools.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "simulate",
+                "--tools",
+                tools,
+                "--axis",
+                "tool=no_such_tool",
+                "--out",
+                "x.parquet",
+            ],
+            "axis `tool` has no value `no_such_tool`",
+        ),
         (
             vec!["holdout-size", "--base", "0.9", "--effect", "0.3"],
             "the largest gain from that base is 0.100",
         ),
-        (vec!["demo", "--budget", "0"], "0 is not in 1.."),
         (
             vec![
                 "simulate",
@@ -256,19 +297,7 @@ fn meaningless_options_are_usage_errors() {
             "`--phrasings` must be at least 1",
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let out = crate::support::wai()
-            .current_dir(dir.path())
-            .args(&args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
-        assert!(err.contains(says), "{args:?}: {err}");
-        assert!(
-            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
-            "{args:?} wrote something"
-        );
+        refused_without_writing(&args, says);
     }
 }
 

@@ -135,6 +135,19 @@ impl Axes {
         let Some(slot) = self.axes.iter_mut().find(|(a, _)| a == axis) else {
             return Err(format!("no axis `{axis}`; axes: {}", AXES.join(", ")));
         };
+        // The tool axis holds the tools given: a value outside them would make rows for a tool
+        // that does not exist (#30 item 10). (The rule axis may be pinned to clauses past the
+        // rule cap, so its values are not held to the grid's.)
+        if axis == "tool"
+            && let Some(v) = values
+                .iter()
+                .find(|v| !slot.1.contains(v) && v.as_str() != NO_RULE)
+        {
+            return Err(format!(
+                "axis `{axis}` has no value `{v}`; known: {}",
+                slot.1.join(", ")
+            ));
+        }
         slot.1 = values;
         Ok(())
     }
