@@ -22,3 +22,14 @@ pub fn percent(x: f64) -> String {
 pub fn plural(n: u64, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
+
+/// `names` in backticks, joined by commas (`` `a`, `b` ``), or `none` when there are none: for
+/// an error that says what the data does hold.
+pub fn backticked(names: impl IntoIterator<Item = impl std::fmt::Display>, none: &str) -> String {
+    let quoted: Vec<String> = names.into_iter().map(|n| format!("`{n}`")).collect();
+    if quoted.is_empty() {
+        none.to_owned()
+    } else {
+        quoted.join(", ")
+    }
+}

@@ -241,17 +241,10 @@ pub async fn run(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resu
         .iter()
         .find(|w| !by_marker.iter().any(|(n, _)| n == *w))
     {
-        let seen: Vec<String> = by_marker.iter().map(|(n, _)| format!("`{n}`")).collect();
+        let seen = crate::report::backticked(by_marker.iter().map(|(n, _)| n), "no markers");
         return Err(Error::Input {
             stage: "markers".into(),
-            message: format!(
-                "no row carries marker `{missing}`; the rows carry {}",
-                if seen.is_empty() {
-                    "no markers".to_owned()
-                } else {
-                    seen.join(", ")
-                }
-            ),
+            message: format!("no row carries marker `{missing}`; the rows carry {seen}"),
         });
     }
     let wanted = |n: &str| opts.names.is_empty() || opts.names.iter().any(|w| w == n);

@@ -96,23 +96,14 @@ impl crate::stages::Stage for VarianceStage {
             && !labels.is_empty()
             && !means.keys().any(|(m, _)| *m == options.metric)
         {
-            let seen: Vec<String> = means
+            let seen: std::collections::BTreeSet<&str> = means
                 .keys()
                 .filter_map(|(m, _)| m.strip_prefix("marker:"))
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .map(|m| format!("`{m}`"))
                 .collect();
+            let seen = crate::report::backticked(seen, "no markers");
             return Err(Error::Input {
                 stage: "variance".into(),
-                message: format!(
-                    "no row carries marker `{marker}`; the rows carry {}",
-                    if seen.is_empty() {
-                        "no markers".to_owned()
-                    } else {
-                        seen.join(", ")
-                    }
-                ),
+                message: format!("no row carries marker `{marker}`; the rows carry {seen}"),
             });
         }
         report(&options.metric, &labels, &means, unkeyed)

@@ -452,11 +452,7 @@ async fn no_such_dim(ctx: &SessionContext, input: &DataFrame, key: &str) -> Erro
         stage: "pass-at".into(),
         message: format!(
             "no row carries `dims.{key}`; the rows' dims keys are {}",
-            if seen.is_empty() {
-                "none".to_owned()
-            } else {
-                seen.join(", ")
-            }
+            crate::report::backticked(seen, "none")
         ),
     }
 }
