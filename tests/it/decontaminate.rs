@@ -291,19 +291,8 @@ s.serve_forever()
 
 #[test]
 fn an_openai_compatible_endpoint_embeds_and_a_refusal_stops_the_run() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("server.py");
-    std::fs::write(&script, SERVER).unwrap();
-    let mut server = std::process::Command::new("python3")
-        .arg(&script)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
+    let (mut server, port) = start_server(dir.path(), "server.py", SERVER);
     let spec = format!("openai:bow-64@http://127.0.0.1:{}/v1", port.trim());
     let mut eval = reference_eval();
     eval.push(json!({"prompt": "What is the capital of France?", "scenario_id": "e3"}));
@@ -403,19 +392,8 @@ s.serve_forever()
 // were printed in errors.
 #[test]
 fn a_key_the_server_echoes_and_url_credentials_are_redacted() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("echo.py");
-    std::fs::write(&script, ECHO_SERVER).unwrap();
-    let mut server = std::process::Command::new("python3")
-        .arg(&script)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
+    let (mut server, port) = start_server(dir.path(), "echo.py", ECHO_SERVER);
     let (t, e) = (
         dir.path().join("train.jsonl"),
         dir.path().join("eval.jsonl"),
@@ -580,4 +558,22 @@ fn the_dropped_list_never_replaces_an_input() {
     assert!(err.contains("is an input"), "{err}");
     assert_eq!(std::fs::read(&train).unwrap(), before);
     assert!(!dir.path().join("clean.jsonl").exists());
+}
+
+/// Starts the Python server `source` (written to `dir/name`) and returns it with the port it
+/// printed on its first line.
+fn start_server(dir: &std::path::Path, name: &str, source: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let script = dir.join(name);
+    std::fs::write(&script, source).unwrap();
+    let mut server = std::process::Command::new("python3")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    (server, port)
 }
