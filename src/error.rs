@@ -98,6 +98,16 @@ pub enum Error {
         "internal error: {0}. This is a bug in wai; please report it with the command that triggered it"
     )]
     Internal(String),
+
+    /// A model endpoint cannot serve the run: it refused the key, has no such model, or failed
+    /// every call (the circuit breaker).
+    #[error("{0}")]
+    Unavailable(String),
+
+    /// The run's model budget (`--max-calls`, `--max-cost-tokens`) is spent; what was done is
+    /// kept.
+    #[error("{0}")]
+    Budget(String),
 }
 
 fn bad_row_message(file: &str, line: u64, field: Option<&str>, message: &str) -> String {
@@ -182,6 +192,8 @@ impl Error {
             },
             Self::Engine(e) => engine_status(e),
             Self::Arrow(_) | Self::Internal(_) => ExitStatus::Internal,
+            Self::Unavailable(_) => ExitStatus::Unavailable,
+            Self::Budget(_) => ExitStatus::TempFail,
         }
     }
 }
@@ -232,10 +244,14 @@ pub enum ExitStatus {
     DataError,
     /// 66: missing input.
     NoInput,
+    /// 69: a model endpoint cannot serve the run.
+    Unavailable,
     /// 70: internal error.
     Internal,
     /// 74: I/O error.
     IoError,
+    /// 75: the model budget is spent; run again with a larger one to go on.
+    TempFail,
 }
 
 impl ExitStatus {
@@ -248,8 +264,10 @@ impl ExitStatus {
             Self::Usage => 64,
             Self::DataError => 65,
             Self::NoInput => 66,
+            Self::Unavailable => 69,
             Self::Internal => 70,
             Self::IoError => 74,
+            Self::TempFail => 75,
         }
     }
 }

@@ -18,6 +18,7 @@ mod cli;
 mod commands;
 mod entry;
 pub mod error;
+pub mod models;
 pub mod pipeline;
 pub mod queries;
 pub mod report;

@@ -41,6 +41,8 @@
 //! - `coverage_study/cell`: one cell at the study's size (2,000 runs, 2,000 draws);
 //! - `coverage_study/full`: every cell (`WAI_COVERAGE_STUDY=full` for the study's size).
 //!
+//! Figures the models issue asks for: `models.rs`.
+//!
 //! Figures the select/export issue asks for:
 //! - `training/select_rl/rows=1M` (target: under 3 s);
 //! - `training/export_openai/rows=1M` (target: 200 MB/s written).
@@ -52,6 +54,7 @@ use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
 
 mod ingest_data;
+mod models;
 
 // The same allocator as the binary, so the figures are the binary's.
 #[global_allocator]

@@ -104,3 +104,32 @@ pub(crate) struct GenArgs {
     #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
     pub gold: f64,
 }
+
+/// `wai cache`.
+#[derive(Debug, Args)]
+pub(crate) struct CacheArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: CacheAction,
+}
+
+/// What `wai cache` does.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum CacheAction {
+    /// What the model response cache holds: replies, bytes, and replies per model.
+    Stats {
+        /// The cache folder (default `$WAI_CACHE_DIR`, else `~/.cache/wai`).
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
+    },
+    /// Remove stored replies: all, or one model's (`--model PROVIDER:MODEL`).
+    Clear {
+        /// The cache folder (default `$WAI_CACHE_DIR`, else `~/.cache/wai`).
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
+        /// Only this model's replies, as `stats` lists it (`openai:gpt-4.1-mini`,
+        /// `endpoint:Qwen/Qwen3-8B`).
+        #[arg(long, value_name = "PROVIDER:MODEL")]
+        model: Option<String>,
+    },
+}

@@ -10,10 +10,13 @@ pub(crate) struct CompareJudgesArgs {
     /// Rows with gold labels (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "SCORED")]
     pub inputs: Vec<String>,
-    /// A judge: `NAME=SPEC` with SPEC `verify:FILE.toml`, `sql:EXPR` or `cmd:COMMAND`
-    /// (repeat for each judge).
+    /// A judge: `NAME=SPEC` with SPEC `verify:FILE.toml`, `sql:EXPR`, `cmd:COMMAND` or
+    /// `llm:MODEL-SPEC` (repeat for each judge).
     #[arg(long = "judge", required = true, value_name = "NAME=SPEC")]
     pub judges: Vec<String>,
+    /// LLM judges: the rubric, as text or a file (its listed items are also scored as markers).
+    #[arg(long, value_name = "TEXT|FILE")]
+    pub rubric: Option<String>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub floors: TrustFloors,
@@ -74,7 +77,8 @@ pub(crate) struct JudgeTrustArgs {
     /// The share of labeled rows the judge may leave fractional before the check is void.
     #[arg(long, default_value_t = 0.10)]
     pub max_skipped_share: f64,
-    /// The judge under audit (`verify:FILE.toml`, `sql:EXPR`, `cmd:COMMAND`; repeat to combine):
+    /// The judge under audit (`verify:FILE.toml`, `sql:EXPR`, `cmd:COMMAND`, `llm:MODEL-SPEC`;
+    /// repeat to combine):
     /// re-judges a sample as-is and with neutral filler (consistency, length bias).
     #[arg(long = "judge", value_name = "SPEC")]
     pub judges: Vec<String>,
@@ -87,7 +91,8 @@ pub(crate) struct JudgeTrustArgs {
         requires = "judges"
     )]
     pub probes: Vec<String>,
-    /// The rubric the keyword probe draws its words from (text, or a file): default, each row's
+    /// The rubric (text, or a file) an LLM judge grades by and the keyword probe draws its words
+    /// from: default for the probe, each row's
     /// system message.
     #[arg(long, value_name = "TEXT|FILE")]
     pub rubric: Option<String>,
@@ -225,9 +230,15 @@ pub(crate) struct GradeArgs {
     /// A judge: `verify:FILE.toml` (built-in verifiers), `sql:EXPR` (the reward as a SQL
     /// expression over a row), `sql:QUERY` or `sql:FILE.sql` (a query over table `rows` returning
     /// `rollout_id, reward[, reason, markers...]`), `cmd:COMMAND` (a program reading one JSON
-    /// request per line). Repeat to combine: a row scores its worst judge's reward.
+    /// request per line), `llm:MODEL-SPEC` (a model: `llm:openai:gpt-4.1-mini`,
+    /// `llm:endpoint:MODEL@URL`; see `--rubric`). Repeat to combine: a row scores its worst
+    /// judge's reward.
     #[arg(long = "judge", required = true, value_name = "SPEC")]
     pub judges: Vec<String>,
+    /// LLM judges: the rubric, as text or a file (each item it lists, `- ...` or `1. ...`, is
+    /// also scored as a marker); without one an LLM judge grades the conduct floor.
+    #[arg(long, value_name = "TEXT|FILE")]
+    pub rubric: Option<String>,
     /// Where the scored rows go.
     #[command(flatten)]
     pub output: RowsOut,

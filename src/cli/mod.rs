@@ -15,12 +15,12 @@ mod shared;
 mod simulate;
 mod training;
 
-pub(crate) use data::{ConvertArgs, GenArgs, IngestArgs, SqlArgs};
+pub(crate) use data::{CacheAction, CacheArgs, ConvertArgs, GenArgs, IngestArgs, SqlArgs};
 pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,
 };
-pub(crate) use shared::{HollowArgs, JudgePool, TrustFloors, WAI_ENV};
+pub(crate) use shared::{HollowArgs, JudgePool, ModelArgs, TrustFloors, WAI_ENV};
 pub(crate) use simulate::{
     CoverageGapArgs, CoverageStudyArgs, DemoArgs, InitEvalsArgs, PreflightArgs, SimMode, SimRepeat,
     SimulateArgs,
@@ -70,6 +70,11 @@ pub(crate) enum Command {
     /// `--table PATH` makes table `rows`; `--table NAME=PATH` names it. Repeat `--table` to add
     /// files (a table may span several). Queries are read-only.
     Sql(SqlArgs),
+    /// The model response cache: what it holds (`stats`), and emptying it (`clear`).
+    ///
+    /// Every reply a model server gives is kept, keyed by a hash of the exact request, so a rerun
+    /// or a resumed run repeats no finished call.
+    Cache(CacheArgs),
     /// The whole loop on built-in data, offline: simulate a refund-support agent, grade it with a
     /// program judge of its policy, and print pass@k, failures by tool and tier, and warnings.
     ///

@@ -31,6 +31,56 @@ pub(crate) struct JudgePool {
     /// `HOME`, `LANG`, `LC_*`, `TMPDIR`, `PYTHON*`, `VIRTUAL_ENV` and a few more, no keys.
     #[arg(long = "env", value_name = "NAME", env = crate::cli::WAI_ENV, value_delimiter = ',')]
     pub env: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub models: ModelArgs,
+}
+
+/// How model calls are made (LLM judges `llm:SPEC`, model agents, model embedders).
+#[derive(Debug, Args)]
+pub(crate) struct ModelArgs {
+    /// Models: calls in flight at once, per model.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub concurrency: usize,
+    /// Models: seconds one call may take.
+    #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
+    pub model_timeout: f64,
+    /// Models: retries of a call that failed in a way that may pass (429, 5xx, a reset, a
+    /// timeout), with exponential backoff and jitter, honouring `Retry-After`.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub retries: u32,
+    /// Models: seconds before the first retry (each further retry doubles it, up to 30 s, with
+    /// jitter; a server's `Retry-After` wins).
+    #[arg(long, default_value_t = 0.5, value_name = "SECONDS")]
+    pub retry_wait: f64,
+    /// Models: stop cleanly (exit 75) after this many requests, retries included; cached replies
+    /// are free, so a rerun goes on where this one stopped.
+    #[arg(long, value_name = "N")]
+    pub max_calls: Option<u64>,
+    /// Models: stop cleanly (exit 75) once the servers report this many tokens, prompt and reply.
+    #[arg(long, value_name = "TOKENS")]
+    pub max_cost_tokens: Option<u64>,
+    /// Models: the response cache folder (default `$WAI_CACHE_DIR`, else `~/.cache/wai`).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Models: call every time; neither read nor write the cache.
+    #[arg(long, conflicts_with = "cache")]
+    pub no_cache: bool,
+    /// Models: allow plain http to a server that is not this machine.
+    #[arg(long)]
+    pub allow_http: bool,
+    /// LLM judges: show the judge each row's privileged block (reference answer, hidden state).
+    #[arg(long)]
+    pub use_privileged: bool,
+    /// LLM judges: the payload's budget in characters.
+    #[arg(long, default_value_t = crate::stages::grade::llm::PAYLOAD_CHARS, value_name = "CHARS")]
+    pub payload_chars: usize,
+    /// LLM judges: the reply budget in tokens.
+    #[arg(long, default_value_t = crate::stages::grade::llm::MAX_TOKENS, value_name = "TOKENS")]
+    pub max_tokens: u32,
+    /// LLM judges: the agent's policy (a file), shown to the judge.
+    #[arg(long, value_name = "FILE")]
+    pub judge_policy: Option<PathBuf>,
 }
 
 /// The variable that lists more names for `--env`.

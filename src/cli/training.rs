@@ -74,6 +74,16 @@ pub(crate) struct DecontaminateArgs {
     /// Seconds an embedder may take on one batch.
     #[arg(long, default_value_t = 120.0)]
     pub timeout: f64,
+    /// An `openai:` embedder: allow plain http to a server that is not this machine.
+    #[arg(long)]
+    pub allow_http: bool,
+    /// An `openai:` embedder: the response cache folder (default `$WAI_CACHE_DIR`, else
+    /// `~/.cache/wai`), so a rerun embeds nothing twice.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<std::path::PathBuf>,
+    /// An `openai:` embedder: call every time; neither read nor write the cache.
+    #[arg(long, conflicts_with = "cache")]
+    pub no_cache: bool,
     /// Also list every dropped row in this JSONL file: its position, `rollout_id`, `task_id`,
     /// the rule, the field and what matched (for review; written whole or not at all).
     #[arg(long, value_name = "FILE")]

@@ -14,7 +14,8 @@ use crate::stages::judge_trust::compare::{self, Graded};
 /// Runs `wai compare-judges`.
 pub(crate) fn run(ctx: &Context, args: &CompareJudgesArgs) -> Result<Outcome> {
     let opts = super::judge_trust::options(&args.floors)?;
-    let workers = crate::pipeline::judges::pool(&args.pool)?;
+    let mut workers = crate::pipeline::judges::pool(&args.pool)?;
+    workers.models = workers.models.with_rubric(args.rubric.as_deref())?;
     let mut named = Vec::new();
     for j in &args.judges {
         let (name, spec) = j

@@ -35,7 +35,20 @@ fn embedder(ctx: &Context, args: &DecontaminateArgs) -> Result<Option<Embedder>>
                 CommandEmbedder::start(&command, timeout)?,
             ))),
             Some(Spec::OpenAi { model, url }) => Some(Embedder::Model(Box::new(
-                EndpointEmbedder::new(&model, &url, timeout, ctx.runtime.handle().clone())?,
+                EndpointEmbedder::new(
+                    &model,
+                    &url,
+                    crate::models::Settings {
+                        timeout,
+                        concurrency: 1,
+                        allow_http: args.allow_http,
+                        cache: (!args.no_cache).then(|| {
+                            args.cache.clone().unwrap_or_else(crate::models::cache::default_dir)
+                        }),
+                        ..crate::models::Settings::default()
+                    },
+                    ctx.runtime.handle().clone(),
+                )?,
             ))),
         },
     )

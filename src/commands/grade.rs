@@ -38,7 +38,11 @@ pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let started = Instant::now();
     let out = &args.output.out;
     let format = crate::pipeline::rows_out::output_format(out, args.output.to.map(Into::into))?;
-    let workers = pool(&args.pool)?;
+    let mut workers = pool(&args.pool)?;
+    workers.models = workers
+        .models
+        .with_rubric(args.rubric.as_deref())?
+        .with_tools(args.hollow.tools.as_deref())?;
     // Every option is checked before a row is read: a bad floor fails now, not after the grade.
     let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;

@@ -101,7 +101,9 @@ fn rejudge(
     args: &JudgeTrustArgs,
 ) -> Result<Rejudged> {
     let flip_flag = share("--flip-flag", args.flip_flag)?;
-    let workers = crate::pipeline::judges::pool(&args.pool)?;
+    let mut workers = crate::pipeline::judges::pool(&args.pool)?;
+    // An LLM judge under audit grades by the same rubric the keyword probe draws from.
+    workers.models = workers.models.with_rubric(args.rubric.as_deref())?;
     let names = probe_names(&args.probes)?;
     let rubric = match &args.rubric {
         Some(r) if std::path::Path::new(r).is_file() => {

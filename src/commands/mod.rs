@@ -3,7 +3,8 @@
 //! Commands write data to the `out` they are given and return a [`Outcome`]: a report (text for
 //! people, a versioned JSON document for programs) and an exit status. `main.rs` prints it.
 
-pub(crate) mod compare;
+pub(crate) mod cache;
+mod compare;
 pub(crate) mod compare_judges;
 pub(crate) mod convert;
 pub(crate) mod coverage;
@@ -196,6 +197,7 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     let done = match cli.command {
         Command::Convert(args) => convert::run(&ctx, &args),
         Command::Sql(args) => sql::run(&ctx, &args, out),
+        Command::Cache(args) => cache::run(&args),
         Command::Gen(args) => generate::run(&ctx, &args),
         Command::Simulate(args) => simulate::run(&ctx, &args),
         Command::Demo(args) => demo::run(&ctx, &args),

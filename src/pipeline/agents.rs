@@ -32,6 +32,7 @@ mod tests {
             workers: 1,
             timeout: std::time::Duration::from_secs(1),
             forward: Vec::new(),
+            models: crate::pipeline::judges::Models::default(),
         };
         assert!(agent("seeded:0.2", &[], &workers).is_ok());
         let err = agent("bogus", &[], &workers).err().unwrap().to_string();

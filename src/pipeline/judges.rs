@@ -5,7 +5,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cli::JudgePool;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cli::{JudgePool, ModelArgs};
+use crate::models::{Model, ModelSpec};
+use crate::stages::grade::llm::{self, LlmJudge, Rubric};
 use crate::error::{Error, Result};
 use crate::pipeline::context::Context;
 use crate::stages::grade::Judge;
@@ -20,7 +25,7 @@ use crate::stages::grade::verify::VerifierJudge;
 pub(crate) fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
     let (kind, body) = spec.split_once(':').ok_or_else(|| {
         Error::Usage(format!(
-            "the judge `{spec}` has no kind: write `verify:FILE.toml`, `sql:EXPR`, `sql:FILE.sql` or `cmd:COMMAND`"
+            "the judge `{spec}` has no kind: write `verify:FILE.toml`, `sql:EXPR`, `sql:FILE.sql`, `cmd:COMMAND` or `llm:MODEL-SPEC` (e.g. `llm:openai:gpt-4.1-mini`)"
         ))
     })?;
     let body = body.trim();
@@ -34,10 +39,10 @@ pub(crate) fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
         {
             Some(body.to_owned())
         }
-        "sql" | "cmd" => None,
+        "sql" | "cmd" | "llm" => None,
         other => {
             return Err(Error::Usage(format!(
-                "unknown judge kind `{other}` in `{spec}`: use `verify:`, `sql:` or `cmd:`"
+                "unknown judge kind `{other}` in `{spec}`: use `verify:`, `sql:`, `cmd:` or `llm:`"
             )));
         }
     };
@@ -59,6 +64,120 @@ pub(crate) struct Workers {
     pub(crate) workers: usize,
     pub(crate) timeout: Duration,
     pub(crate) forward: Vec<String>,
+    /// How LLM judges call their models and grade.
+    pub(crate) models: Models,
+}
+
+/// How models are called and LLM judges grade, checked.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Models {
+    pub(crate) settings: crate::models::Settings,
+    pub(crate) judge: llm::Options,
+}
+
+impl Models {
+    /// What of these settings decides a verdict (for the verdict log's digest): the judge's
+    /// options, not how the calls are made.
+    pub(crate) fn digest(&self) -> String {
+        let j = &self.judge;
+        format!(
+            "llm {:?} {} {} {} {:?} {:?}",
+            j.rubric.as_ref().map(|r| &r.text),
+            j.use_privileged,
+            j.payload_chars,
+            j.max_tokens,
+            j.policy,
+            j.tools
+        )
+    }
+
+    /// Sets the rubric from `--rubric` (text, or a file it names).
+    ///
+    /// # Errors
+    /// The file cannot be read.
+    pub(crate) fn with_rubric(mut self, rubric: Option<&str>) -> Result<Self> {
+        if let Some(r) = rubric {
+            let text = if Path::new(r).is_file() {
+                std::fs::read_to_string(r).map_err(|e| Error::read(r, e))?
+            } else {
+                r.to_owned()
+            };
+            if text.trim().is_empty() {
+                return Err(Error::Usage("--rubric is empty".into()));
+            }
+            self.judge.rubric = Some(Rubric::parse(&text));
+        }
+        Ok(self)
+    }
+
+    /// Sets the tools the judge is shown from a tools file.
+    ///
+    /// # Errors
+    /// The file cannot be read or is not a JSON list.
+    pub(crate) fn with_tools(mut self, tools: Option<&Path>) -> Result<Self> {
+        if let Some(path) = tools {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+            let list: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| {
+                Error::Usage(format!("`{}` is not a JSON list of tool schemas: {e}", path.display()))
+            })?;
+            self.judge.tools = list;
+        }
+        Ok(self)
+    }
+}
+
+/// The model settings of `args`, checked.
+fn models(args: &ModelArgs) -> Result<Models> {
+    if !(args.model_timeout.is_finite() && args.model_timeout > 0.0) {
+        return Err(Error::Usage(format!(
+            "--model-timeout must be a number of seconds above 0, not {}",
+            args.model_timeout
+        )));
+    }
+    if args.concurrency == 0 || args.concurrency > 4096 {
+        return Err(Error::Usage(format!("--concurrency must be between 1 and 4096, not {}", args.concurrency)));
+    }
+    if !(args.retry_wait.is_finite() && (0.0..=60.0).contains(&args.retry_wait)) {
+        return Err(Error::Usage(format!(
+            "--retry-wait must be a number of seconds in [0, 60], not {}",
+            args.retry_wait
+        )));
+    }
+    if args.retries > 20 {
+        return Err(Error::Usage(format!("--retries must be at most 20, not {}", args.retries)));
+    }
+    let policy = match &args.judge_policy {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| Error::read(p, e))?,
+        None => String::new(),
+    };
+    let cache: Option<PathBuf> = if args.no_cache {
+        None
+    } else {
+        Some(args.cache.clone().unwrap_or_else(crate::models::cache::default_dir))
+    };
+    let judge = llm::Options {
+        rubric: None,
+        use_privileged: args.use_privileged,
+        payload_chars: args.payload_chars,
+        max_tokens: args.max_tokens,
+        policy,
+        tools: Vec::new(),
+    };
+    crate::stages::Options::check(&judge)?;
+    Ok(Models {
+        settings: crate::models::Settings {
+            concurrency: args.concurrency,
+            timeout: Duration::from_secs_f64(args.model_timeout),
+            retries: args.retries,
+            max_calls: args.max_calls,
+            max_cost_tokens: args.max_cost_tokens,
+            cache,
+            allow_http: args.allow_http,
+            backoff: Duration::from_secs_f64(args.retry_wait),
+            ..crate::models::Settings::default()
+        },
+        judge,
+    })
 }
 
 impl Workers {
@@ -93,6 +212,7 @@ pub(crate) fn pool(pool: &JudgePool) -> Result<Workers> {
         workers: pool.workers,
         timeout: Duration::from_secs_f64(pool.timeout),
         forward: pool.env.iter().filter(|n| !n.is_empty()).cloned().collect(),
+        models: models(&pool.models)?,
     })
 }
 
@@ -123,6 +243,11 @@ pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>>
             format!("sql:{}", stem("expr")),
             &text,
         )?),
+        "llm" => {
+            let spec = ModelSpec::parse(&text)?;
+            let model = Model::new(spec, workers.models.settings.clone())?;
+            Box::new(LlmJudge::new(Arc::new(model), workers.models.judge.clone())?)
+        }
         _ => Box::new(CommandJudge::start(workers.options(text, "judge"))?),
     })
 }

@@ -37,6 +37,7 @@ pub(crate) fn digest(
     }
     part(&workers.timeout.as_secs_f64().to_string());
     part(&workers.forward.join(","));
+    part(&workers.models.digest());
     part(if args.output.rejects.is_some() {
         "rejects"
     } else {

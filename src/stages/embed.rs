@@ -256,42 +256,35 @@ impl CommandEmbedder {
     }
 }
 
-/// An OpenAI-compatible embeddings endpoint.
+/// An embeddings endpoint, through the model layer ([`crate::models`]): one shared client,
+/// retries with backoff, the response cache, keys kept out of every message.
 pub struct EndpointEmbedder {
-    model: String,
-    url: String,
-    key: Option<String>,
-    client: reqwest::Client,
+    model: crate::models::Model,
     handle: tokio::runtime::Handle,
 }
 
 impl EndpointEmbedder {
-    /// A client for `model` at `url` (`.../v1`, or the full `.../embeddings`).
+    /// A client for `model` at `url` (`.../v1`, or the full `.../embeddings`), the key from
+    /// `OPENAI_API_KEY` when set, calling as `settings` say.
     ///
     /// # Errors
-    /// The HTTP client cannot be built.
+    /// Plain http to another host, or a cache that cannot be opened.
     pub fn new(
         model: &str,
         url: &str,
-        timeout: Duration,
+        settings: crate::models::Settings,
         handle: tokio::runtime::Handle,
     ) -> Result<Self> {
-        let url = if url.trim_end_matches('/').ends_with("/embeddings") {
-            url.trim_end_matches('/').to_owned()
-        } else {
-            format!("{}/embeddings", url.trim_end_matches('/'))
-        };
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| Error::Internal(format!("an HTTP client: {e}")))?;
-        Ok(Self {
+        let base = url.trim().trim_end_matches('/');
+        let base = base.strip_suffix("/embeddings").unwrap_or(base);
+        let spec = crate::models::ModelSpec {
+            provider: crate::models::Provider::OpenAi,
             model: model.to_owned(),
-            url,
-            key: std::env::var("OPENAI_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty()),
-            client,
+            base_url: base.to_owned(),
+            text: format!("openai:{model}@{url}"),
+        };
+        Ok(Self {
+            model: crate::models::Model::new(spec, settings)?,
             handle,
         })
     }
@@ -300,68 +293,22 @@ impl EndpointEmbedder {
     /// outside that runtime's tasks (as `wai decontaminate` does, between batches).
     ///
     /// # Errors
-    /// The endpoint is unreachable, refuses, or answers out of shape.
+    /// The endpoint fails after its retries (exit 69), refuses, or answers out of shape.
     pub fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let fail = |what: String| {
-            Error::Usage(format!("embedder `{}` ({}): {what}", self.model, self.url))
-        };
-        let mut request = self
-            .client
-            .post(&self.url)
-            .json(&json!({"model": self.model, "input": texts}));
-        if let Some(key) = &self.key {
-            request = request.bearer_auth(key);
-        }
-        let reply: Value = self.handle.block_on(async {
-            let response = request
-                .send()
-                .await
-                .map_err(|e| fail(format!("unreachable: {e}")))?;
-            let status = response.status();
-            let body = response
-                .text()
-                .await
-                .map_err(|e| fail(format!("unreadable reply: {e}")))?;
-            if !status.is_success() {
-                return Err(fail(format!("HTTP {status}: {body:.300}")));
-            }
-            serde_json::from_str(&body).map_err(|e| fail(format!("reply is not JSON ({e})")))
-        })?;
-        let data = reply
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or_else(|| fail("reply has no `data` list".into()))?;
-        if data.len() != texts.len() {
-            return Err(fail(format!(
-                "{} vectors for {} texts",
-                data.len(),
-                texts.len()
-            )));
-        }
-        let mut out: Vec<(u64, Vec<f32>)> = data
-            .iter()
-            .enumerate()
-            .map(|(i, d)| {
-                let v = d
-                    .get("embedding")
-                    .and_then(Value::as_array)
-                    .and_then(|xs| numbers(xs))
-                    .ok_or_else(|| fail(format!("item {i} has no numeric `embedding`")))?;
-                let index = d.get("index").and_then(Value::as_u64).unwrap_or(i as u64);
-                Ok((index, crate::stages::decontaminate::unit(v)))
-            })
-            .collect::<Result<_>>()?;
-        out.sort_by_key(|x| x.0);
-        if out.iter().enumerate().any(|(i, x)| x.0 != i as u64) {
-            return Err(fail(format!(
-                "the `index` fields are not 0..{} once each",
-                texts.len()
-            )));
-        }
-        Ok(out.into_iter().map(|x| x.1).collect())
+        let vectors = self
+            .handle
+            .block_on(self.model.embed(texts))
+            .map_err(|e| match e {
+                crate::models::CallError::Failed(m) => Error::Unavailable(format!(
+                    "embedder `{}`: {m}",
+                    self.model.spec().text
+                )),
+                crate::models::CallError::Stop(e) => e,
+            })?;
+        Ok(vectors.into_iter().map(crate::stages::decontaminate::unit).collect())
     }
 }
 

@@ -15,6 +15,7 @@ mod json; // every command's --json document against the envelope's schema
 mod judge_trust; // the judge against hand labels: reference vectors, the fixed false passes
 mod labels; // hand labels onto rows: reference vectors, refusals that change nothing
 mod library; // the library on its own: a stage run from Rust, its option checks, rows in memory
+mod models; // LLM judges and the model layer against a deterministic model server on 127.0.0.1
 mod outputs; // where outputs may go: never over inputs or data, rejects with their output, temp files
 mod pass_at; // pass@k and markers: reference vectors, τ-bench, SQL, determinism
 mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, http.server)

@@ -9,6 +9,7 @@
 pub mod command;
 pub mod gate;
 pub mod grader;
+pub mod llm;
 pub mod sql;
 pub mod verdict;
 pub mod verify;

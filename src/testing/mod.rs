@@ -4,6 +4,9 @@
 //! Built for the crate's own unit tests, and for anyone else with the `testing` feature
 //! (`wai = { features = ["testing"] }`): the integration tests and the examples use it.
 
+#[cfg(feature = "testing")]
+pub mod model_server;
+
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::DataFrame;
 use serde_json::Value;

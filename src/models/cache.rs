@@ -1,0 +1,226 @@
+//! The response cache: every reply a server gave, keyed by a hash of what was asked, in one
+//! SQLite file, so a rerun (or a run started again after `kill -9`) calls for nothing it already
+//! has.
+//!
+//! Why SQLite: a real embedded database with atomic commits and a write-ahead log, so a killed
+//! process leaves every committed reply readable and nothing half-written; one file a person can
+//! open with any SQLite shell; built from source (`rusqlite`'s bundled build), so no system
+//! library is needed. Each reply is committed as it arrives.
+//!
+//! The key is the SHA-256 of (provider, model, URL, the exact request body, sample index); no key
+//! or header is part of it, and only the server's reply body is stored.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The cache file's name in its folder.
+pub const FILE: &str = "models.sqlite";
+
+/// The cache folder when none is given: `$WAI_CACHE_DIR`, else `$XDG_CACHE_HOME/wai`, else
+/// `~/.cache/wai`.
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WAI_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("wai");
+    }
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from(".wai-cache"), |h| PathBuf::from(h).join(".cache").join("wai"))
+}
+
+/// A request's cache key.
+pub fn key(provider: &str, model: &str, url: &str, body: &[u8], sample: u32) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for part in [provider.as_bytes(), model.as_bytes(), url.as_bytes()] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    h.update((body.len() as u64).to_le_bytes());
+    h.update(body);
+    h.update(sample.to_le_bytes());
+    h.finalize().into()
+}
+
+/// What the cache holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// The cache file.
+    pub path: String,
+    /// Replies stored.
+    pub entries: u64,
+    /// Bytes of reply bodies stored.
+    pub reply_bytes: u64,
+    /// The file's size in bytes (with its write-ahead log).
+    pub file_bytes: u64,
+    /// Replies per model, most first.
+    pub models: Vec<(String, u64)>,
+}
+
+/// An open cache.
+pub struct Cache {
+    path: PathBuf,
+    db: Mutex<Connection>,
+}
+
+fn db_error(path: &Path, e: &rusqlite::Error) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(format!("the model cache: {e}")),
+    }
+}
+
+impl Cache {
+    /// Opens (or makes) the cache in `dir`.
+    ///
+    /// # Errors
+    /// The folder cannot be made or the file opened (an I/O error naming it).
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+        let path = dir.join(FILE);
+        let db = Connection::open(&path).map_err(|e| db_error(&path, &e))?;
+        db.busy_timeout(std::time::Duration::from_secs(30))
+            .and_then(|()| {
+                db.execute_batch(
+                    "PRAGMA journal_mode = WAL;
+                     PRAGMA synchronous = NORMAL;
+                     CREATE TABLE IF NOT EXISTS replies (
+                         key BLOB PRIMARY KEY,
+                         provider TEXT NOT NULL,
+                         model TEXT NOT NULL,
+                         created INTEGER NOT NULL,
+                         body BLOB NOT NULL
+                     ) WITHOUT ROWID;",
+                )
+            })
+            .map_err(|e| db_error(&path, &e))?;
+        Ok(Self {
+            path,
+            db: Mutex::new(db),
+        })
+    }
+
+    /// The cache file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The stored reply body for `key`.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn get(&self, key: &[u8; 32]) -> Result<Option<Vec<u8>>> {
+        let db = self.lock();
+        let mut stmt = db
+            .prepare_cached("SELECT body FROM replies WHERE key = ?1")
+            .map_err(|e| db_error(&self.path, &e))?;
+        stmt.query_row(params![&key[..]], |r| r.get(0))
+            .optional()
+            .map_err(|e| db_error(&self.path, &e))
+    }
+
+    /// Stores `body` under `key` (committed before it returns).
+    ///
+    /// # Errors
+    /// The database cannot be written (a full disk, say).
+    pub fn put(&self, key: &[u8; 32], provider: &str, model: &str, body: &[u8]) -> Result<()> {
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let db = self.lock();
+        let mut stmt = db
+            .prepare_cached(
+                "INSERT OR REPLACE INTO replies (key, provider, model, created, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(|e| db_error(&self.path, &e))?;
+        stmt.execute(params![&key[..], provider, model, created, body])
+            .map_err(|e| db_error(&self.path, &e))?;
+        Ok(())
+    }
+
+    /// What the cache holds.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn stats(&self) -> Result<Stats> {
+        let db = self.lock();
+        let fail = |e: rusqlite::Error| db_error(&self.path, &e);
+        let (entries, reply_bytes): (i64, i64) = db
+            .query_row("SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM replies", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(fail)?;
+        let mut stmt = db
+            .prepare("SELECT provider || ':' || model, COUNT(*) FROM replies GROUP BY 1 ORDER BY 2 DESC, 1")
+            .map_err(fail)?;
+        let models = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(fail)?
+            .map(|r| r.map(|(m, n)| (m, u64::try_from(n).unwrap_or(0))))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(fail)?;
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let wal = PathBuf::from(format!("{}-wal", self.path.display()));
+        Ok(Stats {
+            path: self.path.display().to_string(),
+            entries: u64::try_from(entries).unwrap_or(0),
+            reply_bytes: u64::try_from(reply_bytes).unwrap_or(0),
+            file_bytes: size(&self.path) + size(&wal),
+            models,
+        })
+    }
+
+    /// Removes every stored reply (or only those of `model`, as `provider:model`); returns how
+    /// many.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn clear(&self, model: Option<&str>) -> Result<u64> {
+        let db = self.lock();
+        let n = match model {
+            Some(m) => db.execute("DELETE FROM replies WHERE provider || ':' || model = ?1", params![m]),
+            None => db.execute("DELETE FROM replies", []),
+        }
+        .map_err(|e| db_error(&self.path, &e))?;
+        db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); VACUUM;")
+            .map_err(|e| db_error(&self.path, &e))?;
+        Ok(n as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_survives_reopening_and_clear_removes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key("openai", "m", "u", b"{}", 0);
+        assert_ne!(k, key("openai", "m", "u", b"{}", 1), "each sample has its own key");
+        assert_ne!(k, key("openai", "mu", "", b"{}", 0), "parts are length-prefixed");
+        {
+            let c = Cache::open(dir.path()).unwrap();
+            assert_eq!(c.get(&k).unwrap(), None);
+            c.put(&k, "openai", "m", b"reply").unwrap();
+        }
+        let c = Cache::open(dir.path()).unwrap();
+        assert_eq!(c.get(&k).unwrap().as_deref(), Some(&b"reply"[..]));
+        let s = c.stats().unwrap();
+        assert_eq!((s.entries, s.reply_bytes), (1, 5));
+        assert_eq!(s.models, vec![("openai:m".to_owned(), 1)]);
+        assert_eq!(c.clear(Some("openai:other")).unwrap(), 0);
+        assert_eq!(c.clear(None).unwrap(), 1);
+        assert_eq!(c.get(&k).unwrap(), None);
+    }
+}

@@ -1,0 +1,237 @@
+//! LLM judges (`llm:SPEC`): each row is shown to a model ([`payload`]) with the conduct floor or a
+//! rubric ([`prompt`]), and its reply is read into the judge contract ([`reply`]). A reply that
+//! does not read gets one repair request; after it the row is `invalid_result`. A refusal is
+//! `missing_reward`, a call that failed after its retries is `error`: never a 0. A spent budget,
+//! a refused key or an endpoint that fails every call stops the run (replies so far stay in the
+//! cache, so the rerun repeats none of them).
+
+pub mod payload;
+pub mod prompt;
+pub mod reply;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::RecordBatch;
+use futures::StreamExt;
+use rayon::prelude::*;
+use serde_json::{Map, Value, json};
+
+use super::{Judge, Status, Verdict};
+use crate::error::{Error, Result};
+use crate::models::{CallError, ChatRequest, Message, Model};
+use crate::pipeline::row::{BatchView, encode};
+pub use prompt::Rubric;
+
+/// The judge's reply budget by default, in tokens.
+pub const MAX_TOKENS: u32 = 120;
+/// The payload's budget by default, in characters.
+pub const PAYLOAD_CHARS: usize = 8000;
+
+/// How an LLM judge grades.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The rubric; none grades the conduct floor.
+    pub rubric: Option<Rubric>,
+    /// Show the judge the row's `privileged` block.
+    pub use_privileged: bool,
+    /// The payload's budget in characters.
+    pub payload_chars: usize,
+    /// The reply budget in tokens.
+    pub max_tokens: u32,
+    /// The agent's policy, shown to the judge.
+    pub policy: String,
+    /// The agent's tools (OpenAI function schemas), shown by name.
+    pub tools: Vec<Value>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            rubric: None,
+            use_privileged: false,
+            payload_chars: PAYLOAD_CHARS,
+            max_tokens: MAX_TOKENS,
+            policy: String::new(),
+            tools: Vec::new(),
+        }
+    }
+}
+
+impl crate::stages::Options for Options {
+    fn check(&self) -> Result<()> {
+        if self.payload_chars < 1000 {
+            return Err(Error::option("payload_chars", format!("must be at least 1000 (a payload needs room for the final reply), not {}", self.payload_chars)));
+        }
+        if self.max_tokens < 16 {
+            return Err(Error::option("max_tokens", format!("must be at least 16 (room for a verdict), not {}", self.max_tokens)));
+        }
+        Ok(())
+    }
+}
+
+/// An LLM judge.
+pub struct LlmJudge {
+    model: Arc<Model>,
+    runtime: tokio::runtime::Runtime,
+    opts: Options,
+    system: String,
+    name: String,
+    version: String,
+    rubric_sha: Option<String>,
+}
+
+impl LlmJudge {
+    /// A judge on `model`.
+    ///
+    /// # Errors
+    /// Options out of range, or no async runtime.
+    pub fn new(model: Arc<Model>, opts: Options) -> Result<Self> {
+        crate::stages::Options::check(&opts)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("wai-model")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Internal(format!("a runtime for model calls: {e}")))?;
+        let system = prompt::system(opts.rubric.as_ref(), opts.use_privileged);
+        let name = format!("llm:{}", model.spec().model);
+        let version = format!("{}@{}", model.spec().model, prompt::sha12(&system));
+        Ok(Self {
+            rubric_sha: opts.rubric.as_ref().map(|r| prompt::sha12(&r.text)),
+            model,
+            runtime,
+            opts,
+            system,
+            name,
+            version,
+        })
+    }
+
+    fn request(&self, messages: Vec<Message>) -> ChatRequest {
+        ChatRequest { messages, tools: Vec::new(), temperature: 0.0, max_tokens: self.opts.max_tokens, logprobs: false }
+    }
+
+    /// One row's verdict; `Err` stops the run.
+    async fn grade(&self, user: String) -> Result<Verdict> {
+        let mut messages = vec![Message::new("system", self.system.clone()), Message::new("user", user)];
+        let (mut tokens_in, mut tokens_out, mut latency, mut cached) = (0, 0, Duration::ZERO, true);
+        let mut repaired = false;
+        let mut read = None;
+        for attempt in 0..2 {
+            let answer = match self.model.chat(&self.request(messages.clone()), 0).await {
+                Ok(a) => a,
+                Err(CallError::Failed(m)) => return Ok(self.meta(Verdict::failed(Status::Error, m), tokens_in, tokens_out, latency, false, repaired)),
+                Err(CallError::Stop(e)) => return Err(e),
+            };
+            tokens_in += answer.reply.usage.input_tokens;
+            tokens_out += answer.reply.usage.output_tokens;
+            latency += answer.latency;
+            cached &= answer.cached;
+            let text = answer.reply.content.clone().unwrap_or_default();
+            let r = reply::read(&text);
+            if r.score.is_some() || r.refused || attempt == 1 {
+                read = Some((r, text));
+                break;
+            }
+            repaired = true;
+            messages.push(Message::new("assistant", text));
+            messages.push(Message::new("user", prompt::REPAIR));
+        }
+        let Some((r, text)) = read else {
+            return Err(Error::Internal("a judge reply was never read".into()));
+        };
+        let verdict = match r.score {
+            Some(score) => {
+                let mut v = Verdict::ok(score, r.reason);
+                v.markers = r.markers.into_iter().map(|(k, x)| (k, Some(x))).collect();
+                v
+            }
+            None if r.refused => Verdict::failed(Status::MissingReward, format!("the judge declined to grade: {}", excerpt(&text))),
+            None => Verdict::failed(Status::InvalidResult, format!("the judge's reply did not follow the contract, even after a repair request: {}", excerpt(&text))),
+        };
+        Ok(self.meta(verdict, tokens_in, tokens_out, latency, cached, repaired))
+    }
+
+    fn meta(&self, v: Verdict, tokens_in: u64, tokens_out: u64, latency: Duration, cached: bool, repaired: bool) -> Verdict {
+        let mut v = v
+            .with_meta("model", json!(self.model.spec().model))
+            .with_meta("prompt_sha", json!(prompt::sha12(&self.system)))
+            .with_meta("prompt_version", json!(prompt::PROMPT_VERSION))
+            .with_meta("temperature", json!(0.0))
+            .with_meta("max_tokens", json!(self.opts.max_tokens))
+            .with_meta("payload_chars", json!(self.opts.payload_chars))
+            .with_meta("tokens_in", json!(tokens_in))
+            .with_meta("tokens_out", json!(tokens_out))
+            .with_meta("latency_ms", json!(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)))
+            .with_meta("cached", json!(cached))
+            .with_meta("version", json!(self.version));
+        if let Some(sha) = &self.rubric_sha {
+            v = v.with_meta("rubric_sha", json!(sha));
+        } else {
+            v = v.with_meta("rubric", json!("conduct_floor"));
+        }
+        if self.opts.use_privileged {
+            v = v.with_meta("privileged", json!(true));
+        }
+        if repaired {
+            v = v.with_meta("repaired", json!(true));
+        }
+        v
+    }
+
+    /// The user message for a row: the fault lead (conduct floor only), then the payload.
+    fn user_message(&self, row: &Map<String, Value>) -> String {
+        let ctx = payload::Context { policy: &self.opts.policy, tools: &self.opts.tools, use_privileged: self.opts.use_privileged };
+        let body = payload::render(row, &ctx, self.opts.payload_chars);
+        if self.opts.rubric.is_none() { format!("{}{body}", prompt::fault_lead(row)) } else { body }
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = t.chars().take(200).collect();
+    if cut.len() < t.len() { format!("{cut}...") } else { cut }
+}
+
+impl Judge for LlmJudge {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn version(&self) -> Option<&str> {
+        Some(&self.version)
+    }
+
+    fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
+        let view = BatchView::new(batch)?;
+        let rows: Vec<Map<String, Value>> = (0..batch.num_rows()).map(|i| encode(&view, i)).collect::<Result<_>>()?;
+        let users: Vec<String> = rows.par_iter().map(|r| self.user_message(r)).collect();
+        let width = self.model.settings().concurrency;
+        let this = &*self;
+        // Our own runtime, driven from a thread of our own: the caller may itself be inside one.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                this.runtime.block_on(async {
+                    let verdicts: Vec<Result<Verdict>> =
+                        futures::stream::iter(users.into_iter().map(|u| this.grade(u))).buffered(width).collect().await;
+                    verdicts.into_iter().collect::<Result<Vec<_>>>()
+                })
+            })
+            .join()
+            .map_err(|_| Error::Internal("the model-call thread panicked".into()))?
+        })
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let t = self.model.tally();
+        let mut notes = vec![format!(
+            "{}: {} requests ({} retries, {} failed), {} replies from the cache; {} tokens in, {} out",
+            self.name, t.requests, t.retries, t.failed, t.cached, t.input_tokens, t.output_tokens
+        )];
+        if self.opts.rubric.is_none() {
+            notes.push(format!("{}: no rubric, so it graded the conduct floor only (honest, grounded, no skipped required step); pass a rubric to grade the task itself", self.name));
+        }
+        notes
+    }
+}

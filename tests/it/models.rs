@@ -1,0 +1,301 @@
+//! LLM judges and the model layer against the deterministic model server the tests start on
+//! 127.0.0.1 (`wai::testing::model_server`): verdicts, the cache, every fault the server can
+//! inject, the budget, the circuit breaker, a `kill -9` rerun, secrets, and spec errors.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wai::testing::model_server::{Config, Fault, ModelServer};
+
+use crate::support::{envelope, sql_jsonl, wai, write_rows};
+
+/// Rows whose final reply says PASS on even indexes (the server scores them 1), FAIL on odd.
+fn rows(dir: &Path, n: usize, word: impl Fn(usize) -> String) -> PathBuf {
+    let rows: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"task_id": format!("t{}", i / 2), "rollout_id": format!("r{i}"), "prompt": format!("ask {i}"),
+                   "steps": [{"tool": "lookup", "arguments": {"id": i}, "result": {"status": "ok"}}],
+                   "final_text": word(i)})
+        })
+        .collect();
+    let path = dir.join("rows.jsonl");
+    write_rows(&path, &rows);
+    path
+}
+
+fn pass_fail(i: usize) -> String {
+    if i % 2 == 0 { format!("PASS {i}") } else { format!("FAIL {i}") }
+}
+
+/// `wai --json grade ROWS --judge llm:endpoint:judge-m@URL ...` with the cache in `dir/cache`.
+fn grade(dir: &Path, input: &Path, server: &ModelServer, extra: &[&str]) -> std::process::Output {
+    wai()
+        .arg("--json")
+        .arg("grade")
+        .arg(input)
+        .arg("--judge")
+        .arg(format!("llm:endpoint:judge-m@{}", server.url()))
+        .arg("--cache")
+        .arg(dir.join("cache"))
+        .args(["--no-tools", "--retry-wait", "0.001"])
+        .args(extra)
+        .arg("-o")
+        .arg(dir.join("out.parquet"))
+        .env_remove("VLLM_API_KEY")
+        .output()
+        .unwrap()
+}
+
+fn scored(dir: &Path) -> Vec<Value> {
+    sql_jsonl(&["SELECT rollout_id, reward, reason, judge_status, judge_name, judge_meta FROM rows ORDER BY rollout_id"], &dir.join("out.parquet"))
+}
+
+fn ok(out: &std::process::Output) {
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn meta(row: &Value) -> Value {
+    match &row["judge_meta"] {
+        Value::String(s) => serde_json::from_str(s).unwrap(),
+        v => v.clone(),
+    }
+}
+
+#[test]
+fn an_llm_judge_grades_each_row_and_a_rerun_calls_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let input = rows(dir.path(), 10, pass_fail);
+    let out = grade(dir.path(), &input, &server, &[]);
+    ok(&out);
+    let rows = scored(dir.path());
+    assert_eq!(rows.len(), 10);
+    for r in &rows {
+        let i: usize = r["rollout_id"].as_str().unwrap()[1..].parse().unwrap();
+        assert_eq!(r["reward"], if i % 2 == 0 { 1.0 } else { 0.0 }, "{r}");
+        assert_eq!(r["judge_status"], "ok");
+        assert_eq!(r["judge_name"], "llm:judge-m");
+        let m = meta(r);
+        assert_eq!(m["model"], "judge-m");
+        assert_eq!(m["cached"], false);
+        assert_eq!(m["rubric"], "conduct_floor");
+        assert!(m["tokens_in"].as_u64().unwrap() > 0 && m["prompt_sha"].as_str().unwrap().len() == 12, "{m}");
+    }
+    assert_eq!(server.requests(), 10);
+    let report = envelope(&out.stdout);
+    assert!(report["warnings"].to_string().contains("conduct floor") || String::from_utf8_lossy(&out.stderr).contains("conduct floor"), "{report}");
+
+    let again = grade(dir.path(), &input, &server, &[]);
+    ok(&again);
+    assert_eq!(server.requests(), 10, "every reply came from the cache");
+    assert!(scored(dir.path()).iter().all(|r| meta(r)["cached"] == true));
+}
+
+#[test]
+fn every_fault_the_server_injects_is_retried_and_no_row_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config {
+        latency: Duration::ZERO,
+        faults: vec![
+            (Fault::RateLimited(0.0), 0.2),
+            (Fault::ServerError, 0.15),
+            (Fault::CloseMidBody, 0.1),
+            (Fault::Malformed, 0.1),
+        ],
+    });
+    let input = rows(dir.path(), 30, pass_fail);
+    let out = grade(dir.path(), &input, &server, &["--retries", "8"]);
+    ok(&out);
+    let rows = scored(dir.path());
+    assert_eq!(rows.len(), 30);
+    assert!(rows.iter().all(|r| r["judge_status"] == "ok"), "{rows:?}");
+    assert!(server.requests() > 30, "some requests failed and were retried: {}", server.requests());
+    assert_eq!(server.answered(), 30);
+}
+
+#[test]
+fn a_hung_call_times_out_and_its_row_is_an_error_not_a_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config { latency: Duration::ZERO, faults: vec![(Fault::Hang, 1.0)] });
+    let input = rows(dir.path(), 2, pass_fail);
+    let out = grade(dir.path(), &input, &server, &["--model-timeout", "0.3", "--retries", "1"]);
+    ok(&out);
+    let rows = scored(dir.path());
+    for r in &rows {
+        assert_eq!(r["judge_status"], "error", "{r}");
+        assert!(r["reward"].is_null(), "{r}");
+        assert!(r["reason"].as_str().unwrap().contains("did not answer within 0.3s"), "{r}");
+    }
+}
+
+#[test]
+fn an_endpoint_that_fails_every_call_stops_the_run_after_a_few() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config { latency: Duration::ZERO, faults: vec![(Fault::ServerError, 1.0)] });
+    let input = rows(dir.path(), 200, pass_fail);
+    let out = grade(dir.path(), &input, &server, &["--retries", "0", "--concurrency", "4"]);
+    assert_eq!(out.status.code(), Some(69), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("failed 20 calls in a row"), "{err}");
+    assert!(server.requests() < 40, "stopped early, not after 200 calls: {}", server.requests());
+    assert!(!dir.path().join("out.parquet").exists(), "no half-written output");
+}
+
+#[test]
+fn a_spent_budget_stops_cleanly_and_the_rerun_repeats_no_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let input = rows(dir.path(), 20, pass_fail);
+    let out = grade(dir.path(), &input, &server, &["--max-calls", "5", "--concurrency", "1"]);
+    assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-calls 5"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.requests(), 5);
+    let again = grade(dir.path(), &input, &server, &[]);
+    ok(&again);
+    assert_eq!(server.requests(), 20, "the 5 answered calls came from the cache");
+    assert_eq!(server.answered_twice(), 0);
+    assert_eq!(scored(dir.path()).len(), 20);
+}
+
+#[test]
+fn refusals_garbage_and_nan_are_told_apart_and_garbage_gets_one_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let words = ["REFUSE", "GARBLE", "GARBLE_ONCE PASS", "NAN", "PASS"];
+    let input = rows(dir.path(), words.len(), |i| words[i].to_owned());
+    let out = grade(dir.path(), &input, &server, &[]);
+    ok(&out);
+    let rows = scored(dir.path());
+    let status: Vec<&str> = rows.iter().map(|r| r["judge_status"].as_str().unwrap()).collect();
+    assert_eq!(status, ["missing_reward", "invalid_result", "ok", "invalid_result", "ok"]);
+    assert_eq!(rows[2]["reward"], 1.0);
+    assert_eq!(meta(&rows[2])["repaired"], true);
+    // REFUSE: one call; GARBLE: a call and its repair; GARBLE_ONCE: two; NAN: two; PASS: one.
+    assert_eq!(server.requests(), 8);
+}
+
+#[test]
+fn a_key_reaches_the_server_and_nothing_else_whatever_it_echoes() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "sk-test-5ecret-abcdefghijklmnop";
+    let server = ModelServer::start(Config { latency: Duration::ZERO, faults: vec![(Fault::EchoKey, 1.0)] });
+    let input = rows(dir.path(), 3, pass_fail);
+    let out = wai()
+        .args(["-vv", "grade"])
+        .arg(&input)
+        .arg("--judge")
+        .arg(format!("llm:endpoint:judge-m@{}", server.url()))
+        .arg("--cache")
+        .arg(dir.path().join("cache"))
+        .args(["--no-tools", "-o"])
+        .arg(dir.path().join("out.parquet"))
+        .env("VLLM_API_KEY", secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "a refused key stops the run");
+    assert_eq!(server.keys_seen().first().map(String::as_str), Some(format!("Bearer {secret}").as_str()));
+    for text in [&out.stdout, &out.stderr] {
+        let text = String::from_utf8_lossy(text);
+        assert!(!text.contains("5ecret"), "{text}");
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused the key (HTTP 401)"));
+    let cache = std::fs::read(dir.path().join("cache/models.sqlite")).unwrap_or_default();
+    assert!(!cache.windows(6).any(|w| w == b"5ecret"));
+}
+
+#[test]
+fn anthropic_messages_are_spoken_and_map_to_the_same_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let input = rows(dir.path(), 4, pass_fail);
+    let out = wai()
+        .arg("grade")
+        .arg(&input)
+        .args(["--judge", "llm:anthropic:claude-test", "--no-tools", "--cache"])
+        .arg(dir.path().join("cache"))
+        .arg("-o")
+        .arg(dir.path().join("out.parquet"))
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "anthropic-test-key-123")
+        .output()
+        .unwrap();
+    ok(&out);
+    let rewards: Vec<f64> = scored(dir.path()).iter().map(|r| r["reward"].as_f64().unwrap()).collect();
+    assert_eq!(rewards, [1.0, 0.0, 1.0, 0.0]);
+    assert_eq!(server.keys_seen()[0], "anthropic-test-key-123", "sent as x-api-key");
+}
+
+#[test]
+fn bad_specs_and_missing_keys_stop_before_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = rows(dir.path(), 2, pass_fail);
+    for (spec, needle, env) in [
+        ("llm:openai/gpt-4.1-mini", "`openai:gpt-4.1-mini`", None),
+        ("llm:gpt-4.1-mini", "`endpoint:gpt-4.1-mini@http://HOST:PORT/v1`", None),
+        ("llm:openai:gpt-4.1-mini", "set OPENAI_API_KEY", None),
+        ("llm:endpoint:m@http://10.1.2.3:8000/v1", "--allow-http", None),
+        ("llm:endpoint:m@http://127.0.0.1:9/v1", "--payload-chars", Some("10")),
+    ] {
+        let mut cmd = wai();
+        cmd.arg("grade").arg(&input).args(["--judge", spec, "--no-tools", "-o"]).arg(dir.path().join("o.parquet")).env_remove("OPENAI_API_KEY").env_remove("OPENAI_BASE_URL");
+        if let Some(chars) = env {
+            cmd.args(["--payload-chars", chars]);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(needle), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+#[test]
+fn a_run_killed_mid_grade_repeats_no_finished_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config { latency: Duration::from_millis(40), faults: vec![] });
+    let n = 60u64;
+    let input = rows(dir.path(), usize::try_from(n).unwrap(), pass_fail);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .arg("grade")
+        .arg(&input)
+        .arg("--judge")
+        .arg(format!("llm:endpoint:judge-m@{}", server.url()))
+        .arg("--cache")
+        .arg(dir.path().join("cache"))
+        .args(["--no-tools", "--concurrency", "2", "-o"])
+        .arg(dir.path().join("out.parquet"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while server.answered() < 12 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = server.requests();
+    assert!(before < n, "killed before the end ({before} requests)");
+    let stats = crate::support::report_of(wai().args(["--json", "cache", "stats", "--cache"]).arg(dir.path().join("cache")));
+    let cached = stats["entries"].as_u64().unwrap();
+    assert!(cached >= 10, "{stats}");
+    let out = grade(dir.path(), &input, &server, &["--concurrency", "2"]);
+    ok(&out);
+    assert_eq!(server.requests() - before, n - cached, "the rerun asked only for what was not cached");
+    assert_eq!(scored(dir.path()).len(), 60);
+}
+
+#[test]
+fn cache_stats_and_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let input = rows(dir.path(), 3, pass_fail);
+    ok(&grade(dir.path(), &input, &server, &[]));
+    let cache = dir.path().join("cache");
+    let stats = crate::support::report_of(wai().args(["--json", "cache", "stats", "--cache"]).arg(&cache));
+    assert_eq!(stats["entries"], 3);
+    assert_eq!(stats["models"], json!([["endpoint:judge-m", 3]]));
+    let cleared = crate::support::report_of(wai().args(["--json", "cache", "clear", "--cache"]).arg(&cache));
+    assert_eq!(cleared["removed"], 3);
+    let stats = crate::support::report_of(wai().args(["--json", "cache", "stats", "--cache"]).arg(&cache));
+    assert_eq!(stats["entries"], 0);
+}
