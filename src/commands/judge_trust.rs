@@ -104,9 +104,9 @@ fn rejudge(
     let workers = crate::pipeline::judges::pool(&args.pool)?;
     let names = probe_names(&args.probes)?;
     let rubric = match &args.rubric {
-        Some(r) if std::path::Path::new(r).is_file() => {
-            Some(std::fs::read_to_string(r).map_err(|e| Error::read(r, e))?)
-        }
+        Some(r) if std::path::Path::new(r).is_file() => Some(
+            crate::pipeline::world_files::read_text(std::path::Path::new(r))?,
+        ),
         other => other.clone(),
     };
     let judges = args

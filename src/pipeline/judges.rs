@@ -42,7 +42,7 @@ pub(crate) fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
         }
     };
     let text = match &file {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?,
+        Some(path) => crate::pipeline::world_files::read_text(Path::new(path))?,
         None => body.to_owned(),
     };
     Ok((kind, text, file))

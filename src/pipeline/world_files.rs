@@ -11,12 +11,17 @@ use crate::stages::simulate::asks::{ask_array, parse_asks};
 use crate::stages::simulate::tools::{Tool, parse_tools};
 use crate::stages::simulate::{Pinned, pinned_tasks};
 
-/// The text of `path`.
+/// The text of `path`, without a leading byte-order mark (a file that is not there is a missing
+/// input).
 ///
 /// # Errors
 /// The file cannot be read.
 pub fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::read(path, e))
+    let mut text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }
 
 /// The policy at `path`, or none (an empty text).
@@ -77,7 +82,7 @@ pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
 /// # Errors
 /// The file cannot be read, is not JSON, or names no tool.
 pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    let text = read_text(path)?;
     let value: Value = serde_json::from_str(&text).map_err(|e| {
         Error::Usage(format!(
             "the tools file `{}` is not JSON: {e}",
