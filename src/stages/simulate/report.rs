@@ -80,6 +80,10 @@ pub struct Report {
     pub tier_mix: TierMix,
     /// Per declared tool.
     pub tools: Vec<ToolCoverage>,
+    /// Calls to tools the tools file does not give, by name.
+    pub undeclared_calls: BTreeMap<String, u64>,
+    /// Rows that called a tool the tools file does not give.
+    pub rows_calling_undeclared: u64,
     /// Scheduled faults that fired, by mode.
     pub faults_injected: BTreeMap<String, u64>,
     /// Share of fault-cell asks whose plan was kept, and the rate asked for.
@@ -148,6 +152,7 @@ pub(super) fn tier_label(ask: &Ask) -> String {
 /// Counts a played rollout's tool calls, faults and planted mistakes.
 pub(super) fn tally(report: &mut Report, t: &Trajectory) {
     let mut called: Vec<&str> = Vec::new();
+    let mut undeclared = false;
     for s in t.steps.iter() {
         let Some(tool) = s.tool.as_deref() else {
             continue;
@@ -172,8 +177,12 @@ pub(super) fn tally(report: &mut Report, t: &Trajectory) {
                 called.push(tool);
                 c.rows += 1;
             }
+        } else {
+            *report.undeclared_calls.entry(tool.to_owned()).or_insert(0) += 1;
+            undeclared = true;
         }
     }
+    report.rows_calling_undeclared += u64::from(undeclared);
     for b in &t.seeded {
         *report.seeded.entry(b.clone()).or_insert(0) += 1;
     }
@@ -254,6 +263,32 @@ pub(super) fn tally_record(report: &mut Report, r: &Record) {
     tally(report, &t);
 }
 
+/// The warning for rollouts that called tools the tools file does not give: the mock world
+/// answered them as unknown, so they say nothing about the declared tools.
+fn undeclared_warning(report: &Report, warnings: &mut Vec<String>) {
+    let rows = report.rows_calling_undeclared;
+    if rows == 0 {
+        return;
+    }
+    let calls: u64 = report.undeclared_calls.values().sum();
+    let names: Vec<String> = report
+        .undeclared_calls
+        .iter()
+        .map(|(name, n)| format!("`{name}` ({n})"))
+        .collect();
+    let declared = report.tools.iter().filter(|t| t.rows > 0).count();
+    let also = if declared == 0 {
+        " and none called a declared one"
+    } else {
+        ""
+    };
+    warnings.push(format!(
+        "{rows} of {} rollouts called tools not in the tools file{also}: {calls} call(s) to {}. The world answers them as unknown tools, so they test nothing; give the agent the tools file's names, or add these tools to it.",
+        report.rows,
+        names.join(", ")
+    ));
+}
+
 /// The warnings a finished run's numbers call for.
 pub(super) fn finish_warnings(
     report: &mut Report,
@@ -282,7 +317,11 @@ pub(super) fn finish_warnings(
             by.join(", ")
         ));
     }
-    if !opts.tools.is_empty() && report.tools.iter().all(|t| t.rows == 0) {
+    undeclared_warning(report, warnings);
+    if !opts.tools.is_empty()
+        && report.tools.iter().all(|t| t.rows == 0)
+        && report.rows_calling_undeclared == 0
+    {
         warnings.push(format!(
             "0 of {n} rollouts called a tool, so this run says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in `seeds`, and check the agent records its steps, before grading it."
         ));
