@@ -32,17 +32,26 @@ pub fn read_policy(path: Option<&Path>) -> Result<String> {
     path.map_or_else(|| Ok(String::new()), read_text)
 }
 
+/// A tools or asks file whose content is wrong: bad input data (exit 65), as a bad row is.
+fn bad_file(message: String) -> Error {
+    Error::Input {
+        stage: "read".into(),
+        message,
+    }
+}
+
 /// The JSON of `path`.
 fn read_json(path: &Path) -> Result<Value> {
     let text = read_text(path)?;
     serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("`{}` is not JSON: {e}", path.display())))
+        .map_err(|e| bad_file(format!("`{}` is not JSON: {e}", path.display())))
 }
 
 /// Reads a tool file.
 ///
 /// # Errors
-/// The file cannot be read, is not JSON, or is not a tool list.
+/// The file cannot be read (exit 66 when it is not there), is not JSON, or is not a tool list
+/// (exit 65).
 pub fn read_tools(path: &Path) -> Result<Vec<Tool>> {
     parse_tools(&read_json(path)?, &path.display().to_string())
 }
@@ -67,10 +76,10 @@ pub fn read_asks(path: &Path) -> Result<Vec<String>> {
 /// The file cannot be read, is not JSON, or is not an array.
 pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
     let text = read_text(path)?;
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("`{spec}` is not JSON: {e}")))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| bad_file(format!("`{spec}` is not JSON: {e}")))?;
     ask_array(&v).ok_or_else(|| {
-        Error::Usage(format!(
+        bad_file(format!(
             "`{spec}`: expected a JSON array of asks (strings or objects with a `prompt`)"
         ))
     })
@@ -84,7 +93,7 @@ pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
 pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
     let text = read_text(path)?;
     let value: Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
+        bad_file(format!(
             "the tools file `{}` is not JSON: {e}",
             path.display()
         ))
@@ -111,7 +120,7 @@ pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
         match name {
             Some(n) => names.push(n.to_owned()),
             None => {
-                return Err(Error::Usage(format!(
+                return Err(bad_file(format!(
                     "the tools file `{}`: tool {i} has no `function.name` or `name`",
                     path.display()
                 )));
@@ -119,7 +128,7 @@ pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
         }
     }
     if names.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(bad_file(format!(
             "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
             path.display()
         )));

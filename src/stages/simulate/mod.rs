@@ -41,6 +41,7 @@ mod scene;
 mod schedule;
 mod setup;
 mod source;
+mod tally;
 mod tasks;
 
 use datafusion::arrow::array::RecordBatch;
