@@ -446,14 +446,17 @@ fn bad_tools_are_named() {
         r#"[{"type": "function", "function": {"description": "no name"}}]"#,
     )
     .unwrap();
-    refused(
-        wai()
-            .args(["simulate", "--out"])
-            .arg(dir.path().join("o.parquet"))
-            .arg("--tools")
-            .arg(&tools),
-        "tool 0: field `name`",
-    );
+    // A tool list that lacks a required field is bad input data (exit 65), as a bad row is.
+    let out = wai()
+        .args(["simulate", "--out"])
+        .arg(dir.path().join("o.parquet"))
+        .arg("--tools")
+        .arg(&tools)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("tool 0: field `name`"), "{err}");
     std::fs::write(&tools, r#"[{"name": "a"}]"#).unwrap();
     refused(
         wai()
