@@ -154,6 +154,11 @@ fn measure(f: &Files, dir: &Path) -> Vec<Case> {
             64,
             &[&"holdout-size", &"--base", &"2", &"--effect", &"0.1"],
         ),
+        case(
+            "measure",
+            64,
+            &[&"hack-scan", scored, &"--feature", &"x=final_text"],
+        ),
         case("measure", 65, &[&"pass-at", scored, &"--by", &"dims.nope"]),
         case("measure", 65, &[&"markers", scored, &"--name", &"nope"]),
         case("measure", 66, &[&"compare", scored, &f.missing]),
