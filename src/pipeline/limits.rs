@@ -51,8 +51,13 @@ impl Default for Limits {
     }
 }
 
-/// Half of the machine's memory (`MemTotal` of `/proc/meminfo`), else 4 GiB.
+/// Half of the machine's memory (`MemTotal` of `/proc/meminfo`), else 4 GiB (read once).
 pub fn default_memory() -> u64 {
+    static MEMORY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MEMORY.get_or_init(machine_half)
+}
+
+fn machine_half() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|info| {
