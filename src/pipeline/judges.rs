@@ -74,10 +74,14 @@ impl Workers {
     }
 }
 
+/// The most worker processes a pool starts.
+pub const MAX_WORKERS: usize = 256;
+
 /// The worker settings of `pool`, checked.
 ///
 /// # Errors
-/// No workers, a timeout that is not a number of seconds above 0, a bad `--env` name.
+/// No workers or more than [`MAX_WORKERS`], a timeout that is not a number of seconds above 0, a
+/// bad `--env` name.
 pub(crate) fn pool(pool: &JudgePool) -> Result<Workers> {
     if !(pool.timeout.is_finite() && pool.timeout > 0.0) {
         return Err(Error::Usage(format!(
@@ -87,6 +91,12 @@ pub(crate) fn pool(pool: &JudgePool) -> Result<Workers> {
     }
     if pool.workers == 0 {
         return Err(Error::Usage("--workers must be at least 1".into()));
+    }
+    if pool.workers > MAX_WORKERS {
+        return Err(Error::Usage(format!(
+            "--workers must be at most {MAX_WORKERS}, not {}: each is a process of its own",
+            crate::stages::grouped(pool.workers as u64)
+        )));
     }
     crate::pipeline::pipe::check_forward(&pool.env)?;
     Ok(Workers {
@@ -131,7 +141,7 @@ pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>>
 pub(crate) type Judges = Vec<Box<dyn Judge>>;
 
 /// The judges of `specs` and the text each names, in order; a SQL query judge runs here, over
-/// every row of `inputs`, before any row is graded.
+/// every row of `inputs`, before any row is graded, within `limits` (its memory and timeout).
 ///
 /// # Errors
 /// A bad spec, an unreadable file, a query that fails, or a judge that does not start.
@@ -140,6 +150,7 @@ pub(crate) fn panel(
     specs: &[String],
     inputs: &[String],
     workers: &Workers,
+    limits: &crate::pipeline::limits::Limits,
 ) -> Result<(Judges, Vec<String>)> {
     let mut judges: Vec<Box<dyn Judge>> = Vec::new();
     let mut texts = Vec::new();
@@ -150,7 +161,9 @@ pub(crate) fn panel(
         let judge: Box<dyn Judge> = match kind {
             "sql" if sql_judge::is_query(&text) => {
                 if query_session.is_none() {
-                    query_session = Some(crate::pipeline::tables::rows_session(ctx, inputs)?);
+                    query_session = Some(crate::pipeline::tables::limited_rows_session(
+                        ctx, inputs, limits,
+                    )?);
                 }
                 let (context, _) = query_session
                     .as_ref()
@@ -160,10 +173,16 @@ pub(crate) fn panel(
                     .and_then(|p| Path::new(p).file_stem())
                     .map_or("query".to_owned(), |s| s.to_string_lossy().into_owned());
                 let name = format!("sql:{stem}");
-                Box::new(
-                    ctx.runtime
-                        .block_on(QueryJudge::run(name, &text, context))?,
-                )
+                let run = QueryJudge::run(name, &text, context);
+                let ran = ctx.runtime.block_on(async {
+                    match limits.timeout {
+                        Some(t) => tokio::time::timeout(t, run)
+                            .await
+                            .unwrap_or_else(|_| Err(crate::pipeline::limits::over_time(limits))),
+                        None => run.await,
+                    }
+                });
+                Box::new(ran.map_err(|e| crate::pipeline::limits::over_memory(e, limits))?)
             }
             _ => row_judge(spec, workers)?,
         };

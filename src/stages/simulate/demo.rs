@@ -244,7 +244,12 @@ impl crate::stages::Options for Options {
     /// The simulation checks its own options; the rate is the agent's to check (its error
     /// comes first, as the agent is made before the simulation starts).
     fn check(&self) -> Result<()> {
-        Ok(())
+        crate::stages::at_most(
+            "budget",
+            self.budget,
+            super::options::MAX_BUDGET,
+            "the demo plays every rollout it plans",
+        )
     }
 }
 
