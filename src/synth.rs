@@ -42,9 +42,17 @@ impl crate::stages::Options for Options {
                 format!("is a share in [0, 1], got {}", self.gold),
             ));
         }
-        Ok(())
+        crate::stages::at_most(
+            "rows",
+            self.rows,
+            MAX_ROWS,
+            "about 1 KB of rows each; generate several files for more",
+        )
     }
 }
+
+/// The most rows one `wai gen` writes.
+pub const MAX_ROWS: u64 = 100_000_000;
 
 const TOOLS: [&str; 6] = [
     "lookup_order",

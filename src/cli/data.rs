@@ -1,6 +1,6 @@
 //! Rows in and out: `convert`, `ingest`, `sql`, `gen`.
 
-use super::shared::RowsOut;
+use super::shared::{QueryLimits, RowsOut};
 use crate::report::table;
 use clap::Args;
 use std::path::PathBuf;
@@ -83,6 +83,9 @@ pub(crate) struct SqlArgs {
     /// Write the result to this file (whole or not at all) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// What the query may take.
+    #[command(flatten)]
+    pub limits: QueryLimits,
 }
 
 /// `wai gen`.

@@ -1,6 +1,8 @@
 //! Measuring: `pass-at`, `markers`, `variance`, `compare`, `holdout-size`, `grade`, `gate`, `judge-trust`, `compare-judges`, `labels`.
 
-use super::shared::{DeltaIntervalArg, HollowArgs, IntervalArg, JudgePool, RowsOut, TrustFloors};
+use super::shared::{
+    DeltaIntervalArg, HollowArgs, IntervalArg, JudgePool, QueryLimits, RowsOut, TrustFloors,
+};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -245,6 +247,9 @@ pub(crate) struct GradeArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub pool: JudgePool,
+    /// What a SQL judge may take.
+    #[command(flatten)]
+    pub limits: QueryLimits,
     /// The judge version stamped into `lineage.judge_version` (a verifier file's `version` wins).
     #[arg(long, value_name = "VERSION")]
     pub judge_version: Option<String>,

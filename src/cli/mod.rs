@@ -20,7 +20,7 @@ pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,
 };
-pub(crate) use shared::{HollowArgs, JudgePool, ModelArgs, TrustFloors, WAI_ENV};
+pub(crate) use shared::{HollowArgs, JudgePool, ModelArgs, QueryLimits, TrustFloors, WAI_ENV};
 pub(crate) use simulate::{
     CoverageGapArgs, CoverageStudyArgs, DemoArgs, InitEvalsArgs, PreflightArgs, SimMode, SimRepeat,
     SimulateArgs,

@@ -83,6 +83,18 @@ pub(crate) struct ModelArgs {
     pub judge_policy: Option<PathBuf>,
 }
 
+/// What a user's SQL may take (`sql`, and SQL judges in `grade`).
+#[derive(Debug, Args)]
+pub(crate) struct QueryLimits {
+    /// Memory the query may hold (sorts, joins, aggregates, the rows gathered for printing, one
+    /// function's output): a size such as 2G or 512M. Default: half the machine's memory.
+    #[arg(long, value_name = "SIZE", value_parser = crate::pipeline::limits::parse_size)]
+    pub memory_limit: Option<u64>,
+    /// Seconds the query may run before it is stopped (exit 64). Default: no limit.
+    #[arg(long, value_name = "SECONDS")]
+    pub query_timeout: Option<f64>,
+}
+
 /// The variable that lists more names for `--env`.
 pub(crate) const WAI_ENV: &str = "WAI_ENV";
 

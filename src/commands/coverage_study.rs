@@ -8,12 +8,26 @@ use crate::error::{Error, ExitStatus, Result};
 use crate::report::envelope::{Envelope, Output};
 use crate::study;
 
+/// The most simulated runs a cell.
+const MAX_RUNS: u64 = 100_000;
+
 /// Runs `wai coverage-study`.
 pub(crate) fn run(args: &CoverageStudyArgs) -> Result<Outcome> {
     if args.runs == 0 || args.draws == 0 {
         return Err(Error::Usage(
             "`--runs` and `--draws` must be at least 1".into(),
         ));
+    }
+    // Each run of each cell holds its draws: a billion of either does not fit in memory.
+    let why = "each run of each cell is simulated and bootstrapped in memory";
+    crate::stages::at_most(
+        "draws",
+        u64::from(args.draws),
+        u64::from(crate::stages::MAX_DRAWS),
+        why,
+    )?;
+    for runs in std::iter::once(args.runs).chain(args.runs_largest) {
+        crate::stages::at_most("runs", u64::from(runs), MAX_RUNS, why)?;
     }
     let opts = study::Options {
         runs: args.runs,

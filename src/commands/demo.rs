@@ -24,6 +24,13 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 
 /// Runs `wai demo`.
 pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
+    let opts = world::Options {
+        seed: args.seed,
+        budget: args.budget,
+        rate: args.rate,
+    };
+    // Options are checked before the folder is made: a refused demo writes nothing.
+    crate::stages::Options::check(&opts)?;
     let dir = &args.dir;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let tools_path = dir.join("tools.json");
@@ -34,11 +41,6 @@ pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
     write_file(&dir.join("seeds.txt"), &(world::SEEDS.join("\n") + "\n"))?;
 
     // Simulate a few thousand rollouts, graded as they land.
-    let opts = world::Options {
-        seed: args.seed,
-        budget: args.budget,
-        rate: args.rate,
-    };
     let mut rows_sink = sink(&rows_path, output_format(&rows_path, None)?)?;
     let mut scored_sink = sink(&scored_path, output_format(&scored_path, None)?)?;
     let inputs = world::Inputs {

@@ -90,7 +90,7 @@ fn pairs(args: &ExportArgs, opts: &Options) -> Result<Outcome> {
 
 /// The stage's options from the arguments (the system prompt and tool schemas read).
 fn options(args: &ExportArgs) -> Result<Options> {
-    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| Error::read(p, e));
+    let read = crate::pipeline::world_files::read_text;
     let tools = |p: &Path| -> Result<Vec<serde_json::Value>> {
         let tools = crate::pipeline::world_files::read_tools(p)?.into_iter();
         Ok(tools

@@ -47,7 +47,8 @@ pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let gate_opts = super::gate::validate(&args.hollow, args.gate)?;
     let inputs = ctx.runtime.block_on(source::resolve(&args.inputs))?;
     crate::pipeline::output::rows_apart(out, args.output.rejects.as_deref(), &inputs)?;
-    let (panel, texts) = judges::panel(ctx, &args.judges, &args.inputs, &workers)?;
+    let limits = super::limits(&args.limits)?;
+    let (panel, texts) = judges::panel(ctx, &args.judges, &args.inputs, &workers, &limits)?;
     let opts = options(args, &texts, gate_opts);
     let mut grader = Grader::new(panel, &opts);
     tracing::info!(judge = %grader.stamp().judge, inputs = inputs.len(), "grading");

@@ -93,6 +93,9 @@ fn probe_names(asked: &[String]) -> Result<Vec<String>> {
     Ok(asked.to_vec())
 }
 
+/// The most rows `--sample` re-judges.
+const MAX_SAMPLE: usize = 100_000;
+
 /// Re-judges a seeded sample of graded rows with `--judge`: as-is and with filler, then the
 /// probes asked for.
 fn rejudge(
@@ -101,14 +104,21 @@ fn rejudge(
     args: &JudgeTrustArgs,
 ) -> Result<Rejudged> {
     let flip_flag = share("--flip-flag", args.flip_flag)?;
+    if args.sample > MAX_SAMPLE {
+        return Err(Error::Usage(format!(
+            "--sample must be at most {}, not {}: the sample is held in memory and judged several times",
+            crate::stages::grouped(MAX_SAMPLE as u64),
+            crate::stages::grouped(args.sample as u64)
+        )));
+    }
     let mut workers = crate::pipeline::judges::pool(&args.pool)?;
     // An LLM judge under audit grades by the same rubric the keyword probe draws from.
     workers.models = workers.models.with_rubric(args.rubric.as_deref())?;
     let names = probe_names(&args.probes)?;
     let rubric = match &args.rubric {
-        Some(r) if std::path::Path::new(r).is_file() => {
-            Some(std::fs::read_to_string(r).map_err(|e| Error::read(r, e))?)
-        }
+        Some(r) if std::path::Path::new(r).is_file() => Some(
+            crate::pipeline::world_files::read_text(std::path::Path::new(r))?,
+        ),
         other => other.clone(),
     };
     let judges = args

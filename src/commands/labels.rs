@@ -2,7 +2,7 @@
 
 use super::{Context, Outcome};
 use crate::cli::{LabelsAttachArgs, LabelsCommand};
-use crate::error::{Error, ExitStatus, Result};
+use crate::error::{ExitStatus, Result};
 use crate::pipeline::io::OnBadRow;
 use crate::pipeline::read::Reader;
 use crate::pipeline::source;
@@ -32,7 +32,7 @@ fn attach(ctx: &Context, args: &LabelsAttachArgs) -> Result<Outcome> {
     let (out, rejects) = (&args.output.out, args.output.rejects.as_deref());
     let format = crate::pipeline::rows_out::output_format(out, args.output.to.map(Into::into))?;
     let origin = args.labels.display().to_string();
-    let text = std::fs::read_to_string(&args.labels).map_err(|e| Error::read(&args.labels, e))?;
+    let text = crate::pipeline::world_files::read_text(&args.labels)?;
     let mut matching = Matching::new(&text, &origin, &opts)?;
     let inputs = ctx
         .runtime

@@ -180,6 +180,25 @@ pub(crate) fn flags_named_in(value: &mut serde_json::Value, flags: &[(&str, &str
 }
 
 /// Runs the parsed command line, writing data to `out`.
+/// The limits `--memory-limit` and `--query-timeout` set, checked.
+pub(crate) fn limits(args: &crate::cli::QueryLimits) -> Result<crate::pipeline::limits::Limits> {
+    /// The longest timeout taken: a week.
+    const MAX_TIMEOUT: f64 = 7.0 * 86_400.0;
+    let mut limits = crate::pipeline::limits::Limits::default();
+    if let Some(m) = args.memory_limit {
+        limits.memory = m;
+    }
+    if let Some(t) = args.query_timeout {
+        if !(t > 0.0 && t <= MAX_TIMEOUT) {
+            return Err(crate::Error::Usage(format!(
+                "--query-timeout must be more than 0 and at most {MAX_TIMEOUT} seconds (a week), not {t}"
+            )));
+        }
+        limits.timeout = Some(std::time::Duration::from_secs_f64(t));
+    }
+    Ok(limits)
+}
+
 pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     // A signal ends the workers this run starts, and the run.
     crate::pipeline::signals::install()?;

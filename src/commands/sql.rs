@@ -98,7 +98,8 @@ pub(crate) fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Resu
         return Err(Error::Usage("`--format parquet` needs `--out FILE`".into()));
     }
     let values = query::params(&args.params, &wanted)?;
-    let context = session::new_context(None)?;
+    let limits = super::limits(&args.limits)?;
+    let context = session::limited_context(None, &limits)?;
     let scratch = super::scratch()?;
     let mut tables = Vec::new();
     for (name, paths) in query::table_specs(&args.tables) {
@@ -116,7 +117,7 @@ pub(crate) fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Resu
         None if ctx.json => Destination::Json,
         None => Destination::Writer(stdout, args.format),
     };
-    let (rows, result) = query::run_query(ctx, &context, &sql, values, to)?;
+    let (rows, result) = query::run_query(ctx, &context, &sql, values, to, &limits)?;
     let text = match &args.out {
         Some(path) => format!("wrote {} to `{}`", plural(rows, "row"), path.display()),
         None => String::new(),

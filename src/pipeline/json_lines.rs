@@ -17,7 +17,7 @@ pub fn each_line(
     each: &mut dyn FnMut(u64, Value) -> std::result::Result<(), String>,
 ) -> Result<()> {
     let path = Path::new(input);
-    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    let text = crate::pipeline::world_files::read_text(path)?;
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;

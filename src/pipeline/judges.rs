@@ -47,7 +47,7 @@ pub(crate) fn parse_spec(spec: &str) -> Result<(&str, String, Option<String>)> {
         }
     };
     let text = match &file {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?,
+        Some(path) => crate::pipeline::world_files::read_text(Path::new(path))?,
         None => body.to_owned(),
     };
     Ok((kind, text, file))
@@ -98,7 +98,7 @@ impl Models {
     pub(crate) fn with_rubric(mut self, rubric: Option<&str>) -> Result<Self> {
         if let Some(r) = rubric {
             let text = if Path::new(r).is_file() {
-                std::fs::read_to_string(r).map_err(|e| Error::read(r, e))?
+                crate::pipeline::world_files::read_text(Path::new(r))?
             } else {
                 r.to_owned()
             };
@@ -116,9 +116,10 @@ impl Models {
     /// The file cannot be read or is not a JSON list.
     pub(crate) fn with_tools(mut self, tools: Option<&Path>) -> Result<Self> {
         if let Some(path) = tools {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
-            let list: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| {
-                Error::Usage(format!("`{}` is not a JSON list of tool schemas: {e}", path.display()))
+            let text = crate::pipeline::world_files::read_text(path)?;
+            let list: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| Error::Input {
+                stage: "grade".into(),
+                message: format!("`{}` is not a JSON list of tool schemas: {e}", path.display()),
             })?;
             self.judge.tools = list;
         }
@@ -146,10 +147,7 @@ fn models(args: &ModelArgs) -> Result<Models> {
     if args.retries > 20 {
         return Err(Error::Usage(format!("--retries must be at most 20, not {}", args.retries)));
     }
-    let policy = match &args.judge_policy {
-        Some(p) => std::fs::read_to_string(p).map_err(|e| Error::read(p, e))?,
-        None => String::new(),
-    };
+    let policy = crate::pipeline::world_files::read_policy(args.judge_policy.as_deref())?;
     let cache: Option<PathBuf> = if args.no_cache {
         None
     } else {
@@ -193,10 +191,14 @@ impl Workers {
     }
 }
 
+/// The most worker processes a pool starts.
+pub const MAX_WORKERS: usize = 256;
+
 /// The worker settings of `pool`, checked.
 ///
 /// # Errors
-/// No workers, a timeout that is not a number of seconds above 0, a bad `--env` name.
+/// No workers or more than [`MAX_WORKERS`], a timeout that is not a number of seconds above 0, a
+/// bad `--env` name.
 pub(crate) fn pool(pool: &JudgePool) -> Result<Workers> {
     if !(pool.timeout.is_finite() && pool.timeout > 0.0) {
         return Err(Error::Usage(format!(
@@ -206,6 +208,12 @@ pub(crate) fn pool(pool: &JudgePool) -> Result<Workers> {
     }
     if pool.workers == 0 {
         return Err(Error::Usage("--workers must be at least 1".into()));
+    }
+    if pool.workers > MAX_WORKERS {
+        return Err(Error::Usage(format!(
+            "--workers must be at most {MAX_WORKERS}, not {}: each is a process of its own",
+            crate::stages::grouped(pool.workers as u64)
+        )));
     }
     crate::pipeline::pipe::check_forward(&pool.env)?;
     Ok(Workers {
@@ -256,7 +264,7 @@ pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>>
 pub(crate) type Judges = Vec<Box<dyn Judge>>;
 
 /// The judges of `specs` and the text each names, in order; a SQL query judge runs here, over
-/// every row of `inputs`, before any row is graded.
+/// every row of `inputs`, before any row is graded, within `limits` (its memory and timeout).
 ///
 /// # Errors
 /// A bad spec, an unreadable file, a query that fails, or a judge that does not start.
@@ -265,6 +273,7 @@ pub(crate) fn panel(
     specs: &[String],
     inputs: &[String],
     workers: &Workers,
+    limits: &crate::pipeline::limits::Limits,
 ) -> Result<(Judges, Vec<String>)> {
     let mut judges: Vec<Box<dyn Judge>> = Vec::new();
     let mut texts = Vec::new();
@@ -275,7 +284,9 @@ pub(crate) fn panel(
         let judge: Box<dyn Judge> = match kind {
             "sql" if sql_judge::is_query(&text) => {
                 if query_session.is_none() {
-                    query_session = Some(crate::pipeline::tables::rows_session(ctx, inputs)?);
+                    query_session = Some(crate::pipeline::tables::limited_rows_session(
+                        ctx, inputs, limits,
+                    )?);
                 }
                 let (context, _) = query_session
                     .as_ref()
@@ -285,10 +296,16 @@ pub(crate) fn panel(
                     .and_then(|p| Path::new(p).file_stem())
                     .map_or("query".to_owned(), |s| s.to_string_lossy().into_owned());
                 let name = format!("sql:{stem}");
-                Box::new(
-                    ctx.runtime
-                        .block_on(QueryJudge::run(name, &text, context))?,
-                )
+                let run = QueryJudge::run(name, &text, context);
+                let ran = ctx.runtime.block_on(async {
+                    match limits.timeout {
+                        Some(t) => tokio::time::timeout(t, run)
+                            .await
+                            .unwrap_or_else(|_| Err(crate::pipeline::limits::over_time(limits))),
+                        None => run.await,
+                    }
+                });
+                Box::new(ran.map_err(|e| crate::pipeline::limits::over_memory(e, limits))?)
             }
             _ => row_judge(spec, workers)?,
         };

@@ -131,7 +131,7 @@ pub fn guess_tools(root: &Path, out: &Path) -> Option<(PathBuf, Vec<Tool>)> {
         )
     });
     files.into_iter().find_map(|p| {
-        let text = std::fs::read_to_string(&p).ok()?;
+        let text = super::world_files::read_text(&p).ok()?;
         let value: Value = serde_json::from_str(&text).ok()?;
         let tools = parse_tools(&value, &p.display().to_string()).ok()?;
         (!tools.is_empty()).then_some((p, tools))
@@ -242,5 +242,18 @@ mod tests {
             std::fs::read_to_string(out.join("run.sh")).unwrap(),
             "echo hi\n"
         );
+    }
+
+    #[test]
+    fn a_tools_file_with_a_byte_order_mark_is_guessed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(
+            root.join("tools.json"),
+            "\u{feff}[{\"name\": \"lookup_order\"}]",
+        )
+        .unwrap();
+        let (_, tools) = guess_tools(root, &root.join("evals")).unwrap();
+        assert_eq!(tools[0].name, "lookup_order");
     }
 }

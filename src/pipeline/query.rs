@@ -11,8 +11,11 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
+use datafusion::execution::memory_pool::MemoryConsumer;
+
 use super::context::Context;
 use super::io::AtomicFile;
+use super::limits::{self, Limits};
 use super::session;
 use crate::error::{Error, Result};
 use crate::report::table;
@@ -79,31 +82,69 @@ pub enum Destination<'a> {
 }
 
 /// Runs `sql` (read-only, with `values` bound to its placeholders) over `context`'s tables and
-/// sends its result to `to`. Returns the result's row count and, for [`Destination::Json`],
-/// the result.
+/// sends its result to `to`, within `limits`: the rows gathered for a table, CSV, JSON Lines or
+/// the `--json` document are counted in the session's memory pool (a Parquet file is written as
+/// batches come), and past the timeout the query stops between batches. Returns the result's row
+/// count and, for [`Destination::Json`], the result.
+///
+/// # Errors
+/// SQL that does not plan, a failed query, a limit passed (a usage error that names it), or a
+/// failed write.
 pub fn run_query(
     ctx: &Context,
     context: &SessionContext,
     sql: &str,
     values: Vec<(String, ScalarValue)>,
     to: Destination<'_>,
+    limits: &Limits,
 ) -> Result<(u64, Option<serde_json::Value>)> {
-    let frame = ctx.runtime.block_on(async {
-        session::bounded_sql(sql, "the query")?;
-        Ok::<_, crate::Error>(context.sql_with_options(sql, session::read_only()).await?)
-    })?;
-    let frame = if values.is_empty() {
-        frame
-    } else {
-        frame.with_param_values(values)?
+    let deadline = limits.timeout.map(|t| tokio::time::Instant::now() + t);
+    // Within the deadline, if there is one.
+    let within = |work: std::pin::Pin<Box<dyn Future<Output = Result<_>> + '_>>| {
+        ctx.runtime.block_on(async {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, work)
+                    .await
+                    .unwrap_or_else(|_| Err(limits::over_time(limits))),
+                None => work.await,
+            }
+        })
     };
-    let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
-    let mut stream = ctx.runtime.block_on(frame.execute_stream())?;
+    let stream = within(Box::pin(async {
+        session::bounded_sql(sql, "the query")?;
+        let frame = context.sql_with_options(sql, session::read_only()).await?;
+        let frame = if values.is_empty() {
+            frame
+        } else {
+            frame.with_param_values(values)?
+        };
+        Ok(frame.execute_stream().await?)
+    }))
+    .map_err(|e| limits::over_memory(e, limits))?;
+    gather(ctx, context, stream, to, limits, deadline).map_err(|e| limits::over_memory(e, limits))
+}
+
+/// The batches of `stream` into `to` (see [`run_query`]).
+fn gather(
+    ctx: &Context,
+    context: &SessionContext,
+    mut stream: datafusion::physical_plan::SendableRecordBatchStream,
+    to: Destination<'_>,
+    limits: &Limits,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<(u64, Option<serde_json::Value>)> {
+    let schema = stream.schema();
     let mut rows = 0u64;
     let mut next = || -> Option<Result<RecordBatch>> {
-        ctx.runtime
-            .block_on(stream.next())
-            .map(|r| r.map_err(Error::from))
+        ctx.runtime.block_on(async {
+            match deadline {
+                Some(d) => match tokio::time::timeout_at(d, stream.next()).await {
+                    Ok(batch) => batch.map(|r| r.map_err(Error::from)),
+                    Err(_) => Some(Err(limits::over_time(limits))),
+                },
+                None => stream.next().await.map(|r| r.map_err(Error::from)),
+            }
+        })
     };
     if let Destination::File(path, table::Format::Parquet) = to {
         let file = AtomicFile::create(path)?;
@@ -117,9 +158,13 @@ pub fn run_query(
         file.commit()?;
         return Ok((rows, None));
     }
+    // The gathered result is held to the memory limit with everything else the query holds.
+    let held =
+        MemoryConsumer::new("the gathered result").register(&context.runtime_env().memory_pool);
     let mut batches = Vec::new();
     while let Some(batch) = next() {
         let batch = batch?;
+        held.try_grow(batch.get_array_memory_size())?;
         rows += batch.num_rows() as u64;
         batches.push(batch);
     }

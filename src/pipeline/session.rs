@@ -9,12 +9,35 @@ use datafusion::datasource::listing::{
 };
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
 
+use super::limits::Limits;
 use super::source::{Format, Input, Location};
 use crate::error::{Error, Result};
 
 /// A session with the JSON functions (`json_get_str`, `json_get_float`, `->`, `->>`, ...)
-/// registered. `target_partitions` of `None` uses every core.
+/// registered. `target_partitions` of `None` uses every core. The functions that can build a huge
+/// value from small arguments are guarded for the default memory limit ([`super::limits`]); the
+/// session's memory is not pooled (stages size their own work).
 pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
+    let ctx = SessionContext::new_with_config(session_config(target_partitions));
+    finish(ctx, super::limits::default_memory())
+}
+
+/// A session for a user's query (`wai sql`, a SQL query judge): as [`new_context`], with its
+/// operators and guarded functions held to `limits.memory` (DataFusion's memory pool; sorts and
+/// aggregates spill to disk before they fail).
+pub fn limited_context(
+    target_partitions: Option<usize>,
+    limits: &Limits,
+) -> Result<SessionContext> {
+    let memory = usize::try_from(limits.memory).unwrap_or(usize::MAX);
+    let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+        .with_memory_limit(memory, 1.0)
+        .build_arc()?;
+    let ctx = SessionContext::new_with_config_rt(session_config(target_partitions), runtime);
+    finish(ctx, limits.memory)
+}
+
+fn session_config(target_partitions: Option<usize>) -> SessionConfig {
     let mut config = SessionConfig::new().with_information_schema(true);
     // Read strings as the row schema types them (Utf8), not as views, so stage schema checks and
     // the UDF signatures see one type for one column whatever file it came from.
@@ -26,11 +49,17 @@ pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
     if let Some(n) = target_partitions {
         config = config.with_target_partitions(n.max(1));
     }
-    let mut ctx = SessionContext::new_with_config(config);
+    config
+}
+
+/// Registers the JSON functions and ours in `ctx`, then guards the growing functions for
+/// `memory`.
+fn finish(mut ctx: SessionContext, memory: u64) -> Result<SessionContext> {
     datafusion_functions_json::register_all(&mut ctx)?;
     for udf in crate::stages::udf::all() {
         ctx.register_udf(udf);
     }
+    super::limits::guard(&ctx, memory)?;
     Ok(ctx)
 }
 

@@ -239,18 +239,23 @@ fn local_format(path: &Path, want: Want) -> Result<Format> {
         return Err(not_rows(&name));
     }
     // No telling extension: sniff the first bytes.
-    let mut head = [0u8; 4];
+    let mut head = [0u8; 64];
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let n = file.read(&mut head).map_err(|e| Error::io(path, e))?;
-    if &head[..n] == b"PAR1" {
+    let head = &head[..n];
+    if head.starts_with(b"PAR1") {
         Ok(Format::Parquet)
-    } else if &head[..n] == b"PK\x03\x04" {
+    } else if head.starts_with(b"PK\x03\x04") {
         if want == Want::Traces {
             Ok(Format::Jsonl)
         } else {
             Err(not_rows(&name))
         }
-    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+    } else if crate::pipeline::io::strip_bom(head)
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        == Some(&b'{')
+    {
         Ok(Format::Jsonl)
     } else {
         Err(Error::Usage(format!(

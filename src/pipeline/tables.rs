@@ -74,6 +74,18 @@ pub fn rows_session(ctx: &Context, inputs: &[String]) -> Result<(SessionContext,
     Ok((context, scratch))
 }
 
+/// As [`rows_session`], for a user's query: the session is held to `limits`' memory.
+pub fn limited_rows_session(
+    ctx: &Context,
+    inputs: &[String],
+    limits: &super::limits::Limits,
+) -> Result<(SessionContext, Scratch)> {
+    let context = session::limited_context(None, limits)?;
+    let scratch = scratch()?;
+    load_table(ctx, &context, "rows", inputs, scratch.path())?;
+    Ok((context, scratch))
+}
+
 /// Every row of `inputs`, in file order (for stages that need the whole table in memory).
 pub fn all_rows(
     ctx: &Context,

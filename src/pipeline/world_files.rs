@@ -11,12 +11,17 @@ use crate::stages::simulate::asks::{ask_array, parse_asks};
 use crate::stages::simulate::tools::{Tool, parse_tools};
 use crate::stages::simulate::{Pinned, pinned_tasks};
 
-/// The text of `path`.
+/// The text of `path`, without a leading byte-order mark (a file that is not there is a missing
+/// input).
 ///
 /// # Errors
 /// The file cannot be read.
 pub fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::read(path, e))
+    let mut text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }
 
 /// The policy at `path`, or none (an empty text).
@@ -27,17 +32,26 @@ pub fn read_policy(path: Option<&Path>) -> Result<String> {
     path.map_or_else(|| Ok(String::new()), read_text)
 }
 
+/// A tools or asks file whose content is wrong: bad input data (exit 65), as a bad row is.
+fn bad_file(message: String) -> Error {
+    Error::Input {
+        stage: "read".into(),
+        message,
+    }
+}
+
 /// The JSON of `path`.
 fn read_json(path: &Path) -> Result<Value> {
     let text = read_text(path)?;
     serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("`{}` is not JSON: {e}", path.display())))
+        .map_err(|e| bad_file(format!("`{}` is not JSON: {e}", path.display())))
 }
 
 /// Reads a tool file.
 ///
 /// # Errors
-/// The file cannot be read, is not JSON, or is not a tool list.
+/// The file cannot be read (exit 66 when it is not there), is not JSON, or is not a tool list
+/// (exit 65).
 pub fn read_tools(path: &Path) -> Result<Vec<Tool>> {
     parse_tools(&read_json(path)?, &path.display().to_string())
 }
@@ -62,10 +76,10 @@ pub fn read_asks(path: &Path) -> Result<Vec<String>> {
 /// The file cannot be read, is not JSON, or is not an array.
 pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
     let text = read_text(path)?;
-    let v: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("`{spec}` is not JSON: {e}")))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| bad_file(format!("`{spec}` is not JSON: {e}")))?;
     ask_array(&v).ok_or_else(|| {
-        Error::Usage(format!(
+        bad_file(format!(
             "`{spec}`: expected a JSON array of asks (strings or objects with a `prompt`)"
         ))
     })
@@ -77,9 +91,9 @@ pub fn read_ask_array(path: &Path, spec: &str) -> Result<Vec<String>> {
 /// # Errors
 /// The file cannot be read, is not JSON, or names no tool.
 pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
+    let text = read_text(path)?;
     let value: Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
+        bad_file(format!(
             "the tools file `{}` is not JSON: {e}",
             path.display()
         ))
@@ -106,7 +120,7 @@ pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
         match name {
             Some(n) => names.push(n.to_owned()),
             None => {
-                return Err(Error::Usage(format!(
+                return Err(bad_file(format!(
                     "the tools file `{}`: tool {i} has no `function.name` or `name`",
                     path.display()
                 )));
@@ -114,7 +128,7 @@ pub fn read_tool_names(path: &Path) -> Result<Vec<String>> {
         }
     }
     if names.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(bad_file(format!(
             "the tools file `{}` lists no tools (expected a list of OpenAI function schemas)",
             path.display()
         )));

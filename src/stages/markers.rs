@@ -103,6 +103,12 @@ impl crate::stages::Options for Options {
         if self.draws == 0 {
             return Err(Error::option("draws", "must be at least 1"));
         }
+        crate::stages::at_most(
+            "draws",
+            u64::from(self.draws),
+            u64::from(crate::stages::MAX_DRAWS),
+            "each draw resamples every task; 10,000 give intervals steady to the third decimal",
+        )?;
         Ok(())
     }
 }
@@ -266,12 +272,17 @@ pub async fn run(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resu
     })
 }
 
+/// What the printed rate is: the demo's marker table and `wai sql --query marker_rates` give
+/// it as `task_mean`, beside the share of rows.
+pub const UNIT: &str = "per task: each marker's mean over the tasks of its per-task mean (every task weighted alike, whatever its number of rows), with a 95% interval over tasks; the share of rows is `at 1` / `rows`";
+
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.markers.is_empty() {
             return writeln!(f, "no markers on these rows");
         }
         let width = self.markers.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        writeln!(f, "{UNIT}")?;
         for (name, s) in &self.markers {
             let mean = s
                 .mean

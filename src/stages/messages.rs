@@ -11,6 +11,30 @@ pub(crate) fn content_text(v: Option<&Value>) -> String {
         .unwrap_or_default()
 }
 
+/// The length of a row's reply in characters (not bytes): every assistant turn's text, plus the
+/// final reply when it is not the last turn's text.
+pub fn reply_chars(row: &Map<String, Value>) -> usize {
+    let mut n = 0;
+    let mut last = String::new();
+    for m in messages_of(row).iter() {
+        if m.get("role").and_then(Value::as_str) == Some("assistant") {
+            last = content_text(m.get("content"));
+            n += last.chars().count();
+        }
+    }
+    let f = row.get("final_text").and_then(Value::as_str).unwrap_or("");
+    if f != last {
+        n += f.chars().count();
+    }
+    n
+}
+
+/// Whether a preference pair's chosen reply is the longer ([`reply_chars`]): the one definition
+/// of "chosen longer" that `wai select` and `wai export --format dpo` both count.
+pub fn chosen_longer(chosen: &Map<String, Value>, rejected: &Map<String, Value>) -> bool {
+    reply_chars(chosen) > reply_chars(rejected)
+}
+
 /// A row's messages: its `messages` when it has some, else the conversation rebuilt from its
 /// prompt and steps ([`conversation`]).
 pub fn messages_of(row: &Map<String, Value>) -> std::borrow::Cow<'_, [Value]> {

@@ -383,3 +383,87 @@ fn variance_names_a_run_key_or_marker_no_row_carries() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Sizes that would run for days or fill memory (a billion bootstrap draws, a hundred thousand
+/// worker processes) are refused before any work, saying the bound and why (#30 item 4).
+#[test]
+fn absurd_sizes_are_refused_with_their_bound() {
+    let rows = crate::support::fixture("example_scored.jsonl");
+    let rows = rows.to_str().unwrap();
+    let tools = crate::support::fixture("example_tools.json");
+    let tools = tools.to_str().unwrap();
+    let b = "1000000000";
+    for (args, says) in [
+        (
+            vec!["pass-at", rows, "--draws", b],
+            "`--draws` must be at most 1,000,000, not 1,000,000,000: each draw resamples every task",
+        ),
+        (
+            vec!["markers", rows, "--draws", b],
+            "`--draws` must be at most 1,000,000",
+        ),
+        (
+            vec!["compare", rows, rows, "--draws", b],
+            "`--draws` must be at most 1,000,000",
+        ),
+        (
+            vec!["coverage-study", "--draws", b],
+            "`--draws` must be at most 1,000,000",
+        ),
+        (
+            vec!["coverage-study", "--runs", b],
+            "`--runs` must be at most 100,000",
+        ),
+        (
+            vec![
+                "grade",
+                rows,
+                "--judge",
+                "cmd:cat",
+                "--workers",
+                "100000",
+                "--out",
+                "x.parquet",
+            ],
+            "--workers must be at most 256, not 100,000",
+        ),
+        (
+            vec!["judge-trust", rows, "--judge", "sql:1.0", "--sample", b],
+            "--sample must be at most 100,000",
+        ),
+        (
+            vec![
+                "simulate",
+                "--tools",
+                tools,
+                "--runs",
+                b,
+                "--out",
+                "x.parquet",
+            ],
+            "`--runs` must be at most 1,000",
+        ),
+        (
+            vec![
+                "simulate",
+                "--tools",
+                tools,
+                "--budget",
+                b,
+                "--out",
+                "x.parquet",
+            ],
+            "`--budget` must be at most 10,000,000",
+        ),
+        (
+            vec!["demo", "--budget", b],
+            "`--budget` must be at most 10,000,000",
+        ),
+        (
+            vec!["gen", "--rows", b, "--out", "x.parquet"],
+            "`--rows` must be at most 100,000,000",
+        ),
+    ] {
+        refused_without_writing(&args, says);
+    }
+}

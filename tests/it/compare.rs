@@ -472,3 +472,69 @@ fn proxy_balance_slices_and_training_seeds() {
     assert_eq!(r["train"]["unresolved"], json!(false));
     assert!(r["train"]["ci95"].is_array());
 }
+
+// Issue #30, item 15: seeded agents at mistake rates 0.35 and 0.10 wrote one policy_version
+// (the agent's name and the prompt's digest), so compare said "this compares a policy to
+// itself" between two policies.
+#[test]
+fn one_policy_version_warns_only_when_the_arms_are_one_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let arm = |rate: &str| {
+        let out = dir.path().join(format!("rows_{rate}.jsonl"));
+        crate::support::succeeded(
+            wai()
+                .args(["simulate", "--budget", "120", "--agent"])
+                .arg(format!("seeded:{rate}"))
+                .arg("--tools")
+                .arg(crate::support::fixture("example_tools.json"))
+                .arg("--policy")
+                .arg(crate::support::fixture("example_policy.md"))
+                .arg("--out")
+                .arg(&out),
+        );
+        let graded = dir.path().join(format!("graded_{rate}.jsonl"));
+        crate::support::succeeded(
+            wai()
+                .arg("grade")
+                .arg(&out)
+                .args([
+                    "--judge",
+                    "sql:CASE WHEN length(final_text) > 80 THEN 1.0 ELSE 0.0 END",
+                ])
+                .arg("--out")
+                .arg(&graded),
+        );
+        graded
+    };
+    let (high, low) = (arm("0.35"), arm("0.1"));
+    let warnings = |before: &Path, after: &Path, extra: &[&str]| {
+        let out = wai()
+            .args(["--json", "compare"])
+            .arg(before)
+            .arg(after)
+            .args(extra)
+            .output()
+            .unwrap();
+        crate::support::envelope(&out.stdout)["warnings"].to_string()
+    };
+    let itself = "compares a policy to itself";
+    let between = warnings(&high, &low, &[]);
+    assert!(!between.contains(itself), "{between}");
+    let same = warnings(&high, &high, &[]);
+    assert!(same.contains(itself), "{same}");
+    // One version on both arms, but a setting moved (declared the change): not one policy.
+    let b = dir.path().join("b.jsonl");
+    let a = dir.path().join("a.jsonl");
+    let rows = |t: f64| {
+        (0..40)
+            .map(|i| {
+                json!({"task_id": format!("t{i}"), "rollout_index": 0, "reward": i % 2,
+                "policy_version": "p1", "sampling": {"temperature": t}})
+            })
+            .collect::<Vec<_>>()
+    };
+    write_rows(&b, &rows(0.2));
+    write_rows(&a, &rows(0.7));
+    let moved = warnings(&b, &a, &["--changed", "temperature"]);
+    assert!(!moved.contains(itself), "{moved}");
+}

@@ -922,3 +922,54 @@ fn a_correct_answer_is_not_a_leak_and_a_quoted_reference_is_one() {
         assert!(!out.exists(), "{format}: nothing written");
     }
 }
+
+// Issue #30, item 15: select counted "chosen longer" in characters of the whole reply, export
+// in bytes of the turns past the shared prefix, so non-ASCII replies gave two numbers.
+#[test]
+fn select_and_export_count_chosen_longer_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let mut lines = Vec::new();
+    // Chosen replies are shorter in characters and longer in bytes.
+    for (t, (good, bad)) in [
+        ("ééééé", "abcdefg"),
+        ("çàè ok", "plain!!"),
+        ("a much longer reply", "short"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (i, (reply, reward)) in [(good, 1.0), (bad, 0.0)].into_iter().enumerate() {
+            lines.push(serde_json::json!({"task_id": format!("t{t}"), "rollout_index": i, "prompt": format!("ask {t}"),
+                "steps": [{"text": reply}], "final_text": reply, "reward": reward, "judge_status": "ok"}));
+        }
+    }
+    crate::support::write_rows(&rows, &lines);
+    let pairs = dir.path().join("pairs.jsonl");
+    let selected = crate::support::report_of(
+        wai()
+            .args(["--json", "select", "--mode", "preference"])
+            .arg(&rows)
+            .arg("--out")
+            .arg(&pairs),
+    );
+    assert_eq!(selected["pairs"], 3);
+    assert_eq!(selected["chosen_longer"], 1, "{selected}");
+    let exported = crate::support::report_of(
+        wai()
+            .args(["--json", "export", "--format", "dpo", "--out"])
+            .arg(dir.path().join("dpo.jsonl"))
+            .arg(&pairs),
+    );
+    assert_eq!(exported["pairs"], 3);
+    let frac = exported["chosen_longer_frac"].as_f64().unwrap();
+    assert!((frac - 1.0 / 3.0).abs() < 1e-9, "{exported}");
+    let text = succeeded(
+        wai()
+            .args(["export", "--format", "dpo", "--out"])
+            .arg(dir.path().join("dpo2.jsonl"))
+            .arg(&pairs),
+    );
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("chosen longer in 1"), "{text}");
+}

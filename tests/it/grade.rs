@@ -1026,3 +1026,57 @@ fn a_nan_verdict_is_invalid_at_once_not_a_timeout() {
         assert!(r["reward"].is_null());
     }
 }
+
+/// SQL judges run under the query limits: a function that would build a huge value is refused
+/// (an expression judge and a query judge alike), a query judge past `--memory-limit` or
+/// `--query-timeout` stops, each a usage error, and no output is written (the expression judge,
+/// which fails on its first batch, keeps its verdict log for a resume, as every failed grade
+/// does) (#30 item 4).
+#[test]
+fn sql_judges_run_under_the_query_limits() {
+    let rows = fixture("example_rows.jsonl");
+    for (judge, extra, says) in [
+        (
+            "sql:length(repeat(final_text, 2000000000)) > 0",
+            vec![],
+            "`repeat` could build a value of",
+        ),
+        (
+            "sql:SELECT rollout_id, length(repeat('x', 2000000000)) AS reward FROM rows",
+            vec![],
+            "`repeat` could build a value of",
+        ),
+        (
+            "sql:SELECT r.rollout_id, 1.0 AS reward FROM rows r, generate_series(1, 100000000000) g \
+             WHERE g.value < 0",
+            vec!["--query-timeout", "0.5"],
+            "ran past --query-timeout 0.5 s",
+        ),
+        (
+            "sql:SELECT rollout_id, 1.0 AS reward FROM rows r, generate_series(1, 20000) g \
+             ORDER BY g.value * length(r.final_text) DESC",
+            vec!["--memory-limit", "1M"],
+            "more memory than --memory-limit 1.0 MiB allows",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = wai()
+            .current_dir(dir.path())
+            .arg("grade")
+            .arg(&rows)
+            .args(["--judge", judge, "--out", "scored.parquet"])
+            .args(&extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{judge}: {err}");
+        assert!(err.contains(says), "{judge}: {err}");
+        let written: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name != ".scored.parquet.verdicts.jsonl")
+            .collect();
+        assert!(written.is_empty(), "{judge} wrote {written:?}");
+        assert!(!err.contains("External error"), "{err}");
+    }
+}

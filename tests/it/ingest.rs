@@ -744,3 +744,128 @@ fn every_record_that_gives_no_row_is_counted_by_reason() {
     );
     assert_eq!(report["not_rows"], json!({"bad_field": 2}));
 }
+
+#[test]
+fn auto_detection_reads_a_first_record_of_any_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.jsonl");
+    let long = "x".repeat(1_500_000);
+    let first = json!({"task_id": "t1", "reward": 1.0, "messages": [
+        {"role": "user", "content": long}, {"role": "assistant", "content": "ok"}]});
+    let second = json!({"task_id": "t2", "reward": 0.0, "messages": [
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]});
+    std::fs::write(&big, format!("{first}\n{second}\n")).unwrap();
+    let (report, rows, _d) = ingest(&big, &[]);
+    assert_eq!(report["inputs"][0]["format"], "openai-chat");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["prompt"].as_str().map(str::len), Some(1_500_000));
+    // The same record as the first element of a JSON array.
+    let array = dir.path().join("big.json");
+    std::fs::write(&array, format!("[{first},\n{second}]")).unwrap();
+    let (report, rows, _d) = ingest(&array, &[]);
+    assert_eq!(report["inputs"][0]["format"], "openai-chat");
+    assert_eq!(rows.len(), 2);
+}
+
+#[test]
+fn auto_detection_reads_openai_exports_as_chat() {
+    // The reference's OpenAI export keeps the row's prompt, scenario_id and schema_version
+    // beside the messages; auto read it as a row and failed on its missing steps.
+    let (report, rows, _d) = ingest(&fixture("example_export_openai_head.jsonl"), &[]);
+    assert_eq!(report["inputs"][0]["format"], "openai-chat");
+    assert_eq!(rows.len(), 30);
+    assert!(rows.iter().all(|r| r["steps"].is_array()), "{}", rows[0]);
+    // wai's own export, alone and joined line for line to its metadata.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("train.jsonl");
+    crate::support::succeeded(
+        wai()
+            .args(["export", "--format", "openai", "-o"])
+            .arg(&out)
+            .arg(fixture("example_rows.jsonl")),
+    );
+    let (report, rows, _d) = ingest(&out, &[]);
+    assert_eq!(report["inputs"][0]["format"], "openai-chat");
+    assert_eq!(rows.len(), 200);
+    let meta = read_jsonl(&dir.path().join("train.meta.jsonl"));
+    let joined: Vec<String> = read_jsonl(&out)
+        .into_iter()
+        .zip(meta)
+        .map(|(mut line, meta)| {
+            let (line_obj, meta) = (line.as_object_mut().unwrap(), meta.as_object().unwrap());
+            line_obj.extend(meta.clone());
+            line.to_string()
+        })
+        .collect();
+    let with_meta = dir.path().join("with_meta.jsonl");
+    std::fs::write(&with_meta, joined.join("\n")).unwrap();
+    let (report, rows, _d) = ingest(&with_meta, &[]);
+    assert_eq!(report["inputs"][0]["format"], "openai-chat");
+    assert_eq!(rows.len(), 200);
+    assert!(rows[0]["prompt"].is_string());
+}
+
+#[test]
+fn a_byte_order_mark_is_read_past_by_every_json_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let bom = |name: &str, text: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, [b"\xEF\xBB\xBF".as_slice(), text].concat()).unwrap();
+        path
+    };
+    let chat = std::fs::read(fixture("chat_rollouts.jsonl")).unwrap();
+    let first_four: Vec<&[u8]> = chat.split(|b| *b == b'\n').take(4).collect();
+    let chat = bom("chat.jsonl", &first_four.join(&b'\n'));
+    let (report, rows, _d) = ingest(&chat, &[]);
+    assert_eq!(report["inputs"][0]["format"], "openai-chat");
+    assert_eq!(rows.len(), 4);
+    let (_, named, _d) = ingest(&chat, &["--format", "openai-chat"]);
+    assert_eq!(named.len(), 4);
+    // The rows readers (convert, and every command reading JSONL), and a tools file.
+    let rows = bom(
+        "rows.data",
+        &std::fs::read(fixture("example_scored.jsonl")).unwrap(),
+    );
+    let report = crate::support::report_of(wai().args(["--json", "pass-at"]).arg(&rows));
+    assert_eq!(report["results"][0]["n_rows"], 200, "{report}");
+    let tools = bom(
+        "tools.json",
+        &std::fs::read(fixture("example_tools.json")).unwrap(),
+    );
+    let out = dir.path().join("train.jsonl");
+    crate::support::succeeded(
+        wai()
+            .args(["export", "--tools"])
+            .arg(&tools)
+            .arg("-o")
+            .arg(&out)
+            .arg(fixture("example_rows.jsonl")),
+    );
+    assert!(read_jsonl(&out)[0]["tools"].is_array());
+}
+
+#[test]
+fn a_dotted_privileged_path_moves_the_nested_field_out_of_the_training_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("chat.jsonl");
+    let rec = json!({"task_id": "t1", "reward": 1.0, "meta": {"gold": "GOLD-ANSWER-7731", "src": "s"},
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]});
+    std::fs::write(&input, format!("{rec}\n")).unwrap();
+    let (_, rows, d) = ingest(&input, &["--privileged", "meta.gold"]);
+    assert_eq!(
+        rows[0]["privileged"],
+        json!({"meta": {"gold": "GOLD-ANSWER-7731"}}),
+        "{}",
+        rows[0]
+    );
+    assert_eq!(rows[0]["meta"], json!({"src": "s"}));
+    let out = dir.path().join("train.jsonl");
+    crate::support::succeeded(
+        wai()
+            .args(["export", "-o"])
+            .arg(&out)
+            .arg(d.path().join("rows.jsonl")),
+    );
+    let exported = std::fs::read_to_string(&out).unwrap();
+    assert!(!exported.contains("GOLD-ANSWER-7731"), "{exported}");
+}

@@ -439,3 +439,44 @@ fn compare_judges_reads_who_wrote_the_gold_off_the_rows() {
     assert_eq!(doc["judges"][0]["ok"], json!(false));
     assert!(doc["warnings"].to_string().contains("--allow-model-gold"));
 }
+
+#[test]
+fn re_judging_compares_the_judge_with_itself_not_with_the_verdicts_on_the_rows() {
+    // Judge X passed every row; the judge under audit (Y, a length rule) fails the short
+    // replies and gives the same verdict every time. Y's flips are Y's own: none on an
+    // identical re-judge, and filler lifts exactly its 10 short failures (none down), against
+    // its own pass rate of 50% (X's verdicts on the rows would say 100% and 50% flips).
+    let rows: Vec<Value> = (0..20)
+        .map(|i| {
+            let text = if i % 2 == 0 {
+                "x".repeat(100)
+            } else {
+                "short".to_owned()
+            };
+            json!({"task_id": format!("t{i}"), "final_text": text, "reward": 1,
+                   "judge_name": "x"})
+        })
+        .collect();
+    let y = "sql:CASE WHEN length(final_text) >= 50 THEN 1.0 ELSE 0.0 END";
+    let (ours, code) = judge_trust(&rows, &["--judge", y, "--probes", "filler,refusal"]);
+    assert_eq!(code, 1, "{ours:#}");
+    let p = &ours["perturbation"];
+    assert_eq!(p["consistency_flip_rate"], json!(0.0), "{p:#}");
+    assert_eq!(p["flagged_consistency"], json!(false), "{p:#}");
+    assert_eq!(p["filler_flip_rate"], json!(0.5), "{p:#}");
+    assert_eq!(p["filler_flips_up"], json!(10), "{p:#}");
+    assert_eq!(p["filler_flips_down"], json!(0), "{p:#}");
+    let filler = &ours["probes"]["probes"]["filler"];
+    assert_eq!(filler["pass_before"], json!(0.5), "{filler:#}");
+    assert_eq!(filler["denominator"], json!(10), "{filler:#}");
+    assert_eq!(
+        ours["probes"]["probes"]["refusal"]["pass_before"],
+        json!(0.5)
+    );
+    let warnings = ours["warnings"].to_string();
+    assert!(!warnings.contains("identical re-judge"), "{warnings}");
+    assert!(
+        warnings.contains("50% of verdicts flip when neutral filler"),
+        "{warnings}"
+    );
+}

@@ -7,6 +7,7 @@ mod cli; // exit codes and messages of the binary, as snapshots
 mod compare; // before/after comparisons and holdout sizing: reference vectors, properties
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod decontaminate; // train against eval: reference examples, planted copies, embedders
+mod exit_codes; // docs/exit-codes.md's family table, every row run against the binary
 mod export; // training rows: the reference's exports record for record, the gates, TRL shapes, datasets folders
 mod grade; // judges, warnings and the gate
 mod hack_scan; // what the reward teaches: reference vectors, a planted shortcut, determinism

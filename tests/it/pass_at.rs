@@ -506,3 +506,37 @@ fn slices_use_the_overall_k() {
         assert_eq!(s["results"][0]["k"], 2);
     }
 }
+
+// Issue #30, item 15: the demo's marker table printed the share of rows (0.939) and `wai
+// markers` the per-task mean (0.81) for one marker, neither saying which.
+#[test]
+fn the_demo_marker_table_and_wai_markers_say_their_unit_and_agree_per_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let out =
+        crate::support::succeeded(wai().args(["demo", "--budget", "400", "--dir"]).arg(&demo));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("`rate` is the share of the rows a rule applies to")
+            && text.contains("`task_mean` is the mean of the per-task rates")
+            && text.contains("| task_mean |"),
+        "{text}"
+    );
+    let scored = demo.join("scored.parquet");
+    let per_task = crate::support::sql_jsonl(&["--query", "marker_rates"], &scored);
+    let markers = report_of(wai().args(["--json", "markers"]).arg(&scored));
+    assert!(!per_task.is_empty());
+    for row in &per_task {
+        let name = row["marker"].as_str().unwrap();
+        let mean = markers["markers"][name]["mean"].as_f64().unwrap();
+        let task_mean = row["task_mean"].as_f64().unwrap();
+        assert!(
+            (task_mean - mean).abs() < 5e-4 + 1e-9,
+            "{name}: {task_mean} vs {mean}"
+        );
+        assert_eq!(row["tasks"], markers["markers"][name]["n_tasks"], "{name}");
+    }
+    let out = crate::support::succeeded(wai().arg("markers").arg(&scored));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("per task: "), "{text}");
+}

@@ -446,14 +446,17 @@ fn bad_tools_are_named() {
         r#"[{"type": "function", "function": {"description": "no name"}}]"#,
     )
     .unwrap();
-    refused(
-        wai()
-            .args(["simulate", "--out"])
-            .arg(dir.path().join("o.parquet"))
-            .arg("--tools")
-            .arg(&tools),
-        "tool 0: field `name`",
-    );
+    // A tool list that lacks a required field is bad input data (exit 65), as a bad row is.
+    let out = wai()
+        .args(["simulate", "--out"])
+        .arg(dir.path().join("o.parquet"))
+        .arg("--tools")
+        .arg(&tools)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("tool 0: field `name`"), "{err}");
     std::fs::write(&tools, r#"[{"name": "a"}]"#).unwrap();
     refused(
         wai()
@@ -850,4 +853,47 @@ fn a_second_run_on_a_checkpoint_in_use_is_refused_at_once() {
     // Once the first run is over, the checkpoint is free again (and resumes everything).
     succeeded(wai().args(args("third.jsonl")));
     assert_eq!(read_jsonl(&dir.path().join("third.jsonl")).len(), 40);
+}
+
+// Issue #30, item 15: every rollout called a tool the tools file does not give, and the
+// warning said "0 of 30 rollouts called a tool".
+#[test]
+fn calls_to_tools_the_file_does_not_give_are_named_not_counted_as_no_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let script = dir.path().join("rogue.py");
+    std::fs::write(
+        &script,
+        "import json, sys\nfor line in sys.stdin:\n    req = json.loads(line)\n    if 'ask' not in req:\n        continue\n    step = {'tool': 'teleport', 'arguments': {}, 'result': {'status': 'ok'}}\n    print(json.dumps({'id': req['id'], 'final_text': 'done', 'steps': [step]}), flush=True)\n",
+    )
+    .unwrap();
+    let out = dir.path().join("rows.jsonl");
+    let doc = crate::support::json_of(
+        wai()
+            .args(["--json", "simulate", "--budget", "30", "--tools"])
+            .arg(&tools)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--agent")
+            .arg(format!("cmd:python3 {}", script.display()))
+            .arg("--out")
+            .arg(&out),
+    );
+    let report = &doc["report"];
+    assert_eq!(report["rows"], 30);
+    assert_eq!(report["rows_calling_undeclared"], 30, "{report}");
+    assert_eq!(
+        report["undeclared_calls"],
+        serde_json::json!({"teleport": 30})
+    );
+    let warnings = doc["warnings"].to_string();
+    assert!(
+        warnings.contains("30 of 30 rollouts called tools not in the tools file")
+            && warnings.contains("`teleport` (30)"),
+        "{warnings}"
+    );
+    assert!(
+        !warnings.contains("0 of 30 rollouts called a tool"),
+        "{warnings}"
+    );
 }

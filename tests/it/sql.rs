@@ -303,3 +303,175 @@ fn canned_shares_are_fractions() {
         }
     }
 }
+
+/// Runs `wai ARGS` in an empty folder: the exit code, stderr, and whether the folder stayed
+/// empty.
+fn in_empty_dir(args: &[&str]) -> (Option<i32>, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = wai().current_dir(dir.path()).args(args).output().unwrap();
+    let empty = std::fs::read_dir(dir.path()).unwrap().next().is_none();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        empty,
+    )
+}
+
+/// A function that could build one huge value from small arguments is refused before it runs
+/// (DataFusion's memory pool does not see one function's output: `repeat('x', 2000000000)`
+/// reached 7.8 GB before it failed), and the bound reads the arguments, so everyday calls pass
+/// (#30 item 4).
+#[test]
+fn functions_that_would_build_a_huge_value_are_refused_before_they_run() {
+    for (sql, says) in [
+        (
+            "select repeat('x', 2000000000)",
+            "`repeat` could build a value of 1.9 GiB",
+        ),
+        ("select lpad('x', 1000000000)", "`lpad` could build"),
+        ("select rpad('x', 1000000000, 'yz')", "`rpad` could build"),
+        (
+            "select array_repeat(1, 1000000000)",
+            "`array_repeat` could build",
+        ),
+        (
+            "select array_resize([1], 1000000000, 0)",
+            "`array_resize` could build",
+        ),
+        ("select range(1, 2000000000)", "`range` could build"),
+        (
+            "select generate_series(1, 2000000000)",
+            "`generate_series` could build",
+        ),
+        (
+            "select replace(repeat('x', 10000000), 'x', repeat('y', 100))",
+            "`replace` could build",
+        ),
+        (
+            "select regexp_replace(repeat('x', 10000000), 'x', repeat('y', 100), 'g')",
+            "`regexp_replace` could build",
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let (code, err, empty) = in_empty_dir(&["sql", "--out", "r.csv", "--format", "csv", sql]);
+        assert_eq!(code, Some(64), "{sql}: {err}");
+        assert!(err.contains(says), "{sql}: {err}");
+        assert!(
+            err.contains("one value may hold at most 256.0 MiB"),
+            "{sql}: {err}"
+        );
+        assert!(empty, "{sql} wrote its output");
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "{sql} ran before it was refused"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.parquet");
+    gen_rows(&rows, 300, 1);
+    let got = sql_jsonl(
+        &[
+            "SELECT count(*) AS n FROM rows WHERE length(repeat(final_text, 3)) = 3 * length(final_text) \
+             AND length(replace(final_text, 'a', 'bb')) >= length(final_text) \
+             AND length(regexp_replace(final_text, '\\s+', ' ', 'g')) <= length(final_text) \
+             AND length(lpad(task_id, 40, '-')) = 40 AND cardinality(range(0, 10)) = 10",
+        ],
+        &rows,
+    );
+    assert_eq!(got[0]["n"], 300);
+}
+
+/// `--memory-limit` holds the operators and the rows gathered for printing; past it the query
+/// stops with a usage error naming the limit, and nothing is written. A Parquet output streams,
+/// so the same rows fit (#30 item 4).
+#[test]
+fn a_query_over_its_memory_limit_stops_and_says_which_limit() {
+    let big = "select value, value * 2 AS twice from generate_series(1, 2000000)";
+    let (code, err, empty) = in_empty_dir(&[
+        "sql",
+        "--memory-limit",
+        "4M",
+        "--out",
+        "r.csv",
+        "--format",
+        "csv",
+        big,
+    ]);
+    assert_eq!(code, Some(64), "{err}");
+    assert!(
+        err.contains("more memory than --memory-limit 4.0 MiB allows"),
+        "{err}"
+    );
+    assert!(empty, "a refused query wrote its output");
+    let grouped =
+        "select value % 500000 AS k, count(*) AS n from generate_series(1, 3000000) group by k";
+    let (code, err, _) = in_empty_dir(&[
+        "sql",
+        "--memory-limit",
+        "1M",
+        "--query-timeout",
+        "60",
+        grouped,
+    ]);
+    assert_eq!(code, Some(64), "{err}");
+    assert!(err.contains("--memory-limit 1.0 MiB"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.parquet");
+    let done = wai()
+        .args([
+            "sql",
+            "--memory-limit",
+            "4M",
+            "--format",
+            "parquet",
+            "--out",
+        ])
+        .arg(&out)
+        .arg(big)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(String::from_utf8_lossy(&done.stdout).contains("2000000 rows"));
+    for (size, says) in [
+        ("0", "at least 1 byte"),
+        ("2X", "is not a size"),
+        ("G", "is not a size"),
+    ] {
+        let (code, err, _) = in_empty_dir(&["sql", "--memory-limit", size, "select 1"]);
+        assert_eq!(code, Some(64), "{size}: {err}");
+        assert!(err.contains(says), "{size}: {err}");
+    }
+}
+
+/// `--query-timeout` stops a query between batches, as a usage error naming the limit (#30 item 4).
+#[test]
+fn a_query_past_its_timeout_stops() {
+    let started = std::time::Instant::now();
+    let (code, err, empty) = in_empty_dir(&[
+        "sql",
+        "--query-timeout",
+        "0.5",
+        "--out",
+        "r.csv",
+        "--format",
+        "csv",
+        "select count(*) from generate_series(1, 100000000000)",
+    ]);
+    assert_eq!(code, Some(64), "{err}");
+    assert!(err.contains("ran past --query-timeout 0.5 s"), "{err}");
+    assert!(empty);
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+    for t in ["0", "-1", "NaN", "1e9"] {
+        let flag = format!("--query-timeout={t}");
+        let (code, err, _) = in_empty_dir(&["sql", &flag, "select 1"]);
+        assert_eq!(code, Some(64), "{t}: {err}");
+        assert!(
+            err.contains("--query-timeout must be more than 0"),
+            "{t}: {err}"
+        );
+    }
+}

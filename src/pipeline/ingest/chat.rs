@@ -79,6 +79,27 @@ fn take(obj: &mut Map<String, Value>, path: &str) -> Option<Value> {
     }
 }
 
+/// Sets the value at a dotted path, making the objects on the way (`meta.gold` is `gold` inside
+/// `meta`, as it was in the record).
+fn put(obj: &mut Map<String, Value>, path: &str, value: Value) {
+    match path.split_once('.') {
+        None => {
+            obj.insert(path.to_owned(), value);
+        }
+        Some((first, rest)) => {
+            let next = obj
+                .entry(first.to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !next.is_object() {
+                *next = Value::Object(Map::new());
+            }
+            if let Value::Object(inner) = next {
+                put(inner, rest, value);
+            }
+        }
+    }
+}
+
 /// A JSON value from text that may hold JSON (tool arguments and results usually do).
 fn maybe_json(v: &Value) -> Value {
     if let Value::String(s) = v {
@@ -274,7 +295,7 @@ pub(super) fn assemble(
     let mut privileged = Map::new();
     for path in &fields.privileged {
         if let Some(v) = take(&mut rec, path) {
-            privileged.insert(path.clone(), v);
+            put(&mut privileged, path, v);
         }
     }
     if let Some(task) = get(&rec, &fields.task).cloned()
@@ -371,5 +392,21 @@ mod tests {
         );
         let e = to_row(json!({"prompt": "x"}), &ChatFields::openai()).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("messages"));
+    }
+
+    #[test]
+    fn a_dotted_privileged_path_moves_the_nested_field() {
+        let rec = json!({"meta": {"gold": "A1", "src": "s"}, "notes": {"key": 1},
+            "messages": [{"role": "user", "content": "q"}]});
+        let fields = ChatFields {
+            privileged: vec!["meta.gold".into(), "notes".into(), "meta.absent".into()],
+            ..ChatFields::openai()
+        };
+        let row = to_row(rec, &fields).unwrap();
+        assert_eq!(
+            row["privileged"],
+            json!({"meta": {"gold": "A1"}, "notes": {"key": 1}})
+        );
+        assert_eq!(row["meta"], json!({"src": "s"}), "the rest of `meta` stays");
     }
 }

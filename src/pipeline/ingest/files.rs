@@ -142,13 +142,13 @@ fn read_all(
             .read_to_end(&mut head)
             .map_err(|e| Error::io(&input.display, e))?;
         let format = if run.opts.format == Format::Auto {
-            detect(input, &head)?
+            sniff(input, &mut reader, &mut head)?
         } else {
             run.opts.format
         };
         tracing::info!(input = %input.display, ?format, "ingesting");
         formats.push((input.display.clone(), format));
-        if format == Format::Inspect && super::inspect::is_zip(&head) {
+        if format == Format::Inspect && super::inspect::is_zip(io::strip_bom(&head)) {
             // A `.eval` archive is read from its file member by member (a remote one is
             // first copied to a temporary file): memory holds a batch of samples, never the archive.
             drop(reader);
@@ -159,9 +159,13 @@ fn read_all(
         }
         let mut reader = std::io::Cursor::new(head).chain(reader);
         if format == Format::Otel {
+            let start = otel_text.len();
             reader
                 .read_to_end(&mut otel_text)
                 .map_err(|e| Error::io(&input.display, e))?;
+            if otel_text[start..].starts_with(io::BOM) {
+                otel_text.drain(start..start + io::BOM.len());
+            }
             otel_text.push(b'\n');
             otel_names.push(input.display.clone());
             continue;
@@ -201,8 +205,30 @@ fn not_rows(rejects: &mut [Reject], notes: &Notes) -> BTreeMap<&'static str, u64
     not_rows
 }
 
-/// Recognises `input`'s format from `head`, its first bytes.
+/// Recognises `input`'s format from `head`, its first bytes, reading more of `reader` onto
+/// `head` while the first record is cut off by its end (a first record may be any size).
+fn sniff(input: &Input, reader: &mut impl Read, head: &mut Vec<u8>) -> Result<Format> {
+    loop {
+        let detected = detect(input, head);
+        if detected.is_ok() || !super::first_record_cut(head) {
+            return detected;
+        }
+        // Read as much again: the first record ends somewhere after the head.
+        let more = head.len().max(1) as u64;
+        let before = head.len();
+        reader
+            .take(more)
+            .read_to_end(head)
+            .map_err(|e| Error::io(&input.display, e))?;
+        if head.len() == before {
+            return detected;
+        }
+    }
+}
+
+/// Recognises `input`'s format from `head`, its first bytes (after a byte-order mark).
 fn detect(input: &Input, head: &[u8]) -> Result<Format> {
+    let head = io::strip_bom(head);
     if super::inspect::is_zip(head) || super::inspect::is_json_log(head) {
         return Ok(Format::Inspect);
     }

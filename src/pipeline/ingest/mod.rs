@@ -88,7 +88,10 @@ impl Options {
     }
 }
 
-/// The format one record looks like, if any.
+/// The format one record looks like, if any. A record with a `messages` list and neither
+/// `steps` nor `final_text` is an OpenAI chat record, whatever else it carries: the reference's
+/// OpenAI export (and `wai export --format openai` joined to its `.meta.jsonl`) keep the row's
+/// `prompt`, `scenario_id` and `schema_version` beside the messages.
 pub fn detect(record: &Value) -> Option<Format> {
     let obj = record.as_object()?;
     if obj.contains_key("resourceSpans")
@@ -105,18 +108,14 @@ pub fn detect(record: &Value) -> Option<Format> {
     if inspect::is_sample(obj) || (obj.contains_key("eval") && obj.contains_key("samples")) {
         return Some(Format::Inspect);
     }
-    let rowish = [
-        "steps",
-        "final_text",
-        "schema_version",
-        "scenario_id",
-        "prompt",
-    ]
-    .iter()
-    .any(|k| obj.contains_key(*k));
-    if obj.get("messages").is_some_and(Value::is_array) && !rowish {
+    let has_turns = obj.contains_key("steps") || obj.contains_key("final_text");
+    if obj.get("messages").is_some_and(Value::is_array) && !has_turns {
         return Some(Format::OpenaiChat);
     }
+    let rowish = has_turns
+        || ["schema_version", "scenario_id", "prompt"]
+            .iter()
+            .any(|k| obj.contains_key(*k));
     rowish.then_some(Format::Whileai)
 }
 
@@ -125,8 +124,20 @@ pub const DETECTION: &str = "OTLP spans or logs (`resourceSpans`, `resourceLogs`
 an inspect_ai log (a zip archive, or an object with `eval` and `samples`) or sample (`epoch`, `input`, `messages`), \
 an OpenAI chat record (`messages` without `steps`/`final_text`), or a row (`prompt`, `steps`, `final_text`, `scenario_id` or `schema_version`)";
 
-/// The first JSON record of a file's first bytes: the first line, or the first element of an array.
+/// The first JSON record of a file's first bytes (after a byte-order mark): the first line, or
+/// the first element of an array.
 pub fn first_record(head: &[u8]) -> Option<Value> {
+    first_parsed(head)?.ok()
+}
+
+/// Whether `head` ends inside its first record: it holds the start of one and no error but the
+/// end of the text stops it, so more of the file would finish it.
+pub fn first_record_cut(head: &[u8]) -> bool {
+    matches!(first_parsed(head), Some(Err(e)) if e.is_eof())
+}
+
+fn first_parsed(head: &[u8]) -> Option<serde_json::Result<Value>> {
+    let head = io::strip_bom(head);
     let start = head.iter().position(|b| !b.is_ascii_whitespace())?;
     let body = if head[start] == b'[' {
         &head[start + 1..]
@@ -135,8 +146,7 @@ pub fn first_record(head: &[u8]) -> Option<Value> {
     };
     serde_json::Deserializer::from_slice(body)
         .into_iter::<Value>()
-        .next()?
-        .ok()
+        .next()
 }
 
 /// Decodes a chat or τ-bench record into a row.
@@ -242,7 +252,7 @@ pub fn read(
             reader
                 .read_to_end(&mut text)
                 .map_err(|e| Error::io(name, e))?;
-            read_otel(name, &text, opts, accept, progress, notes)
+            read_otel(name, io::strip_bom(&text), opts, accept, progress, notes)
         }
     }
 }
@@ -452,6 +462,9 @@ fn read_inspect(
     reader
         .read_to_end(&mut text)
         .map_err(|e| Error::io(name, e))?;
+    if text.starts_with(io::BOM) {
+        text.drain(..io::BOM.len());
+    }
     let bad = |message: String| Error::BadRow {
         file: name.to_owned(),
         line: 1,

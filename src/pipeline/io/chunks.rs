@@ -96,6 +96,10 @@ fn produce(
         }
         buf.truncate(filled);
         let mut read = (filled - start_len) as u64;
+        if first && buf.starts_with(super::BOM) {
+            // A byte-order mark is no part of the first record.
+            buf.drain(..super::BOM.len());
+        }
         if first && buf.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
             // A JSON array: read it whole, then take its elements, a batch at a time.
             reader

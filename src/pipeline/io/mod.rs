@@ -24,6 +24,15 @@ pub use parquet::{FREE_TEXT, ParquetSink, UNPRUNED, column_fits, written_to};
 pub use rejects::{Identity, OnBadRow, Reject, finish_with_rejects, write_rejects};
 pub use sink::{Background, Sink};
 
+/// The UTF-8 byte-order mark some editors (and Windows tools) write at the start of a text file.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// `text` without a leading UTF-8 byte-order mark: every JSON and JSONL reader reads a file
+/// from the first byte after it.
+pub fn strip_bom(text: &[u8]) -> &[u8] {
+    text.strip_prefix(BOM).unwrap_or(text)
+}
+
 /// Bytes of JSONL decoded per parallel chunk.
 pub const CHUNK_BYTES: usize = 4 << 20;
 /// Rows per Parquet row group: small enough to bound the writer's memory, large enough to scan fast.

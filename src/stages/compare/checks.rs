@@ -119,8 +119,8 @@ pub(super) fn comparability(b: &Basis, metrics: &Readings, headline: &str, gate:
         ));
     }
     let head = &metrics.metrics[headline];
-    settings(b, gate);
-    shares(b, head, headline, gate);
+    let moved = settings(b, gate);
+    shares(b, head, headline, moved, gate);
     answered(b, head, gate);
     if !gate.not_comparable.is_empty() {
         gate.ok = false;
@@ -128,7 +128,8 @@ pub(super) fn comparability(b: &Basis, metrics: &Readings, headline: &str, gate:
 }
 
 /// The settings of the two run configs: each that differs is not comparable unless `changed`.
-fn settings(b: &Basis, gate: &mut Gate) {
+/// Returns whether any differs.
+fn settings(b: &Basis, gate: &mut Gate) -> bool {
     let (cb, ca) = (&b.arms.before.config, &b.arms.after.config);
     let offline = |w: &Option<String>| {
         w.as_deref().map(|v| {
@@ -177,6 +178,7 @@ fn settings(b: &Basis, gate: &mut Gate) {
             "the environment (the ask writer) moved with the weights, so this delta measures the pair, not the policy; pin one writer on both arms",
         ),
     ];
+    let mut moved = false;
     for (name, before, after, why) in settings {
         let (Some(x), Some(y)) = (&before, &after) else {
             continue;
@@ -184,6 +186,7 @@ fn settings(b: &Basis, gate: &mut Gate) {
         if x == y {
             continue;
         }
+        moved = true;
         if b.opts.changed.iter().any(|c| c == name) {
             gate.warn(format!(
                 "{name} was {x:?} before and {y:?} after, declared the change under test (`changed`)"
@@ -195,11 +198,13 @@ fn settings(b: &Basis, gate: &mut Gate) {
             );
         }
     }
+    moved
 }
 
 /// The truncated share, the policy versions, and the graded share: rows without a reward can
-/// bias the pass rate by up to d/(1 − d) a side.
-fn shares(b: &Basis, head: &Metric, headline: &str, gate: &mut Gate) {
+/// bias the pass rate by up to d/(1 − d) a side. One policy version on both arms means one policy
+/// only when no setting moved between them (`moved`: then the delta is not noise).
+fn shares(b: &Basis, head: &Metric, headline: &str, moved: bool, gate: &mut Gate) {
     let (cb, ca) = (&b.arms.before.config, &b.arms.after.config);
     if let (Some(x), Some(y)) = (cb.truncated_share, ca.truncated_share)
         && (x - y).abs() > TRUNCATED_SHARE_GAP
@@ -210,6 +215,7 @@ fn shares(b: &Basis, head: &Metric, headline: &str, gate: &mut Gate) {
     }
     if let (Some(x), Some(y)) = (&cb.policy_version, &ca.policy_version)
         && x == y
+        && !moved
     {
         gate.warn(format!(
             "both arms carry policy_version {x:?}: this compares a policy to itself, so any delta is eval noise"

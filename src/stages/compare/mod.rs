@@ -168,6 +168,12 @@ impl crate::stages::Options for Options {
         if self.draws == 0 {
             return Err(Error::option("draws", "must be at least 1"));
         }
+        crate::stages::at_most(
+            "draws",
+            u64::from(self.draws),
+            u64::from(crate::stages::MAX_DRAWS),
+            "each draw resamples every task; 10,000 give intervals steady to the third decimal",
+        )?;
         if self.run_std_runs.is_some() && self.run_std.is_none() {
             return Err(Error::option("run_std_runs", "needs `run_std`"));
         }

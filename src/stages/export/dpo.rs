@@ -227,12 +227,7 @@ fn dpo_row(p: &Pair, opts: &Options, c: &mut Counts) -> Option<Map<String, Value
         c.first_env.get_or_insert_with(|| p.at.clone());
         return None;
     }
-    let len = |m: &[Value]| {
-        m.iter()
-            .map(|x| x["content"].as_str().map_or(0, str::len))
-            .sum::<usize>()
-    };
-    c.longer += u64::from(len(&cm[shared..]) > len(&rm[shared..]));
+    c.longer += u64::from(crate::stages::messages::chosen_longer(chosen, rejected));
     let mut out = Map::new();
     out.insert("prompt".into(), Value::Array(cm[..shared].to_vec()));
     out.insert("chosen".into(), Value::Array(cm[shared..].to_vec()));

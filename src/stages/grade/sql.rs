@@ -63,7 +63,11 @@ impl Judge for ExpressionJudge {
     }
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
-        let value = self.expr.evaluate(batch)?.into_array(batch.num_rows())?;
+        let value = self
+            .expr
+            .evaluate(batch)
+            .and_then(|v| v.into_array(batch.num_rows()))
+            .map_err(crate::pipeline::limits::engine_error)?;
         let rewards = cast(&value, &DataType::Float64).map_err(|e| {
             Error::Usage(format!(
                 "the SQL judge `{}` gives {}, not a number or a boolean: {e}",
@@ -93,6 +97,23 @@ const STRICT: CastOptions<'static> = CastOptions {
     format_options: datafusion::arrow::util::display::FormatOptions::new(),
 };
 
+/// A failure of the judge query as a usage error, except the memory pool's refusal, which stays an
+/// engine error for the caller to name its limit.
+fn query_error(e: datafusion::error::DataFusionError) -> Error {
+    match crate::pipeline::limits::engine_error(e) {
+        Error::Engine(e)
+            if !matches!(
+                e.find_root(),
+                datafusion::error::DataFusionError::ResourcesExhausted(_)
+            ) =>
+        {
+            Error::Usage(format!("the SQL judge query: {e}"))
+        }
+        Error::Usage(why) => Error::Usage(format!("the SQL judge query: {why}")),
+        other => other,
+    }
+}
+
 /// A judge that looked every row up in the result of one query.
 pub struct QueryJudge {
     name: String,
@@ -106,9 +127,7 @@ impl QueryJudge {
         reason = "a marker's error is the verdict the row gets, not a failure to carry up"
     )]
     pub async fn run(name: String, sql: &str, context: &SessionContext) -> Result<Self> {
-        let usage = |e: datafusion::error::DataFusionError| {
-            Error::Usage(format!("the SQL judge query: {e}"))
-        };
+        let usage = query_error;
         session::bounded_sql(sql, &format!("the SQL judge `{name}`"))?;
         let frame = context
             .sql_with_options(sql, session::read_only())

@@ -1,18 +1,22 @@
 //! Re-judging a sample with the judge itself: the same rows again (consistency), with neutral
 //! filler (length), and the exploit probes a policy trained on the judge would find first.
 //!
+//! Every flip and probe compares the judge with itself: the sample is judged once as it is (the
+//! baseline), and the re-judge, the filler and the probes are read against that. The reference
+//! reads them against the rewards already on the rows, which blames the judge under audit for
+//! another judge's verdicts when the rows were graded by someone else.
+//!
 //! Rows are edited as JSON (the row encoder and decoder), so any judge kind sees an ordinary row:
 //! the final reply and the last assistant message change together. Additive probes (filler, the
 //! rubric's own words, a claim of success, the ask echoed, a sycophantic opener) report the net
-//! share of originally failing replies that pass once the text is added; replacement probes (a
+//! share of failing replies (by the judge's own baseline) that pass once the text is added; replacement probes (a
 //! well-formed tool call with empty arguments, a refusal) report the share that pass with the
 //! content gone. Each rate has its Wilson interval; under [`PROBE_MIN_N`] rows in the denominator
 //! a probe is `low_power`, says the rate it could resolve, and is never flagged.
 
 use std::collections::BTreeMap;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::Float64Type;
+use datafusion::arrow::array::RecordBatch;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -107,15 +111,33 @@ fn judged(judge: &mut dyn Judge, rows: &[Map<String, Value>]) -> Result<(Vec<Opt
     ))
 }
 
-/// The original 0/1 rewards of `batch`.
-fn originals(batch: &RecordBatch) -> Result<Vec<Option<u8>>> {
-    let reward = batch
-        .column_by_name("reward")
-        .ok_or_else(|| Error::missing_column("judge-trust", "reward", &batch.schema()))?
-        .as_primitive::<Float64Type>();
-    Ok((0..batch.num_rows())
-        .map(|i| reward.is_valid(i).then(|| reward.value(i)).and_then(binary))
-        .collect())
+/// The judge's own verdicts on the rows as they are: the baseline every flip and probe is read
+/// against. Not the rewards already on the rows, which another judge may have given: the audit
+/// compares the judge under audit with itself.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    /// The rows as JSON objects.
+    rows: Vec<Map<String, Value>>,
+    /// The judge's 0/1 labels of them.
+    labels: Vec<Option<u8>>,
+    /// How many of those verdicts were not ok.
+    errors: u64,
+}
+
+impl Baseline {
+    /// Judges `picked` as it is once with `judge`.
+    ///
+    /// # Errors
+    /// A judge failure that stops the run, or a row that does not round-trip.
+    pub fn of(picked: &RecordBatch, judge: &mut dyn Judge) -> Result<Self> {
+        let rows = rows_of(picked)?;
+        let (labels, errors) = judged(judge, &rows)?;
+        Ok(Self {
+            rows,
+            labels,
+            errors,
+        })
+    }
 }
 
 /// Re-judging as-is and with filler.
@@ -160,18 +182,18 @@ pub fn sign_p(up: u64, down: u64) -> f64 {
     (2.0 * total).min(1.0)
 }
 
-/// Consistency and filler flips of the judge on `picked` (rows with their original rewards).
+/// Consistency and filler flips of the judge against its own verdicts `base`: the rows judged
+/// again as they are, and with filler.
 ///
 /// # Errors
 /// A judge failure that stops the run, or a row that does not round-trip.
 pub fn perturbation(
-    picked: &RecordBatch,
+    base: &Baseline,
     judge: &mut dyn Judge,
     flip_flag: f64,
 ) -> Result<Perturbation> {
-    let rows = rows_of(picked)?;
-    let before = originals(picked)?;
-    let (again, e1) = judged(judge, &rows)?;
+    let (rows, before) = (&base.rows, &base.labels);
+    let (again, e1) = judged(judge, rows)?;
     let padded: Vec<Map<String, Value>> = rows
         .iter()
         .map(|r| edited(r, &Edit::Append(FILLER.repeat(FILLER_REPEATS))))
@@ -206,7 +228,7 @@ pub fn perturbation(
         filler_net_flip_rate: net_rate,
         filler_sign_p: p,
         flagged_length: net_rate.is_some_and(|r| r >= flip_flag) && p < 0.05,
-        errors: e1 + e2,
+        errors: base.errors + e1 + e2,
     })
 }
 
@@ -273,19 +295,19 @@ pub fn resolves(n: u64, flip_flag: f64) -> Option<f64> {
     Some(1.0)
 }
 
-/// Runs probes `names` with the judge on `picked`.
+/// Runs probes `names` with the judge on the rows of `base`, each read against the judge's own
+/// verdicts there.
 ///
 /// # Errors
 /// An unknown probe, a judge failure that stops the run, or a row that does not round-trip.
 pub fn probes(
-    picked: &RecordBatch,
+    base: &Baseline,
     judge: &mut dyn Judge,
     names: &[String],
     rubric: Option<&str>,
     flip_flag: f64,
 ) -> Result<Probes> {
-    let rows = rows_of(picked)?;
-    let before = originals(picked)?;
+    let (rows, before) = (&base.rows, &base.labels);
     let mut out = Probes {
         n: rows.len() as u64,
         ..Probes::default()
@@ -395,7 +417,9 @@ pub fn probes(
 }
 
 /// What re-judging the sample `picked` with `judge` finds: the perturbation, then the probes
-/// `names` (none = no probes), each flagged at `flip_flag`.
+/// `names` (none = no probes), each flagged at `flip_flag`. The judge first judges the rows as
+/// they are, and every flip and probe is read against those verdicts of its own, not the rewards
+/// on the rows (which another judge may have given).
 ///
 /// # Errors
 /// A judge that fails, or a probe that cannot edit a row.
@@ -413,11 +437,12 @@ pub fn rejudge(
             ..super::Rejudged::default()
         });
     }
-    let perturbation = perturbation(picked, judge, flip_flag)?;
+    let base = Baseline::of(picked, judge)?;
+    let perturbation = perturbation(&base, judge, flip_flag)?;
     let probed = if names.is_empty() {
         None
     } else {
-        Some(probes(picked, judge, names, rubric, flip_flag)?)
+        Some(probes(&base, judge, names, rubric, flip_flag)?)
     };
     Ok(super::Rejudged {
         perturbation: Some(perturbation),

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::stages::leak::leak;
-use crate::stages::messages::messages_of;
+use crate::stages::messages::{chosen_longer, messages_of, reply_chars};
 use crate::stages::normalize::normalize;
 
 /// Preference-pair settings.
@@ -59,25 +59,6 @@ pub struct PairReport {
     pub eval_sourced: usize,
     /// What a person should know (an option named by its key in backticks: `` `length_match` ``).
     pub warnings: Vec<String>,
-}
-
-/// Characters of every assistant turn, plus the final reply when it is not the last turn.
-fn reply_chars(row: &Map<String, Value>) -> usize {
-    let msgs = messages_of(row);
-    let mut n = 0;
-    let mut last = String::new();
-    for m in msgs.iter() {
-        if m.get("role").and_then(Value::as_str) == Some("assistant") {
-            let c = m.get("content").and_then(Value::as_str).unwrap_or("");
-            n += c.chars().count();
-            c.clone_into(&mut last);
-        }
-    }
-    let f = row.get("final_text").and_then(Value::as_str).unwrap_or("");
-    if f != last {
-        n += f.chars().count();
-    }
-    n
 }
 
 fn first_turn(row: &Map<String, Value>) -> String {
@@ -292,7 +273,7 @@ pub fn build_pairs<'r>(
             _ => Value::Null,
         };
         let (lc, lr) = (reply_chars(chosen), reply_chars(rejected));
-        report.chosen_longer += usize::from(lc > lr);
+        report.chosen_longer += usize::from(chosen_longer(chosen, rejected));
         let differs = first_turn(chosen) != first_turn(rejected);
         report.first_turn_identical += usize::from(!differs);
         report.partial_score_pairs +=

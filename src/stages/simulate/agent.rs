@@ -87,6 +87,12 @@ pub struct Trajectory {
 pub trait Agent: Send {
     /// The name written to `model_version`.
     fn name(&self) -> &str;
+    /// What decides the agent's choices, written to `policy_version` (before `@` and the
+    /// system prompt's digest): two runs whose agents play differently must not share it, or
+    /// `compare` takes them for one policy. The name, unless the agent has settings of its own.
+    fn policy(&self) -> String {
+        self.name().to_owned()
+    }
     /// Plays `jobs` against `world`; one trajectory per job, in order.
     fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>>;
     /// What a person should know after the run.
@@ -197,6 +203,16 @@ impl SeededAgent {
 impl Agent for SeededAgent {
     fn name(&self) -> &'static str {
         "seeded_agent"
+    }
+
+    /// The mistake rate, and the behaviours when they are not all of them: `seeded_agent:0.35`.
+    fn policy(&self) -> String {
+        let mut policy = format!("{}:{}", self.name(), self.rate);
+        if self.behaviors.len() < BEHAVIORS.len() {
+            policy.push(':');
+            policy.push_str(&self.behaviors.join(","));
+        }
+        policy
     }
 
     fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {

@@ -244,7 +244,12 @@ impl crate::stages::Options for Options {
     /// The simulation checks its own options; the rate is the agent's to check (its error
     /// comes first, as the agent is made before the simulation starts).
     fn check(&self) -> Result<()> {
-        Ok(())
+        crate::stages::at_most(
+            "budget",
+            self.budget,
+            super::options::MAX_BUDGET,
+            "the demo plays every rollout it plans",
+        )
     }
 }
 
@@ -402,7 +407,7 @@ impl fmt::Display for Report {
         f.write_str(self.check.to_string().trim_end())?;
         f.write_str("\n\nfailures by tool and tier (fail rate with a 95% Wilson interval; `tasks` is how many situations stand behind it):\n")?;
         f.write_str(self.failures.to_string().trim_end())?;
-        f.write_str("\n\npolicy rules (markers, 1 = kept):\n")?;
+        f.write_str("\n\npolicy rules (markers, 1 = kept; `rate` is the share of the rows a rule applies to, with a 95% Wilson interval, every row weighted alike; `task_mean` is the mean of the per-task rates, every task weighted alike, which `wai markers` prints):\n")?;
         f.write_str(self.markers.to_string().trim_end())?;
         write!(
             f,

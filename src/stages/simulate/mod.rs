@@ -41,11 +41,12 @@ mod scene;
 mod schedule;
 mod setup;
 mod source;
+mod tally;
 mod tasks;
 
 use datafusion::arrow::array::RecordBatch;
 
-pub use self::options::{Mode, Options, Pinned, RepeatPolicy};
+pub use self::options::{MAX_BUDGET, MAX_RUNS, Mode, Options, Pinned, RepeatPolicy};
 pub use self::report::{
     GridSummary, Progress, Report, RunSummary, TierMix, ToolCoverage, run_notes,
 };

@@ -155,6 +155,11 @@ impl Options {
     }
 }
 
+/// The most runs of one task set.
+pub const MAX_RUNS: u64 = 1000;
+/// The most rollouts one simulation plans.
+pub const MAX_BUDGET: u64 = 10_000_000;
+
 impl crate::stages::Options for Options {
     fn check(&self) -> Result<()> {
         if self.tools.is_empty()
@@ -170,9 +175,21 @@ impl crate::stages::Options for Options {
         if self.runs == 0 {
             return Err(Error::option("runs", "must be at least 1"));
         }
+        crate::stages::at_most(
+            "runs",
+            u64::from(self.runs),
+            MAX_RUNS,
+            "each run replays every ask; 30 runs measure run-to-run noise closely",
+        )?;
         if self.budget == 0 {
             return Err(Error::option("budget", "must be at least 1"));
         }
+        crate::stages::at_most(
+            "budget",
+            self.budget,
+            MAX_BUDGET,
+            "split a larger study into runs or shards of this size",
+        )?;
         // Zero rollouts per ask, or zero phrasings of a situation, would ask for nothing: not a
         // run to fall back from quietly (#30 item 10).
         if self.repeats == Some(0) {

@@ -4,13 +4,11 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use super::agent::{self, Trajectory};
 use super::options::{Mode, Options, RepeatPolicy};
-use super::world::{Fault, Plan, SUCCESS};
 use super::writer::Ask;
-use crate::pipeline::row::Record;
+
+pub(super) use super::tally::{tally, tally_record};
 
 /// How one tool fared.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -80,6 +78,10 @@ pub struct Report {
     pub tier_mix: TierMix,
     /// Per declared tool.
     pub tools: Vec<ToolCoverage>,
+    /// Calls to tools the tools file does not give, by name.
+    pub undeclared_calls: BTreeMap<String, u64>,
+    /// Rows that called a tool the tools file does not give.
+    pub rows_calling_undeclared: u64,
     /// Scheduled faults that fired, by mode.
     pub faults_injected: BTreeMap<String, u64>,
     /// Share of fault-cell asks whose plan was kept, and the rate asked for.
@@ -145,113 +147,30 @@ pub(super) fn tier_label(ask: &Ask) -> String {
         .map_or_else(|| "ordinary".to_owned(), |(_, v)| v.clone())
 }
 
-/// Counts a played rollout's tool calls, faults and planted mistakes.
-pub(super) fn tally(report: &mut Report, t: &Trajectory) {
-    let mut called: Vec<&str> = Vec::new();
-    for s in t.steps.iter() {
-        let Some(tool) = s.tool.as_deref() else {
-            continue;
-        };
-        if let Some(f) = s.injected {
-            *report
-                .faults_injected
-                .entry(f.name().to_owned())
-                .or_insert(0) += 1;
-        }
-        if let Some(c) = report.tools.iter_mut().find(|c| c.name == tool) {
-            c.calls += 1;
-            let status = s.result.get("status").and_then(Value::as_str).unwrap_or("");
-            if s.injected.is_some() {
-                c.injected += 1;
-            } else if SUCCESS.contains(&status)
-                && !s.result.get("data").is_some_and(Value::is_string)
-            {
-                c.ok += 1;
-            }
-            if !called.contains(&tool) {
-                called.push(tool);
-                c.rows += 1;
-            }
-        }
+/// The warning for rollouts that called tools the tools file does not give: the mock world
+/// answered them as unknown, so they say nothing about the declared tools.
+fn undeclared_warning(report: &Report, warnings: &mut Vec<String>) {
+    let rows = report.rows_calling_undeclared;
+    if rows == 0 {
+        return;
     }
-    for b in &t.seeded {
-        *report.seeded.entry(b.clone()).or_insert(0) += 1;
-    }
-}
-
-/// Counts a resumed row as [`tally`] counts a played one.
-pub(super) fn tally_record(report: &mut Report, r: &Record) {
-    let extra: Value = r
-        .extra
-        .as_deref()
-        .and_then(|e| serde_json::from_str(e).ok())
-        .unwrap_or(Value::Null);
-    let injected: Vec<Fault> = extra
-        .get("faults_injected")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().and_then(Fault::of_name))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut inj = injected.into_iter();
-    let steps: Vec<agent::Step> = r
-        .steps
+    let calls: u64 = report.undeclared_calls.values().sum();
+    let names: Vec<String> = report
+        .undeclared_calls
         .iter()
-        .flatten()
-        .map(|s| {
-            let result: Value = s
-                .result
-                .as_deref()
-                .and_then(|x| serde_json::from_str(x).ok())
-                .unwrap_or(Value::Null);
-            let status = result
-                .get("status")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            // A fault fired where the plan's mode shows in the status (order is the call order).
-            let injected = s.tool.as_ref().and_then(|_| {
-                let hit = extra
-                    .get("faults")
-                    .and_then(Plan::from_json)
-                    .is_some_and(|p| {
-                        p.mode.name() == status
-                            || (p.mode == Fault::Malformed
-                                && result.get("data").is_some_and(Value::is_string))
-                            || (p.mode == Fault::Stale && result.get("stale").is_some())
-                            || (p.mode == Fault::Partial && status == "partial")
-                    });
-                if hit { inj.next() } else { None }
-            });
-            agent::Step {
-                tool: s.tool.clone(),
-                arguments: Value::Null,
-                result,
-                text: s.text.clone(),
-                injected,
-                texts: None,
-            }
-        })
+        .map(|(name, n)| format!("`{name}` ({n})"))
         .collect();
-    let seeded: Vec<String> = extra
-        .get("seeded")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let t = Trajectory {
-        steps: steps.into(),
-        final_text: r.final_text.clone().unwrap_or_default(),
-        seeded,
-        finish_reason: None,
-        error: None,
+    let declared = report.tools.iter().filter(|t| t.rows > 0).count();
+    let also = if declared == 0 {
+        " and none called a declared one"
+    } else {
+        ""
     };
-    tally(report, &t);
+    warnings.push(format!(
+        "{rows} of {} rollouts called tools not in the tools file{also}: {calls} call(s) to {}. The world answers them as unknown tools, so they test nothing; give the agent the tools file's names, or add these tools to it.",
+        report.rows,
+        names.join(", ")
+    ));
 }
 
 /// The warnings a finished run's numbers call for.
@@ -282,7 +201,11 @@ pub(super) fn finish_warnings(
             by.join(", ")
         ));
     }
-    if !opts.tools.is_empty() && report.tools.iter().all(|t| t.rows == 0) {
+    undeclared_warning(report, warnings);
+    if !opts.tools.is_empty()
+        && report.tools.iter().all(|t| t.rows == 0)
+        && report.rows_calling_undeclared == 0
+    {
         warnings.push(format!(
             "0 of {n} rollouts called a tool, so this run says nothing about tool use. Put the ids your world has (order numbers, account names) in the tool descriptions or in `seeds`, and check the agent records its steps, before grading it."
         ));
@@ -483,9 +406,11 @@ impl std::fmt::Display for Report {
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
+    use crate::stages::simulate::agent::Trajectory;
+    use crate::stages::simulate::world::Fault;
 
     #[test]
     fn run_notes_say_when_waves_leave_workers_waiting_and_a_checkpoint_was_torn() {

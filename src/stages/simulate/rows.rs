@@ -18,6 +18,8 @@ use crate::pipeline::row::{Message, Record, ToolCall, canonical_json, derive_dim
 pub(super) struct RowContext<'a> {
     pub(super) cells: &'a [Cell],
     pub(super) agent: String,
+    /// What decides the agent's choices: `policy_version` is this, `@`, the policy's digest.
+    pub(super) agent_policy: String,
     pub(super) policy_sha: String,
     pub(super) policy_head: String,
     pub(super) policy_chars: usize,
@@ -158,7 +160,7 @@ pub(super) fn build_row(
         finish_reason: Some(t.finish_reason.clone().unwrap_or_else(|| "stop".into())),
         dims: head.dims.clone(),
         model_version: Some(rc.agent.clone()),
-        policy_version: Some(format!("{}@{}", rc.agent, rc.policy_sha)),
+        policy_version: Some(format!("{}@{}", rc.agent_policy, rc.policy_sha)),
         writer_model: Some(ask.writer.clone()),
         privileged: head.privileged.clone(),
         lineage: Some(if job.attempt > 0 {
@@ -340,6 +342,7 @@ mod tests {
         RowContext {
             cells: &[],
             agent: "seeded".into(),
+            agent_policy: "seeded".into(),
             policy_sha: "abcd".into(),
             policy_head: "Be kind.".into(),
             policy_chars: 8,

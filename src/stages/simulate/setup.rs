@@ -42,6 +42,8 @@ pub(super) struct Setup {
     pub(super) warnings: Vec<String>,
     /// The agent's name.
     pub(super) agent: String,
+    /// What decides the agent's choices ([`Agent::policy`]).
+    agent_policy: String,
     /// Rollouts per wave.
     pub(super) wave: usize,
     /// The digest of the settings that decide the schedule.
@@ -92,6 +94,7 @@ impl Setup {
             known_ids,
             warnings,
             agent: agent_name,
+            agent_policy: agent.policy(),
             wave,
             settings,
             policy_sha: sha256_hex(&opts.policy)[..16].to_owned(),
@@ -140,6 +143,8 @@ impl Setup {
                     ..ToolCoverage::default()
                 })
                 .collect(),
+            undeclared_calls: BTreeMap::new(),
+            rows_calling_undeclared: 0,
             faults_injected: BTreeMap::new(),
             fault_rate: self.fault_rate,
             rows_with_fault_plan: 0,
@@ -159,6 +164,7 @@ impl Setup {
         RowContext {
             cells: &self.cells,
             agent: self.agent.clone(),
+            agent_policy: self.agent_policy.clone(),
             policy_sha: self.policy_sha.clone(),
             policy_head: opts.policy.chars().take(120).collect(),
             policy_chars: opts.policy.chars().count(),

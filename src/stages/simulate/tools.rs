@@ -298,8 +298,12 @@ pub fn parse_tools(value: &Value, source: &str) -> Result<Vec<Tool>> {
     Ok(tools)
 }
 
+/// A tool list that is wrong is bad input data (exit 65), as a bad row is.
 fn bad(source: &str, message: &str) -> Error {
-    Error::Usage(format!("`{source}`: {message}"))
+    Error::Input {
+        stage: "read".into(),
+        message: format!("`{source}`: {message}"),
+    }
 }
 
 fn flatten(schema: &Value, prefix: &str, out: &mut Vec<Param>) {
