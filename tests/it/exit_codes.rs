@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use wai::testing::model_server::{Config, Fault, ModelServer};
+
 use crate::support::{fixture, gen_rows, wai};
 
 /// The (family, code) rows of the doc's family table.
@@ -165,6 +167,16 @@ fn measure(f: &Files, dir: &Path) -> Vec<Case> {
     ]
 }
 
+/// A model server that refuses every key, and one that answers every call.
+static REFUSING: std::sync::LazyLock<ModelServer> = std::sync::LazyLock::new(|| {
+    ModelServer::start(Config {
+        latency: Duration::ZERO,
+        faults: vec![(Fault::EchoKey, 1.0)],
+    })
+});
+static ANSWERING: std::sync::LazyLock<ModelServer> =
+    std::sync::LazyLock::new(|| ModelServer::start(Config::default()));
+
 fn grade(f: &Files, dir: &Path) -> Vec<Case> {
     let out = dir.join("graded.jsonl");
     let (rows, scored) = (&f.unjudged, &f.scored);
@@ -264,6 +276,38 @@ fn grade(f: &Files, dir: &Path) -> Vec<Case> {
                 &"--no-tools",
                 &"-o",
                 &f.no_folder,
+            ],
+        ),
+        case(
+            "grade",
+            69,
+            &[
+                &"grade",
+                rows,
+                &"--judge",
+                &format!("llm:endpoint:m@{}", REFUSING.url()),
+                &"--no-cache",
+                &"--no-tools",
+                &"-o",
+                &dir.join("refused.jsonl"),
+            ],
+        ),
+        case(
+            "grade",
+            75,
+            &[
+                &"grade",
+                rows,
+                &"--judge",
+                &format!("llm:endpoint:m@{}", ANSWERING.url()),
+                &"--no-cache",
+                &"--max-calls",
+                &"1",
+                &"--concurrency",
+                &"1",
+                &"--no-tools",
+                &"-o",
+                &dir.join("budget.jsonl"),
             ],
         ),
     ]
@@ -573,8 +617,10 @@ fn the_readme_gives_the_codes_of_the_table() {
         ("64", "usage error"),
         ("65", "bad input data"),
         ("66", "missing input"),
+        ("69", "a model endpoint cannot serve the run"),
         ("70", "internal error"),
         ("74", "I/O error"),
+        ("75", "the model budget"),
     ] {
         assert!(
             readme.contains(&format!("{code} {word}")),
