@@ -375,6 +375,17 @@ fn encode_steps(list: &ListArray, row: usize) -> Result<Value> {
 /// since they hold what the column could not give back exactly). `dims` and `eval_run` are not
 /// written when the other fields derive them again (the usual case: their sources are in `extra`).
 pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
+    Ok(encode_keeping(v, i)?.0)
+}
+
+/// [`encode`], and the `extra` members that hold a number no 64-bit type holds (see
+/// [`super::wide`]) as their verbatim JSON text: a writer that writes those texts in place of the
+/// members' values gives the row back exactly (the map holds them with such numbers as 0).
+pub fn encode_keeping(
+    v: &BatchView<'_>,
+    i: usize,
+) -> Result<(Map<String, Value>, super::wide::Verbatim)> {
+    let mut verbatim = Vec::new();
     let mut out = Map::new();
     out.insert(
         col::TASK_ID.into(),
@@ -447,7 +458,10 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
         }
     }
     if let Some(t) = text(v.extra, i) {
-        match parse(t)? {
+        let (extra, wide) = super::wide::parse_keeping(t.as_bytes())
+            .map_err(|e| Error::Internal(format!("a JSON text column holds invalid JSON: {e}")))?;
+        verbatim = wide;
+        match extra {
             Value::Object(extra) => {
                 for (k, value) in extra {
                     out.insert(k, value);
@@ -482,5 +496,5 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
             Value::Number(v.eval_run.value(i).into()),
         );
     }
-    Ok(out)
+    Ok((out, verbatim))
 }
