@@ -8,6 +8,7 @@ mod compare; // before/after comparisons and holdout sizing: reference vectors, 
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod decontaminate; // train against eval: reference examples, planted copies, embedders
 mod export; // training rows: the reference's exports record for record, the gates, TRL shapes, datasets folders
+mod fuzzed; // what the fuzz targets found: bad input that crashed or was "a bug"
 mod grade; // judges, warnings and the gate
 mod hack_scan; // what the reward teaches: reference vectors, a planted shortcut, determinism
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel

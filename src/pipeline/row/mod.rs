@@ -20,7 +20,7 @@ pub use decode::{
     AXES, FieldError, canonical_json, content_of, decode, derive_dims, derive_eval_run, json_eq,
     kind, prompt_task_id,
 };
-pub use encode::{BatchView, encode};
+pub use encode::{BatchView, NOT_JSON_STAGE, encode};
 pub(crate) use encode::{
     Text, Typed, extra_beside, item_field, item_text, json_at, json_text, score,
 };
