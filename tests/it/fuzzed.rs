@@ -90,3 +90,40 @@ fn json_text_columns_that_hold_no_json_are_bad_input() {
         }
     }
 }
+
+/// The three Parquet files of `docs/upstream/arrow-rs-parquet-panics.md`, each of which makes
+/// the parquet crate panic (a footer length past the start of the file; a dictionary page of
+/// bit width 33; a map whose children decode to unequal lengths): every reader of wai stops
+/// with exit 65 naming the file and what the decoder said, never exit 101.
+#[test]
+fn files_that_panic_the_parquet_crate_are_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, says) in [
+        (
+            "footer_length_past_start.parquet",
+            "its footer claims 386 bytes of a 390-byte file",
+        ),
+        (
+            "dictionary_bit_width_33.parquet",
+            "assertion failed: num_bits <= size_of::<T>() * 8",
+        ),
+        (
+            "map_children_unequal.parquet",
+            "Not all children array length are the same!",
+        ),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::copy(fixture(&format!("parquet-panics/{name}")), &file).unwrap();
+        for args in [
+            &["convert", "--out", "x.jsonl"][..],
+            &["select", "--out", "x.parquet"],
+        ] {
+            refused(
+                dir.path(),
+                &file,
+                args,
+                &["not a readable Parquet file", says],
+            );
+        }
+    }
+}
