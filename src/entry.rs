@@ -89,6 +89,7 @@ fn report_error(e: &Error) {
 /// or the `--json` envelope, secrets redacted), and return the exit status. `main.rs` calls this
 /// and nothing else.
 pub fn run_main() -> ExitCode {
+    quiet_decoder_panics();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -130,4 +131,22 @@ pub fn run_main() -> ExitCode {
             e.exit_status().into()
         }
     }
+}
+
+/// The parquet crate asserts on some corrupt pages and footers rather than returning an error;
+/// wai's readings catch those panics and report the file as a data error (exit 65) with the
+/// decoder's words (`pipeline::read`). The default hook would print a "panicked at" line and a
+/// backtrace first, as for a crash: a panic raised inside the parquet crate prints nothing, and
+/// every other panic (a bug in wai) prints as before.
+fn quiet_decoder_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_parquet = info.location().is_some_and(|l| {
+            let file = l.file().replace('\\', "/");
+            file.contains("/parquet-") && file.contains("/src/")
+        });
+        if !in_parquet {
+            default(info);
+        }
+    }));
 }

@@ -10,7 +10,7 @@
 //! sessions; [`stages`] holds operators and the SQL functions they share; [`stats`] the formulas;
 //! [`report`] the rendering; [`study`] the coverage study of the intervals; [`queries`] the canned
 //! SQL; [`synth`] the synthetic row generator; `testing` (feature `testing`) rows in memory for
-//! tests and examples.
+//! tests and examples; `fuzzing` (feature `fuzzing`) what the fuzz targets in `fuzz/` reach.
 
 #![warn(missing_docs)]
 
@@ -18,6 +18,8 @@ mod cli;
 mod commands;
 mod entry;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod models;
 pub mod pipeline;
 pub mod queries;

@@ -213,6 +213,7 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         json: cli.global.json,
     };
     let started = std::time::Instant::now();
+    session::forget_files();
     let done = match cli.command {
         Command::Convert(args) => convert::run(&ctx, &args),
         Command::Sql(args) => sql::run(&ctx, &args, out),
@@ -269,10 +270,14 @@ fn name_the_flag(e: crate::Error) -> crate::Error {
 
 /// A Parquet file that does not decode inside a query (DataFusion's error names no file): the
 /// error says which files the queries read.
+/// A row whose JSON text column holds no JSON, found after the row left its reader: the error
+/// says which Parquet files the run read (only a Parquet file can hold one).
 fn name_the_files(e: crate::Error) -> crate::Error {
     let engine_parquet = matches!(&e, crate::Error::Engine(_) | crate::Error::Arrow(_))
         && e.exit_status() == ExitStatus::DataError;
-    if !engine_parquet {
+    let not_json = matches!(&e, crate::Error::Input { stage, .. }
+        if stage == crate::pipeline::row::NOT_JSON_STAGE);
+    if !engine_parquet && !not_json {
         return e;
     }
     let files = session::registered_files();
@@ -280,18 +285,26 @@ fn name_the_files(e: crate::Error) -> crate::Error {
         return e;
     }
     let shown: Vec<String> = files.iter().take(3).map(|f| format!("`{f}`")).collect();
-    let more = files.len().saturating_sub(3);
+    let more = if files.len() > 3 {
+        format!(" and {} more", files.len() - 3)
+    } else {
+        String::new()
+    };
+    let message = match e {
+        crate::Error::Input { message, .. } if files.len() == 1 => {
+            format!("{}: {message}", shown[0])
+        }
+        crate::Error::Input { message, .. } => {
+            format!("{message}; the rows came from {}{more}", shown.join(", "))
+        }
+        e => format!(
+            "a Parquet input is not readable ({e}); the query read {}{more}",
+            shown.join(", ")
+        ),
+    };
     crate::Error::Input {
         stage: "read".into(),
-        message: format!(
-            "a Parquet input is not readable ({e}); the query read {}{}",
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ),
+        message,
     }
 }
 

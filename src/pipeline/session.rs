@@ -242,8 +242,25 @@ pub fn bounded_sql(sql: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The Parquet files registered as tables in this process (errors must name them).
+/// The Parquet files this run registered as tables or read (errors must name them).
 static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Forgets the files earlier runs in this process read: a run's errors name its own.
+pub fn forget_files() {
+    if let Ok(mut files) = REGISTERED.lock() {
+        files.clear();
+    }
+}
+
+/// Notes a Parquet file a reader read row by row (outside any table), for errors that surface
+/// after its rows left the reader.
+pub fn note_read(display: &str) {
+    if let Ok(mut files) = REGISTERED.lock()
+        && !files.iter().any(|f| f == display)
+    {
+        files.push(display.to_owned());
+    }
+}
 
 /// The Parquet files registered as tables so far (JSONL inputs by their converted copies'
 /// sources are named as they were given).

@@ -520,3 +520,90 @@ fn wrong_types_are_bad_rows_in_both_formats() {
         }
     }
 }
+
+/// Numbers no 64-bit type holds (#30 item 8): verbatim in `extra` through Parquet and back, and
+/// refused with the line and the field where a column would round them.
+#[test]
+fn wide_numbers_are_kept_verbatim_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("wide.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            r#"{"prompt": "a", "size": 18446744073709551616, "tiny": 1e-400, "huge": -1e400, "#,
+            r#""zero": -0.0, "nested": {"n": [1, 18446744073709551616]}, "fine": 0.0}"#,
+            "\n",
+            r#"{"prompt": "b", "reward": 1}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let parquet = dir.path().join("rows.parquet");
+    let back = dir.path().join("back.jsonl");
+    wai()
+        .arg("convert")
+        .arg(&input)
+        .arg("-o")
+        .arg(&parquet)
+        .assert()
+        .success();
+    wai()
+        .arg("convert")
+        .arg(&parquet)
+        .arg("-o")
+        .arg(&back)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&back).unwrap();
+    let first = text.lines().next().unwrap();
+    for kept in [
+        r#""size":18446744073709551616"#,
+        r#""tiny":1e-400"#,
+        r#""huge":-1e400"#,
+        r#""zero":-0.0"#,
+        r#""nested":{"n":[1,18446744073709551616]}"#,
+        r#""fine":0.0"#,
+    ] {
+        assert!(first.contains(kept), "{kept} in {first}");
+    }
+    // The stored text holds them too (what `wai sql` reads).
+    let rows = sql_jsonl(&["SELECT extra FROM rows ORDER BY prompt"], &parquet);
+    let extra = rows[0]["extra"].as_str().unwrap();
+    assert!(
+        extra.contains(r#""size":18446744073709551616"#) && extra.contains(r#""huge":-1e400"#),
+        "{extra}"
+    );
+    // A field with a column refuses them, naming the line and the field.
+    for (row, field, literal) in [
+        (r#"{"prompt": "c", "reward": 1e400}"#, "reward", "1e400"),
+        (
+            r#"{"prompt": "c", "steps": [{"tool": "t", "logprob": -1e-400}]}"#,
+            "steps[0].logprob",
+            "-1e-400",
+        ),
+        (
+            r#"{"prompt": "c", "rollout_index": 18446744073709551616}"#,
+            "rollout_index",
+            "18446744073709551616",
+        ),
+    ] {
+        let bad = dir.path().join("bad.jsonl");
+        std::fs::write(&bad, format!("{{\"prompt\": \"ok\"}}\n{row}\n")).unwrap();
+        let out = dir.path().join("bad.parquet");
+        let assert = wai()
+            .arg("convert")
+            .arg(&bad)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .code(65);
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+        assert!(
+            stderr.contains(&format!(
+                "line 2: field `{field}`: `{literal}` is beyond a 64-bit number"
+            )),
+            "{stderr}"
+        );
+        assert!(!out.exists(), "no half file");
+    }
+}

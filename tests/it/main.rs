@@ -9,6 +9,7 @@ mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod decontaminate; // train against eval: reference examples, planted copies, embedders
 mod exit_codes; // docs/exit-codes.md's family table, every row run against the binary
 mod export; // training rows: the reference's exports record for record, the gates, TRL shapes, datasets folders
+mod fuzzed; // what the fuzz targets found: bad input that crashed or was "a bug"
 mod grade; // judges, warnings and the gate
 mod hack_scan; // what the reward teaches: reference vectors, a planted shortcut, determinism
 mod ingest; // foreign traces: OpenAI chat, τ-bench, OTel

@@ -36,7 +36,11 @@ pub fn render_jsonl(batch: &RecordBatch) -> Result<Vec<String>> {
         .into_par_iter()
         .with_min_len(256)
         .map(|i| {
-            let obj = row::encode(&view, i)?;
+            let (obj, verbatim) = row::encode_keeping(&view, i)?;
+            if !verbatim.is_empty() {
+                // Numbers no 64-bit type holds, written as they were read.
+                return Ok(row::wide::object_text(&obj, &verbatim));
+            }
             serde_json::to_string(&Value::Object(obj))
                 .map_err(|e| Error::Internal(format!("serialising a row: {e}")))
         })

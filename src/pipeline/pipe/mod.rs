@@ -26,6 +26,8 @@ use super::signals;
 use crate::error::{Error, Result};
 
 mod reply;
+#[cfg(feature = "fuzzing")]
+pub(crate) use reply::{parse_object, reply};
 mod run;
 
 /// One request line: the text it sits in and where.

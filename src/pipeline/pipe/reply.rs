@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 /// `text` as a JSON object, if it is one.
-pub(super) fn parse_object(text: &str) -> Option<Map<String, Value>> {
+pub(crate) fn parse_object(text: &str) -> Option<Map<String, Value>> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(obj)) => Some(obj),
         // Python's `json.dumps` writes NaN and Infinity bare: the line is a reply all the same,
@@ -58,7 +58,7 @@ fn quote_non_numbers(text: &str) -> Option<String> {
 }
 
 /// Reads a reply: its `id` and the rest.
-pub(super) fn reply(mut obj: Map<String, Value>) -> Option<(u64, Map<String, Value>)> {
+pub(crate) fn reply(mut obj: Map<String, Value>) -> Option<(u64, Map<String, Value>)> {
     let id = obj.shift_remove("id")?.as_u64()?;
     Some((id, obj))
 }

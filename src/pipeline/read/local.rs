@@ -185,6 +185,17 @@ fn group_reader(
     })
 }
 
+/// Runs one step of a decoder on a decoding thread: a panic of the parquet crate there (it
+/// asserts on some corrupt pages) is the file's, a Parquet error that the reading's guard names
+/// the file by, not a thread lost to a bug. The consumer runs outside it.
+fn decoder_guard<T>(step: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).unwrap_or_else(|panic| {
+        Err(Error::Parquet(
+            datafusion::parquet::errors::ParquetError::General(super::guard::panic_text(&*panic)),
+        ))
+    })
+}
+
 /// Decodes the row groups of the local Parquet file `path` (its footer `meta`) as `plan` says (its leaves, not
 /// its rows), groups in parallel (each on one thread, taken in turn), passing each batch, its
 /// group and the position of its first row in the group to `each` on that thread; the rows
@@ -216,11 +227,13 @@ pub(super) fn par_local_parquet_batches(
                 return Ok(());
             }
             let mut at = 0;
-            for batch in group_reader(path, &meta, group, mask.as_ref())?.build()? {
+            let mut batches =
+                decoder_guard(|| Ok(group_reader(path, &meta, group, mask.as_ref())?.build()?))?;
+            while let Some(batch) = decoder_guard(|| Ok(batches.next().transpose()?))? {
                 if failed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
-                let batch = widen(&batch?, &full)?;
+                let batch = widen(&batch, &full)?;
                 let n = batch.num_rows();
                 each(group, at, batch)?;
                 at += n;

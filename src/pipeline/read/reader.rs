@@ -16,7 +16,7 @@ use super::plan::{Plan, projection};
 use super::widen::{decoding, row_schema_with_views, widen};
 use crate::error::{Error, Result};
 use crate::pipeline::io::{self, Identity, OnBadRow, ReadCounts};
-use crate::pipeline::row::BATCH_ROWS;
+use crate::pipeline::row::{BATCH_ROWS, NOT_JSON_STAGE};
 use crate::pipeline::source::{self, Format, Input, Location};
 
 /// Batches read, and for each position asked for, its batch and row in them.
@@ -237,6 +237,7 @@ impl<'a> Reader<'a> {
         };
         let schema = row_schema_with_views();
         let display = &file.input.display;
+        crate::pipeline::session::note_read(display);
         let rows = guarded(display, || {
             par_local_parquet_batches(file.path, file.meta.clone(), plan, &|group, at, batch| {
                 each(group, at, io::conform_to(&batch, display, &schema)?)
@@ -299,6 +300,7 @@ impl<'a> Reader<'a> {
         plan: Plan<'_>,
         emit: &mut dyn FnMut(RecordBatch) -> Result<()>,
     ) -> Result<()> {
+        crate::pipeline::session::note_read(&input.display);
         // The consumer's errors, and its panics, are not the file's: they pass through as they
         // are (an error is kept aside and a marker stands in for it; a panic is resumed).
         let held: std::cell::RefCell<Option<Error>> = std::cell::RefCell::new(None);
@@ -319,6 +321,13 @@ impl<'a> Reader<'a> {
         }));
         match read {
             Ok(r) => match held.into_inner() {
+                // A row the consumer could not encode is the file's: it is named.
+                Some(Error::Input { stage, message }) if stage == NOT_JSON_STAGE => {
+                    Err(Error::Input {
+                        stage: "read".into(),
+                        message: format!("`{}`: {message}", input.display),
+                    })
+                }
                 Some(e) => Err(e),
                 None => r,
             },

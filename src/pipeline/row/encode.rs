@@ -237,15 +237,26 @@ fn float(v: f64) -> Value {
     Number::from_f64(v).map_or(Value::Null, Value::Number)
 }
 
-fn parse(text: &str) -> Result<Value> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::Internal(format!("a JSON text column holds invalid JSON: {e}")))
+/// The stage of the data error a JSON text column that holds no JSON makes: a reader that knows
+/// which file the rows came from names it ([`crate::pipeline::read::Reader`]).
+pub const NOT_JSON_STAGE: &str = "decode";
+
+/// A JSON text column `what` whose value is not JSON: the file's fault (wai writes only JSON
+/// there, so only a file written by something else holds it), a data error.
+fn not_json(what: &str, e: &serde_json::Error) -> Error {
+    Error::Input {
+        stage: NOT_JSON_STAGE.into(),
+        message: format!("the `{what}` column holds text that is not JSON ({e})"),
+    }
+}
+
+fn parse(text: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| not_json(what, &e))
 }
 
 /// The JSON of `text`, a value of the JSON text column `what` (named in the error).
 pub(crate) fn json_text(text: &str, what: &str) -> Result<Value> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::Internal(format!("the `{what}` column holds invalid JSON: {e}")))
+    parse(text, what)
 }
 
 /// The JSON in row `i` of the JSON text column `what` (`None` when null).
@@ -319,7 +330,10 @@ fn encode_messages(list: &ListArray, row: usize) -> Result<Value> {
                         call.insert("name".into(), name);
                     }
                     if let Some(args) = struct_text(call_items, 2, c) {
-                        call.insert("arguments".into(), parse(args)?);
+                        call.insert(
+                            "arguments".into(),
+                            parse(args, "messages.tool_calls.arguments")?,
+                        );
                     }
                 }
                 cs.push(Value::Object(call));
@@ -345,10 +359,10 @@ fn encode_steps(list: &ListArray, row: usize) -> Result<Value> {
             s.insert("tool".into(), Value::String(t.to_owned()));
         }
         if let Some(t) = struct_text(items, 1, i) {
-            s.insert("arguments".into(), parse(t)?);
+            s.insert("arguments".into(), parse(t, "steps.arguments")?);
         }
         if let Some(t) = struct_text(items, 2, i) {
-            s.insert("result".into(), parse(t)?);
+            s.insert("result".into(), parse(t, "steps.result")?);
         }
         if let Some(t) = struct_text(items, 3, i) {
             s.insert("text".into(), Value::String(t.to_owned()));
@@ -375,6 +389,30 @@ fn encode_steps(list: &ListArray, row: usize) -> Result<Value> {
 /// since they hold what the column could not give back exactly). `dims` and `eval_run` are not
 /// written when the other fields derive them again (the usual case: their sources are in `extra`).
 pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
+    Ok(encode_keeping(v, i)?.0)
+}
+
+/// [`encode`], and the `extra` members that hold a number no 64-bit type holds (see
+/// [`super::wide`]) as their verbatim JSON text: a writer that writes those texts in place of the
+/// members' values gives the row back exactly (the map holds them with such numbers as 0).
+pub fn encode_keeping(
+    v: &BatchView<'_>,
+    i: usize,
+) -> Result<(Map<String, Value>, super::wide::Verbatim)> {
+    encode_row(v, i).map_err(|e| match e {
+        Error::Input { stage, message } if stage == NOT_JSON_STAGE => Error::Input {
+            stage,
+            message: format!("row `{}`: {message}", v.rollout_id.value(i)),
+        },
+        other => other,
+    })
+}
+
+fn encode_row(
+    v: &BatchView<'_>,
+    i: usize,
+) -> Result<(Map<String, Value>, super::wide::Verbatim)> {
+    let mut verbatim = Vec::new();
     let mut out = Map::new();
     out.insert(
         col::TASK_ID.into(),
@@ -443,20 +481,25 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
     }
     for &(name, a) in &v.json {
         if let Some(t) = text(a, i) {
-            out.insert(name.into(), parse(t)?);
+            out.insert(name.into(), parse(t, name)?);
         }
     }
     if let Some(t) = text(v.extra, i) {
-        match parse(t)? {
+        let (extra, wide) = super::wide::parse_keeping(t.as_bytes()).map_err(|e| {
+            not_json(col::EXTRA, &e)
+        })?;
+        verbatim = wide;
+        match extra {
             Value::Object(extra) => {
                 for (k, value) in extra {
                     out.insert(k, value);
                 }
             }
             _ => {
-                return Err(Error::Internal(
-                    "`extra` holds JSON that is not an object".into(),
-                ));
+                return Err(Error::Input {
+                    stage: NOT_JSON_STAGE.into(),
+                    message: "the `extra` column holds JSON that is not an object".into(),
+                });
             }
         }
     }
@@ -482,5 +525,5 @@ pub fn encode(v: &BatchView<'_>, i: usize) -> Result<Map<String, Value>> {
             Value::Number(v.eval_run.value(i).into()),
         );
     }
-    Ok(out)
+    Ok((out, verbatim))
 }

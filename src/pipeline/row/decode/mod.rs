@@ -8,6 +8,7 @@ use crate::schema::SCHEMA_VERSION;
 mod canonical;
 mod fields;
 mod nested;
+pub mod wide;
 
 use canonical::expected;
 pub use canonical::{canonical_json, json_eq, kind, prompt_task_id};
@@ -156,6 +157,80 @@ pub fn decode(value: Value) -> Res<Record> {
     r.dims = dims;
     r.extra = (!extra.is_empty()).then(|| Value::Object(extra).to_string());
     Ok(r)
+}
+
+/// Decodes one row from its JSON text. A number no 64-bit type holds (see [`wide`]) is kept
+/// verbatim in `extra` when its field has no column, and refused, naming the field, when it has.
+pub fn decode_text(text: &[u8]) -> Res<Record> {
+    let not_json = |e: serde_json::Error| FieldError::whole(format!("not valid JSON: {e}"));
+    let parsed = serde_json::from_slice::<Value>(text);
+    let found = match &parsed {
+        Ok(v) if !wide::suspicious(v) => Vec::new(),
+        _ => wide::scan(text),
+    };
+    if found.is_empty() {
+        return decode(parsed.map_err(not_json)?);
+    }
+    if let Some(w) = found
+        .iter()
+        .find(|w| w.key.as_deref().is_some_and(has_column))
+    {
+        return Err(FieldError::at(
+            w.path.clone(),
+            format!(
+                "`{}` is beyond a 64-bit number (an integer past the range of i64 and u64, or a \
+                 float that overflows or underflows): wai keeps such a number verbatim only in a \
+                 field without a column; here write it as a string",
+                String::from_utf8_lossy(&text[w.literal.clone()])
+            ),
+        ));
+    }
+    let mut r = decode(serde_json::from_slice(&wide::blanked(text, &found)).map_err(not_json)?)?;
+    let verbatim = wide::verbatim_members(text, &found);
+    if let Some(extra) = &r.extra
+        && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(extra)
+    {
+        r.extra = Some(wide::object_text(&map, &verbatim));
+    }
+    Ok(r)
+}
+
+/// Whether a top-level key feeds a column (so a wide number in it cannot be kept verbatim).
+fn has_column(key: &str) -> bool {
+    AXES.contains(&key)
+        || matches!(
+            key,
+            "task_id"
+                | "scenario_id"
+                | "schema_version"
+                | "eval_run"
+                | "dims"
+                | "scenario_dimensions"
+                | "rollout_id"
+                | "rollout_index"
+                | "prompt"
+                | "final_text"
+                | "finish_reason"
+                | "reason"
+                | "judge_name"
+                | "judge_status"
+                | "gold_kind"
+                | "category"
+                | "model_version"
+                | "policy_version"
+                | "writer_model"
+                | "user_model"
+                | "reward"
+                | "gold_reward"
+                | "markers"
+                | "messages"
+                | "steps"
+                | "tools_used"
+                | "privileged"
+                | "judge_meta"
+                | "lineage"
+                | "sampling"
+        )
 }
 
 /// Moves field `k` of a row into its column of `r`. Returns whether the value must also be kept
