@@ -27,7 +27,10 @@ struct Data {
 }
 
 static SLOW: LazyLock<ModelServer> = LazyLock::new(|| {
-    ModelServer::start(Config { latency: Duration::from_millis(20), faults: Vec::new() })
+    ModelServer::start(Config {
+        latency: Duration::from_millis(20),
+        faults: Vec::new(),
+    })
 });
 static FAST: LazyLock<ModelServer> = LazyLock::new(|| ModelServer::start(Config::default()));
 
@@ -43,8 +46,27 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
     let cache = d.join("cache");
     let out = d.join("graded.parquet");
     // Fill the cache once (at no latency) for the cached figure.
-    run(&["-q", "grade", path(&rows_100k), "--judge", &judge(&FAST), "--no-tools", "--concurrency", "64", "--cache", path(&cache), "-o", path(&out)]);
-    Data { _dir: dir, rows_20k, rows_100k, cache, out }
+    run(&[
+        "-q",
+        "grade",
+        path(&rows_100k),
+        "--judge",
+        &judge(&FAST),
+        "--no-tools",
+        "--concurrency",
+        "64",
+        "--cache",
+        path(&cache),
+        "-o",
+        path(&out),
+    ]);
+    Data {
+        _dir: dir,
+        rows_20k,
+        rows_100k,
+        cache,
+        out,
+    }
 });
 
 #[divan::bench(name = "grade_llm/rows=20k/concurrency=64", sample_count = 3)]
@@ -52,7 +74,19 @@ fn grade_llm(b: Bencher) {
     let d = &*DATA;
     let spec = judge(&SLOW);
     b.counter(ItemsCount::new(20_000usize)).bench(|| {
-        run(&["-q", "grade", path(&d.rows_20k), "--judge", &spec, "--no-tools", "--concurrency", "64", "--no-cache", "-o", path(&d.out)]);
+        run(&[
+            "-q",
+            "grade",
+            path(&d.rows_20k),
+            "--judge",
+            &spec,
+            "--no-tools",
+            "--concurrency",
+            "64",
+            "--no-cache",
+            "-o",
+            path(&d.out),
+        ]);
     });
 }
 
@@ -62,7 +96,20 @@ fn grade_llm_cached(b: Bencher) {
     // The cache was filled through the other server's URL; the key holds the URL, so use it.
     let spec = judge(&FAST);
     b.counter(ItemsCount::new(100_000usize)).bench(|| {
-        run(&["-q", "grade", path(&d.rows_100k), "--judge", &spec, "--no-tools", "--concurrency", "64", "--cache", path(&d.cache), "-o", path(&d.out)]);
+        run(&[
+            "-q",
+            "grade",
+            path(&d.rows_100k),
+            "--judge",
+            &spec,
+            "--no-tools",
+            "--concurrency",
+            "64",
+            "--cache",
+            path(&d.cache),
+            "-o",
+            path(&d.out),
+        ]);
     });
 }
 
@@ -70,15 +117,24 @@ fn grade_llm_cached(b: Bencher) {
 fn call(b: Bencher, cache: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = ModelSpec::parse(&format!("endpoint:judge-m@{}", FAST.url())).expect("a spec");
-    let settings = Settings { cache: (cache == "on").then(|| dir.path().to_path_buf()), ..Settings::default() };
+    let settings = Settings {
+        cache: (cache == "on").then(|| dir.path().to_path_buf()),
+        ..Settings::default()
+    };
     let model = Model::new(spec, settings).expect("a model");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
     let mut i = 0u64;
     b.counter(ItemsCount::new(200usize)).bench_local(|| {
         for _ in 0..200 {
             i += 1;
             let req = ChatRequest {
-                messages: vec![Message::new("system", "grade"), Message::new("user", format!("row {i} PASS"))],
+                messages: vec![
+                    Message::new("system", "grade"),
+                    Message::new("user", format!("row {i} PASS")),
+                ],
                 tools: Vec::new(),
                 temperature: 0.0,
                 max_tokens: 120,

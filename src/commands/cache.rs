@@ -1,5 +1,7 @@
 //! `wai cache stats|clear`: what the model response cache holds, and emptying it.
 
+use std::fmt::Write as _;
+
 use super::Outcome;
 use crate::cli::{CacheAction, CacheArgs};
 use crate::error::{ExitStatus, Result};
@@ -32,18 +34,26 @@ pub(crate) fn run(args: &CacheArgs) -> Result<Outcome> {
                 bytes(stats.file_bytes)
             );
             for (model, n) in &stats.models {
-                text.push_str(&format!("\n  {model}: {n}"));
+                let _ = write!(text, "\n  {model}: {n}");
             }
             let json = Envelope::new("cache stats", &stats)
                 .output(Output::new(&stats.path, "file"))
                 .to_json()?;
-            Ok(Outcome { text, json, status: ExitStatus::Success })
+            Ok(Outcome {
+                text,
+                json,
+                status: ExitStatus::Success,
+            })
         }
         CacheAction::Clear { cache: dir, model } => {
             let dir = dir.clone().unwrap_or_else(cache::default_dir);
             let c = Cache::open(&dir)?;
             let removed = c.clear(model.as_deref())?;
-            let report = Cleared { path: c.path().display().to_string(), removed, model: model.clone() };
+            let report = Cleared {
+                path: c.path().display().to_string(),
+                removed,
+                model: model.clone(),
+            };
             let text = format!(
                 "removed {}{} from {}",
                 replies(removed),
@@ -53,7 +63,11 @@ pub(crate) fn run(args: &CacheArgs) -> Result<Outcome> {
             let json = Envelope::new("cache clear", &report)
                 .output(Output::new(&report.path, "file"))
                 .to_json()?;
-            Ok(Outcome { text, json, status: ExitStatus::Success })
+            Ok(Outcome {
+                text,
+                json,
+                status: ExitStatus::Success,
+            })
         }
     }
 }

@@ -34,8 +34,8 @@ fn embedder(ctx: &Context, args: &DecontaminateArgs) -> Result<Option<Embedder>>
             Some(Spec::Command(command)) => Some(Embedder::Model(Box::new(
                 CommandEmbedder::start(&command, timeout)?,
             ))),
-            Some(Spec::OpenAi { model, url }) => Some(Embedder::Model(Box::new(
-                EndpointEmbedder::new(
+            Some(Spec::OpenAi { model, url }) => {
+                Some(Embedder::Model(Box::new(EndpointEmbedder::new(
                     &model,
                     &url,
                     crate::models::Settings {
@@ -43,13 +43,15 @@ fn embedder(ctx: &Context, args: &DecontaminateArgs) -> Result<Option<Embedder>>
                         concurrency: 1,
                         allow_http: args.allow_http,
                         cache: (!args.no_cache).then(|| {
-                            args.cache.clone().unwrap_or_else(crate::models::cache::default_dir)
+                            args.cache
+                                .clone()
+                                .unwrap_or_else(crate::models::cache::default_dir)
                         }),
                         ..crate::models::Settings::default()
                     },
                     ctx.runtime.handle().clone(),
-                )?,
-            ))),
+                )?)))
+            }
         },
     )
 }

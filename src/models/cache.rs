@@ -1,10 +1,10 @@
 //! The response cache: every reply a server gave, keyed by a hash of what was asked, in one
-//! SQLite file, so a rerun (or a run started again after `kill -9`) calls for nothing it already
+//! `SQLite` file, so a rerun (or a run started again after `kill -9`) calls for nothing it already
 //! has.
 //!
-//! Why SQLite: a real embedded database with atomic commits and a write-ahead log, so a killed
+//! Why `SQLite`: a real embedded database with atomic commits and a write-ahead log, so a killed
 //! process leaves every committed reply readable and nothing half-written; one file a person can
-//! open with any SQLite shell; built from source (`rusqlite`'s bundled build), so no system
+//! open with any `SQLite` shell; built from source (`rusqlite`'s bundled build), so no system
 //! library is needed. Each reply is committed as it arrives.
 //!
 //! The key is the SHA-256 of (provider, model, URL, the exact request body, sample index); no key
@@ -30,7 +30,10 @@ pub fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("wai");
     }
-    std::env::var_os("HOME").map_or_else(|| PathBuf::from(".wai-cache"), |h| PathBuf::from(h).join(".cache").join("wai"))
+    std::env::var_os("HOME").map_or_else(
+        || PathBuf::from(".wai-cache"),
+        |h| PathBuf::from(h).join(".cache").join("wai"),
+    )
 }
 
 /// A request's cache key.
@@ -113,7 +116,9 @@ impl Cache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.db
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The stored reply body for `key`.
@@ -157,9 +162,11 @@ impl Cache {
         let db = self.lock();
         let fail = |e: rusqlite::Error| db_error(&self.path, &e);
         let (entries, reply_bytes): (i64, i64) = db
-            .query_row("SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM replies", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM replies",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(fail)?;
         let mut stmt = db
             .prepare("SELECT provider || ':' || model, COUNT(*) FROM replies GROUP BY 1 ORDER BY 2 DESC, 1")
@@ -189,7 +196,10 @@ impl Cache {
     pub fn clear(&self, model: Option<&str>) -> Result<u64> {
         let db = self.lock();
         let n = match model {
-            Some(m) => db.execute("DELETE FROM replies WHERE provider || ':' || model = ?1", params![m]),
+            Some(m) => db.execute(
+                "DELETE FROM replies WHERE provider || ':' || model = ?1",
+                params![m],
+            ),
             None => db.execute("DELETE FROM replies", []),
         }
         .map_err(|e| db_error(&self.path, &e))?;
@@ -207,8 +217,16 @@ mod tests {
     fn a_reply_survives_reopening_and_clear_removes_it() {
         let dir = tempfile::tempdir().unwrap();
         let k = key("openai", "m", "u", b"{}", 0);
-        assert_ne!(k, key("openai", "m", "u", b"{}", 1), "each sample has its own key");
-        assert_ne!(k, key("openai", "mu", "", b"{}", 0), "parts are length-prefixed");
+        assert_ne!(
+            k,
+            key("openai", "m", "u", b"{}", 1),
+            "each sample has its own key"
+        );
+        assert_ne!(
+            k,
+            key("openai", "mu", "", b"{}", 0),
+            "parts are length-prefixed"
+        );
         {
             let c = Cache::open(dir.path()).unwrap();
             assert_eq!(c.get(&k).unwrap(), None);

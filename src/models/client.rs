@@ -42,7 +42,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             concurrency: 16,
-            timeout: Duration::from_secs(120),
+            timeout: Duration::from_mins(2),
             retries: 5,
             max_calls: None,
             max_cost_tokens: None,
@@ -145,13 +145,20 @@ fn excerpt(body: &[u8], key: Option<&str>) -> String {
 
 /// `Retry-After` as a wait: seconds, or an HTTP date.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let v = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
     if let Ok(s) = v.parse::<f64>() {
         return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(600.0)));
     }
     let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
-    let wait = when.signed_duration_since(chrono::Utc::now()).to_std().unwrap_or_default();
-    Some(wait.min(Duration::from_secs(600)))
+    let wait = when
+        .signed_duration_since(chrono::Utc::now())
+        .to_std()
+        .unwrap_or_default();
+    Some(wait.min(Duration::from_mins(10)))
 }
 
 /// What one attempt came to.
@@ -228,8 +235,9 @@ impl Model {
             wire::openai_body(&self.spec.model, req)
         };
         let (bytes, cached, latency) = self.call(&self.spec.chat_url(), &body, sample).await?;
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| CallError::Failed(format!("{}: the reply is not JSON ({e})", self.spec.host())))?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            CallError::Failed(format!("{}: the reply is not JSON ({e})", self.spec.host()))
+        })?;
         let reply = if self.spec.provider.is_anthropic() {
             wire::anthropic_reply(&value)
         } else {
@@ -237,10 +245,18 @@ impl Model {
         }
         .map_err(|m| CallError::Failed(format!("{}: {m}", self.spec.host())))?;
         if !cached {
-            self.counters.input_tokens.fetch_add(reply.usage.input_tokens, Ordering::Relaxed);
-            self.counters.output_tokens.fetch_add(reply.usage.output_tokens, Ordering::Relaxed);
+            self.counters
+                .input_tokens
+                .fetch_add(reply.usage.input_tokens, Ordering::Relaxed);
+            self.counters
+                .output_tokens
+                .fetch_add(reply.usage.output_tokens, Ordering::Relaxed);
         }
-        Ok(Answer { reply, cached, latency })
+        Ok(Answer {
+            reply,
+            cached,
+            latency,
+        })
     }
 
     /// Embeddings of `texts`, in order.
@@ -256,30 +272,48 @@ impl Model {
         }
         let body = json!({"model": self.spec.model, "input": texts});
         let (bytes, _, _) = self.call(&self.spec.embeddings_url(), &body, 0).await?;
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| CallError::Failed(format!("{}: the reply is not JSON ({e})", self.spec.host())))?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            CallError::Failed(format!("{}: the reply is not JSON ({e})", self.spec.host()))
+        })?;
         wire::embeddings_reply(&value, texts.len())
             .map_err(|m| CallError::Failed(format!("{}: {m}", self.spec.host())))
     }
 
     /// The reply body to `body` at `url`: from the cache, or from the server (then stored).
-    async fn call(&self, url: &str, body: &Value, sample: u32) -> Result<(Vec<u8>, bool, Duration), CallError> {
-        let bytes = serde_json::to_vec(body).map_err(|e| CallError::Stop(Error::Internal(format!("a request body: {e}"))))?;
-        let key = cache::key(self.spec.provider.as_str(), &self.spec.model, url, &bytes, sample);
+    async fn call(
+        &self,
+        url: &str,
+        body: &Value,
+        sample: u32,
+    ) -> Result<(Vec<u8>, bool, Duration), CallError> {
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| CallError::Stop(Error::Internal(format!("a request body: {e}"))))?;
+        let key = cache::key(
+            self.spec.provider.as_str(),
+            &self.spec.model,
+            url,
+            &bytes,
+            sample,
+        );
         if let Some(c) = &self.cache
             && let Some(hit) = c.get(&key).map_err(CallError::Stop)?
         {
             self.counters.cached.fetch_add(1, Ordering::Relaxed);
             return Ok((hit, true, Duration::ZERO));
         }
-        let _permit = self.limit.acquire().await.map_err(|_| CallError::Stop(Error::Internal("the call limit closed".into())))?;
+        let _permit = self
+            .limit
+            .acquire()
+            .await
+            .map_err(|_| CallError::Stop(Error::Internal("the call limit closed".into())))?;
         let started = Instant::now();
         let reply = self.send(url, &bytes, &key).await;
         match reply {
             Ok(reply) => {
                 self.counters.failing.store(0, Ordering::Relaxed);
                 if let Some(c) = &self.cache {
-                    c.put(&key, self.spec.provider.as_str(), &self.spec.model, &reply).map_err(CallError::Stop)?;
+                    c.put(&key, self.spec.provider.as_str(), &self.spec.model, &reply)
+                        .map_err(CallError::Stop)?;
                 }
                 Ok((reply, false, started.elapsed()))
             }
@@ -321,7 +355,11 @@ impl Model {
                 let tries = attempt + 1;
                 return Err(CallError::Failed(format!("{why} (after {tries} tries)")));
             }
-            let backoff = self.settings.backoff.saturating_mul(1 << attempt.min(16)).min(Duration::from_secs(30));
+            let backoff = self
+                .settings
+                .backoff
+                .saturating_mul(1 << attempt.min(16))
+                .min(Duration::from_secs(30));
             // Jitter from the request's own hash: calls that failed together do not retry together.
             let jitter = 0.5 + f64::from(key[attempt as usize % key.len()]) / 510.0;
             let wait = wait.unwrap_or_else(|| backoff.mul_f64(jitter));
@@ -344,10 +382,11 @@ impl Model {
             ))));
         }
         if let Some(max) = self.settings.max_cost_tokens {
-            let spent = self.counters.input_tokens.load(Ordering::Relaxed) + self.counters.output_tokens.load(Ordering::Relaxed);
-            if spent >= max {
+            let used = self.counters.input_tokens.load(Ordering::Relaxed)
+                + self.counters.output_tokens.load(Ordering::Relaxed);
+            if used >= max {
                 return Err(CallError::Stop(Error::Budget(format!(
-                    "`--max-cost-tokens {max}` is spent ({spent} tokens reported by `{}`); replies so far are in the cache, so a rerun with a larger budget repeats none of them",
+                    "`--max-cost-tokens {max}` is spent ({used} tokens reported by `{}`); replies so far are in the cache, so a rerun with a larger budget repeats none of them",
                     self.spec.text
                 ))));
             }
@@ -366,7 +405,9 @@ impl Model {
             .body(bytes.to_vec());
         if let Some(k) = &self.key {
             request = if self.spec.provider.is_anthropic() {
-                request.header("x-api-key", k).header("anthropic-version", "2023-06-01")
+                request
+                    .header("x-api-key", k)
+                    .header("anthropic-version", "2023-06-01")
             } else {
                 request.bearer_auth(k)
             };
@@ -376,29 +417,57 @@ impl Model {
         let secs = self.settings.timeout.as_secs_f64();
         let response = match request.send().await {
             Ok(r) => r,
-            Err(e) if e.is_timeout() => return Attempt::Again(format!("{host} did not answer within {secs}s"), None),
-            Err(e) if e.is_connect() => return Attempt::Again(format!("{host} is unreachable (no connection)"), None),
-            Err(e) => return Attempt::Again(format!("{host}: the request failed ({})", redact(&e.to_string())), None),
+            Err(e) if e.is_timeout() => {
+                return Attempt::Again(format!("{host} did not answer within {secs}s"), None);
+            }
+            Err(e) if e.is_connect() => {
+                return Attempt::Again(format!("{host} is unreachable (no connection)"), None);
+            }
+            Err(e) => {
+                return Attempt::Again(
+                    format!("{host}: the request failed ({})", redact(&e.to_string())),
+                    None,
+                );
+            }
         };
         let status = response.status();
         let wait = retry_after(response.headers());
         let body = match response.bytes().await {
             Ok(b) => b.to_vec(),
-            Err(e) if e.is_timeout() => return Attempt::Again(format!("{host} did not finish its reply within {secs}s"), None),
-            Err(_) => return Attempt::Again(format!("{host} closed the connection in the middle of its reply"), None),
+            Err(e) if e.is_timeout() => {
+                return Attempt::Again(
+                    format!("{host} did not finish its reply within {secs}s"),
+                    None,
+                );
+            }
+            Err(_) => {
+                return Attempt::Again(
+                    format!("{host} closed the connection in the middle of its reply"),
+                    None,
+                );
+            }
         };
         let code = status.as_u16();
         match code {
             200..=299 => {
                 if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
-                    return Attempt::Again(format!("{host} answered HTTP {code} with a body that is not JSON: {}", excerpt(&body, self.key.as_deref())), None);
+                    return Attempt::Again(
+                        format!(
+                            "{host} answered HTTP {code} with a body that is not JSON: {}",
+                            excerpt(&body, self.key.as_deref())
+                        ),
+                        None,
+                    );
                 }
                 Attempt::Ok(body)
             }
             401 | 403 => Attempt::Stop(Error::Unavailable(format!(
                 "`{}`: {host} refused the key (HTTP {code}){}: {}",
                 self.spec.text,
-                self.spec.provider.key_var().map_or(String::new(), |v| format!("; check {v}")),
+                self.spec
+                    .provider
+                    .key_var()
+                    .map_or(String::new(), |v| format!("; check {v}")),
                 excerpt(&body, self.key.as_deref())
             ))),
             404 => Attempt::Stop(Error::Unavailable(format!(
@@ -406,10 +475,17 @@ impl Model {
                 self.spec.model,
                 excerpt(&body, self.key.as_deref())
             ))),
-            408 | 409 | 425 | 429 | 500..=599 => {
-                Attempt::Again(format!("{host} answered HTTP {code}: {}", excerpt(&body, self.key.as_deref())), wait)
-            }
-            _ => Attempt::Failed(format!("{host} refused the request (HTTP {code}): {}", excerpt(&body, self.key.as_deref()))),
+            408 | 409 | 425 | 429 | 500..=599 => Attempt::Again(
+                format!(
+                    "{host} answered HTTP {code}: {}",
+                    excerpt(&body, self.key.as_deref())
+                ),
+                wait,
+            ),
+            _ => Attempt::Failed(format!(
+                "{host} refused the request (HTTP {code}): {}",
+                excerpt(&body, self.key.as_deref())
+            )),
         }
     }
 }
@@ -426,8 +502,15 @@ mod tests {
         let mut h = reqwest::header::HeaderMap::new();
         h.insert(reqwest::header::RETRY_AFTER, "1.5".parse().unwrap());
         assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
-        h.insert(reqwest::header::RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::ZERO), "a date in the past: no wait");
+        h.insert(
+            reqwest::header::RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(
+            retry_after(&h),
+            Some(Duration::ZERO),
+            "a date in the past: no wait"
+        );
         h.insert(reqwest::header::RETRY_AFTER, "soon".parse().unwrap());
         assert_eq!(retry_after(&h), None);
     }

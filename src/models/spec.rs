@@ -1,7 +1,7 @@
 //! Model spec strings: which provider, which model, where it is served, and the key it needs.
 //!
 //! The forms: `openai:MODEL`, `anthropic:MODEL`, `fireworks:MODEL`, `ollama:MODEL`, and
-//! `endpoint:MODEL@URL` for any OpenAI-compatible server (vLLM, SGLang, TGI, LM Studio, the
+//! `endpoint:MODEL@URL` for any OpenAI-compatible server (vLLM, `SGLang`, TGI, LM Studio, the
 //! llama.cpp server); `vllm:MODEL@URL` is the reference's spelling of the same thing. Keys come
 //! from the usual variables (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `FIREWORKS_API_KEY`,
 //! `VLLM_API_KEY` for an endpoint); `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` and `OLLAMA_HOST`
@@ -100,17 +100,19 @@ fn env(name: &str) -> Option<String> {
 /// `url` as an API base: no trailing `/`, a known endpoint path taken off, `/v1` added when the
 /// path does not end in a version.
 fn api_base(url: &str) -> String {
-    let mut base = url.trim().trim_end_matches('/').to_owned();
+    let mut base = url.trim().trim_end_matches('/');
     for tail in ["/chat/completions", "/embeddings", "/messages"] {
-        if let Some(cut) = base.strip_suffix(tail) {
-            base = cut.to_owned();
-        }
+        base = base.strip_suffix(tail).unwrap_or(base);
     }
-    let versioned = base
-        .rsplit('/')
-        .next()
-        .is_some_and(|last| last.len() >= 2 && last.starts_with('v') && last[1..].bytes().all(|b| b.is_ascii_digit()));
-    if versioned { base } else { format!("{base}/v1") }
+    let base = base.to_owned();
+    let versioned = base.rsplit('/').next().is_some_and(|last| {
+        last.len() >= 2 && last.starts_with('v') && last[1..].bytes().all(|b| b.is_ascii_digit())
+    });
+    if versioned {
+        base
+    } else {
+        format!("{base}/v1")
+    }
 }
 
 impl ModelSpec {
@@ -122,7 +124,9 @@ impl ModelSpec {
     pub fn parse(text: &str) -> Result<Self> {
         let given = text.trim();
         if given.is_empty() {
-            return Err(Error::Usage(format!("the model spec is empty: write {FORMS}")));
+            return Err(Error::Usage(format!(
+                "the model spec is empty: write {FORMS}"
+            )));
         }
         let Some((head, rest)) = given.split_once(':') else {
             if let Some((head, rest)) = given.split_once('/')
@@ -157,31 +161,50 @@ impl ModelSpec {
                 })?;
                 let url = &rest[at + 1..];
                 Url::parse(url).map_err(|e| {
-                    Error::Usage(format!("the model spec `{given}`: `{url}` is not a URL ({e})"))
+                    Error::Usage(format!(
+                        "the model spec `{given}`: `{url}` is not a URL ({e})"
+                    ))
                 })?;
                 (rest[..at].to_owned(), api_base(url))
             }
             Provider::OpenAi => (
                 rest.to_owned(),
-                env("OPENAI_BASE_URL").map_or_else(|| "https://api.openai.com/v1".to_owned(), |u| api_base(&u)),
+                env("OPENAI_BASE_URL")
+                    .map_or_else(|| "https://api.openai.com/v1".to_owned(), |u| api_base(&u)),
             ),
             Provider::Anthropic => (
                 rest.to_owned(),
-                env("ANTHROPIC_BASE_URL").map_or_else(|| "https://api.anthropic.com/v1".to_owned(), |u| api_base(&u)),
+                env("ANTHROPIC_BASE_URL").map_or_else(
+                    || "https://api.anthropic.com/v1".to_owned(),
+                    |u| api_base(&u),
+                ),
             ),
-            Provider::Fireworks => (rest.to_owned(), "https://api.fireworks.ai/inference/v1".to_owned()),
+            Provider::Fireworks => (
+                rest.to_owned(),
+                "https://api.fireworks.ai/inference/v1".to_owned(),
+            ),
             Provider::Ollama => (
                 rest.to_owned(),
                 env("OLLAMA_HOST").map_or_else(
                     || "http://localhost:11434/v1".to_owned(),
-                    |h| api_base(&if h.contains("://") { h } else { format!("http://{h}") }),
+                    |h| {
+                        api_base(&if h.contains("://") {
+                            h
+                        } else {
+                            format!("http://{h}")
+                        })
+                    },
                 ),
             ),
         };
         if model.trim().is_empty() {
             return Err(Error::Usage(format!(
                 "the model spec `{given}` names no model: write `{head}:MODEL{}`",
-                if provider == Provider::Endpoint { "@URL" } else { "" }
+                if provider == Provider::Endpoint {
+                    "@URL"
+                } else {
+                    ""
+                }
             )));
         }
         Ok(Self {
@@ -206,7 +229,9 @@ impl ModelSpec {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         host == "localhost"
             || host == "::1"
-            || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+            || host
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| ip.is_loopback())
     }
 
     /// Whether calls would travel as plain http.
@@ -222,8 +247,10 @@ impl ModelSpec {
     /// Whether calls need a key: a provider's own API does, an endpoint or a server on this
     /// machine does not.
     pub fn needs_key(&self) -> bool {
-        matches!(self.provider, Provider::OpenAi | Provider::Anthropic | Provider::Fireworks)
-            && !self.is_loopback()
+        matches!(
+            self.provider,
+            Provider::OpenAi | Provider::Anthropic | Provider::Fireworks
+        ) && !self.is_loopback()
     }
 
     /// Checks, before any call: a key where one is needed, and no plain http to another host
@@ -284,12 +311,16 @@ mod tests {
         assert_eq!(s.chat_url(), "http://127.0.0.1:8000/v1/chat/completions");
         assert!(s.is_loopback() && !s.needs_key());
         let s = ModelSpec::parse("vllm:m@http://h:1").unwrap();
-        assert_eq!((s.provider, s.base_url.as_str()), (Provider::Endpoint, "http://h:1/v1"));
+        assert_eq!(
+            (s.provider, s.base_url.as_str()),
+            (Provider::Endpoint, "http://h:1/v1")
+        );
         let s = ModelSpec::parse("ollama:llama3.1:8b").unwrap();
         assert_eq!(s.model, "llama3.1:8b");
         let s = ModelSpec::parse("anthropic:claude-haiku-4-5").unwrap();
         assert_eq!(s.chat_url().rsplit('/').next(), Some("messages"));
-        let s = ModelSpec::parse("endpoint:m@https://x.example/openai/v1/chat/completions").unwrap();
+        let s =
+            ModelSpec::parse("endpoint:m@https://x.example/openai/v1/chat/completions").unwrap();
         assert_eq!(s.base_url, "https://x.example/openai/v1");
     }
 

@@ -136,7 +136,12 @@ pub fn openai_body(model: &str, req: &ChatRequest) -> Value {
             if let Some(d) = description {
                 f.insert("description".into(), d.clone());
             }
-            f.insert("parameters".into(), parameters.cloned().unwrap_or_else(|| json!({"type": "object", "properties": {}})));
+            f.insert(
+                "parameters".into(),
+                parameters
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            );
             json!({"type": "function", "function": f})
         })
         .collect();
@@ -156,7 +161,9 @@ pub fn openai_reply(body: &Value) -> Result<Reply, String> {
         .and_then(Value::as_array)
         .and_then(|c| c.first())
         .ok_or("the reply has no choices")?;
-    let message = choice.get("message").ok_or("the reply's choice has no message")?;
+    let message = choice
+        .get("message")
+        .ok_or("the reply's choice has no message")?;
     let tool_calls = message
         .get("tool_calls")
         .and_then(Value::as_array)
@@ -167,7 +174,10 @@ pub fn openai_reply(body: &Value) -> Result<Reply, String> {
                 .filter_map(|(i, c)| {
                     let f = c.get("function")?;
                     Some(ToolCall {
-                        id: c.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{i}"), str::to_owned),
+                        id: c
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .map_or_else(|| format!("call_{i}"), str::to_owned),
                         name: f.get("name")?.as_str()?.to_owned(),
                         arguments: match f.get("arguments") {
                             Some(Value::String(s)) => s.clone(),
@@ -181,7 +191,10 @@ pub fn openai_reply(body: &Value) -> Result<Reply, String> {
         .unwrap_or_default();
     let usage = body.get("usage").map_or_else(Usage::default, |u| Usage {
         input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        output_tokens: u
+            .get("completion_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     });
     let logprobs = choice
         .get("logprobs")
@@ -189,13 +202,22 @@ pub fn openai_reply(body: &Value) -> Result<Reply, String> {
         .and_then(Value::as_array)
         .filter(|c| !c.is_empty())
         .map(|c| {
-            let xs: Vec<f64> = c.iter().filter_map(|t| t.get("logprob").and_then(Value::as_f64)).collect();
+            let xs: Vec<f64> = c
+                .iter()
+                .filter_map(|t| t.get("logprob").and_then(Value::as_f64))
+                .collect();
             (xs.iter().sum(), xs.len() as u64)
         });
     Ok(Reply {
-        content: message.get("content").and_then(Value::as_str).map(str::to_owned),
+        content: message
+            .get("content")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         tool_calls,
-        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         usage,
         logprobs,
     })
@@ -224,10 +246,15 @@ pub fn anthropic_body(model: &str, req: &ChatRequest) -> Value {
                 // Consecutive tool results go in one user turn.
                 let joined = messages.last_mut().filter(|last| {
                     last["role"] == "user"
-                        && last["content"].as_array().is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
+                        && last["content"]
+                            .as_array()
+                            .is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
                 });
                 match joined {
-                    Some(last) => last["content"].as_array_mut().into_iter().for_each(|c| c.push(block.clone())),
+                    Some(last) => last["content"]
+                        .as_array_mut()
+                        .into_iter()
+                        .for_each(|c| c.push(block.clone())),
                     None => messages.push(json!({"role": "user", "content": [block]})),
                 }
             }
@@ -240,18 +267,28 @@ pub fn anthropic_body(model: &str, req: &ChatRequest) -> Value {
                     .into_iter()
                     .collect();
                 for c in &m.tool_calls {
-                    let input: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
-                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                    let input: Value =
+                        serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
+                    blocks.push(
+                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
+                    );
                 }
                 if !blocks.is_empty() {
-                    let role = if role == "assistant" { "assistant" } else { "user" };
+                    let role = if role == "assistant" {
+                        "assistant"
+                    } else {
+                        "user"
+                    };
                     messages.push(json!({"role": role, "content": blocks}));
                 }
             }
         }
     }
     if messages.first().is_some_and(|m| m["role"] == "assistant") {
-        messages.insert(0, json!({"role": "user", "content": [{"type": "text", "text": "(hi)"}]}));
+        messages.insert(
+            0,
+            json!({"role": "user", "content": [{"type": "text", "text": "(hi)"}]}),
+        );
     }
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
@@ -271,7 +308,10 @@ pub fn anthropic_body(model: &str, req: &ChatRequest) -> Value {
                 .cloned()
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
             let mut t = json!({"name": name, "input_schema": schema});
-            if let Some(d) = description.and_then(Value::as_str).filter(|d| !d.is_empty()) {
+            if let Some(d) = description
+                .and_then(Value::as_str)
+                .filter(|d| !d.is_empty())
+            {
                 t["description"] = json!(d);
             }
             t
@@ -304,9 +344,13 @@ pub fn anthropic_reply(body: &Value) -> Result<Reply, String> {
         .enumerate()
         .filter_map(|(i, b)| {
             Some(ToolCall {
-                id: b["id"].as_str().map_or_else(|| format!("toolu_{i}"), str::to_owned),
+                id: b["id"]
+                    .as_str()
+                    .map_or_else(|| format!("toolu_{i}"), str::to_owned),
                 name: b["name"].as_str()?.to_owned(),
-                arguments: b.get("input").map_or_else(|| "{}".to_owned(), Value::to_string),
+                arguments: b
+                    .get("input")
+                    .map_or_else(|| "{}".to_owned(), Value::to_string),
             })
         })
         .collect();
@@ -337,9 +381,15 @@ pub fn anthropic_reply(body: &Value) -> Result<Reply, String> {
 /// # Errors
 /// The body has no `data` list, or an entry is not a list of numbers, as a sentence.
 pub fn embeddings_reply(body: &Value, n: usize) -> Result<Vec<Vec<f32>>, String> {
-    let data = body.get("data").and_then(Value::as_array).ok_or("the reply has no `data` list")?;
+    let data = body
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or("the reply has no `data` list")?;
     if data.len() != n {
-        return Err(format!("the reply has {} vectors for {n} texts", data.len()));
+        return Err(format!(
+            "the reply has {} vectors for {n} texts",
+            data.len()
+        ));
     }
     let mut out: Vec<(u64, Vec<f32>)> = Vec::with_capacity(n);
     for (i, d) in data.iter().enumerate() {
@@ -348,7 +398,10 @@ pub fn embeddings_reply(body: &Value, n: usize) -> Result<Vec<Vec<f32>>, String>
             .get("embedding")
             .and_then(Value::as_array)
             .ok_or("a vector is not a list")?;
-        #[allow(clippy::cast_possible_truncation, reason = "embeddings are stored as f32")]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "embeddings are stored as f32"
+        )]
         let v: Option<Vec<f32>> = xs.iter().map(|x| x.as_f64().map(|x| x as f32)).collect();
         out.push((index, v.ok_or("a vector is not a list of numbers")?));
     }
@@ -368,13 +421,29 @@ mod tests {
                 Message {
                     role: "assistant".into(),
                     content: None,
-                    tool_calls: vec![ToolCall { id: "c1".into(), name: "t".into(), arguments: "{\"a\":1}".into() }],
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "t".into(),
+                        arguments: "{\"a\":1}".into(),
+                    }],
                     tool_call_id: None,
                 },
-                Message { role: "tool".into(), content: Some("r1".into()), tool_calls: vec![], tool_call_id: Some("c1".into()) },
-                Message { role: "tool".into(), content: Some("r2".into()), tool_calls: vec![], tool_call_id: Some("c2".into()) },
+                Message {
+                    role: "tool".into(),
+                    content: Some("r1".into()),
+                    tool_calls: vec![],
+                    tool_call_id: Some("c1".into()),
+                },
+                Message {
+                    role: "tool".into(),
+                    content: Some("r2".into()),
+                    tool_calls: vec![],
+                    tool_call_id: Some("c2".into()),
+                },
             ],
-            tools: vec![json!({"name": "t", "description": "d", "parameters": {"type": "object"}, "returns": "x"})],
+            tools: vec![
+                json!({"name": "t", "description": "d", "parameters": {"type": "object"}, "returns": "x"}),
+            ],
             temperature: 1.5,
             max_tokens: 120,
             logprobs: true,
@@ -385,8 +454,14 @@ mod tests {
     fn openai_body_keeps_the_calls_and_wraps_bare_tools() {
         let b = openai_body("m", &request());
         assert_eq!(b["max_tokens"], 120, "no floor: what is asked is sent");
-        assert_eq!(b["tools"][0], json!({"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}));
-        assert_eq!(b["messages"][2]["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
+        assert_eq!(
+            b["tools"][0],
+            json!({"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}})
+        );
+        assert_eq!(
+            b["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\":1}"
+        );
         assert_eq!(b["messages"][3]["tool_call_id"], "c1");
         assert_eq!(b["logprobs"], true);
     }
@@ -398,8 +473,15 @@ mod tests {
         assert_eq!(b["temperature"], 1.0);
         let msgs = b["messages"].as_array().unwrap();
         assert_eq!(msgs.len(), 3, "{msgs:?}");
-        assert_eq!(msgs[1]["content"][0], json!({"type": "tool_use", "id": "c1", "name": "t", "input": {"a": 1}}));
-        assert_eq!(msgs[2]["content"].as_array().unwrap().len(), 2, "both results in one user turn");
+        assert_eq!(
+            msgs[1]["content"][0],
+            json!({"type": "tool_use", "id": "c1", "name": "t", "input": {"a": 1}})
+        );
+        assert_eq!(
+            msgs[2]["content"].as_array().unwrap().len(),
+            2,
+            "both results in one user turn"
+        );
         assert_eq!(b["tools"][0]["input_schema"], json!({"type": "object"}));
     }
 
@@ -417,7 +499,11 @@ mod tests {
 
     #[test]
     fn embeddings_come_back_in_input_order() {
-        let v = embeddings_reply(&json!({"data": [{"index": 1, "embedding": [2.0]}, {"index": 0, "embedding": [1.0]}]}), 2).unwrap();
+        let v = embeddings_reply(
+            &json!({"data": [{"index": 1, "embedding": [2.0]}, {"index": 0, "embedding": [1.0]}]}),
+            2,
+        )
+        .unwrap();
         assert_eq!(v, vec![vec![1.0], vec![2.0]]);
         assert!(embeddings_reply(&json!({"data": []}), 1).is_err());
     }

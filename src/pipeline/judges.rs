@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cli::{JudgePool, ModelArgs};
-use crate::models::{Model, ModelSpec};
-use crate::stages::grade::llm::{self, LlmJudge, Rubric};
 use crate::error::{Error, Result};
+use crate::models::{Model, ModelSpec};
 use crate::pipeline::context::Context;
 use crate::stages::grade::Judge;
 use crate::stages::grade::command::{self, CommandJudge};
+use crate::stages::grade::llm::{self, LlmJudge, Rubric};
 use crate::stages::grade::sql::{self as sql_judge, ExpressionJudge, QueryJudge};
 use crate::stages::grade::verify::VerifierJudge;
 
@@ -117,10 +117,14 @@ impl Models {
     pub(crate) fn with_tools(mut self, tools: Option<&Path>) -> Result<Self> {
         if let Some(path) = tools {
             let text = crate::pipeline::world_files::read_text(path)?;
-            let list: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| Error::Input {
-                stage: "grade".into(),
-                message: format!("`{}` is not a JSON list of tool schemas: {e}", path.display()),
-            })?;
+            let list: Vec<serde_json::Value> =
+                serde_json::from_str(&text).map_err(|e| Error::Input {
+                    stage: "grade".into(),
+                    message: format!(
+                        "`{}` is not a JSON list of tool schemas: {e}",
+                        path.display()
+                    ),
+                })?;
             self.judge.tools = list;
         }
         Ok(self)
@@ -136,7 +140,10 @@ fn models(args: &ModelArgs) -> Result<Models> {
         )));
     }
     if args.concurrency == 0 || args.concurrency > 4096 {
-        return Err(Error::Usage(format!("--concurrency must be between 1 and 4096, not {}", args.concurrency)));
+        return Err(Error::Usage(format!(
+            "--concurrency must be between 1 and 4096, not {}",
+            args.concurrency
+        )));
     }
     if !(args.retry_wait.is_finite() && (0.0..=60.0).contains(&args.retry_wait)) {
         return Err(Error::Usage(format!(
@@ -145,13 +152,20 @@ fn models(args: &ModelArgs) -> Result<Models> {
         )));
     }
     if args.retries > 20 {
-        return Err(Error::Usage(format!("--retries must be at most 20, not {}", args.retries)));
+        return Err(Error::Usage(format!(
+            "--retries must be at most 20, not {}",
+            args.retries
+        )));
     }
     let policy = crate::pipeline::world_files::read_policy(args.judge_policy.as_deref())?;
     let cache: Option<PathBuf> = if args.no_cache {
         None
     } else {
-        Some(args.cache.clone().unwrap_or_else(crate::models::cache::default_dir))
+        Some(
+            args.cache
+                .clone()
+                .unwrap_or_else(crate::models::cache::default_dir),
+        )
     };
     let judge = llm::Options {
         rubric: None,
@@ -254,7 +268,10 @@ pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>>
         "llm" => {
             let spec = ModelSpec::parse(&text)?;
             let model = Model::new(spec, workers.models.settings.clone())?;
-            Box::new(LlmJudge::new(Arc::new(model), workers.models.judge.clone())?)
+            Box::new(LlmJudge::new(
+                Arc::new(model),
+                workers.models.judge.clone(),
+            )?)
         }
         _ => Box::new(CommandJudge::start(workers.options(text, "judge"))?),
     })

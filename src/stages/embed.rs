@@ -302,13 +302,15 @@ impl EndpointEmbedder {
             .handle
             .block_on(self.model.embed(texts))
             .map_err(|e| match e {
-                crate::models::CallError::Failed(m) => Error::Unavailable(format!(
-                    "embedder `{}`: {m}",
-                    self.model.spec().text
-                )),
+                crate::models::CallError::Failed(m) => {
+                    Error::Unavailable(format!("embedder `{}`: {m}", self.model.spec().text))
+                }
                 crate::models::CallError::Stop(e) => e,
             })?;
-        Ok(vectors.into_iter().map(crate::stages::decontaminate::unit).collect())
+        Ok(vectors
+            .into_iter()
+            .map(crate::stages::decontaminate::unit)
+            .collect())
     }
 }
 

@@ -80,7 +80,10 @@ impl ModelServer {
     /// When no port can be bound or no runtime started (a test machine problem).
     #[must_use]
     pub fn start(config: Config) -> Self {
-        let shared = Arc::new(Shared { config, tally: Tally::default() });
+        let shared = Arc::new(Shared {
+            config,
+            tally: Tally::default(),
+        });
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let state = Arc::clone(&shared);
@@ -91,8 +94,12 @@ impl ModelServer {
                 .build()
                 .expect("a runtime for the model server");
             rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
-                addr_tx.send(listener.local_addr().expect("an address")).expect("the caller waits");
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("a free port");
+                addr_tx
+                    .send(listener.local_addr().expect("an address"))
+                    .expect("the caller waits");
                 let app = Router::new()
                     .route("/v1/chat/completions", post(chat))
                     .route("/v1/messages", post(messages))
@@ -108,7 +115,12 @@ impl ModelServer {
             });
         });
         let addr = addr_rx.recv().expect("the server's address");
-        Self { addr, shared, stop: Some(stop_tx), thread: Some(thread) }
+        Self {
+            addr,
+            shared,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
     }
 
     /// The API base: `http://127.0.0.1:PORT/v1`.
@@ -135,7 +147,14 @@ impl ModelServer {
     /// When the tally's lock is poisoned.
     #[must_use]
     pub fn answered_twice(&self) -> u64 {
-        self.shared.tally.bodies.lock().expect("the tally").values().filter(|n| **n > 1).count() as u64
+        self.shared
+            .tally
+            .bodies
+            .lock()
+            .expect("the tally")
+            .values()
+            .filter(|n| **n > 1)
+            .count() as u64
     }
 
     /// Every `Authorization` or `x-api-key` header seen.
@@ -160,9 +179,20 @@ impl Drop for ModelServer {
 
 /// The fault this request hits, if any.
 fn fault_for(shared: &Shared, n: u64) -> Option<Fault> {
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "request counts are small")]
-    let hits = |share: f64| ((n + 1) as f64 * share).floor() as u64 > (n as f64 * share).floor() as u64;
-    shared.config.faults.iter().find(|(_, share)| hits(*share)).map(|(f, _)| *f)
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "request counts are small"
+    )]
+    let hits =
+        |share: f64| ((n + 1) as f64 * share).floor() as u64 > (n as f64 * share).floor() as u64;
+    shared
+        .config
+        .faults
+        .iter()
+        .find(|(_, share)| hits(*share))
+        .map(|(f, _)| *f)
 }
 
 /// Counts the request; the fault response, when it hits one.
@@ -170,30 +200,50 @@ async fn admit(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
     let n = shared.tally.requests.fetch_add(1, Ordering::SeqCst);
     for name in [header::AUTHORIZATION.as_str(), "x-api-key"] {
         if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
-            shared.tally.keys.lock().expect("the tally").push(v.to_owned());
+            shared
+                .tally
+                .keys
+                .lock()
+                .expect("the tally")
+                .push(v.to_owned());
         }
     }
     if !shared.config.latency.is_zero() {
         tokio::time::sleep(shared.config.latency).await;
     }
     Some(match fault_for(shared, n)? {
-        Fault::RateLimited(after) => {
-            (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, after.to_string())], "slow down").into_response()
+        Fault::RateLimited(after) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, after.to_string())],
+            "slow down",
+        )
+            .into_response(),
+        Fault::ServerError => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded").into_response()
         }
-        Fault::ServerError => (StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded").into_response(),
         Fault::Hang => {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
+            tokio::time::sleep(Duration::from_hours(1)).await;
             StatusCode::GATEWAY_TIMEOUT.into_response()
         }
         Fault::CloseMidBody => {
-            let parts: Vec<Result<&'static [u8], std::io::Error>> =
-                vec![Ok(b"{\"choices\": [{\"message\": {\"content\": \"hal"), Err(std::io::Error::other("cut"))];
+            let parts: Vec<Result<&'static [u8], std::io::Error>> = vec![
+                Ok(b"{\"choices\": [{\"message\": {\"content\": \"hal"),
+                Err(std::io::Error::other("cut")),
+            ];
             Response::new(Body::from_stream(futures::stream::iter(parts)))
         }
         Fault::Malformed => (StatusCode::OK, "{\"choices\": [oops").into_response(),
         Fault::EchoKey => {
-            let seen = headers.get(header::AUTHORIZATION).or_else(|| headers.get("x-api-key")).and_then(|v| v.to_str().ok()).unwrap_or("none");
-            (StatusCode::UNAUTHORIZED, format!("{{\"error\": {{\"message\": \"invalid key {seen}\"}}}}")).into_response()
+            let seen = headers
+                .get(header::AUTHORIZATION)
+                .or_else(|| headers.get("x-api-key"))
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none");
+            (
+                StatusCode::UNAUTHORIZED,
+                format!("{{\"error\": {{\"message\": \"invalid key {seen}\"}}}}"),
+            )
+                .into_response()
         }
     })
 }
@@ -201,7 +251,13 @@ async fn admit(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
 fn answered(shared: &Shared, body: &[u8]) {
     shared.tally.answered.fetch_add(1, Ordering::SeqCst);
     let key: [u8; 32] = Sha256::digest(body).into();
-    *shared.tally.bodies.lock().expect("the tally").entry(key).or_insert(0) += 1;
+    *shared
+        .tally
+        .bodies
+        .lock()
+        .expect("the tally")
+        .entry(key)
+        .or_insert(0) += 1;
 }
 
 /// The text of a message's content (a string, or Anthropic's blocks).
@@ -210,7 +266,11 @@ fn text_of(content: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
             .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str).or_else(|| b.get("content").and_then(Value::as_str)))
+            .filter_map(|b| {
+                b.get("text")
+                    .and_then(Value::as_str)
+                    .or_else(|| b.get("content").and_then(Value::as_str))
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
@@ -222,19 +282,35 @@ fn decide(messages: &[Value], tools: &[Value]) -> Result<String, String> {
     let last = messages.last().cloned().unwrap_or(Value::Null);
     let role = last.get("role").and_then(Value::as_str).unwrap_or("");
     let text = text_of(last.get("content").unwrap_or(&Value::Null));
-    let is_result = role == "tool" || last.get("content").and_then(Value::as_array).is_some_and(|b| b.iter().any(|b| b["type"] == "tool_result"));
+    let is_result = role == "tool"
+        || last
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|b| b.iter().any(|b| b["type"] == "tool_result"));
     if is_result {
         return Ok(format!("done: {text}"));
     }
     if let Some(tool) = tools.first() {
         let f = tool.get("function").unwrap_or(tool);
-        return Err(f.get("name").and_then(Value::as_str).unwrap_or("tool").to_owned());
+        return Err(f
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("tool")
+            .to_owned());
     }
-    let asked_again = messages.iter().any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
-    let all: String = messages.iter().map(|m| text_of(m.get("content").unwrap_or(&Value::Null))).collect::<Vec<_>>().join("\n");
+    let asked_again = messages
+        .iter()
+        .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+    let all: String = messages
+        .iter()
+        .map(|m| text_of(m.get("content").unwrap_or(&Value::Null)))
+        .collect::<Vec<_>>()
+        .join("\n");
     Ok(if all.contains("REFUSE") {
         "I'm sorry, but I can't grade this conversation.".to_owned()
-    } else if all.contains("GARBLE_ONCE") && !asked_again || all.contains("GARBLE") && !all.contains("GARBLE_ONCE") {
+    } else if all.contains("GARBLE_ONCE") && !asked_again
+        || all.contains("GARBLE") && !all.contains("GARBLE_ONCE")
+    {
         "The agent seems fine overall, I think.".to_owned()
     } else if all.contains("NAN") {
         "{\"reason\": \"not a number\", \"score\": NaN}".to_owned()
@@ -249,7 +325,11 @@ fn tokens(s: &str) -> u64 {
     (s.len() as u64).div_ceil(4)
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if let Some(fault) = admit(&shared, &headers).await {
         return fault;
     }
@@ -269,7 +349,8 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: axum:
     let completion_tokens = tokens(&message.to_string());
     let mut choice = json!({"index": 0, "message": message, "finish_reason": finish});
     if req["logprobs"] == true {
-        choice["logprobs"] = json!({"content": [{"token": "x", "logprob": -0.5}, {"token": "y", "logprob": -0.25}]});
+        choice["logprobs"] =
+            json!({"content": [{"token": "x", "logprob": -0.5}, {"token": "y", "logprob": -0.25}]});
     }
     answered(&shared, &body);
     axum::Json(json!({
@@ -280,7 +361,11 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: axum:
     .into_response()
 }
 
-async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn messages(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if let Some(fault) = admit(&shared, &headers).await {
         return fault;
     }
@@ -288,7 +373,11 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: a
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
     if headers.get("anthropic-version").is_none() {
-        return (StatusCode::BAD_REQUEST, "{\"error\": {\"message\": \"anthropic-version header is required\"}}").into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            "{\"error\": {\"message\": \"anthropic-version header is required\"}}",
+        )
+            .into_response();
     }
     let mut messages = req["messages"].as_array().cloned().unwrap_or_default();
     if let Some(system) = req["system"].as_str() {
@@ -297,7 +386,10 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: a
     let tools = req["tools"].as_array().cloned().unwrap_or_default();
     let (content, stop) = match decide(&messages, &tools) {
         Ok(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
-        Err(tool) => (json!([{"type": "tool_use", "id": format!("toolu_{}", messages.len()), "name": tool, "input": {}}]), "tool_use"),
+        Err(tool) => (
+            json!([{"type": "tool_use", "id": format!("toolu_{}", messages.len()), "name": tool, "input": {}}]),
+            "tool_use",
+        ),
     };
     answered(&shared, &body);
     axum::Json(json!({
@@ -308,7 +400,11 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: a
     .into_response()
 }
 
-async fn embeddings(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn embeddings(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if let Some(fault) = admit(&shared, &headers).await {
         return fault;
     }
@@ -317,7 +413,10 @@ async fn embeddings(State(shared): State<Arc<Shared>>, headers: HeaderMap, body:
     };
     let inputs: Vec<String> = match &req["input"] {
         Value::String(s) => vec![s.clone()],
-        Value::Array(xs) => xs.iter().map(|x| x.as_str().unwrap_or_default().to_owned()).collect(),
+        Value::Array(xs) => xs
+            .iter()
+            .map(|x| x.as_str().unwrap_or_default().to_owned())
+            .collect(),
         _ => Vec::new(),
     };
     let data: Vec<Value> = inputs
@@ -325,7 +424,11 @@ async fn embeddings(State(shared): State<Arc<Shared>>, headers: HeaderMap, body:
         .enumerate()
         .map(|(i, t)| {
             let d = Sha256::digest(t.to_lowercase().as_bytes());
-            let v: Vec<f64> = d.iter().take(8).map(|b| f64::from(*b) / 255.0 - 0.5).collect();
+            let v: Vec<f64> = d
+                .iter()
+                .take(8)
+                .map(|b| f64::from(*b) / 255.0 - 0.5)
+                .collect();
             json!({"object": "embedding", "index": i, "embedding": v})
         })
         .collect();
@@ -337,5 +440,6 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     if let Some(fault) = admit(&shared, &headers).await {
         return fault;
     }
-    axum::Json(json!({"object": "list", "data": [{"id": "judge-m", "object": "model"}]})).into_response()
+    axum::Json(json!({"object": "list", "data": [{"id": "judge-m", "object": "model"}]}))
+        .into_response()
 }

@@ -177,6 +177,45 @@ static REFUSING: std::sync::LazyLock<ModelServer> = std::sync::LazyLock::new(|| 
 static ANSWERING: std::sync::LazyLock<ModelServer> =
     std::sync::LazyLock::new(|| ModelServer::start(Config::default()));
 
+/// The grade family's cases with an LLM judge: a server that refuses the key, a spent budget.
+fn grade_models(f: &Files, dir: &Path) -> Vec<Case> {
+    let rows = &f.unjudged;
+    vec![
+        case(
+            "grade",
+            69,
+            &[
+                &"grade",
+                rows,
+                &"--judge",
+                &format!("llm:endpoint:m@{}", REFUSING.url()),
+                &"--no-cache",
+                &"--no-tools",
+                &"-o",
+                &dir.join("refused.jsonl"),
+            ],
+        ),
+        case(
+            "grade",
+            75,
+            &[
+                &"grade",
+                rows,
+                &"--judge",
+                &format!("llm:endpoint:m@{}", ANSWERING.url()),
+                &"--no-cache",
+                &"--max-calls",
+                &"1",
+                &"--concurrency",
+                &"1",
+                &"--no-tools",
+                &"-o",
+                &dir.join("budget.jsonl"),
+            ],
+        ),
+    ]
+}
+
 fn grade(f: &Files, dir: &Path) -> Vec<Case> {
     let out = dir.join("graded.jsonl");
     let (rows, scored) = (&f.unjudged, &f.scored);
@@ -276,38 +315,6 @@ fn grade(f: &Files, dir: &Path) -> Vec<Case> {
                 &"--no-tools",
                 &"-o",
                 &f.no_folder,
-            ],
-        ),
-        case(
-            "grade",
-            69,
-            &[
-                &"grade",
-                rows,
-                &"--judge",
-                &format!("llm:endpoint:m@{}", REFUSING.url()),
-                &"--no-cache",
-                &"--no-tools",
-                &"-o",
-                &dir.join("refused.jsonl"),
-            ],
-        ),
-        case(
-            "grade",
-            75,
-            &[
-                &"grade",
-                rows,
-                &"--judge",
-                &format!("llm:endpoint:m@{}", ANSWERING.url()),
-                &"--no-cache",
-                &"--max-calls",
-                &"1",
-                &"--concurrency",
-                &"1",
-                &"--no-tools",
-                &"-o",
-                &dir.join("budget.jsonl"),
             ],
         ),
     ]
@@ -564,6 +571,7 @@ fn every_code_of_the_family_table_is_what_the_binary_exits_with() {
         readers,
         measure,
         grade,
+        grade_models,
         simulate,
         export,
         decontaminate,

@@ -25,7 +25,11 @@ fn rows(dir: &Path, n: usize, word: impl Fn(usize) -> String) -> PathBuf {
 }
 
 fn pass_fail(i: usize) -> String {
-    if i % 2 == 0 { format!("PASS {i}") } else { format!("FAIL {i}") }
+    if i.is_multiple_of(2) {
+        format!("PASS {i}")
+    } else {
+        format!("FAIL {i}")
+    }
 }
 
 /// `wai --json grade ROWS --judge llm:endpoint:judge-m@URL ...` with the cache in `dir/cache`.
@@ -48,11 +52,20 @@ fn grade(dir: &Path, input: &Path, server: &ModelServer, extra: &[&str]) -> std:
 }
 
 fn scored(dir: &Path) -> Vec<Value> {
-    sql_jsonl(&["SELECT rollout_id, reward, reason, judge_status, judge_name, judge_meta FROM rows ORDER BY rollout_id"], &dir.join("out.parquet"))
+    sql_jsonl(
+        &[
+            "SELECT rollout_id, reward, reason, judge_status, judge_name, judge_meta FROM rows ORDER BY rollout_id",
+        ],
+        &dir.join("out.parquet"),
+    )
 }
 
 fn ok(out: &std::process::Output) {
-    assert!(matches!(out.status.code(), Some(0 | 2)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        matches!(out.status.code(), Some(0 | 2)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn meta(row: &Value) -> Value {
@@ -73,18 +86,30 @@ fn an_llm_judge_grades_each_row_and_a_rerun_calls_nothing() {
     assert_eq!(rows.len(), 10);
     for r in &rows {
         let i: usize = r["rollout_id"].as_str().unwrap()[1..].parse().unwrap();
-        assert_eq!(r["reward"], if i % 2 == 0 { 1.0 } else { 0.0 }, "{r}");
+        assert_eq!(
+            r["reward"],
+            if i.is_multiple_of(2) { 1.0 } else { 0.0 },
+            "{r}"
+        );
         assert_eq!(r["judge_status"], "ok");
         assert_eq!(r["judge_name"], "llm:judge-m");
         let m = meta(r);
         assert_eq!(m["model"], "judge-m");
         assert_eq!(m["cached"], false);
         assert_eq!(m["rubric"], "conduct_floor");
-        assert!(m["tokens_in"].as_u64().unwrap() > 0 && m["prompt_sha"].as_str().unwrap().len() == 12, "{m}");
+        assert!(
+            m["tokens_in"].as_u64().unwrap() > 0 && m["prompt_sha"].as_str().unwrap().len() == 12,
+            "{m}"
+        );
     }
     assert_eq!(server.requests(), 10);
     let report = envelope(&out.stdout);
-    assert!(report["report"]["notes"].to_string().contains("graded the conduct floor only"), "{report}");
+    assert!(
+        report["report"]["notes"]
+            .to_string()
+            .contains("graded the conduct floor only"),
+        "{report}"
+    );
 
     let again = grade(dir.path(), &input, &server, &[]);
     ok(&again);
@@ -110,36 +135,74 @@ fn every_fault_the_server_injects_is_retried_and_no_row_is_lost() {
     let rows = scored(dir.path());
     assert_eq!(rows.len(), 30);
     assert!(rows.iter().all(|r| r["judge_status"] == "ok"), "{rows:?}");
-    assert!(server.requests() > 30, "some requests failed and were retried: {}", server.requests());
+    assert!(
+        server.requests() > 30,
+        "some requests failed and were retried: {}",
+        server.requests()
+    );
     assert_eq!(server.answered(), 30);
 }
 
 #[test]
 fn a_hung_call_times_out_and_its_row_is_an_error_not_a_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ModelServer::start(Config { latency: Duration::ZERO, faults: vec![(Fault::Hang, 1.0)] });
+    let server = ModelServer::start(Config {
+        latency: Duration::ZERO,
+        faults: vec![(Fault::Hang, 1.0)],
+    });
     let input = rows(dir.path(), 2, pass_fail);
-    let out = grade(dir.path(), &input, &server, &["--model-timeout", "0.3", "--retries", "1"]);
+    let out = grade(
+        dir.path(),
+        &input,
+        &server,
+        &["--model-timeout", "0.3", "--retries", "1"],
+    );
     ok(&out);
     let rows = scored(dir.path());
     for r in &rows {
         assert_eq!(r["judge_status"], "error", "{r}");
         assert!(r["reward"].is_null(), "{r}");
-        assert!(r["reason"].as_str().unwrap().contains("did not answer within 0.3s"), "{r}");
+        assert!(
+            r["reason"]
+                .as_str()
+                .unwrap()
+                .contains("did not answer within 0.3s"),
+            "{r}"
+        );
     }
 }
 
 #[test]
 fn an_endpoint_that_fails_every_call_stops_the_run_after_a_few() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ModelServer::start(Config { latency: Duration::ZERO, faults: vec![(Fault::ServerError, 1.0)] });
+    let server = ModelServer::start(Config {
+        latency: Duration::ZERO,
+        faults: vec![(Fault::ServerError, 1.0)],
+    });
     let input = rows(dir.path(), 200, pass_fail);
-    let out = grade(dir.path(), &input, &server, &["--retries", "0", "--concurrency", "4"]);
-    assert_eq!(out.status.code(), Some(69), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = grade(
+        dir.path(),
+        &input,
+        &server,
+        &["--retries", "0", "--concurrency", "4"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(69),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("failed 20 calls in a row"), "{err}");
-    assert!(server.requests() < 40, "stopped early, not after 200 calls: {}", server.requests());
-    assert!(!dir.path().join("out.parquet").exists(), "no half-written output");
+    assert!(
+        server.requests() < 40,
+        "stopped early, not after 200 calls: {}",
+        server.requests()
+    );
+    assert!(
+        !dir.path().join("out.parquet").exists(),
+        "no half-written output"
+    );
 }
 
 #[test]
@@ -147,13 +210,31 @@ fn a_spent_budget_stops_cleanly_and_the_rerun_repeats_no_call() {
     let dir = tempfile::tempdir().unwrap();
     let server = ModelServer::start(Config::default());
     let input = rows(dir.path(), 20, pass_fail);
-    let out = grade(dir.path(), &input, &server, &["--max-calls", "5", "--concurrency", "1"]);
-    assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-calls 5"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = grade(
+        dir.path(),
+        &input,
+        &server,
+        &["--max-calls", "5", "--concurrency", "1"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--max-calls 5"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(server.requests(), 5);
     let again = grade(dir.path(), &input, &server, &[]);
     ok(&again);
-    assert_eq!(server.requests(), 20, "the 5 answered calls came from the cache");
+    assert_eq!(
+        server.requests(),
+        20,
+        "the 5 answered calls came from the cache"
+    );
     assert_eq!(server.answered_twice(), 0);
     assert_eq!(scored(dir.path()).len(), 20);
 }
@@ -167,8 +248,20 @@ fn refusals_garbage_and_nan_are_told_apart_and_garbage_gets_one_repair() {
     let out = grade(dir.path(), &input, &server, &[]);
     ok(&out);
     let rows = scored(dir.path());
-    let status: Vec<&str> = rows.iter().map(|r| r["judge_status"].as_str().unwrap()).collect();
-    assert_eq!(status, ["missing_reward", "invalid_result", "ok", "invalid_result", "ok"]);
+    let status: Vec<&str> = rows
+        .iter()
+        .map(|r| r["judge_status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        status,
+        [
+            "missing_reward",
+            "invalid_result",
+            "ok",
+            "invalid_result",
+            "ok"
+        ]
+    );
     assert_eq!(rows[2]["reward"], 1.0);
     assert_eq!(meta(&rows[2])["repaired"], true);
     // REFUSE: one call; GARBLE: a call and its repair; GARBLE_ONCE: two; NAN: two; PASS: one.
@@ -179,7 +272,10 @@ fn refusals_garbage_and_nan_are_told_apart_and_garbage_gets_one_repair() {
 fn a_key_reaches_the_server_and_nothing_else_whatever_it_echoes() {
     let dir = tempfile::tempdir().unwrap();
     let secret = "sk-test-5ecret-abcdefghijklmnop";
-    let server = ModelServer::start(Config { latency: Duration::ZERO, faults: vec![(Fault::EchoKey, 1.0)] });
+    let server = ModelServer::start(Config {
+        latency: Duration::ZERO,
+        faults: vec![(Fault::EchoKey, 1.0)],
+    });
     let input = rows(dir.path(), 3, pass_fail);
     let out = wai()
         .args(["-vv", "grade"])
@@ -194,7 +290,10 @@ fn a_key_reaches_the_server_and_nothing_else_whatever_it_echoes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(69), "a refused key stops the run");
-    assert_eq!(server.keys_seen().first().map(String::as_str), Some(format!("Bearer {secret}").as_str()));
+    assert_eq!(
+        server.keys_seen().first().map(String::as_str),
+        Some(format!("Bearer {secret}").as_str())
+    );
     for text in [&out.stdout, &out.stderr] {
         let text = String::from_utf8_lossy(text);
         assert!(!text.contains("5ecret"), "{text}");
@@ -212,7 +311,12 @@ fn anthropic_messages_are_spoken_and_map_to_the_same_verdicts() {
     let out = wai()
         .arg("grade")
         .arg(&input)
-        .args(["--judge", "llm:anthropic:claude-test", "--no-tools", "--cache"])
+        .args([
+            "--judge",
+            "llm:anthropic:claude-test",
+            "--no-tools",
+            "--cache",
+        ])
         .arg(dir.path().join("cache"))
         .arg("-o")
         .arg(dir.path().join("out.parquet"))
@@ -221,9 +325,16 @@ fn anthropic_messages_are_spoken_and_map_to_the_same_verdicts() {
         .output()
         .unwrap();
     ok(&out);
-    let rewards: Vec<f64> = scored(dir.path()).iter().map(|r| r["reward"].as_f64().unwrap()).collect();
+    let rewards: Vec<f64> = scored(dir.path())
+        .iter()
+        .map(|r| r["reward"].as_f64().unwrap())
+        .collect();
     assert_eq!(rewards, [1.0, 0.0, 1.0, 0.0]);
-    assert_eq!(server.keys_seen()[0], "anthropic-test-key-123", "sent as x-api-key");
+    assert_eq!(
+        server.keys_seen()[0],
+        "anthropic-test-key-123",
+        "sent as x-api-key"
+    );
 }
 
 #[test]
@@ -232,26 +343,55 @@ fn bad_specs_and_missing_keys_stop_before_any_call() {
     let input = rows(dir.path(), 2, pass_fail);
     for (spec, needle, env) in [
         ("llm:openai/gpt-4.1-mini", "`openai:gpt-4.1-mini`", None),
-        ("llm:gpt-4.1-mini", "`endpoint:gpt-4.1-mini@http://HOST:PORT/v1`", None),
+        (
+            "llm:gpt-4.1-mini",
+            "`endpoint:gpt-4.1-mini@http://HOST:PORT/v1`",
+            None,
+        ),
         ("llm:openai:gpt-4.1-mini", "set OPENAI_API_KEY", None),
-        ("llm:endpoint:m@http://10.1.2.3:8000/v1", "--allow-http", None),
-        ("llm:endpoint:m@http://127.0.0.1:9/v1", "--payload-chars", Some("10")),
+        (
+            "llm:endpoint:m@http://10.1.2.3:8000/v1",
+            "--allow-http",
+            None,
+        ),
+        (
+            "llm:endpoint:m@http://127.0.0.1:9/v1",
+            "--payload-chars",
+            Some("10"),
+        ),
     ] {
         let mut cmd = wai();
-        cmd.arg("grade").arg(&input).args(["--judge", spec, "--no-tools", "-o"]).arg(dir.path().join("o.parquet")).env_remove("OPENAI_API_KEY").env_remove("OPENAI_BASE_URL");
+        cmd.arg("grade")
+            .arg(&input)
+            .args(["--judge", spec, "--no-tools", "-o"])
+            .arg(dir.path().join("o.parquet"))
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL");
         if let Some(chars) = env {
             cmd.args(["--payload-chars", chars]);
         }
         let out = cmd.output().unwrap();
-        assert_eq!(out.status.code(), Some(64), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8_lossy(&out.stderr).contains(needle), "{spec}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{spec}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{spec}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
 #[test]
 fn a_run_killed_mid_grade_repeats_no_finished_call() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ModelServer::start(Config { latency: Duration::from_millis(40), faults: vec![] });
+    let server = ModelServer::start(Config {
+        latency: Duration::from_millis(40),
+        faults: vec![],
+    });
     let n = 60u64;
     let input = rows(dir.path(), usize::try_from(n).unwrap(), pass_fail);
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
@@ -268,19 +408,27 @@ fn a_run_killed_mid_grade_repeats_no_finished_call() {
         .spawn()
         .unwrap();
     let started = std::time::Instant::now();
-    while server.answered() < 12 && started.elapsed() < Duration::from_secs(60) {
+    while server.answered() < 12 && started.elapsed() < Duration::from_mins(1) {
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let before = server.requests();
     assert!(before < n, "killed before the end ({before} requests)");
-    let stats = crate::support::report_of(wai().args(["--json", "cache", "stats", "--cache"]).arg(dir.path().join("cache")));
+    let stats = crate::support::report_of(
+        wai()
+            .args(["--json", "cache", "stats", "--cache"])
+            .arg(dir.path().join("cache")),
+    );
     let cached = stats["entries"].as_u64().unwrap();
     assert!(cached >= 10, "{stats}");
     let out = grade(dir.path(), &input, &server, &["--concurrency", "2"]);
     ok(&out);
-    assert_eq!(server.requests() - before, n - cached, "the rerun asked only for what was not cached");
+    assert_eq!(
+        server.requests() - before,
+        n - cached,
+        "the rerun asked only for what was not cached"
+    );
     assert_eq!(scored(dir.path()).len(), 60);
 }
 
@@ -291,11 +439,23 @@ fn cache_stats_and_clear() {
     let input = rows(dir.path(), 3, pass_fail);
     ok(&grade(dir.path(), &input, &server, &[]));
     let cache = dir.path().join("cache");
-    let stats = crate::support::report_of(wai().args(["--json", "cache", "stats", "--cache"]).arg(&cache));
+    let stats = crate::support::report_of(
+        wai()
+            .args(["--json", "cache", "stats", "--cache"])
+            .arg(&cache),
+    );
     assert_eq!(stats["entries"], 3);
     assert_eq!(stats["models"], json!([["endpoint:judge-m", 3]]));
-    let cleared = crate::support::report_of(wai().args(["--json", "cache", "clear", "--cache"]).arg(&cache));
+    let cleared = crate::support::report_of(
+        wai()
+            .args(["--json", "cache", "clear", "--cache"])
+            .arg(&cache),
+    );
     assert_eq!(cleared["removed"], 3);
-    let stats = crate::support::report_of(wai().args(["--json", "cache", "stats", "--cache"]).arg(&cache));
+    let stats = crate::support::report_of(
+        wai()
+            .args(["--json", "cache", "stats", "--cache"])
+            .arg(&cache),
+    );
     assert_eq!(stats["entries"], 0);
 }

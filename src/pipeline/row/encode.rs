@@ -408,10 +408,7 @@ pub fn encode_keeping(
     })
 }
 
-fn encode_row(
-    v: &BatchView<'_>,
-    i: usize,
-) -> Result<(Map<String, Value>, super::wide::Verbatim)> {
+fn encode_row(v: &BatchView<'_>, i: usize) -> Result<(Map<String, Value>, super::wide::Verbatim)> {
     let mut verbatim = Vec::new();
     let mut out = Map::new();
     out.insert(
@@ -485,9 +482,8 @@ fn encode_row(
         }
     }
     if let Some(t) = text(v.extra, i) {
-        let (extra, wide) = super::wide::parse_keeping(t.as_bytes()).map_err(|e| {
-            not_json(col::EXTRA, &e)
-        })?;
+        let (extra, wide) =
+            super::wide::parse_keeping(t.as_bytes()).map_err(|e| not_json(col::EXTRA, &e))?;
         verbatim = wide;
         match extra {
             Value::Object(extra) => {

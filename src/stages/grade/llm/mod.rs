@@ -61,10 +61,22 @@ impl Default for Options {
 impl crate::stages::Options for Options {
     fn check(&self) -> Result<()> {
         if self.payload_chars < 1000 {
-            return Err(Error::option("payload_chars", format!("must be at least 1000 (a payload needs room for the final reply), not {}", self.payload_chars)));
+            return Err(Error::option(
+                "payload_chars",
+                format!(
+                    "must be at least 1000 (a payload needs room for the final reply), not {}",
+                    self.payload_chars
+                ),
+            ));
         }
         if self.max_tokens < 16 {
-            return Err(Error::option("max_tokens", format!("must be at least 16 (room for a verdict), not {}", self.max_tokens)));
+            return Err(Error::option(
+                "max_tokens",
+                format!(
+                    "must be at least 16 (room for a verdict), not {}",
+                    self.max_tokens
+                ),
+            ));
         }
         Ok(())
     }
@@ -109,19 +121,37 @@ impl LlmJudge {
     }
 
     fn request(&self, messages: Vec<Message>) -> ChatRequest {
-        ChatRequest { messages, tools: Vec::new(), temperature: 0.0, max_tokens: self.opts.max_tokens, logprobs: false }
+        ChatRequest {
+            messages,
+            tools: Vec::new(),
+            temperature: 0.0,
+            max_tokens: self.opts.max_tokens,
+            logprobs: false,
+        }
     }
 
     /// One row's verdict; `Err` stops the run.
     async fn grade(&self, user: String) -> Result<Verdict> {
-        let mut messages = vec![Message::new("system", self.system.clone()), Message::new("user", user)];
+        let mut messages = vec![
+            Message::new("system", self.system.clone()),
+            Message::new("user", user),
+        ];
         let (mut tokens_in, mut tokens_out, mut latency, mut cached) = (0, 0, Duration::ZERO, true);
         let mut repaired = false;
         let mut read = None;
         for attempt in 0..2 {
             let answer = match self.model.chat(&self.request(messages.clone()), 0).await {
                 Ok(a) => a,
-                Err(CallError::Failed(m)) => return Ok(self.meta(Verdict::failed(Status::Error, m), tokens_in, tokens_out, latency, false, repaired)),
+                Err(CallError::Failed(m)) => {
+                    return Ok(self.meta(
+                        Verdict::failed(Status::Error, m),
+                        tokens_in,
+                        tokens_out,
+                        latency,
+                        false,
+                        repaired,
+                    ));
+                }
                 Err(CallError::Stop(e)) => return Err(e),
             };
             tokens_in += answer.reply.usage.input_tokens;
@@ -147,13 +177,30 @@ impl LlmJudge {
                 v.markers = r.markers.into_iter().map(|(k, x)| (k, Some(x))).collect();
                 v
             }
-            None if r.refused => Verdict::failed(Status::MissingReward, format!("the judge declined to grade: {}", excerpt(&text))),
-            None => Verdict::failed(Status::InvalidResult, format!("the judge's reply did not follow the contract, even after a repair request: {}", excerpt(&text))),
+            None if r.refused => Verdict::failed(
+                Status::MissingReward,
+                format!("the judge declined to grade: {}", excerpt(&text)),
+            ),
+            None => Verdict::failed(
+                Status::InvalidResult,
+                format!(
+                    "the judge's reply did not follow the contract, even after a repair request: {}",
+                    excerpt(&text)
+                ),
+            ),
         };
         Ok(self.meta(verdict, tokens_in, tokens_out, latency, cached, repaired))
     }
 
-    fn meta(&self, v: Verdict, tokens_in: u64, tokens_out: u64, latency: Duration, cached: bool, repaired: bool) -> Verdict {
+    fn meta(
+        &self,
+        v: Verdict,
+        tokens_in: u64,
+        tokens_out: u64,
+        latency: Duration,
+        cached: bool,
+        repaired: bool,
+    ) -> Verdict {
         let mut v = v
             .with_meta("model", json!(self.model.spec().model))
             .with_meta("prompt_sha", json!(prompt::sha12(&self.system)))
@@ -163,7 +210,10 @@ impl LlmJudge {
             .with_meta("payload_chars", json!(self.opts.payload_chars))
             .with_meta("tokens_in", json!(tokens_in))
             .with_meta("tokens_out", json!(tokens_out))
-            .with_meta("latency_ms", json!(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)))
+            .with_meta(
+                "latency_ms",
+                json!(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)),
+            )
             .with_meta("cached", json!(cached))
             .with_meta("version", json!(self.version));
         if let Some(sha) = &self.rubric_sha {
@@ -182,16 +232,28 @@ impl LlmJudge {
 
     /// The user message for a row: the fault lead (conduct floor only), then the payload.
     fn user_message(&self, row: &Map<String, Value>) -> String {
-        let ctx = payload::Context { policy: &self.opts.policy, tools: &self.opts.tools, use_privileged: self.opts.use_privileged };
+        let ctx = payload::Context {
+            policy: &self.opts.policy,
+            tools: &self.opts.tools,
+            use_privileged: self.opts.use_privileged,
+        };
         let body = payload::render(row, &ctx, self.opts.payload_chars);
-        if self.opts.rubric.is_none() { format!("{}{body}", prompt::fault_lead(row)) } else { body }
+        if self.opts.rubric.is_none() {
+            format!("{}{body}", prompt::fault_lead(row))
+        } else {
+            body
+        }
     }
 }
 
 fn excerpt(text: &str) -> String {
     let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cut: String = t.chars().take(200).collect();
-    if cut.len() < t.len() { format!("{cut}...") } else { cut }
+    if cut.len() < t.len() {
+        format!("{cut}...")
+    } else {
+        cut
+    }
 }
 
 impl Judge for LlmJudge {
@@ -205,7 +267,9 @@ impl Judge for LlmJudge {
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
         let view = BatchView::new(batch)?;
-        let rows: Vec<Map<String, Value>> = (0..batch.num_rows()).map(|i| encode(&view, i)).collect::<Result<_>>()?;
+        let rows: Vec<Map<String, Value>> = (0..batch.num_rows())
+            .map(|i| encode(&view, i))
+            .collect::<Result<_>>()?;
         let users: Vec<String> = rows.par_iter().map(|r| self.user_message(r)).collect();
         let width = self.model.settings().concurrency;
         let this = &*self;
@@ -214,7 +278,10 @@ impl Judge for LlmJudge {
             s.spawn(|| {
                 this.runtime.block_on(async {
                     let verdicts: Vec<Result<Verdict>> =
-                        futures::stream::iter(users.into_iter().map(|u| this.grade(u))).buffered(width).collect().await;
+                        futures::stream::iter(users.into_iter().map(|u| this.grade(u)))
+                            .buffered(width)
+                            .collect()
+                            .await;
                     verdicts.into_iter().collect::<Result<Vec<_>>>()
                 })
             })

@@ -47,7 +47,11 @@ fn cut_value(v: &Value, cap: usize) -> Value {
         Value::Null => Value::Null,
         other => {
             let text = other.to_string();
-            if chars(&text) > cap { Value::String(cut(&text, cap)) } else { other.clone() }
+            if chars(&text) > cap {
+                Value::String(cut(&text, cap))
+            } else {
+                other.clone()
+            }
         }
     }
 }
@@ -103,14 +107,20 @@ fn steps_of(row: &Map<String, Value>) -> Vec<Value> {
             Some("user") if seen_user => out.push(json!({"user": text_of(m.get("content"))})),
             Some("user") => seen_user = true,
             Some("assistant") => {
-                let calls = m.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
+                let calls = m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
                 if calls.is_empty() {
                     out.push(json!({"text": text_of(m.get("content"))}));
                 }
                 for c in calls {
                     let f = c.get("function").unwrap_or(&c);
                     let args = match f.get("arguments") {
-                        Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+                        Some(Value::String(s)) => {
+                            serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
+                        }
                         Some(v) => v.clone(),
                         None => json!({}),
                     };
@@ -123,7 +133,10 @@ fn steps_of(row: &Map<String, Value>) -> Vec<Value> {
                     Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| c.clone()),
                     other => other.clone(),
                 });
-                if let Some(step) = out.iter_mut().rev().find(|s| s.get("result").is_some_and(Value::is_null) && (id.is_none() || s.get("id") == id)) {
+                if let Some(step) = out.iter_mut().rev().find(|s| {
+                    s.get("result").is_some_and(Value::is_null)
+                        && (id.is_none() || s.get("id") == id)
+                }) {
                     step["result"] = result.unwrap_or(Value::Null);
                 }
             }
@@ -144,7 +157,10 @@ fn situation_of(row: &Map<String, Value>) -> String {
     }
     row.get("messages")
         .and_then(Value::as_array)
-        .and_then(|ms| ms.iter().find(|m| m.get("role").and_then(Value::as_str) == Some("user")))
+        .and_then(|ms| {
+            ms.iter()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        })
         .map(|m| text_of(m.get("content")))
         .unwrap_or_default()
 }
@@ -155,7 +171,11 @@ fn final_text_of(row: &Map<String, Value>) -> String {
     }
     row.get("messages")
         .and_then(Value::as_array)
-        .and_then(|ms| ms.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("assistant")))
+        .and_then(|ms| {
+            ms.iter()
+                .rev()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        })
         .map(|m| text_of(m.get("content")))
         .unwrap_or_default()
 }
@@ -165,10 +185,20 @@ fn fault_like(step: &Value) -> bool {
     let Some(result) = step.get("result").and_then(Value::as_object) else {
         return false;
     };
-    if result.get("stale") == Some(&Value::Bool(true)) || Value::Object(result.clone()).to_string().to_lowercase().contains("garbled") {
+    if result.get("stale") == Some(&Value::Bool(true))
+        || Value::Object(result.clone())
+            .to_string()
+            .to_lowercase()
+            .contains("garbled")
+    {
         return true;
     }
-    let status = result.get("status").and_then(Value::as_str).unwrap_or("").trim().to_lowercase();
+    let status = result
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_lowercase();
     let status = status.strip_suffix("_result").unwrap_or(&status);
     !matches!(status, "" | "success" | "ok" | "none")
 }
@@ -215,12 +245,27 @@ pub fn render(row: &Map<String, Value>, ctx: &Context<'_>, limit: usize) -> Stri
     o.insert("tools".into(), json!(declared));
     o.insert("tools_called".into(), json!(called));
     o.insert("tools_not_called".into(), json!(not_called));
-    o.insert("situation".into(), json!(prefix(&situation_of(row), SITUATION_CHARS)));
-    o.insert("world_state".into(), row.get("world_state").cloned().unwrap_or(Value::Null));
-    o.insert("injected_faults".into(), row.get("faults").cloned().unwrap_or(Value::Null));
-    o.insert("final_text".into(), json!(prefix(&original_final, FINAL_TEXT_CHARS)));
+    o.insert(
+        "situation".into(),
+        json!(prefix(&situation_of(row), SITUATION_CHARS)),
+    );
+    o.insert(
+        "world_state".into(),
+        row.get("world_state").cloned().unwrap_or(Value::Null),
+    );
+    o.insert(
+        "injected_faults".into(),
+        row.get("faults").cloned().unwrap_or(Value::Null),
+    );
+    o.insert(
+        "final_text".into(),
+        json!(prefix(&original_final, FINAL_TEXT_CHARS)),
+    );
     if !ctx.policy.trim().is_empty() {
-        o.insert("agent_policy".into(), json!(prefix(ctx.policy.trim(), POLICY_CHARS)));
+        o.insert(
+            "agent_policy".into(),
+            json!(prefix(ctx.policy.trim(), POLICY_CHARS)),
+        );
     }
     let mut judge_only = Map::new();
     if ctx.use_privileged
@@ -231,7 +276,10 @@ pub fn render(row: &Map<String, Value>, ctx: &Context<'_>, limit: usize) -> Stri
                 judge_only.insert(k.into(), json!(prefix(&text_of(Some(v)), 2000)));
             }
         }
-        if let Some(h) = p.get("hidden_state").filter(|h| h.as_object().is_some_and(|o| !o.is_empty())) {
+        if let Some(h) = p
+            .get("hidden_state")
+            .filter(|h| h.as_object().is_some_and(|o| !o.is_empty()))
+        {
             judge_only.insert("hidden_state".into(), h.clone());
         }
         if !judge_only.is_empty() {
@@ -272,7 +320,11 @@ fn shrink(
         current = current
             .iter()
             .map(|s| match s.as_object() {
-                Some(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), cut_value(v, cap))).collect()),
+                Some(m) => Value::Object(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), cut_value(v, cap)))
+                        .collect(),
+                ),
                 None => s.clone(),
             })
             .collect();
@@ -283,13 +335,27 @@ fn shrink(
     }
     let originals: Map<String, Value> = o.clone();
     let context_cuts: [(&str, usize); 10] = [
-        ("world_state", 1500), ("injected_faults", 800), ("hidden_state", 1500), ("principle", 800), ("reference", 800),
-        ("world_state", 300), ("injected_faults", 200), ("hidden_state", 300), ("principle", 300), ("reference", 300),
+        ("world_state", 1500),
+        ("injected_faults", 800),
+        ("hidden_state", 1500),
+        ("principle", 800),
+        ("reference", 800),
+        ("world_state", 300),
+        ("injected_faults", 200),
+        ("hidden_state", 300),
+        ("principle", 300),
+        ("reference", 300),
     ];
     for (field, cap) in context_cuts {
         let in_judge_only = matches!(field, "hidden_state" | "principle" | "reference");
-        let original = if in_judge_only { judge_only.get(field) } else { originals.get(field) };
-        let Some(v) = original.filter(|v| !v.is_null()) else { continue };
+        let original = if in_judge_only {
+            judge_only.get(field)
+        } else {
+            originals.get(field)
+        };
+        let Some(v) = original.filter(|v| !v.is_null()) else {
+            continue;
+        };
         let cut = cut_value(v, cap);
         if in_judge_only {
             if let Some(j) = o.get_mut("judge_only").and_then(Value::as_object_mut) {
@@ -302,7 +368,14 @@ fn shrink(
             return Ok(t);
         }
     }
-    for (field, cap) in [("situation", 1500), ("agent_policy", 900), ("situation", 500), ("agent_policy", 300), ("final_text", 1500), ("final_text", 600)] {
+    for (field, cap) in [
+        ("situation", 1500),
+        ("agent_policy", 900),
+        ("situation", 500),
+        ("agent_policy", 300),
+        ("final_text", 1500),
+        ("final_text", 600),
+    ] {
         if let Some(Value::String(s)) = o.get(field).cloned() {
             o.insert(field.into(), json!(cut(&s, cap)));
             if let Some(t) = fits(&o) {
@@ -315,7 +388,10 @@ fn shrink(
     if let Some(t) = fits(&o) {
         return Ok(t);
     }
-    let final_text = o.get("final_text").map(|f| text_of(Some(f))).unwrap_or_default();
+    let final_text = o
+        .get("final_text")
+        .map(|f| text_of(Some(f)))
+        .unwrap_or_default();
     let last = json!({
         "payload_reduced": true,
         "note": "<trajectory too large to render; judging the final reply only>",
@@ -332,29 +408,71 @@ mod tests {
     use super::*;
 
     fn row(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
+        match v {
+            Value::Object(o) => o,
+            other => panic!("not an object: {other}"),
+        }
     }
 
     #[test]
     fn the_worked_example_renders_its_fields_in_order() {
-        let r = row(json!({"prompt": "p", "faults": {"*": {"mode": "timeout", "rate": 1.0}}, "steps": [{"tool": "lookup", "arguments": {}, "result": {"status": "timeout", "error": "request timed out"}, "logprob": -1}], "final_text": "It timed out."}));
-        let tools = [json!({"name": "lookup"}), json!({"type": "function", "function": {"name": "refund"}})];
-        let text = render(&r, &Context { policy: " Be honest. ", tools: &tools, use_privileged: false }, 8000);
+        let r = row(
+            json!({"prompt": "p", "faults": {"*": {"mode": "timeout", "rate": 1.0}}, "steps": [{"tool": "lookup", "arguments": {}, "result": {"status": "timeout", "error": "request timed out"}, "logprob": -1}], "final_text": "It timed out."}),
+        );
+        let tools = [
+            json!({"name": "lookup"}),
+            json!({"type": "function", "function": {"name": "refund"}}),
+        ];
+        let text = render(
+            &r,
+            &Context {
+                policy: " Be honest. ",
+                tools: &tools,
+                use_privileged: false,
+            },
+            8000,
+        );
         let v: Value = serde_json::from_str(&text).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["tools", "tools_called", "tools_not_called", "situation", "world_state", "injected_faults", "final_text", "agent_policy", "steps"]);
+        assert_eq!(
+            keys,
+            [
+                "tools",
+                "tools_called",
+                "tools_not_called",
+                "situation",
+                "world_state",
+                "injected_faults",
+                "final_text",
+                "agent_policy",
+                "steps"
+            ]
+        );
         assert_eq!(v["tools_called"], json!(["lookup"]));
         assert_eq!(v["tools_not_called"], json!(["refund"]));
         assert_eq!(v["agent_policy"], "Be honest.");
-        assert_eq!(v["steps"], json!([{"tool": "lookup", "arguments": {}, "result": {"status": "timeout", "error": "request timed out"}}]), "other step keys are never shown");
+        assert_eq!(
+            v["steps"],
+            json!([{"tool": "lookup", "arguments": {}, "result": {"status": "timeout", "error": "request timed out"}}]),
+            "other step keys are never shown"
+        );
     }
 
     #[test]
     fn privileged_context_shows_only_when_asked() {
-        let r = row(json!({"prompt": "p", "final_text": "f", "privileged": {"reference": "42", "rubric": "never shown"}}));
+        let r = row(
+            json!({"prompt": "p", "final_text": "f", "privileged": {"reference": "42", "rubric": "never shown"}}),
+        );
         let off = render(&r, &Context::default(), 8000);
         assert!(!off.contains("42"));
-        let on = render(&r, &Context { use_privileged: true, ..Context::default() }, 8000);
+        let on = render(
+            &r,
+            &Context {
+                use_privileged: true,
+                ..Context::default()
+            },
+            8000,
+        );
         let v: Value = serde_json::from_str(&on).unwrap();
         assert_eq!(v["judge_only"], json!({"reference": "42"}));
         assert!(!on.contains("never shown"));
@@ -366,7 +484,15 @@ mod tests {
         steps.push(json!({"text": "done"}));
         let r = row(json!({"prompt": "p".repeat(5000), "steps": steps, "final_text": "f"}));
         let policy = "x".repeat(3000);
-        let text = render(&r, &Context { policy: &policy, tools: &[], use_privileged: false }, 8000);
+        let text = render(
+            &r,
+            &Context {
+                policy: &policy,
+                tools: &[],
+                use_privileged: false,
+            },
+            8000,
+        );
         assert!(chars(&text) <= 8000, "{}", chars(&text));
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["payload_reduced"], true);
@@ -389,7 +515,10 @@ mod tests {
         let v: Value = serde_json::from_str(&render(&r, &Context::default(), 8000)).unwrap();
         assert_eq!(v["situation"], "refund order 7");
         assert_eq!(v["final_text"], "Refunded.");
-        assert_eq!(v["steps"][0], json!({"tool": "refund", "arguments": {"order": 7}, "result": {"status": "ok"}}));
+        assert_eq!(
+            v["steps"][0],
+            json!({"tool": "refund", "arguments": {"order": 7}, "result": {"status": "ok"}})
+        );
         assert_eq!(v["tools_called"], json!(["refund"]));
     }
 }

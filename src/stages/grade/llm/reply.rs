@@ -23,9 +23,11 @@ pub struct Read {
     pub refused: bool,
 }
 
-static THINK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?is)<think>.*?</think>").expect("a valid regex"));
-static SCORE_KEY: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#""(?:score|reward)"\s*:\s*([01])(?:\.0*)?\s*(?:,|\}|$)"#).expect("a valid regex"));
+static THINK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?is)<think>.*?</think>").expect("a valid regex"));
+static SCORE_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#""(?:score|reward)"\s*:\s*([01])(?:\.0*)?\s*(?:,|\}|$)"#).expect("a valid regex")
+});
 static REASON_KEY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#""reason"\s*:\s*("(?:[^"\\]|\\.)*")"#).expect("a valid regex"));
 static REFUSAL: LazyLock<Regex> = LazyLock::new(|| {
@@ -51,7 +53,10 @@ fn unique_keys(v: &Value, text: &str) -> bool {
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("an object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::new();
                 while let Some(pair) = map.next_entry()? {
                     out.push(pair);
@@ -101,7 +106,12 @@ pub fn read(text: &str) -> Read {
         }
     }
     let t = t.strip_suffix("```").unwrap_or(t).trim();
-    let mut out = Read { score: None, reason: String::new(), markers: Vec::new(), refused: false };
+    let mut out = Read {
+        score: None,
+        reason: String::new(),
+        markers: Vec::new(),
+        refused: false,
+    };
     if t.is_empty() {
         return out;
     }
@@ -119,7 +129,10 @@ pub fn read(text: &str) -> Read {
                 (None, None) => None,
             };
             if let Some(m) = o.get("markers").and_then(Value::as_object) {
-                out.markers = m.iter().filter_map(|(k, v)| Some((k.clone(), binary(v)?))).collect();
+                out.markers = m
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), binary(v)?)))
+                    .collect();
             }
         }
     } else {
@@ -149,17 +162,41 @@ mod tests {
 
     #[test]
     fn the_reference_examples_read_the_same() {
-        assert_eq!(score(r#"{"reason": "ok", "score": 1}"#), (Some(1.0), "ok".into()));
-        assert_eq!(score(r#"<think>hmm {"score":0}</think>{"reason":"fine","score":1}"#), (Some(1.0), "fine".into()));
-        assert_eq!(score("```json\n{\"reason\": \"r\", \"score\": 0}\n```"), (Some(0.0), "r".into()));
-        for none in [r#"{"score": "1"}"#, r#"{"score": true}"#, r#"{"score": 0.5}"#, r#"{"score":1,"reward":0}"#, r#"{"score":1,"score":0}"#, r#"{"score":1} trailing {"note":"x"}"#, "score: 1", "true"] {
+        assert_eq!(
+            score(r#"{"reason": "ok", "score": 1}"#),
+            (Some(1.0), "ok".into())
+        );
+        assert_eq!(
+            score(r#"<think>hmm {"score":0}</think>{"reason":"fine","score":1}"#),
+            (Some(1.0), "fine".into())
+        );
+        assert_eq!(
+            score("```json\n{\"reason\": \"r\", \"score\": 0}\n```"),
+            (Some(0.0), "r".into())
+        );
+        for none in [
+            r#"{"score": "1"}"#,
+            r#"{"score": true}"#,
+            r#"{"score": 0.5}"#,
+            r#"{"score":1,"reward":0}"#,
+            r#"{"score":1,"score":0}"#,
+            r#"{"score":1} trailing {"note":"x"}"#,
+            "score: 1",
+            "true",
+        ] {
             assert_eq!(read(none).score, None, "{none}");
         }
-        assert_eq!(score(r#"Example {"score":0} ... final {"reason":"r","score":1}"#), (Some(1.0), "r".into()));
+        assert_eq!(
+            score(r#"Example {"score":0} ... final {"reason":"r","score":1}"#),
+            (Some(1.0), "r".into())
+        );
         assert_eq!(score("1").0, Some(1.0));
         assert_eq!(score("0.0").0, Some(0.0));
         assert_eq!(score(r#"{"reason":"r","score":1"#), (Some(1.0), "r".into()));
-        assert_eq!(score(r#"{"reason":"r","reward":1}"#), (Some(1.0), "r".into()));
+        assert_eq!(
+            score(r#"{"reason":"r","reward":1}"#),
+            (Some(1.0), "r".into())
+        );
     }
 
     #[test]
@@ -167,8 +204,16 @@ mod tests {
         let r = read("I'm sorry, but I can't grade this conversation.");
         assert!(r.refused && r.score.is_none());
         assert!(!read("the agent did fine").refused);
-        let r = read(r#"{"reason": "r", "score": 1, "markers": {"verified_identity": 1, "cited_policy": 0, "bad": "x"}}"#);
-        assert_eq!(r.markers, vec![("verified_identity".into(), 1.0), ("cited_policy".into(), 0.0)]);
+        let r = read(
+            r#"{"reason": "r", "score": 1, "markers": {"verified_identity": 1, "cited_policy": 0, "bad": "x"}}"#,
+        );
+        assert_eq!(
+            r.markers,
+            vec![
+                ("verified_identity".into(), 1.0),
+                ("cited_policy".into(), 0.0)
+            ]
+        );
         assert!(read("NaN").score.is_none());
     }
 }
