@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use datafusion::arrow::array::{Array, AsArray, ListArray, RecordBatch, StringArray, StructArray};
 
 use crate::error::{Error, Result};
+use crate::pipeline::row::Text;
 
 /// One turn: whose it is, and its text.
 #[derive(Debug)]
@@ -184,6 +185,102 @@ impl<'a> Conversations<'a> {
             _ => turns.push(Turn::assistant(final_text)),
         }
         turns
+    }
+}
+
+/// Whose turn a rebuilt one is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One turn of a conversation rebuilt from a row's columns, as [`crate::stages::messages::conversation`]
+/// rebuilds it from the row's JSON: its role, its text, and the step whose call it makes (an
+/// assistant turn) or answers (a tool turn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rebuilt<'a> {
+    pub(crate) role: Role,
+    pub(crate) content: &'a str,
+    /// The step (an index into the steps' items) of a call or its result.
+    pub(crate) step: Option<usize>,
+}
+
+/// The step columns a conversation is rebuilt from (text of either layout).
+#[derive(Clone, Copy)]
+pub(crate) struct StepColumns<'a> {
+    pub(crate) steps: &'a ListArray,
+    pub(crate) user: Text<'a>,
+    pub(crate) tool: Text<'a>,
+    pub(crate) text: Text<'a>,
+}
+
+impl StepColumns<'_> {
+    /// Whether row `i` has a steps list (null is none).
+    pub(crate) fn has(&self, i: usize) -> bool {
+        self.steps.is_valid(i)
+    }
+}
+
+/// Row `i`'s conversation rebuilt from its columns, turn for turn what
+/// [`crate::stages::messages::conversation`] makes of the row's JSON (opener, prompt, steps,
+/// final reply), for a row whose columns say what the row says (no `messages`, no `tool_trace`
+/// in place of steps, no `extra` field over a column read here). Built into `out` (cleared).
+pub(crate) fn rebuild<'a>(
+    opener: Option<&'a str>,
+    prompt: Option<&'a str>,
+    steps: &StepColumns<'a>,
+    final_text: &'a str,
+    i: usize,
+    out: &mut Vec<Rebuilt<'a>>,
+) {
+    out.clear();
+    let turn = |role, content, step| Rebuilt {
+        role,
+        content,
+        step,
+    };
+    if let Some(o) = opener.filter(|o| !o.is_empty()) {
+        out.push(turn(Role::Assistant, o, None));
+    }
+    if let Some(p) = prompt.filter(|p| !p.is_empty()) {
+        out.push(turn(Role::User, p, None));
+    }
+    if steps.steps.is_valid(i) {
+        let o = steps.steps.value_offsets();
+        for j in usize_of(o[i])..usize_of(o[i + 1]) {
+            if let Some(u) = steps.user.get(j).filter(|u| !u.is_empty()) {
+                out.push(turn(Role::User, u, None));
+            } else if steps.tool.get(j).is_some() {
+                out.push(turn(Role::Assistant, steps.text.value(j), Some(j)));
+                out.push(turn(Role::Tool, "", Some(j)));
+            } else if let Some(t) = steps.text.get(j).filter(|t| !t.is_empty()) {
+                out.push(turn(Role::Assistant, t, None));
+            }
+        }
+    }
+    if !final_text.trim_start().starts_with("<agent error") {
+        while out.len() > 1 && out.last().is_some_and(|t| t.role == Role::User) {
+            out.pop();
+        }
+    }
+    if final_text.is_empty()
+        || out
+            .iter()
+            .any(|t| t.role == Role::Assistant && t.content == final_text)
+    {
+        return;
+    }
+    match out.last_mut() {
+        Some(last)
+            if last.role == Role::Assistant
+                && last.step.is_none()
+                && last.content.trim().is_empty() =>
+        {
+            last.content = final_text;
+        }
+        _ => out.push(turn(Role::Assistant, final_text, None)),
     }
 }
 

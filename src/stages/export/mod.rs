@@ -41,11 +41,13 @@ pub mod dpo;
 mod exported;
 pub mod groups;
 mod json_string;
+mod rebuilt;
 pub mod report;
 pub mod rows;
 pub mod tally;
 #[cfg(test)]
 mod tests;
+mod wire_cache;
 mod wire_line;
 
 /// The wire shape.
