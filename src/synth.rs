@@ -9,6 +9,12 @@
 //! then follows the word, and what the agent did is drawn apart from it) and attach noisy gold
 //! labels to a share of rows.
 //!
+//! Two shapes of the same rows ([`Shape`]): wai's own (`messages` beside the steps, markers as
+//! numbers), and the reference's (what its simulate and evaluate write: `scenario_id`,
+//! `prompt`, `steps` with arguments and results as objects, `final_text`, no `messages`, markers
+//! as booleans or null), read as `wai convert` reads such a row. Same seed, same tasks, same
+//! draws: only the shape differs.
+//!
 //! Determinism: task `t` draws from ChaCha8 seeded with `seed`, stream `t`, so the rows do not
 //! depend on batch size, thread count or how many rows are asked for (the first `n` rows of a
 //! larger run are the rows of a smaller one).
@@ -17,9 +23,21 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Beta, Distribution};
 use rayon::prelude::*;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
-use crate::pipeline::row::{Message, Record, Step, ToolCall, canonical_json};
+use crate::pipeline::row::{Message, Record, Step, ToolCall, canonical_json, decode};
+
+/// How the rows are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Shape {
+    /// wai's own rows: `messages` beside the steps, markers as numbers.
+    #[default]
+    Wai,
+    /// The reference's simulate and evaluate rows: no `messages`, the conversation in `prompt`,
+    /// `steps` and `final_text`, arguments and results as objects, markers as booleans.
+    Reference,
+}
 
 /// Options of the generator.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -32,6 +50,8 @@ pub struct Options {
     pub shortcut: Option<String>,
     /// Share of rows with a gold label (agreeing with the reward 90% of the time).
     pub gold: f64,
+    /// The rows' shape.
+    pub shape: Shape,
 }
 
 impl crate::stages::Options for Options {
@@ -202,7 +222,69 @@ fn task_rows(opts: &Options, t: u64) -> Vec<Record> {
                 extra: None,
             }
         })
+        .map(|r| match opts.shape {
+            Shape::Wai => r,
+            Shape::Reference => reference_record(&r),
+        })
         .collect()
+}
+
+/// JSON text the generator wrote, as a value.
+fn parsed(text: Option<&str>) -> Value {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Row `r` as the reference writes it ([`Shape::Reference`]), read back as `wai convert` reads
+/// that line (its `rollout_id` left for the writer to derive, as the reader does).
+fn reference_record(r: &Record) -> Record {
+    let mut m = Map::new();
+    let mut put = |k: &str, v: Value| {
+        m.insert(k.to_owned(), v);
+    };
+    put("scenario_id", r.task_id.clone().into());
+    put("schema_version", "1".into());
+    let dims: Map<String, Value> = r
+        .dims
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    put("scenario_dimensions", dims.into());
+    put("prompt", r.prompt.clone().into());
+    let steps: Vec<Value> = r
+        .steps
+        .iter()
+        .flatten()
+        .map(|s| json!({"tool": s.tool, "arguments": parsed(s.arguments.as_deref()), "result": parsed(s.result.as_deref())}))
+        .collect();
+    put("steps", steps.into());
+    put("final_text", r.final_text.clone().into());
+    put("rollout_index", r.rollout_index.into());
+    put("reward", r.reward.into());
+    put("reason", r.reason.clone().into());
+    put("judge_name", r.judge_name.clone().into());
+    put("judge_status", r.judge_status.clone().into());
+    let markers: Map<String, Value> = r
+        .markers
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.map_or(Value::Null, |x| Value::Bool(x == 1.0))))
+        .collect();
+    put("markers", markers.into());
+    if let Some(g) = r.gold_reward {
+        put("gold_reward", g.into());
+        put("gold_kind", r.gold_kind.clone().into());
+    }
+    put("category", r.category.clone().into());
+    put("model_version", r.model_version.clone().into());
+    put("policy_version", r.policy_version.clone().into());
+    put("writer_model", r.writer_model.clone().into());
+    put("privileged", parsed(r.privileged.as_deref()));
+    put("lineage", parsed(r.lineage.as_deref()));
+    put("finish_reason", r.finish_reason.clone().into());
+    put("tools_used", r.tools_used.clone().into());
+    decode(Value::Object(m)).expect("a generated reference row decodes")
 }
 
 /// Makes `opts.rows` rows, handing them to `emit` in order, `tasks_per_chunk` tasks at a time
@@ -214,6 +296,8 @@ pub fn generate(
     const TASKS_PER_CHUNK: u64 = 2048;
     let mut made = 0u64;
     let mut t = 0u64;
+    // Rows of the reference's shape carry no `rollout_id`: it is derived as the reader does.
+    let mut ids = crate::pipeline::io::Identity::default();
     while made < opts.rows {
         let chunk: Vec<Vec<Record>> = (t..t + TASKS_PER_CHUNK)
             .into_par_iter()
@@ -224,6 +308,11 @@ pub fn generate(
         let left = usize::try_from(opts.rows - made).unwrap_or(usize::MAX);
         rows.truncate(left);
         made += rows.len() as u64;
+        if opts.shape == Shape::Reference {
+            for r in &mut rows {
+                ids.assign(r).map_err(crate::Error::Internal)?;
+            }
+        }
         emit(rows)?;
     }
     Ok(())
@@ -239,6 +328,7 @@ mod tests {
             seed,
             shortcut: Some("absolutely".into()),
             gold: 0.2,
+            shape: Shape::Wai,
         };
         let mut out = Vec::new();
         generate(&opts, |r| {

@@ -1,6 +1,11 @@
 //! Benches, named by data shape. Data comes from `wai gen` (seeded), made once per run in a
 //! temp folder. Run: `cargo bench` (or `cargo bench -- convert` for one group).
 //!
+//! Every stage bench runs on both row shapes (its last name part, `wai` or `reference`): `wai
+//! gen` rows (with `messages`) and the same rows as the reference writes them (`wai gen --shape
+//! reference`: no `messages`, arguments as objects, markers as booleans), so a slow path for
+//! either shape shows. Each shape's files are made the first time a bench asks for them.
+//!
 //! Figures the row-store issue asks for:
 //! - `convert/jsonl_to_parquet/rows=200k`: input MB/s (divan prints bytes/s from the counter);
 //! - `sql/group_by_task/rows=1M`: `SELECT task_id, count(*), avg(reward) FROM rows GROUP BY task_id`;
@@ -60,9 +65,9 @@ mod models;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The generated data's folder, removed when the benches end (a static's `TempDir` is never
-/// dropped, and each run left 3 GB in the temp folder).
-static DATA_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// The generated data's folders (one a shape), removed when the benches end (a static's
+/// `TempDir` is never dropped, and each run left 3 GB in the temp folder).
+static DATA_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 /// The trace files' folder, removed likewise unless `WAI_BENCH_INGEST_DIR` named it.
 static TRACES_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
@@ -70,8 +75,10 @@ fn main() {
     struct Cleanup;
     impl Drop for Cleanup {
         fn drop(&mut self) {
-            if let Some(dir) = DATA_DIR.get() {
-                let _ = std::fs::remove_dir_all(dir);
+            if let Ok(dirs) = DATA_DIRS.lock() {
+                for dir in dirs.iter() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
             }
             if let Some(dir) = TRACES_DIR.get() {
                 let _ = std::fs::remove_dir_all(dir);
@@ -110,20 +117,51 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
 
-/// `wai gen --rows ROWS --seed SEED [EXTRA...] -o dir/NAME`, returning the path.
+/// The row shapes every stage bench runs on (`wai gen --shape`).
+const SHAPES: [&str; 2] = ["wai", "reference"];
+
+/// `wai gen --rows ROWS --seed SEED --shape SHAPE [EXTRA...] -o dir/NAME`, returning the path.
 fn generate(dir: &Path, name: &str, rows: usize, seed: u64, extra: &[&str]) -> PathBuf {
     let out = dir.join(name);
     let (rows, seed) = (rows.to_string(), seed.to_string());
-    let mut args = vec!["-q", "gen", "--rows", &rows, "--seed", &seed];
+    let shape = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| SHAPES.iter().find(|s| n.ends_with(&format!("-{s}"))))
+        .copied()
+        .unwrap_or("wai");
+    let mut args = vec![
+        "-q", "gen", "--rows", &rows, "--seed", &seed, "--shape", shape,
+    ];
     args.extend_from_slice(extra);
     args.extend(["-o", path(&out)]);
     run(&args);
     out
 }
 
-static DATA: LazyLock<Data> = LazyLock::new(|| {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let _ = DATA_DIR.set(dir.path().to_path_buf());
+/// `wai gen` rows (with `messages`).
+static DATA: LazyLock<Data> = LazyLock::new(|| make_data("wai"));
+/// The same rows in the reference's shape.
+static REFERENCE: LazyLock<Data> = LazyLock::new(|| make_data("reference"));
+
+/// The data of `shape` (`wai` or `reference`).
+fn data(shape: &str) -> &'static Data {
+    if shape == "reference" {
+        &REFERENCE
+    } else {
+        &DATA
+    }
+}
+
+/// Makes the bench files of one shape in a fresh folder (its name ends in the shape).
+fn make_data(shape: &str) -> Data {
+    let dir = tempfile::Builder::new()
+        .suffix(&format!("-{shape}"))
+        .tempdir()
+        .expect("temp dir");
+    if let Ok(mut dirs) = DATA_DIRS.lock() {
+        dirs.push(dir.path().to_path_buf());
+    }
     let d = dir.path();
     let jsonl_200k = generate(d, "rows-200k.jsonl", 200_000, 1, &[]);
     let parquet_100k = generate(d, "rows-100k.parquet", 100_000, 1, &[]);
@@ -161,8 +199,11 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         "--out",
         path(&eval_5k),
     ]);
+    // Chat records are made of `messages`: only `wai gen` rows have them.
     let chat_100k = dir.path().join("chat-100k.jsonl");
-    write_chat(&jsonl_200k, &chat_100k, 100_000);
+    if shape == "wai" {
+        write_chat(&jsonl_200k, &chat_100k, 100_000);
+    }
     // The generated gigabytes reach the disk now, not while the first benches are timed.
     for entry in std::fs::read_dir(d).expect("data dir").flatten() {
         if let Ok(file) = std::fs::File::open(entry.path()) {
@@ -181,7 +222,7 @@ static DATA: LazyLock<Data> = LazyLock::new(|| {
         parquet_1m_shortcut,
         eval_5k,
     }
-});
+}
 
 /// Rewrites `wai gen` rows as OpenAI chat records: a system turn, tool calls with JSON-string
 /// arguments in the nested `function` shape, tool results by `tool_call_id`.
@@ -211,11 +252,11 @@ fn write_chat(rows: &Path, out: &Path, n: usize) {
 }
 
 mod convert {
-    use super::{Bencher, BytesCount, DATA, path, run};
+    use super::{Bencher, BytesCount, SHAPES, data, path, run};
 
-    #[divan::bench(name = "jsonl_to_parquet/rows=200k", sample_count = 5)]
-    fn jsonl_to_parquet(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "jsonl_to_parquet/rows=200k", sample_count = 5, args = SHAPES)]
+    fn jsonl_to_parquet(b: Bencher, shape: &str) {
+        let data = data(shape);
         let bytes = std::fs::metadata(&data.jsonl_200k).expect("input").len();
         let out = data.dir.path().join("out.parquet");
         b.counter(BytesCount::new(bytes))
@@ -224,27 +265,27 @@ mod convert {
 
     /// Parquet to Parquet, every row: what decontamination (which reads and rewrites every
     /// kept row) cannot go below.
-    #[divan::bench(name = "parquet_to_parquet/rows=1M", sample_count = 5)]
-    fn parquet_to_parquet(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "parquet_to_parquet/rows=1M", sample_count = 5, args = SHAPES)]
+    fn parquet_to_parquet(b: Bencher, shape: &str) {
+        let data = data(shape);
         let out = data.dir.path().join("out-1m.parquet");
         b.bench(|| run(&["-q", "convert", path(&data.parquet_1m), "-o", path(&out)]));
     }
 
-    #[divan::bench(name = "parquet_to_jsonl/rows=1M", sample_count = 2)]
-    fn parquet_to_jsonl(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "parquet_to_jsonl/rows=1M", sample_count = 2, args = SHAPES)]
+    fn parquet_to_jsonl(b: Bencher, shape: &str) {
+        let data = data(shape);
         let out = data.dir.path().join("out.jsonl");
         b.bench(|| run(&["-q", "convert", path(&data.parquet_1m), "-o", path(&out)]));
     }
 }
 
 mod sql {
-    use super::{Bencher, DATA, path, run};
+    use super::{Bencher, SHAPES, data, path, run};
 
-    #[divan::bench(name = "group_by_task/rows=1M", sample_count = 10)]
-    fn group_by_task(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "group_by_task/rows=1M", sample_count = 10, args = SHAPES)]
+    fn group_by_task(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| {
             run(&[
                 "sql",
@@ -257,9 +298,14 @@ mod sql {
         });
     }
 
-    #[divan::bench(name = "scan/rows=1M", args = ["task_id,reward", "all"], sample_count = 5)]
-    fn scan(b: Bencher, cols: &str) {
-        let data = &*DATA;
+    #[divan::bench(
+        name = "scan/rows=1M",
+        args = ["task_id,reward/wai", "all/wai", "task_id,reward/reference", "all/reference"],
+        sample_count = 5
+    )]
+    fn scan(b: Bencher, cols_shape: &str) {
+        let (cols, shape) = cols_shape.split_once('/').unwrap_or((cols_shape, "wai"));
+        let data = data(shape);
         let q = if cols == "all" {
             "SELECT sum(cardinality(messages)) + sum(cardinality(steps)) + sum(length(final_text)) + sum(length(extra)) FROM rows"
         } else {
@@ -270,33 +316,33 @@ mod sql {
 }
 
 mod pass_at {
-    use super::{Bencher, DATA, path, run};
+    use super::{Bencher, SHAPES, data, path, run};
 
-    #[divan::bench(name = "pass_at/rows=1M/draws=2000", sample_count = 5)]
-    fn rows_1m(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "pass_at/rows=1M/draws=2000", sample_count = 5, args = SHAPES)]
+    fn rows_1m(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| run(&["-q", "pass-at", path(&data.parquet_1m)]));
     }
 
-    #[divan::bench(name = "pass_at/rows=100k/draws=2000", sample_count = 10)]
-    fn rows_100k(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "pass_at/rows=100k/draws=2000", sample_count = 10, args = SHAPES)]
+    fn rows_100k(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| run(&["-q", "pass-at", path(&data.parquet_100k)]));
     }
 
-    #[divan::bench(name = "markers/rows=1M/draws=2000", sample_count = 5)]
-    fn markers_1m(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "markers/rows=1M/draws=2000", sample_count = 5, args = SHAPES)]
+    fn markers_1m(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| run(&["-q", "markers", path(&data.parquet_1m)]));
     }
 }
 
 mod compare {
-    use super::{Bencher, DATA, path, run};
+    use super::{Bencher, SHAPES, data, path, run};
 
-    #[divan::bench(name = "compare/rows=1M_vs_1M", sample_count = 3)]
-    fn rows_1m(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "compare/rows=1M_vs_1M", sample_count = 3, args = SHAPES)]
+    fn rows_1m(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| {
             run(&[
                 "-q",
@@ -307,9 +353,9 @@ mod compare {
         });
     }
 
-    #[divan::bench(name = "compare/rows=100k_vs_100k", sample_count = 5)]
-    fn rows_100k(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "compare/rows=100k_vs_100k", sample_count = 5, args = SHAPES)]
+    fn rows_100k(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| {
             run(&[
                 "-q",
@@ -322,11 +368,11 @@ mod compare {
 }
 
 mod decontaminate {
-    use super::{Bencher, DATA, path, run};
+    use super::{Bencher, SHAPES, data, path, run};
 
-    #[divan::bench(name = "decontaminate/rows=1M_eval=5k", sample_count = 5)]
-    fn rows_1m(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "decontaminate/rows=1M_eval=5k", sample_count = 5, args = SHAPES)]
+    fn rows_1m(b: Bencher, shape: &str) {
+        let data = data(shape);
         let out = data.dir.path().join("clean-1m.parquet");
         b.bench(|| {
             run(&[
@@ -343,23 +389,23 @@ mod decontaminate {
 }
 
 mod judge_trust {
-    use super::{Bencher, DATA, path, run};
+    use super::{Bencher, SHAPES, data, path, run};
 
-    #[divan::bench(name = "judge_trust/rows=1M_labels=5k", sample_count = 5)]
-    fn rows_1m(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "judge_trust/rows=1M_labels=5k", sample_count = 5, args = SHAPES)]
+    fn rows_1m(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| run(&["-q", "judge-trust", path(&data.parquet_1m_gold)]));
     }
 }
 
 mod hack_scan {
-    use super::{Bencher, DATA, path, run};
+    use super::{Bencher, SHAPES, data, path, run};
 
     // 1M rows, 6 per task: 9 hand features, 6 tools, 3 markers, 200 words and pairs (216
     // columns, 150 features after aliases and conjunctions), 100 shuffles.
-    #[divan::bench(name = "hack_scan/rows=1M/perms=100", sample_count = 3)]
-    fn rows_1m(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "hack_scan/rows=1M/perms=100", sample_count = 3, args = SHAPES)]
+    fn rows_1m(b: Bencher, shape: &str) {
+        let data = data(shape);
         b.bench(|| {
             run(&[
                 "-q",
@@ -439,6 +485,7 @@ mod ingest {
         });
     }
 
+    /// Chat records (made from `wai gen` rows' messages; an ingest format, one shape).
     #[divan::bench(name = "openai_chat/rows=100k", sample_count = 5)]
     fn openai_chat(b: Bencher) {
         let data = &*DATA;
@@ -450,12 +497,23 @@ mod ingest {
 }
 
 mod generate {
-    use super::{Bencher, DATA, path, run};
+    use super::{Bencher, SHAPES, data, path, run};
 
-    #[divan::bench(name = "gen/rows=100k/parquet", sample_count = 5)]
-    fn gen_parquet(b: Bencher) {
-        let out = DATA.dir.path().join("gen.parquet");
-        b.bench(|| run(&["-q", "gen", "--rows", "100000", "-o", path(&out)]));
+    #[divan::bench(name = "gen/rows=100k/parquet", sample_count = 5, args = SHAPES)]
+    fn gen_parquet(b: Bencher, shape: &str) {
+        let out = data(shape).dir.path().join("gen.parquet");
+        b.bench(|| {
+            run(&[
+                "-q",
+                "gen",
+                "--rows",
+                "100000",
+                "--shape",
+                shape,
+                "-o",
+                path(&out),
+            ]);
+        });
     }
 }
 
@@ -469,11 +527,14 @@ mod grade {
     use wai::stages::grade::verify::VerifierJudge;
     use wai::stages::grade::{Judge, Stamp, apply};
 
-    use super::{Bencher, DATA, black_box, path, run};
+    use super::{Bencher, SHAPES, black_box, data, path, run};
 
-    /// The 1M generated rows, read once.
-    static ROWS_1M: LazyLock<Vec<RecordBatch>> = LazyLock::new(|| {
-        let file = std::fs::File::open(&DATA.parquet_1m).expect("rows");
+    /// The 1M generated rows of each shape, read once.
+    static ROWS_1M: LazyLock<Vec<RecordBatch>> = LazyLock::new(|| read_1m("wai"));
+    static ROWS_1M_REFERENCE: LazyLock<Vec<RecordBatch>> = LazyLock::new(|| read_1m("reference"));
+
+    fn read_1m(shape: &str) -> Vec<RecordBatch> {
+        let file = std::fs::File::open(&data(shape).parquet_1m).expect("rows");
         ParquetRecordBatchReaderBuilder::try_new(file)
             .expect("parquet")
             .with_batch_size(8192)
@@ -481,7 +542,15 @@ mod grade {
             .expect("reader")
             .map(|b| b.expect("batch"))
             .collect()
-    });
+    }
+
+    fn rows_1m(shape: &str) -> &'static [RecordBatch] {
+        if shape == "reference" {
+            &ROWS_1M_REFERENCE
+        } else {
+            &ROWS_1M
+        }
+    }
 
     const STACK: &str = r#"
 [check]
@@ -492,8 +561,8 @@ all = [
 ]
 "#;
 
-    fn judge_all(b: Bencher, judge: &mut dyn Judge) {
-        let batches = &*ROWS_1M;
+    fn judge_all(b: Bencher, shape: &str, judge: &mut dyn Judge) {
+        let batches = rows_1m(shape);
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let stamp = Stamp {
             judge: judge.name().to_owned(),
@@ -509,26 +578,26 @@ all = [
         });
     }
 
-    #[divan::bench(name = "sql_expr/rows=1M", sample_count = 5)]
-    fn sql_expr(b: Bencher) {
+    #[divan::bench(name = "sql_expr/rows=1M", sample_count = 5, args = SHAPES)]
+    fn sql_expr(b: Bencher, shape: &str) {
         let mut judge = ExpressionJudge::new(
             "sql:expr".into(),
             "final_text ILIKE '%refund%' AND array_has(tools_used, 'lookup_order')",
         )
         .expect("planned");
-        judge_all(b, &mut judge);
+        judge_all(b, shape, &mut judge);
     }
 
-    #[divan::bench(name = "verifiers/rows=1M", sample_count = 5)]
-    fn verifiers(b: Bencher) {
+    #[divan::bench(name = "verifiers/rows=1M", sample_count = 5, args = SHAPES)]
+    fn verifiers(b: Bencher, shape: &str) {
         let mut judge = VerifierJudge::parse(STACK, "bench", "stack").expect("parsed");
-        judge_all(b, &mut judge);
+        judge_all(b, shape, &mut judge);
     }
 
-    #[divan::bench(name = "cmd_python/rows=100k/workers=2", sample_count = 3)]
-    fn cmd_python(b: Bencher) {
-        let dir = DATA.dir.path();
-        let rows = &DATA.parquet_100k;
+    #[divan::bench(name = "cmd_python/rows=100k/workers=2", sample_count = 3, args = SHAPES)]
+    fn cmd_python(b: Bencher, shape: &str) {
+        let dir = data(shape).dir.path();
+        let rows = &data(shape).parquet_100k;
         let helper = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
         let script = dir.join("trivial_judge.py");
         std::fs::write(
@@ -556,9 +625,9 @@ all = [
         });
     }
 
-    #[divan::bench(name = "end_to_end/rows=100k", sample_count = 5)]
-    fn end_to_end(b: Bencher) {
-        let dir = DATA.dir.path();
+    #[divan::bench(name = "end_to_end/rows=100k", sample_count = 5, args = SHAPES)]
+    fn end_to_end(b: Bencher, shape: &str) {
+        let dir = data(shape).dir.path();
         let file = dir.join("stack.toml");
         std::fs::write(&file, STACK).expect("judge file");
         let judge = format!("verify:{}", file.display());
@@ -567,7 +636,7 @@ all = [
             run(&[
                 "-q",
                 "grade",
-                path(&DATA.parquet_100k),
+                path(&data(shape).parquet_100k),
                 "--judge",
                 &judge,
                 "-o",
@@ -730,13 +799,13 @@ mod training {
     use divan::Bencher;
     use divan::counter::{BytesCount, ItemsCount};
 
-    use super::{DATA, path, run};
+    use super::{SHAPES, data, path, run};
 
     /// `wai select --mode rl` on 1M rows (target: under 3 s; the reference takes about 120 s on
     /// 100k).
-    #[divan::bench(name = "select_rl/rows=1M", sample_count = 2)]
-    fn select_rl(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "select_rl/rows=1M", sample_count = 2, args = SHAPES)]
+    fn select_rl(b: Bencher, shape: &str) {
+        let data = data(shape);
         let out = data.dir.path().join("selected.parquet");
         b.counter(ItemsCount::new(1_000_000usize)).bench(|| {
             run(&[
@@ -752,9 +821,9 @@ mod training {
     }
 
     /// `wai export --format openai` of 1M rows to JSONL (target: 200 MB/s written).
-    #[divan::bench(name = "export_openai/rows=1M", sample_count = 2)]
-    fn export_openai(b: Bencher) {
-        let data = &*DATA;
+    #[divan::bench(name = "export_openai/rows=1M", sample_count = 2, args = SHAPES)]
+    fn export_openai(b: Bencher, shape: &str) {
+        let data = data(shape);
         let out = data.dir.path().join("train.jsonl");
         run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]);
         let bytes = std::fs::metadata(&out).map_or(0, |m| m.len());

@@ -106,6 +106,10 @@ pub(crate) struct GenArgs {
     /// Share of rows that get a gold label (agreeing with the reward 90% of the time).
     #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
     pub gold: f64,
+    /// The rows' shape: `wai` (with `messages`) or `reference` (as the reference's simulate and
+    /// evaluate write rows: no `messages`, arguments as objects, markers as booleans).
+    #[arg(long, value_enum, default_value_t = crate::synth::Shape::Wai)]
+    pub shape: crate::synth::Shape,
 }
 
 /// `wai cache`.

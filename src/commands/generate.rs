@@ -21,6 +21,7 @@ struct Report<'a> {
     seed: u64,
     shortcut: &'a Option<String>,
     gold: f64,
+    shape: synth::Shape,
 }
 
 /// Runs `wai gen`.
@@ -31,6 +32,7 @@ pub(crate) fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
         seed: args.seed,
         shortcut: args.shortcut.clone(),
         gold: args.gold,
+        shape: args.shape,
     };
     opts.check()?;
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
@@ -69,6 +71,7 @@ pub(crate) fn run(_ctx: &Context, args: &GenArgs) -> Result<Outcome> {
         seed: args.seed,
         shortcut: &args.shortcut,
         gold: args.gold,
+        shape: args.shape,
     };
     let envelope = Envelope::new("gen", report)
         .output(Output::new(args.out.display(), "rows").rows(args.rows));

@@ -89,6 +89,11 @@ pub fn read_summaries<T: Send>(
     }
     // The rows left to the general path, read whole.
     let rest: Vec<usize> = (0..infos.len()).filter(|&i| infos[i].is_none()).collect();
+    tracing::info!(
+        rows = infos.len(),
+        object_path = rest.len(),
+        "summaries read from the columns; rows read whole for the object path (a tool_trace for steps, an extra field over a column)"
+    );
     if !rest.is_empty() {
         let (batches, at) = reader.read_positions(inputs, &counts, &rest)?;
         let views = batches

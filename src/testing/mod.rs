@@ -47,11 +47,20 @@ pub fn batch(rows: &[serde_json::Value]) -> Result<RecordBatch> {
 /// # Errors
 /// A row the builder refuses (a bug).
 pub fn generated(rows: u64, seed: u64) -> Result<Vec<RecordBatch>> {
+    generated_as(rows, seed, crate::synth::Shape::Wai)
+}
+
+/// [`generated`] in the given shape (`wai gen --shape SHAPE`).
+///
+/// # Errors
+/// A row the builder refuses (a bug).
+pub fn generated_as(rows: u64, seed: u64, shape: crate::synth::Shape) -> Result<Vec<RecordBatch>> {
     let opts = crate::synth::Options {
         rows,
         seed,
         shortcut: None,
         gold: 0.0,
+        shape,
     };
     let mut builder = Builder::new();
     let mut out = Vec::new();

@@ -2,9 +2,11 @@
 //! object first: the fast path of [`super::training_rows`] for `--format openai` without
 //! `--unroll`.
 //!
-//! A row takes this path when it has messages and its `extra` holds no field that a column read
-//! here also holds (`extra` wins over its column); other rows, and other formats, are encoded and
-//! converted the general way. A test holds the two paths' bytes, facts and side facts equal on
+//! A row takes this path when its `extra` holds no field that a column read here also holds
+//! (`extra` wins over its column) and, without messages, no `tool_trace` stands in for its steps
+//! and no `opener` comes before its prompt; a row without
+//! messages has its conversation rebuilt from its columns ([`super::rebuilt`]). Other rows, and
+//! other formats, are encoded and converted the general way. A test holds the two paths' bytes, facts and side facts equal on
 //! every fixture under several option sets.
 
 use std::borrow::Cow;
@@ -15,16 +17,16 @@ use datafusion::arrow::array::{Array, Float64Array, ListArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use serde_json::Value;
 
-use super::arguments::decode_args;
 use super::json_string::push_json_string;
 use super::rows::THINK;
+use super::wire_cache::LastJson;
+pub use super::wire_cache::WireCache;
 use super::wire_line::{Turn, cut, json, member, put, write_messages};
 use super::{CARRY, Format, Groups, MaskMode, Options, RowFacts};
-use crate::error::{Error, Result};
-use crate::pipeline::row::{Text, Typed, extra_beside, item_field, item_text, json_text, score};
+use crate::error::Result;
+use crate::pipeline::row::{Text, Typed, extra_beside, item_field, item_text, score};
 use crate::schema::col;
-use crate::stages::conversation::usize_of;
-use crate::stages::leak::NeedleCache;
+use crate::stages::conversation::{StepColumns, usize_of};
 use crate::stages::task_key::column_task_key;
 
 /// What the report needs of a row besides its facts.
@@ -78,89 +80,6 @@ const TEXT_CARRY: [&str; 7] = [
     col::PROMPT,
 ];
 
-/// What the last rows gave, for a reader that goes through rows in order (rows of a task sit
-/// together and share their privileged context, lineage and often their call arguments).
-#[derive(Default)]
-pub struct WireCache {
-    needles: NeedleCache,
-    /// The last lineage and sampling texts, parsed and written.
-    lineage: LastJson,
-    sampling: LastJson,
-    /// Call arguments to their wire string and whether they are an object, from
-    /// `arguments_text` (0) and from `arguments` (1); cleared when one grows past
-    /// [`WireCache::ARGS`].
-    args: [foldhash::HashMap<String, (String, bool)>; 2],
-}
-
-impl WireCache {
-    const ARGS: usize = 4096;
-
-    /// The wire string of a call's arguments and whether they are an object.
-    fn args(&mut self, from_text: bool, raw: Option<&str>) -> Result<(String, bool)> {
-        let Some(raw) = raw else {
-            let v = decode_args(&Value::Null);
-            return Ok((v.to_string(), v.is_object()));
-        };
-        let seen = &mut self.args[usize::from(!from_text)];
-        if let Some((wire, object)) = seen.get(raw) {
-            return Ok((wire.clone(), *object));
-        }
-        let v = if from_text {
-            decode_args(&Value::String(raw.to_owned()))
-        } else {
-            decode_args(&json_text(raw, "tool_calls.arguments")?)
-        };
-        let object = v.is_object();
-        let wire = match v {
-            Value::String(s) => s,
-            other => other.to_string(),
-        };
-        if seen.len() >= Self::ARGS {
-            seen.clear();
-        }
-        seen.insert(raw.to_owned(), (wire.clone(), object));
-        Ok((wire, object))
-    }
-}
-
-/// A JSON text column's value in the last row read, parsed and written once for a run of rows
-/// with the same text (rows of a task share their lineage and sampling): parsing and writing
-/// them for each row was 2.5% of an export's instructions.
-#[derive(Default)]
-struct LastJson {
-    text: Option<String>,
-    value: Value,
-    /// `value` as JSON (`serde_json`'s bytes, as the row would write it).
-    written: Vec<u8>,
-    /// Lineage only: `source` is `"eval"`, `system_prompt_sha` is set.
-    eval_sourced: bool,
-    policy_sha: bool,
-}
-
-impl LastJson {
-    /// Row `i` of the JSON text column `what` (`None` when null).
-    fn at(&mut self, a: Text<'_>, i: usize, what: &str) -> Result<Option<&Self>> {
-        let Some(t) = a.get(i) else {
-            return Ok(None);
-        };
-        if self.text.as_deref() != Some(t) {
-            let value = json_text(t, what)?;
-            self.written = serde_json::to_vec(&value)
-                .map_err(|e| Error::Internal(format!("writing a row: {e}")))?;
-            self.eval_sourced = value.get("source").and_then(Value::as_str) == Some("eval");
-            self.policy_sha = value.get("system_prompt_sha").is_some();
-            self.value = value;
-            self.text = Some(t.to_owned());
-        }
-        Ok(Some(self))
-    }
-
-    /// The value, unless it is JSON `null`.
-    fn non_null(this: Option<&Self>) -> Option<&Self> {
-        this.filter(|j| !j.value.is_null())
-    }
-}
-
 /// Where a carried key's value comes from when `extra` does not hold it.
 enum Carried<'a> {
     Reward,
@@ -174,7 +93,8 @@ enum Carried<'a> {
 /// Typed views of the columns a training row is written from.
 pub struct Wire<'a> {
     task_id: Text<'a>,
-    prompt: Text<'a>,
+    pub(super) prompt: Text<'a>,
+    pub(super) final_text: Text<'a>,
     finish_reason: Text<'a>,
     reward: &'a Float64Array,
     privileged: Text<'a>,
@@ -194,6 +114,10 @@ pub struct Wire<'a> {
     call_name: Text<'a>,
     call_arguments: Text<'a>,
     call_arguments_text: Text<'a>,
+    /// The steps a conversation without messages is rebuilt from, their arguments and results.
+    pub(super) step: StepColumns<'a>,
+    pub(super) step_arguments: Text<'a>,
+    pub(super) step_result: Text<'a>,
 }
 
 impl<'a> Wire<'a> {
@@ -208,6 +132,7 @@ impl<'a> Wire<'a> {
         Ok(Self {
             task_id: s(col::TASK_ID)?,
             prompt: s(col::PROMPT)?,
+            final_text: s(col::FINAL_TEXT)?,
             finish_reason: s(col::FINISH_REASON)?,
             reward: t.number::<Float64Type>(col::REWARD)?,
             privileged: s(col::PRIVILEGED)?,
@@ -230,6 +155,14 @@ impl<'a> Wire<'a> {
                 })
                 .collect::<Result<_>>()?,
             tools_used: t.list(col::TOOLS_USED)?,
+            step: StepColumns {
+                steps,
+                user: field(steps, "user")?,
+                tool: field(steps, "tool")?,
+                text: field(steps, "text")?,
+            },
+            step_arguments: field(steps, "arguments")?,
+            step_result: field(steps, "result")?,
             step_tool: field(steps, "tool")?,
             steps,
             role: field(messages, "role")?,
@@ -264,15 +197,29 @@ impl<'a> Wire<'a> {
         out: &mut Vec<u8>,
         meta: &mut Vec<u8>,
     ) -> Result<Option<(RowFacts, Side)>> {
-        if !Self::serves(opts) || !self.messages.is_valid(i) || self.messages.value_length(i) == 0 {
+        if !Self::serves(opts) {
             return Ok(None);
         }
         let Some(extra) = extra_beside(self.extra, i, &READ)? else {
             return Ok(None);
         };
+        let has_messages = self.messages.is_valid(i) && self.messages.value_length(i) > 0;
+        // A row without steps whose calls are a `tool_trace` (in `extra`) is rebuilt from it,
+        // the general way.
+        // So is a row with an opener (a turn before the prompt, in `extra`).
+        if !has_messages
+            && ((!self.step.has(i) && extra.contains_key("tool_trace"))
+                || extra.contains_key("opener"))
+        {
+            return Ok(None);
+        }
         let mut facts = RowFacts::default();
         let mut side = Side::default();
-        let mut turns = self.turns(i, opts, cache, &mut facts)?;
+        let mut turns = if has_messages {
+            self.turns(i, opts, cache, &mut facts)?
+        } else {
+            super::rebuilt::turns(self, i, opts, cache, &mut facts)?
+        };
         facts.truncated = self.finish_reason.get(i) == Some("length");
         // A row with nothing to train takes the general path, which counts and drops it; turns
         // after the last assistant turn are cut, as there.
@@ -533,59 +480,5 @@ fn strings<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
 fn strings_of<'v>(v: Option<&'v Value>, out: &mut Vec<&'v str>) {
     if let Some(v) = v {
         strings(v, out);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::LastJson;
-    use crate::pipeline::row::Text;
-    use datafusion::arrow::array::{StringArray, StringViewArray};
-
-    #[test]
-    fn last_json_follows_the_text_row_by_row() {
-        let texts = vec![
-            Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
-            Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
-            Some(r#"{ "source" : "sim" }"#),
-            None,
-            Some("null"),
-            Some(r#"{"source":"eval","system_prompt_sha":"ab"}"#),
-        ];
-        let eval = Some((
-            r#"{"source":"eval","system_prompt_sha":"ab"}"#.to_owned(),
-            true,
-            true,
-            true,
-        ));
-        let want = vec![
-            eval.clone(),
-            eval.clone(),
-            // Written as serde_json writes the value, not as the text was.
-            Some((r#"{"source":"sim"}"#.to_owned(), false, false, true)),
-            None,
-            Some(("null".to_owned(), false, false, false)),
-            eval,
-        ];
-        let plain = StringArray::from(texts.clone());
-        let views = StringViewArray::from(texts.clone());
-        for column in [Text::Plain(&plain), Text::View(&views)] {
-            let mut last = LastJson::default();
-            let mut seen = Vec::new();
-            for i in 0..texts.len() {
-                let j = last.at(column, i, "lineage").expect("JSON");
-                seen.push(j.map(|j| {
-                    (
-                        String::from_utf8(j.written.clone()).expect("UTF-8"),
-                        j.eval_sourced,
-                        j.policy_sha,
-                        LastJson::non_null(Some(j)).is_some(),
-                    )
-                }));
-            }
-            assert_eq!(seen, want);
-            let bad = StringArray::from(vec!["{"]);
-            assert!(last.at(Text::Plain(&bad), 0, "lineage").is_err());
-        }
     }
 }

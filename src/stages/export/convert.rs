@@ -39,6 +39,8 @@ pub struct Chunk {
     pub meta: Vec<u8>,
     /// Each input row's facts.
     pub rows: Vec<(RowFacts, RowMeta)>,
+    /// Rows converted the general way (the row as a JSON object).
+    pub object_path: u64,
 }
 
 /// Whether rows are read as text views: OpenAI rows are written straight from them; the other
@@ -78,6 +80,7 @@ pub fn convert_batch(batch: &RecordBatch, opts: &Options, groups: &Groups) -> Re
                 lines: Vec::with_capacity(CHUNK_ROWS * 2048),
                 meta: Vec::with_capacity(if views { CHUNK_ROWS * 1024 } else { 0 }),
                 rows: Vec::new(),
+                object_path: 0,
             };
             let mut cache = WireCache::default();
             chunk.rows = (c * CHUNK_ROWS..((c + 1) * CHUNK_ROWS).min(n))
@@ -96,7 +99,10 @@ pub fn convert_batch(batch: &RecordBatch, opts: &Options, groups: &Groups) -> Re
                     };
                     let (facts, written, side) = match fast {
                         Some((facts, side)) => (facts, 1, side),
-                        None => general.row(i, &mut chunk.lines, &mut chunk.meta)?,
+                        None => {
+                            chunk.object_path += 1;
+                            general.row(i, &mut chunk.lines, &mut chunk.meta)?
+                        }
                     };
                     // Which row: only for the report's first failure or warning.
                     let where_ = if facts.invalid_calls > 0

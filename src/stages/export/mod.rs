@@ -41,11 +41,13 @@ pub mod dpo;
 mod exported;
 pub mod groups;
 mod json_string;
+mod rebuilt;
 pub mod report;
 pub mod rows;
 pub mod tally;
 #[cfg(test)]
 mod tests;
+mod wire_cache;
 mod wire_line;
 
 /// The wire shape.
@@ -161,13 +163,17 @@ impl crate::stages::Stage for ExportStage {
             mut lines,
         } = inputs;
         let mut tally = Tally::default();
+        let (mut read, mut object_path) = (0u64, 0u64);
         rows(&mut |batch| {
+            read += batch.num_rows() as u64;
             for Chunk {
                 lines: l,
                 meta,
                 rows,
+                object_path: general,
             } in convert_batch(&batch, options, &groups)?
             {
+                object_path += general;
                 for (facts, row) in rows {
                     tally.add(&facts, row);
                 }
@@ -175,6 +181,11 @@ impl crate::stages::Stage for ExportStage {
             }
             Ok(())
         })?;
+        tracing::info!(
+            rows = read,
+            object_path,
+            "rows converted from the columns; rows converted as JSON objects (other formats, unrolled, a tool_trace for steps, an opener, an extra field over a column)"
+        );
         Ok(Report::of(&tally, options))
     }
 }

@@ -244,13 +244,15 @@ fn column_rows_equal_the_general_ones_on_every_fixture() {
         },
     ];
     let mut fast_rows = 0;
+    let mut shape_rows = 0;
     let mut stamped = 0;
     let mut seen_eval = false;
     let sets = ROW_FIXTURES.map(|f| (f, fixture(f)));
-    for (name, rows) in sets
-        .into_iter()
-        .chain([("made", crate::stages::select::tests::made_rows())])
-    {
+    for (name, rows) in sets.into_iter().chain([
+        ("made", crate::stages::select::tests::made_rows()),
+        // Every shape a conversation comes in (rows without messages are rebuilt).
+        ("shapes", crate::stages::conversation::shape_rows().0),
+    ]) {
         let batch = batch_of(rows);
         let view = BatchView::new(&batch).expect("view");
         // The column path reads text views, as `wai export` reads the rows.
@@ -276,6 +278,7 @@ fn column_rows_equal_the_general_ones_on_every_fixture() {
                     continue;
                 };
                 fast_rows += 1;
+                shape_rows += usize::from(name == "shapes");
                 let (general, general_facts) = training_rows(row, o, &groups);
                 assert_eq!(general.len(), 1);
                 let (line, meta) = split_openai(&general[0]);
@@ -323,6 +326,9 @@ fn column_rows_equal_the_general_ones_on_every_fixture() {
         }
     }
     assert!(fast_rows > 1000, "{fast_rows} rows took the column path");
+    // Of the shapes, all but the object path's four (string arguments, content parts, a
+    // `tool_trace`, an opener) and one with nothing to train, under each option set.
+    assert_eq!(shape_rows, 3 * 7, "shape rows that took the column path");
     assert!(stamped > 0);
     assert!(seen_eval);
 }

@@ -1,8 +1,9 @@
 //! Row summaries read straight from a batch's columns, without making each row a JSON object.
 //!
-//! A row takes this path unless it needs the general one: no messages (the conversation is
-//! rebuilt from the steps), or an `extra` that holds a field this path reads from a column
-//! (`extra` wins, so the column would not say what the row says). Those rows are encoded and summarized by
+//! A row takes this path unless it needs the general one: a `tool_trace` in place of its steps
+//! (the calls are in `extra`), or an `extra` that holds a field this path reads from a column
+//! (`extra` wins, so the column would not say what the row says). A row without messages has its
+//! conversation rebuilt from its prompt and steps' columns ([`rebuild`]). Those rows are encoded and summarized by
 //! [`super::row_info`]. Both paths fill the same [`super::Parts`], and a test holds their
 //! summaries equal on every fixture.
 
@@ -24,7 +25,7 @@ use crate::pipeline::row::{
     BatchView, Text, Typed, encode, extra_beside, item_field, item_text, json_at, json_text,
 };
 use crate::schema::col;
-use crate::stages::conversation::usize_of;
+use crate::stages::conversation::{Rebuilt, Role, StepColumns, rebuild, usize_of};
 use crate::stages::leak::NeedleCache;
 use crate::stages::task_key::column_task_key;
 
@@ -87,6 +88,8 @@ struct Columns<'a> {
     tool: Text<'a>,
     result: Text<'a>,
     truncated: &'a BooleanArray,
+    /// The steps a conversation without messages is rebuilt from.
+    step: StepColumns<'a>,
 }
 
 impl<'a> Columns<'a> {
@@ -113,18 +116,27 @@ impl<'a> Columns<'a> {
             tool: item_text(steps, "tool")?,
             result: item_text(steps, "result")?,
             truncated: item_field(steps, "truncated")?,
+            step: StepColumns {
+                steps,
+                user: item_text(steps, "user")?,
+                tool: item_text(steps, "tool")?,
+                text: item_text(steps, "text")?,
+            },
             steps,
         })
     }
 
     /// Row `i`'s summary from the columns, or `None` when the row needs the general path.
     fn info(&self, i: usize, cache: &mut Cache) -> Result<Option<RowInfo>> {
-        if !self.messages.is_valid(i) || self.messages.value_length(i) == 0 {
-            return Ok(None);
-        }
         let Some(extra) = extra_beside(self.extra, i, &READ)? else {
             return Ok(None);
         };
+        let has_messages = self.messages.is_valid(i) && self.messages.value_length(i) > 0;
+        // A row without steps whose calls are a `tool_trace` (in `extra`) is rebuilt from it,
+        // the general way.
+        if !has_messages && !self.step.has(i) && extra.contains_key("tool_trace") {
+            return Ok(None);
+        }
         let side = |k: &str| extra.get(k);
         let side_text = |k: &str| side(k).and_then(Value::as_str).unwrap_or("");
         let prompt = self.prompt.get(i);
@@ -133,19 +145,48 @@ impl<'a> Columns<'a> {
             &column_task_key(side("scenario_id"), self.task_id.value(i), prompt),
         );
         let final_text = self.final_text.value(i);
-        // Messages.
-        let o = self.messages.value_offsets();
-        let turns = usize_of(o[i])..usize_of(o[i + 1]);
-        let role = |j: usize| self.role.get(j);
-        let assistant: Vec<&str> = turns
-            .clone()
-            .filter(|&j| role(j) == Some("assistant"))
-            .map(|j| self.content.value(j))
-            .collect();
-        let message_calls = turns
-            .clone()
-            .any(|j| self.calls.is_valid(j) && self.calls.value_length(j) > 0);
-        let last_role = role(turns.end - 1).unwrap_or("");
+        // Messages, or the conversation rebuilt from the prompt and steps.
+        let (assistant, message_calls, last_role) = if has_messages {
+            let o = self.messages.value_offsets();
+            let turns = usize_of(o[i])..usize_of(o[i + 1]);
+            let role = |j: usize| self.role.get(j);
+            let assistant: Vec<&str> = turns
+                .clone()
+                .filter(|&j| role(j) == Some("assistant"))
+                .map(|j| self.content.value(j))
+                .collect();
+            let message_calls = turns
+                .clone()
+                .any(|j| self.calls.is_valid(j) && self.calls.value_length(j) > 0);
+            (assistant, message_calls, role(turns.end - 1).unwrap_or(""))
+        } else {
+            let mut turns: Vec<Rebuilt<'_>> = Vec::with_capacity(8);
+            rebuild(
+                side("opener").and_then(Value::as_str),
+                prompt,
+                &self.step,
+                final_text,
+                i,
+                &mut turns,
+            );
+            let assistant: Vec<&str> = turns
+                .iter()
+                .filter(|t| t.role == Role::Assistant)
+                .map(|t| t.content)
+                .collect();
+            let message_calls = turns
+                .iter()
+                .any(|t| t.role == Role::Assistant && t.step.is_some());
+            let last_role = turns.last().map_or("", |t| match t.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                Role::Tool => "tool",
+            });
+            (assistant, message_calls, last_role)
+        };
+        let has_conversation = has_messages
+            || (self.steps.is_valid(i) && self.steps.value_length(i) > 0)
+            || !final_text.is_empty();
         // Steps.
         let (mut step_call, mut step_tools, mut step_truncated) = (false, Vec::new(), false);
         let mut fault = None;
@@ -217,7 +258,7 @@ impl<'a> Columns<'a> {
                 message_calls,
                 assistant,
                 last_role,
-                has_messages: true,
+                has_messages: has_conversation,
                 overlong: side("overlong").and_then(Value::as_bool) == Some(true),
                 side_wants_tool: side_wants_tool(side),
                 prompt_wants_tool: Some(cache.wants_tool),
@@ -328,7 +369,7 @@ fn fill_column_infos(cols: &Columns<'_>, slots: &mut [Option<RowInfo>]) -> Resul
 
 /// The leaf columns the column path reads (field paths, lists looked through), and the row ids
 /// every row has.
-pub const LEAVES: [&str; 17] = [
+pub const LEAVES: [&str; 19] = [
     "task_id",
     "rollout_id",
     "rollout_index",
@@ -346,6 +387,8 @@ pub const LEAVES: [&str; 17] = [
     "steps.tool",
     "steps.result",
     "steps.truncated",
+    "steps.user",
+    "steps.text",
 ];
 
 /// Fills `slots` with the summaries of the rows of `batch` (read as [`LEAVES`]) by the column

@@ -472,6 +472,13 @@ pub(crate) mod tests {
         }
         // The column path is the one taken, not only the fallback.
         assert!(fast_rows > 400, "{fast_rows} rows took the column path");
+        // Every shape a conversation comes in: only the rows whose columns do not say what the
+        // row says take the object path.
+        let (rows, object_rows) = crate::stages::conversation::shape_rows();
+        let batch = batch_of(rows);
+        let (fast, general) = row_infos(&batch).expect("summaries");
+        assert_eq!(fast, columns::general_infos(&batch).expect("summaries"));
+        assert_eq!(general, object_rows);
         summaries_read_from_files_equal_the_general_ones();
         // What the rows reach, so the equality above covers it.
         for what in [
