@@ -97,12 +97,11 @@ pub fn convert_batch(batch: &RecordBatch, opts: &Options, groups: &Groups) -> Re
                     } else {
                         None
                     };
-                    let (facts, written, side) = match fast {
-                        Some((facts, side)) => (facts, 1, side),
-                        None => {
-                            chunk.object_path += 1;
-                            general.row(i, &mut chunk.lines, &mut chunk.meta)?
-                        }
+                    let (facts, written, side) = if let Some((facts, side)) = fast {
+                        (facts, 1, side)
+                    } else {
+                        chunk.object_path += 1;
+                        general.row(i, &mut chunk.lines, &mut chunk.meta)?
                     };
                     // Which row: only for the report's first failure or warning.
                     let where_ = if facts.invalid_calls > 0

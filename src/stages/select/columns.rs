@@ -126,6 +126,49 @@ impl<'a> Columns<'a> {
         })
     }
 
+    /// Row `i`'s assistant turns, whether a turn calls a tool, and the last turn's role: from
+    /// `messages`, or from the conversation rebuilt from the prompt and steps.
+    fn turns(
+        &self,
+        i: usize,
+        has_messages: bool,
+        opener: Option<&'a str>,
+        prompt: Option<&'a str>,
+        final_text: &'a str,
+    ) -> (Vec<&'a str>, bool, &'a str) {
+        if has_messages {
+            let o = self.messages.value_offsets();
+            let turns = usize_of(o[i])..usize_of(o[i + 1]);
+            let role = |j: usize| self.role.get(j);
+            let assistant: Vec<&str> = turns
+                .clone()
+                .filter(|&j| role(j) == Some("assistant"))
+                .map(|j| self.content.value(j))
+                .collect();
+            let message_calls = turns
+                .clone()
+                .any(|j| self.calls.is_valid(j) && self.calls.value_length(j) > 0);
+            (assistant, message_calls, role(turns.end - 1).unwrap_or(""))
+        } else {
+            let mut turns: Vec<Rebuilt<'_>> = Vec::with_capacity(8);
+            rebuild(opener, prompt, &self.step, final_text, i, &mut turns);
+            let assistant: Vec<&str> = turns
+                .iter()
+                .filter(|t| t.role == Role::Assistant)
+                .map(|t| t.content)
+                .collect();
+            let message_calls = turns
+                .iter()
+                .any(|t| t.role == Role::Assistant && t.step.is_some());
+            let last_role = turns.last().map_or("", |t| match t.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                Role::Tool => "tool",
+            });
+            (assistant, message_calls, last_role)
+        }
+    }
+
     /// Row `i`'s summary from the columns, or `None` when the row needs the general path.
     fn info(&self, i: usize, cache: &mut Cache) -> Result<Option<RowInfo>> {
         let Some(extra) = extra_beside(self.extra, i, &READ)? else {
@@ -146,44 +189,13 @@ impl<'a> Columns<'a> {
         );
         let final_text = self.final_text.value(i);
         // Messages, or the conversation rebuilt from the prompt and steps.
-        let (assistant, message_calls, last_role) = if has_messages {
-            let o = self.messages.value_offsets();
-            let turns = usize_of(o[i])..usize_of(o[i + 1]);
-            let role = |j: usize| self.role.get(j);
-            let assistant: Vec<&str> = turns
-                .clone()
-                .filter(|&j| role(j) == Some("assistant"))
-                .map(|j| self.content.value(j))
-                .collect();
-            let message_calls = turns
-                .clone()
-                .any(|j| self.calls.is_valid(j) && self.calls.value_length(j) > 0);
-            (assistant, message_calls, role(turns.end - 1).unwrap_or(""))
-        } else {
-            let mut turns: Vec<Rebuilt<'_>> = Vec::with_capacity(8);
-            rebuild(
-                side("opener").and_then(Value::as_str),
-                prompt,
-                &self.step,
-                final_text,
-                i,
-                &mut turns,
-            );
-            let assistant: Vec<&str> = turns
-                .iter()
-                .filter(|t| t.role == Role::Assistant)
-                .map(|t| t.content)
-                .collect();
-            let message_calls = turns
-                .iter()
-                .any(|t| t.role == Role::Assistant && t.step.is_some());
-            let last_role = turns.last().map_or("", |t| match t.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-                Role::Tool => "tool",
-            });
-            (assistant, message_calls, last_role)
-        };
+        let (assistant, message_calls, last_role) = self.turns(
+            i,
+            has_messages,
+            side("opener").and_then(Value::as_str),
+            prompt,
+            final_text,
+        );
         let has_conversation = has_messages
             || (self.steps.is_valid(i) && self.steps.value_length(i) > 0)
             || !final_text.is_empty();
