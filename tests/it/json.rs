@@ -60,6 +60,8 @@ const COMMANDS: &[&str] = &[
     "coverage-gap|{F}/example_scored.jsonl|--tools|{F}/example_tools.json",
     "simulate|--tools|{F}/example_tools.json|--policy|{F}/example_policy.md|--budget|100|-o|sim.parquet",
     "init-evals|--tools|{F}/example_tools.json|--policy|{F}/example_policy.md|--dir|evals",
+    "cache|stats|--cache|model-cache",
+    "cache|clear|--cache|model-cache",
 ];
 
 #[test]

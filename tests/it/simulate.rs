@@ -897,3 +897,45 @@ fn calls_to_tools_the_file_does_not_give_are_named_not_counted_as_no_call() {
         "{warnings}"
     );
 }
+
+/// A checkpoint written by `seeded:0.35` does not resume under `seeded:0.10`: the digest holds
+/// the agent's policy (its rate), not only its name, so two policies never mix in one file.
+#[test]
+fn a_checkpoint_does_not_resume_under_another_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let checkpoint = dir.path().join("ck.jsonl");
+    let run = |rate: &str, out: &str| {
+        wai()
+            .args(["simulate", "--budget", "40", "--agent", rate, "--tools"])
+            .arg(&tools)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--checkpoint")
+            .arg(&checkpoint)
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap()
+    };
+    let first = run("seeded:0.35", "a.jsonl");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let other = run("seeded:0.10", "b.jsonl");
+    assert_eq!(
+        other.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    assert!(String::from_utf8_lossy(&other.stderr).contains("other settings"));
+    let same = run("seeded:0.35", "c.jsonl");
+    assert!(
+        same.status.success(),
+        "the same rate resumes: {}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+}

@@ -93,7 +93,8 @@ pub fn convert_batch(batch: &RecordBatch, opts: &Options, groups: &Groups) -> Re
                             &mut cache,
                             &mut chunk.lines,
                             &mut chunk.meta,
-                        )?
+                        )
+                        .map_err(|e| row_named(e, rollout.and_then(|r| r.get(i))))?
                     } else {
                         None
                     };
@@ -126,6 +127,19 @@ pub fn convert_batch(batch: &RecordBatch, opts: &Options, groups: &Groups) -> Re
             Ok(chunk)
         })
         .collect()
+}
+
+/// A JSON text column that holds no JSON, said of the row (as the general path's reader says it).
+fn row_named(e: Error, rollout_id: Option<&str>) -> Error {
+    match e {
+        Error::Input { stage, message } if stage == crate::pipeline::row::NOT_JSON_STAGE => {
+            Error::Input {
+                stage,
+                message: format!("row `{}`: {message}", rollout_id.unwrap_or("?")),
+            }
+        }
+        other => other,
+    }
 }
 
 /// The general path over one batch.

@@ -79,7 +79,9 @@ impl Setup {
         let known_ids = known_ids(opts, &seeds);
         let agent_name = agent.name().to_owned();
         let wave = opts.wave.unwrap_or_else(|| agent.wave()).max(1);
-        let settings = digest(opts, &seeds, &agent_name, wave, agent.wave());
+        // The agent's policy, not only its name: a checkpoint of `seeded:0.35` must not resume
+        // under `seeded:0.10` and mix two policies in one file.
+        let settings = digest(opts, &seeds, &agent.policy(), wave, agent.wave());
         Ok(Self {
             policy,
             k,
