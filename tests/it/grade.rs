@@ -1080,3 +1080,29 @@ fn sql_judges_run_under_the_query_limits() {
         assert!(!err.contains("External error"), "{err}");
     }
 }
+
+/// A number no 64-bit type holds, kept in `extra`, reaches a command judge as it was read (it
+/// was rounded to `1.8446744073709552e19` in the request; #30 item 8).
+#[test]
+fn a_command_judge_sees_wide_numbers_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("wide.jsonl");
+    std::fs::write(
+        &input,
+        "{\"task_id\": \"t\", \"prompt\": \"p\", \"final_text\": \"f\", \"big\": 18446744073709551616}\n",
+    )
+    .unwrap();
+    let judge = dir.path().join("judge.py");
+    std::fs::write(
+        &judge,
+        "import sys, json\nfor line in sys.stdin:\n    i = json.loads(line)['id']\n    ok = '18446744073709551616' in line\n    print(json.dumps({'id': i, 'reward': 1 if ok else 0, 'reason': line[:200]}), flush=True)\n",
+    )
+    .unwrap();
+    let (rows, _) = grade(
+        dir.path(),
+        &input,
+        &[&format!("cmd:python3 {}", judge.display())],
+        &["--no-tools"],
+    );
+    assert_eq!(rows[0]["reward"], 1.0, "{}", rows[0]);
+}

@@ -19,7 +19,7 @@ use super::{Judge, Status, Verdict};
 use crate::error::{Error, Result};
 pub use crate::pipeline::pipe::Options;
 use crate::pipeline::pipe::{Answer, Failure, Pool};
-use crate::pipeline::row::{BatchView, encode};
+use crate::pipeline::row::{BatchView, encode_keeping, wide};
 
 /// A pool of workers running one judge command.
 pub struct CommandJudge {
@@ -57,11 +57,16 @@ fn requests(
             let mut out = Vec::with_capacity(chunk.len() * 2048);
             let mut ends = Vec::with_capacity(chunk.len());
             for &i in chunk {
-                let row = encode(&view, i)?;
+                let (row, verbatim) = encode_keeping(&view, i)?;
                 let id = first_id + i as u64;
                 out.extend_from_slice(format!("{{\"id\":{id},\"row\":").as_bytes());
-                serde_json::to_writer(&mut out, &row)
-                    .map_err(|e| Error::Internal(format!("encoding a request: {e}")))?;
+                if verbatim.is_empty() {
+                    serde_json::to_writer(&mut out, &row)
+                        .map_err(|e| Error::Internal(format!("encoding a request: {e}")))?;
+                } else {
+                    // Numbers no 64-bit type holds reach the judge as they were read.
+                    out.extend_from_slice(wide::object_text(&row, &verbatim).as_bytes());
+                }
                 out.extend_from_slice(b"}\n");
                 ends.push(out.len());
             }
