@@ -193,7 +193,17 @@ fn an_endpoint_that_fails_every_call_stops_the_run_after_a_few() {
         String::from_utf8_lossy(&out.stderr)
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("failed 20 calls in a row"), "{err}");
+    // 20 in a row trip it; calls already in flight (at most 3 more) may fail with them.
+    let failed: u32 = err
+        .split("failed ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (20..=23).contains(&failed) && err.contains("calls in a row"),
+        "{err}"
+    );
     assert!(
         server.requests() < 40,
         "stopped early, not after 200 calls: {}",
