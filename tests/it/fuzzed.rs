@@ -127,3 +127,30 @@ fn files_that_panic_the_parquet_crate_are_bad_input() {
         }
     }
 }
+
+/// Found by the `jsonl_rows` fuzz target: a JSON array after a byte-order mark made the reader's
+/// byte count subtract past zero (a panic in a debug build, a wrong count in release).
+#[test]
+fn a_json_array_after_a_byte_order_mark_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bom_array.json");
+    std::fs::write(
+        &input,
+        b"\xef\xbb\xbf[{\"task_id\": \"t\", \"prompt\": \"a\", \"final_text\": \"b\"}]\n",
+    )
+    .unwrap();
+    let out = crate::support::wai()
+        .args(["--json", "convert"])
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("out.parquet"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = crate::support::envelope(&out.stdout);
+    assert_eq!(doc["outputs"][0]["rows"], 1, "{doc}");
+}

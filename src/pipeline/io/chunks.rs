@@ -102,10 +102,12 @@ fn produce(
         }
         if first && buf.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
             // A JSON array: read it whole, then take its elements, a batch at a time.
+            // Counted from the buffer's own length: a byte-order mark was taken off it.
+            let before = buf.len();
             reader
                 .read_to_end(&mut buf)
                 .map_err(|e| Error::io(name, e))?;
-            read += (buf.len() - filled) as u64;
+            read += (buf.len() - before) as u64;
             let elements: Vec<(u64, std::ops::Range<usize>)> = split_array(&buf)
                 .map_err(|e| Error::BadRow {
                     file: name.to_owned(),
