@@ -23,15 +23,22 @@ pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
 }
 
 /// A session for a user's query (`wai sql`, a SQL query judge): as [`new_context`], with its
-/// operators and guarded functions held to `limits.memory` (DataFusion's memory pool; sorts and
-/// aggregates spill to disk before they fail).
+/// operators and guarded functions held to `limits.memory` (DataFusion's memory pool). Past the
+/// limit a query fails with a memory error; nothing spills to disk. DataFusion 55's
+/// `RepartitionExec` can deadlock when two of its inputs spill at once (apache/datafusion#24883,
+/// fixed after 55.2 by #24891): a grouped query under a small limit then waited forever, about
+/// one run in three here. Without a disk manager nothing spills, so it fails instead.
 pub fn limited_context(
     target_partitions: Option<usize>,
     limits: &Limits,
 ) -> Result<SessionContext> {
+    use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
     let memory = usize::try_from(limits.memory).unwrap_or(usize::MAX);
     let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
         .with_memory_limit(memory, 1.0)
+        .with_disk_manager_builder(
+            DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+        )
         .build_arc()?;
     let ctx = SessionContext::new_with_config_rt(session_config(target_partitions), runtime);
     finish(ctx, limits.memory)
