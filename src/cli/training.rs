@@ -1,6 +1,6 @@
 //! Training data: `select`, `export`, `decontaminate`, `hack-scan`.
 
-use super::shared::{RowsOut, at_least_one, open_share, positive_share, share};
+use super::shared::{ModelArgs, RowsOut, at_least_one, open_share, positive_share, share};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -95,6 +95,10 @@ pub(crate) struct DecontaminateArgs {
 
 /// `wai select`.
 #[derive(Debug, Args)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each bool is a flag of the command line"
+)]
 pub(crate) struct SelectArgs {
     /// Scored rows (files, folders, globs or URLs; JSONL or Parquet).
     #[arg(required = true, value_name = "SCORED")]
@@ -130,6 +134,19 @@ pub(crate) struct SelectArgs {
     /// Preference: the rejected reply closest in length to the chosen one.
     #[arg(long)]
     pub length_match: bool,
+    /// Preference: a pairwise judge (`pairwise:MODEL-SPEC`, e.g. `pairwise:openai:gpt-4.1-mini`)
+    /// asked which side of each pair served the person better; the pairs carry its verdict.
+    #[arg(long, value_name = "pairwise:SPEC")]
+    pub judge: Option<String>,
+    /// Preference: ask the pairwise judge once per pair, not again with the sides swapped.
+    #[arg(long, requires = "judge")]
+    pub no_swap: bool,
+    /// Preference: keep only the pairs where the pairwise judge picked the chosen reply.
+    #[arg(long, requires = "judge")]
+    pub keep_agreed: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub models: ModelArgs,
     /// The selected rows (`.parquet` or `.jsonl`), in training order; pairs are JSONL.
     #[arg(long, short, value_name = "OUT")]
     pub out: PathBuf,

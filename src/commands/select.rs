@@ -13,6 +13,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("`band`", "--band"),
     ("`length_match`", "--length-match"),
     ("`endorsed`", "--endorsed"),
+    ("`keep_agreed`", "--keep-agreed"),
     ("`features`", "--feature"),
     ("`select` in `rl` mode", "`wai select --mode rl`"),
 ];
@@ -43,6 +44,22 @@ pub(crate) fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
     let started = std::time::Instant::now();
     let opts = options(args)?;
     crate::stages::Options::check(&opts)?;
+    // The pairwise judge is made (its spec, its options, its key) before anything is read.
+    let judge = match (&args.judge, args.mode) {
+        (None, _) => None,
+        (Some(spec), SelectMode::Preference) => Some(crate::pipeline::judges::pairwise_judge(
+            spec,
+            &crate::pipeline::judges::models(&args.models)?,
+            !args.no_swap,
+            args.keep_agreed,
+        )?),
+        (Some(_), _) => {
+            return Err(Error::Usage(
+                "--judge asks a pairwise judge about preference pairs: it needs `--mode preference`"
+                    .into(),
+            ));
+        }
+    };
     // Where the output goes is checked before anything is read: pairs are JSON Lines, rows
     // take their format from the name.
     let written = if args.mode == SelectMode::Preference {
@@ -62,17 +79,15 @@ pub(crate) fn run(ctx: &Context, args: &SelectArgs) -> Result<Outcome> {
                 length_match: args.length_match,
             };
             crate::stages::Options::check(&opts)?;
-            let mut done = select::pairs_streamed(&mut readings, &opts)?;
+            let mut done = select::pairs_streamed(&mut readings, &opts, judge.as_ref())?;
             drop(readings);
             name_flags(&mut done.report.warnings);
-            return render(
-                args,
-                &done,
-                done.written,
-                "pairs",
-                &done.report.warnings,
-                started,
-            );
+            let mut warnings = done.report.warnings.clone();
+            if let Some(p) = &mut done.pairwise {
+                name_flags(&mut p.warnings);
+                warnings.extend(p.warnings.iter().cloned());
+            }
+            return render(args, &done, done.written, "pairs", &warnings, started);
         }
     };
     let output = args.out.display().to_string();

@@ -14,6 +14,7 @@ use crate::models::{Model, ModelSpec};
 use crate::pipeline::context::Context;
 use crate::stages::grade::Judge;
 use crate::stages::grade::command::{self, CommandJudge};
+use crate::stages::grade::llm::pairwise::{self, PairwiseJudge};
 use crate::stages::grade::llm::{self, LlmJudge, Rubric};
 use crate::stages::grade::sql::{self as sql_judge, ExpressionJudge, QueryJudge};
 use crate::stages::grade::verify::VerifierJudge;
@@ -132,7 +133,10 @@ impl Models {
 }
 
 /// The model settings of `args`, checked.
-fn models(args: &ModelArgs) -> Result<Models> {
+///
+/// # Errors
+/// A value out of range, or a policy file that cannot be read.
+pub(crate) fn models(args: &ModelArgs) -> Result<Models> {
     if !(args.model_timeout.is_finite() && args.model_timeout > 0.0) {
         return Err(Error::Usage(format!(
             "--model-timeout must be a number of seconds above 0, not {}",
@@ -275,6 +279,38 @@ pub(crate) fn row_judge(spec: &str, workers: &Workers) -> Result<Box<dyn Judge>>
         }
         _ => Box::new(CommandJudge::start(workers.options(text, "judge"))?),
     })
+}
+
+/// The pairwise judge `spec` names (`pairwise:MODEL-SPEC`), calling as `models` says.
+///
+/// # Errors
+/// A spec of another kind or a bad model spec (usage errors), or options out of range.
+pub(crate) fn pairwise_judge(
+    spec: &str,
+    models: &Models,
+    swap: bool,
+    keep_agreed: bool,
+) -> Result<PairwiseJudge> {
+    let Some(model) = spec.strip_prefix("pairwise:") else {
+        return Err(Error::Usage(format!(
+            "`--judge {spec}` is not a pairwise judge: select's preference pairs take `--judge pairwise:MODEL-SPEC` (e.g. `pairwise:openai:gpt-4.1-mini`)"
+        )));
+    };
+    let model = Model::new(ModelSpec::parse(model)?, models.settings.clone())?;
+    let j = &models.judge;
+    PairwiseJudge::new(
+        Arc::new(model),
+        pairwise::Options {
+            policy: j.policy.clone(),
+            tools: j.tools.clone(),
+            use_privileged: j.use_privileged,
+            payload_chars: j.payload_chars,
+            max_tokens: j.max_tokens,
+            swap,
+            keep_agreed,
+            ..pairwise::Options::default()
+        },
+    )
 }
 
 /// Judges, in spec order.

@@ -13,6 +13,7 @@ use super::{
 use crate::error::Result;
 use crate::pipeline::row::{BatchView, encode};
 use crate::pipeline::select_run::Readings;
+use crate::stages::grade::llm::pairwise::PairwiseJudge;
 use crate::stages::{Session, hack_scan};
 
 /// What the hack scan of a selection found.
@@ -52,6 +53,9 @@ pub struct StreamedPairs {
     pub report: PairReport,
     /// Always `preference`.
     pub mode: &'static str,
+    /// What the pairwise judge found, when one was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairwise: Option<crate::stages::grade::llm::pairwise::Report>,
     /// The pairs written.
     #[serde(skip)]
     pub written: usize,
@@ -131,7 +135,13 @@ fn summary_of(scan: &hack_scan::Report) -> ScanSummary {
 ///
 /// # Panics
 /// Never: every planned row is among those read.
-pub fn pairs_streamed<R: Readings>(readings: &mut R, opts: &PairOptions) -> Result<StreamedPairs> {
+///
+/// With a pairwise `judge`, every pair is judged before it is written, and carries the verdict.
+pub fn pairs_streamed<R: Readings>(
+    readings: &mut R,
+    opts: &PairOptions,
+    judge: Option<&PairwiseJudge>,
+) -> Result<StreamedPairs> {
     let length_match = opts.length_match;
     let infos = readings.each_row(&|view, i| Ok(pair_row(&encode(view, i)?, length_match)))?;
     let (plan, report) = plan_pairs(&infos, opts);
@@ -153,11 +163,14 @@ pub fn pairs_streamed<R: Readings>(readings: &mut R, opts: &PairOptions) -> Resu
         let k = needed.binary_search(&i).expect("a planned row was read");
         &objects[k]
     };
-    let (pairs, report) = build_pairs(&plan, row, report);
+    let (mut pairs, report) = build_pairs(&plan, row, report);
+    drop(objects);
+    let pairwise = judge.map(|j| j.judge_pairs(&mut pairs)).transpose()?;
     readings.write_lines(&pairs)?;
     Ok(StreamedPairs {
         report,
         mode: "preference",
+        pairwise,
         written: pairs.len(),
     })
 }
@@ -276,7 +289,7 @@ mod tests {
             length_match: false,
         };
         let mut readings = in_memory();
-        let done = pairs_streamed(&mut readings, &opts).unwrap();
+        let done = pairs_streamed(&mut readings, &opts, None).unwrap();
         assert_eq!(done.written, readings.lines.len());
         assert_eq!(done.report.pairs, done.written);
         let doc = serde_json::to_value(&done).unwrap();

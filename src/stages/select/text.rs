@@ -86,6 +86,10 @@ impl std::fmt::Display for super::Streamed {
 
 impl std::fmt::Display for super::StreamedPairs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.report.to_string().trim_end())
+        f.write_str(self.report.to_string().trim_end())?;
+        if let Some(p) = &self.pairwise {
+            write!(f, "\n{}", p.to_string().trim_end())?;
+        }
+        Ok(())
     }
 }
