@@ -17,9 +17,24 @@ pub(crate) struct SimulateArgs {
     /// Literal asks run first: a text file (one per line) or JSONL with a `prompt` field.
     #[arg(long, value_name = "FILE")]
     pub seeds: Option<PathBuf>,
-    /// Who plays the asks: `seeded`, `seeded:RATE` or `cmd:COMMAND`.
+    /// Who plays the asks: `seeded`, `seeded:RATE`, `cmd:COMMAND`, or a model spec
+    /// (`openai:MODEL`, `anthropic:MODEL`, `endpoint:MODEL@URL`, `ollama:MODEL`,
+    /// `fireworks:MODEL`), played multi-turn with the policy and the tools.
     #[arg(long, default_value = "seeded")]
     pub agent: String,
+    /// Model agents: generation-only guidance (a text file) added to the system prompt after the
+    /// policy; it is not the policy the rows record, and never reaches an export or an eval.
+    #[arg(long, value_name = "FILE")]
+    pub scaffold: Option<PathBuf>,
+    /// Model agents: the sampling temperature (0 makes reruns free from the cache).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Model agents: the reply budget of one turn, in tokens.
+    #[arg(long, default_value_t = crate::stages::simulate::model::MAX_TOKENS, value_name = "TOKENS")]
+    pub agent_max_tokens: u32,
+    /// Model agents: tool calls one rollout may make; at the cap it ends.
+    #[arg(long, default_value_t = crate::stages::simulate::model::MAX_STEPS, value_name = "N")]
+    pub max_steps: usize,
     /// Only these planted mistakes (seeded agent), comma-separated.
     #[arg(long, value_delimiter = ',', value_name = "BEHAVIOUR")]
     pub behaviors: Vec<String>,

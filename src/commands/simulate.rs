@@ -103,9 +103,40 @@ fn options(ctx: &Context, args: &SimulateArgs) -> Result<Options> {
     Ok(opts)
 }
 
+/// The model agent's flags, given for an agent that is not a model, are a usage error rather
+/// than ignored.
+#[allow(
+    clippy::float_cmp,
+    reason = "a flag left at its default is exactly the default"
+)]
+fn model_flags_need_a_model(args: &SimulateArgs) -> Result<()> {
+    use crate::stages::simulate::agent::AgentSpec;
+    use crate::stages::simulate::model;
+    if matches!(AgentSpec::parse(&args.agent), Ok(AgentSpec::Model(_))) {
+        return Ok(());
+    }
+    let given = [
+        ("--scaffold", args.scaffold.is_some()),
+        ("--temperature", args.temperature != 0.0),
+        (
+            "--agent-max-tokens",
+            args.agent_max_tokens != model::MAX_TOKENS,
+        ),
+        ("--max-steps", args.max_steps != model::MAX_STEPS),
+    ];
+    match given.iter().find(|(_, set)| *set) {
+        Some((flag, _)) => Err(Error::Usage(format!(
+            "{flag} is for model agents (`--agent endpoint:MODEL@URL`, `openai:MODEL`, ...), not `--agent {}`",
+            args.agent
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Runs `wai simulate`.
 pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     let opts = options(ctx, args)?;
+    model_flags_need_a_model(args)?;
     let workers = crate::pipeline::judges::pool(&args.pool)?;
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
@@ -115,7 +146,20 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         .as_deref()
         .map(Checkpoint::lock)
         .transpose()?;
-    let mut agent = crate::pipeline::agents::agent(&args.agent, &args.behaviors, &workers)?;
+    let mut system = opts.policy.clone();
+    if let Some(path) = &args.scaffold {
+        let scaffold = crate::pipeline::world_files::read_text(path)?;
+        if !scaffold.trim().is_empty() {
+            system = format!("{}\n\n{}", system.trim_end(), scaffold.trim());
+        }
+    }
+    let model = crate::stages::simulate::model::Options {
+        system: system.trim().to_owned(),
+        temperature: args.temperature,
+        max_tokens: args.agent_max_tokens,
+        max_steps: args.max_steps,
+    };
+    let mut agent = crate::pipeline::agents::agent(&args.agent, &args.behaviors, &workers, &model)?;
     let (resumed, torn) = match &checkpoint {
         Some(c) => c.read()?,
         None => (Vec::new(), false),

@@ -71,6 +71,16 @@ impl Provider {
     }
 }
 
+/// The provider names a spec may start with (`vllm` is another name for `endpoint`).
+pub const PROVIDERS: [&str; 6] = [
+    "openai",
+    "anthropic",
+    "fireworks",
+    "ollama",
+    "endpoint",
+    "vllm",
+];
+
 /// A parsed model spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelSpec {

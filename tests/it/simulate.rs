@@ -939,3 +939,181 @@ fn a_checkpoint_does_not_resume_under_another_rate() {
         String::from_utf8_lossy(&same.stderr)
     );
 }
+
+/// `wai --json simulate` on the demo world with a model agent on `server`, the cache in
+/// `dir/cache`.
+fn simulate_with_model(
+    dir: &Path,
+    server: &wai::testing::model_server::ModelServer,
+    out: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let (tools, policy, _) = world(dir);
+    wai()
+        .arg("--json")
+        .arg("simulate")
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--agent")
+        .arg(format!("endpoint:agent-m@{}", server.url()))
+        .arg("--cache")
+        .arg(dir.join("cache"))
+        .args(["--retry-wait", "0.001"])
+        .args(extra)
+        .arg("--out")
+        .arg(dir.join(out))
+        .env_remove("VLLM_API_KEY")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_model_agent_plays_multi_turn_against_the_mock_world_and_reruns_free() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let args = [
+        "--budget",
+        "40",
+        "--fault-rate",
+        "0.5",
+        "--concurrency",
+        "8",
+    ];
+    let out = simulate_with_model(dir.path(), &server, "rows.jsonl", &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = read_jsonl(&dir.path().join("rows.jsonl"));
+    assert_eq!(rows.len(), 40);
+    let first_tool = demo::tools_json()[0]["function"]["name"].clone();
+    let mut faulted = 0;
+    for r in &rows {
+        assert_eq!(text(r, "model_version"), "agent-m", "{r}");
+        let steps = r["steps"].as_array().unwrap();
+        // The scripted model calls the first tool once, then reports what the world said.
+        assert_eq!(steps.len(), 1, "{r}");
+        assert_eq!(steps[0]["tool"], first_tool, "{r}");
+        let result = &steps[0]["result"];
+        assert!(result.is_object(), "{r}");
+        let said = text(r, "final_text");
+        assert!(said.starts_with("done: "), "{r}");
+        let reported: Value = serde_json::from_str(&said["done: ".len()..]).unwrap();
+        assert_eq!(&reported, result, "the model saw the world's result: {r}");
+        // A fault that fired is what the model saw and reported.
+        if r["faults_injected"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+        {
+            faulted += 1;
+        }
+    }
+    assert!(faulted > 0, "scheduled faults reach the model agent");
+    assert!(
+        text(&rows[0], "policy_version").starts_with("endpoint:agent-m@127.0.0.1"),
+        "{}",
+        rows[0]
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["report"]["notes"]
+            .to_string()
+            .contains("agent agent-m: "),
+        "{report}"
+    );
+
+    // Temperature 0: a rerun asks nothing and writes the same bytes, at any concurrency.
+    let asked = server.requests();
+    assert!(asked > 0);
+    let again = simulate_with_model(
+        dir.path(),
+        &server,
+        "again.jsonl",
+        &[
+            "--budget",
+            "40",
+            "--fault-rate",
+            "0.5",
+            "--concurrency",
+            "64",
+        ],
+    );
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(server.requests(), asked, "every call came from the cache");
+    assert_eq!(
+        std::fs::read(dir.path().join("rows.jsonl")).unwrap(),
+        std::fs::read(dir.path().join("again.jsonl")).unwrap()
+    );
+}
+
+#[test]
+fn a_model_agent_whose_endpoint_fails_every_call_stops_the_run() {
+    use wai::testing::model_server::{Config, Fault, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config {
+        faults: vec![(Fault::ServerError, 1.0)],
+        ..Config::default()
+    });
+    let out = simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &["--budget", "2000", "--retries", "0", "--concurrency", "4"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(err.contains("500"), "{err}");
+    assert!(
+        server.requests() < 200,
+        "the breaker stops the run, not thousands of failed calls: {}",
+        server.requests()
+    );
+    assert!(
+        !dir.path().join("rows.jsonl").exists(),
+        "no half-written output"
+    );
+}
+
+#[test]
+fn a_model_agent_is_checked_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let base = |agent: &str| {
+        let mut cmd = wai();
+        cmd.arg("simulate")
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--policy")
+            .arg(&policy)
+            .args(["--agent", agent, "--out"])
+            .arg(dir.path().join("rows.jsonl"));
+        cmd
+    };
+    refused(
+        &mut base("endpoint:gpt-x"),
+        "endpoint:gpt-x@http://HOST:PORT/v1",
+    );
+    refused(
+        base("endpoint:m@http://127.0.0.1:9/v1").args(["--temperature", "3"]),
+        "--temperature",
+    );
+    refused(
+        base("endpoint:m@http://127.0.0.1:9/v1").args(["--max-steps", "0"]),
+        "--max-steps",
+    );
+    refused(&mut base("openai/gpt-4.1"), "`openai:gpt-4.1`");
+    refused(&mut base("gpt-4.1"), "model spec");
+    refused(
+        base("seeded").args(["--temperature", "0.7"]),
+        "--temperature is for model agents",
+    );
+    assert!(!dir.path().join("rows.jsonl").exists());
+}

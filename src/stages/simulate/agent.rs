@@ -127,6 +127,8 @@ pub enum AgentSpec {
     Seeded(f64),
     /// A command agent.
     Command(String),
+    /// A model agent: the model spec (`endpoint:MODEL@URL`, ...).
+    Model(String),
 }
 
 impl AgentSpec {
@@ -134,6 +136,12 @@ impl AgentSpec {
     pub fn parse(spec: &str) -> std::result::Result<Self, &'static str> {
         if let Some(command) = spec.strip_prefix("cmd:") {
             return Ok(Self::Command(command.to_owned()));
+        }
+        // `openai/MODEL` too: the model layer says how to spell it.
+        if let Some((provider, _)) = spec.split_once([':', '/'])
+            && crate::models::spec::PROVIDERS.contains(&provider)
+        {
+            return Ok(Self::Model(spec.to_owned()));
         }
         match spec.strip_prefix("seeded") {
             Some("") => Ok(Self::Seeded(DEFAULT_RATE)),
@@ -143,7 +151,9 @@ impl AgentSpec {
                 .filter(|r| (0.0..=1.0).contains(r))
                 .map(Self::Seeded)
                 .ok_or("the rate is a share in [0, 1], as in `seeded:0.2`"),
-            None => Err("use `seeded`, `seeded:RATE` or `cmd:COMMAND`"),
+            None => Err(
+                "use `seeded`, `seeded:RATE`, `cmd:COMMAND` or a model spec (`openai:MODEL`, `anthropic:MODEL`, `endpoint:MODEL@URL`, `ollama:MODEL`, `fireworks:MODEL`)",
+            ),
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod command;
 pub mod demo;
 pub mod grid;
 pub mod hash;
+pub mod model;
 pub mod policy;
 pub mod tools;
 pub mod world;
