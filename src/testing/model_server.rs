@@ -1,16 +1,22 @@
 //! A deterministic model server on 127.0.0.1 for tests and benchmarks: OpenAI's
 //! `/v1/chat/completions`, `/v1/embeddings` and `/v1/models`, and Anthropic's `/v1/messages`.
 //! Its replies are a function of the request, so a test knows the verdict to expect, and it
-//! can be told to fail a share of requests in each way a real server does.
+//! can be told to fail a share of requests in each way a real server does. Chat completions
+//! stream as server-sent events when the request asks (`stream: true`).
 //!
 //! What it answers, from the last user message:
-//! - with tools offered and no tool result yet: a call of the first tool, arguments `{}`;
+//! - with tools offered and no tool result yet: a call of the first tool, whose first parameter
+//!   gets the id the last message names (`A1001`, `ORD-7`), if it names one (else `{}`);
 //! - after a tool result: `done: <the result>`;
 //! - `REFUSE`: a refusal; `GARBLE`: prose, never the contract; `GARBLE_ONCE`: prose, then the
 //!   contract once asked again; `NAN`: a verdict whose score is `NaN`;
+//! - a pairwise question (a JSON object with `A` and `B`): the side whose record holds `BETTER`
+//!   wins, a tie when both or neither do; `BIASED` anywhere makes it answer `A` whatever the
+//!   sides say (a judge that favours a position);
 //! - otherwise a judge verdict: `{"reason": ..., "score": 1}` when the text holds `PASS`, else 0.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -277,8 +283,12 @@ fn text_of(content: &Value) -> String {
     }
 }
 
-/// What to answer: `Ok(text)` or `Err((tool name))` for a call.
-fn decide(messages: &[Value], tools: &[Value]) -> Result<String, String> {
+/// An id in an ask: letters, an optional dash, digits.
+static ID: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"\b[A-Z]+-?\d+\b").expect("a valid pattern"));
+
+/// What to answer: `Ok(text)`, or `Err((tool name, arguments as JSON text))` for a call.
+fn decide(messages: &[Value], tools: &[Value]) -> Result<String, (String, String)> {
     let last = messages.last().cloned().unwrap_or(Value::Null);
     let role = last.get("role").and_then(Value::as_str).unwrap_or("");
     let text = text_of(last.get("content").unwrap_or(&Value::Null));
@@ -292,11 +302,19 @@ fn decide(messages: &[Value], tools: &[Value]) -> Result<String, String> {
     }
     if let Some(tool) = tools.first() {
         let f = tool.get("function").unwrap_or(tool);
-        return Err(f
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("tool")
-            .to_owned());
+        let name = f.get("name").and_then(Value::as_str).unwrap_or("tool");
+        // The id the ask names (`A1001`, `ORD-7`) goes to the tool's first parameter.
+        let arguments = match (
+            ID.find(&text),
+            f.pointer("/parameters/properties")
+                .or_else(|| f.pointer("/input_schema/properties"))
+                .and_then(Value::as_object)
+                .and_then(|p| p.keys().next()),
+        ) {
+            (Some(id), Some(param)) => json!({param.as_str(): id.as_str()}),
+            _ => json!({}),
+        };
+        return Err((name.to_owned(), arguments.to_string()));
     }
     let asked_again = messages
         .iter()
@@ -312,6 +330,8 @@ fn decide(messages: &[Value], tools: &[Value]) -> Result<String, String> {
         || all.contains("GARBLE") && !all.contains("GARBLE_ONCE")
     {
         "The agent seems fine overall, I think.".to_owned()
+    } else if let Some(winner) = pairwise(&text) {
+        format!("{{\"winner\": \"{winner}\", \"reason\": \"the test server's rule\"}}")
     } else if all.contains("NAN") {
         "{\"reason\": \"not a number\", \"score\": NaN}".to_owned()
     } else if all.contains("PASS") {
@@ -319,6 +339,29 @@ fn decide(messages: &[Value], tools: &[Value]) -> Result<String, String> {
     } else {
         "{\"reason\": \"the reply does not say PASS\", \"score\": 0}".to_owned()
     })
+}
+
+/// The answer to a pairwise question (`{"request", "A", "B"}`), when `text` is one.
+fn pairwise(text: &str) -> Option<&'static str> {
+    let q: Value = serde_json::from_str(text).ok()?;
+    let (a, b) = (q.get("A")?.to_string(), q.get("B")?.to_string());
+    if text.contains("BIASED") {
+        return Some("A");
+    }
+    Some(match (a.contains("BETTER"), b.contains("BETTER")) {
+        (true, false) => "A",
+        (false, true) => "B",
+        _ => "tie",
+    })
+}
+
+/// A 400 with an error object in the shape both APIs use.
+fn bad_request(message: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({"error": {"message": message, "type": "invalid_request_error"}})),
+    )
+        .into_response()
 }
 
 fn tokens(s: &str) -> u64 {
@@ -336,13 +379,15 @@ async fn chat(
     let Ok(req) = serde_json::from_slice::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
-    let messages = req["messages"].as_array().cloned().unwrap_or_default();
+    let Some(messages) = req["messages"].as_array().cloned() else {
+        return bad_request("`messages` must be a list");
+    };
     let tools = req["tools"].as_array().cloned().unwrap_or_default();
     let prompt_tokens = tokens(&req["messages"].to_string());
     let (message, finish) = match decide(&messages, &tools) {
         Ok(text) => (json!({"role": "assistant", "content": text}), "stop"),
-        Err(tool) => (
-            json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("call_{}", messages.len()), "type": "function", "function": {"name": tool, "arguments": "{}"}}]}),
+        Err((tool, arguments)) => (
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("call_{}", messages.len()), "type": "function", "function": {"name": tool, "arguments": arguments}}]}),
             "tool_calls",
         ),
     };
@@ -353,12 +398,76 @@ async fn chat(
             json!({"content": [{"token": "x", "logprob": -0.5}, {"token": "y", "logprob": -0.25}]});
     }
     answered(&shared, &body);
+    if req["stream"] == true {
+        return stream(&req, &message, finish, prompt_tokens, completion_tokens);
+    }
     axum::Json(json!({
         "id": "chatcmpl-test", "object": "chat.completion", "model": req["model"],
         "choices": [choice],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
     }))
     .into_response()
+}
+
+/// The reply as OpenAI's server-sent events (`stream: true`): the role, the content in pieces
+/// or each tool call (its name, then its arguments), the finish reason, the usage when
+/// `stream_options.include_usage` asks, and `[DONE]`.
+fn stream(
+    req: &Value,
+    message: &Value,
+    finish: &str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> Response {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": req["model"],
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    if let Some(text) = message["content"].as_str() {
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(8) {
+            events.push(chunk(
+                json!({"content": piece.iter().collect::<String>()}),
+                Value::Null,
+            ));
+        }
+    }
+    for (i, call) in message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        events.push(chunk(
+            json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                    "function": {"name": call["function"]["name"], "arguments": ""}}]}),
+            Value::Null,
+        ));
+        events.push(chunk(
+            json!({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]}),
+            Value::Null,
+        ));
+    }
+    events.push(chunk(json!({}), json!(finish)));
+    if req["stream_options"]["include_usage"] == true {
+        events.push(json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": req["model"], "choices": [],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}}));
+    }
+    let mut body = String::new();
+    for e in &events {
+        let _ = write!(body, "data: {e}\n\n");
+    }
+    body.push_str("data: [DONE]\n\n");
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        body,
+    )
+        .into_response()
 }
 
 async fn messages(
@@ -379,15 +488,18 @@ async fn messages(
         )
             .into_response();
     }
-    let mut messages = req["messages"].as_array().cloned().unwrap_or_default();
+    let Some(mut messages) = req["messages"].as_array().cloned() else {
+        return bad_request("`messages` must be a list");
+    };
     if let Some(system) = req["system"].as_str() {
         messages.insert(0, json!({"role": "system", "content": system}));
     }
     let tools = req["tools"].as_array().cloned().unwrap_or_default();
     let (content, stop) = match decide(&messages, &tools) {
         Ok(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
-        Err(tool) => (
-            json!([{"type": "tool_use", "id": format!("toolu_{}", messages.len()), "name": tool, "input": {}}]),
+        Err((tool, arguments)) => (
+            json!([{"type": "tool_use", "id": format!("toolu_{}", messages.len()), "name": tool,
+                    "input": serde_json::from_str::<Value>(&arguments).unwrap_or_else(|_| json!({}))}]),
             "tool_use",
         ),
     };

@@ -469,3 +469,406 @@ fn cache_stats_and_clear() {
     );
     assert_eq!(stats["entries"], 0);
 }
+
+/// Two replies per ask, the first rewarded 1 and the second 0; `texts[t]` are the final replies
+/// (chosen, rejected) of ask `t`, and `prompts[t]` its ask.
+fn pair_rows(dir: &Path, asks: &[(&str, &str, &str)]) -> PathBuf {
+    let mut rows = Vec::new();
+    for (t, (prompt, chosen, rejected)) in asks.iter().enumerate() {
+        for (i, (text, reward)) in [(chosen, 1.0), (rejected, 0.0)].into_iter().enumerate() {
+            rows.push(json!({"task_id": format!("t{t}"), "rollout_id": format!("r{t}-{i}"), "prompt": prompt,
+                "steps": [{"tool": "lookup", "arguments": {"id": t}, "result": {"status": "ok"}}],
+                "final_text": text, "reward": reward, "judge_status": "ok"}));
+        }
+    }
+    let path = dir.join("scored.jsonl");
+    write_rows(&path, &rows);
+    path
+}
+
+/// `wai --json select ROWS --mode preference --judge pairwise:endpoint:judge-m@URL ...`.
+fn select_pairs(
+    dir: &Path,
+    input: &Path,
+    server: &ModelServer,
+    extra: &[&str],
+) -> std::process::Output {
+    wai()
+        .arg("--json")
+        .arg("select")
+        .arg(input)
+        .args(["--mode", "preference", "--judge"])
+        .arg(format!("pairwise:endpoint:judge-m@{}", server.url()))
+        .arg("--cache")
+        .arg(dir.join("cache"))
+        .args(["--retry-wait", "0.001"])
+        .args(extra)
+        .arg("-o")
+        .arg(dir.join("pairs.jsonl"))
+        .env_remove("VLLM_API_KEY")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_pairwise_judge_asks_both_orders_and_a_position_bias_shows_as_flips() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let input = pair_rows(
+        dir.path(),
+        &[
+            ("refund order 1", "refunded, BETTER", "could not refund"),
+            ("refund order 2", "refunded", "refunded properly, BETTER"),
+            ("refund order 3", "done", "done too"),
+            // The server answers A to anything that says BIASED: a judge that favours a position.
+            ("BIASED refund order 4", "refunded, BETTER", "no"),
+        ],
+    );
+    let out = select_pairs(dir.path(), &input, &server, &[]);
+    ok(&out);
+    assert_eq!(
+        server.requests(),
+        8,
+        "each of the 4 pairs is asked in both orders"
+    );
+    let pairs = crate::support::read_jsonl(&dir.path().join("pairs.jsonl"));
+    assert_eq!(pairs.len(), 4);
+    let verdict = |t: usize| {
+        pairs
+            .iter()
+            .find(|p| p["chosen"]["task_id"] == format!("t{t}"))
+            .map(|p| p["pairwise"].clone())
+            .unwrap()
+    };
+    assert_eq!(verdict(0)["winner"], "chosen");
+    assert_eq!(verdict(0)["position_consistent"], true);
+    assert_eq!(verdict(1)["winner"], "rejected");
+    assert_eq!(verdict(2)["winner"], "tie");
+    assert_eq!(verdict(2)["position_consistent"], true);
+    assert_eq!(verdict(3)["winner"], "tie", "a flip is a tie");
+    assert_eq!(verdict(3)["position_consistent"], false);
+    assert_eq!(verdict(3)["swapped"], true);
+    assert!(
+        verdict(0)["judge"]
+            .as_str()
+            .unwrap()
+            .starts_with("judge-m@")
+    );
+    assert!(
+        pairs
+            .iter()
+            .all(|p| p["tie"] == (p["pairwise"]["winner"] == "tie"))
+    );
+
+    let report = envelope(&out.stdout);
+    let p = &report["report"]["pairwise"];
+    assert_eq!(p["pairs"], 4);
+    assert_eq!(p["judged"], 4);
+    assert_eq!(p["failed"], 0);
+    assert_eq!(p["agrees_with_scores"]["value"], 0.25);
+    assert_eq!(p["agrees_with_scores"]["n"], 4);
+    assert_eq!(p["prefers_rejected"]["value"], 0.25);
+    assert_eq!(p["tie_rate"]["value"], 0.5);
+    assert_eq!(p["position_flip_rate"]["value"], 0.25);
+    let [lo, hi] = [
+        &p["position_flip_rate"]["ci95"][0],
+        &p["position_flip_rate"]["ci95"][1],
+    ]
+    .map(|v| v.as_f64().unwrap());
+    assert!(lo < 0.25 && hi > 0.25, "{p}");
+    assert_eq!(p["disagreements"].as_array().unwrap().len(), 3, "{p}");
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("when the sides were swapped in 1 of 4 pairs"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("preferred the rejected reply in 1 of 4"),
+        "{warnings}"
+    );
+
+    // A rerun asks nothing; asking once per pair needs only the first order, which is cached.
+    ok(&select_pairs(dir.path(), &input, &server, &[]));
+    ok(&select_pairs(dir.path(), &input, &server, &["--no-swap"]));
+    assert_eq!(server.requests(), 8, "every answer came from the cache");
+    let once = crate::support::read_jsonl(&dir.path().join("pairs.jsonl"));
+    assert_eq!(
+        once.iter()
+            .filter(|p| p["pairwise"]["swapped"] == false)
+            .count(),
+        4
+    );
+    let biased = once
+        .iter()
+        .find(|p| p["chosen"]["task_id"] == "t3")
+        .unwrap();
+    assert_eq!(
+        biased["pairwise"]["winner"], "chosen",
+        "asked once, the bias goes unseen"
+    );
+    assert_eq!(biased["pairwise"]["position_consistent"], Value::Null);
+
+    // Keeping only what the judge agreed with.
+    let kept = select_pairs(dir.path(), &input, &server, &["--keep-agreed"]);
+    ok(&kept);
+    let kept_pairs = crate::support::read_jsonl(&dir.path().join("pairs.jsonl"));
+    assert_eq!(kept_pairs.len(), 1);
+    assert_eq!(kept_pairs[0]["chosen"]["task_id"], "t0");
+    assert_eq!(envelope(&kept.stdout)["report"]["pairwise"]["dropped"], 3);
+}
+
+#[test]
+fn a_pairwise_judge_that_fails_leaves_no_winner_and_no_silent_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every other request fails with a 500 that retries do not outlast (no retries).
+    let server = ModelServer::start(Config {
+        faults: vec![(Fault::ServerError, 0.5)],
+        ..Config::default()
+    });
+    let input = pair_rows(
+        dir.path(),
+        &[
+            ("a", "BETTER", "x"),
+            ("b", "BETTER", "x"),
+            ("c", "BETTER", "x"),
+            ("d", "BETTER", "x"),
+        ],
+    );
+    let out = select_pairs(dir.path(), &input, &server, &["--retries", "0"]);
+    ok(&out);
+    let report = envelope(&out.stdout);
+    let p = &report["report"]["pairwise"];
+    let pairs = crate::support::read_jsonl(&dir.path().join("pairs.jsonl"));
+    // A pair with one order answered takes that answer, without a consistency reading.
+    for pair in &pairs {
+        let v = &pair["pairwise"];
+        match v["winner"].as_str() {
+            Some(w) => assert_eq!(w, "chosen", "{v}"),
+            None => assert!(v["reasons"].to_string().contains("error: "), "{v}"),
+        }
+        if v["reasons"].to_string().contains("error: ") {
+            assert_eq!(v["position_consistent"], Value::Null, "{v}");
+        }
+    }
+    assert_eq!(
+        p["judged"].as_u64().unwrap() + p["failed"].as_u64().unwrap(),
+        4,
+        "{p}"
+    );
+}
+
+#[test]
+fn a_pairwise_judge_is_refused_where_it_does_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = pair_rows(dir.path(), &[("a", "x", "y")]);
+    let out = dir.path().join("out.jsonl");
+    crate::support::refused(
+        wai()
+            .arg("select")
+            .arg(&input)
+            .args(["--judge", "pairwise:endpoint:m@http://127.0.0.1:9/v1", "-o"])
+            .arg(&out),
+        "needs `--mode preference`",
+    );
+    crate::support::refused(
+        wai()
+            .arg("select")
+            .arg(&input)
+            .args([
+                "--mode",
+                "preference",
+                "--judge",
+                "llm:endpoint:m@http://127.0.0.1:9/v1",
+                "-o",
+            ])
+            .arg(&out),
+        "--judge pairwise:MODEL-SPEC",
+    );
+    crate::support::refused(
+        wai()
+            .arg("select")
+            .arg(&input)
+            .args([
+                "--mode",
+                "preference",
+                "--judge",
+                "pairwise:gpt-4.1-mini",
+                "-o",
+            ])
+            .arg(&out),
+        "gpt-4.1-mini",
+    );
+    assert!(
+        !out.exists(),
+        "nothing is written when the options are refused"
+    );
+}
+
+/// The python of a virtualenv with the `openai` and `anthropic` SDKs and the `LiteLLM` proxy from
+/// PyPI (`.ci/run` makes it), or none outside CI.
+fn models_python() -> Option<PathBuf> {
+    let python = std::env::var_os("WAI_MODELS_PYTHON");
+    if python.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must set WAI_MODELS_PYTHON (see .ci/run)"
+        );
+        #[allow(clippy::print_stderr, reason = "a skipped test says why")]
+        {
+            eprintln!(
+                "skipped: set WAI_MODELS_PYTHON to a python with openai, anthropic and litellm[proxy]"
+            );
+        }
+    }
+    python.map(PathBuf::from)
+}
+
+#[test]
+fn the_openai_and_anthropic_sdks_read_the_test_server_as_the_real_services() {
+    let Some(python) = models_python() else {
+        return;
+    };
+    let server = ModelServer::start(Config::default());
+    let out = std::process::Command::new(python)
+        .arg(crate::support::fixture("models/clients_check.py"))
+        .arg(server.url())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A `LiteLLM` proxy (a real OpenAI-compatible server, from PyPI) on a free port of 127.0.0.1,
+/// answering `judge-m` with a fixed verdict and `judge-busy` with 429s, behind `master_key`;
+/// killed when dropped.
+struct LiteLlm {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl LiteLlm {
+    fn start(python: &Path, dir: &Path, master_key: &str) -> Self {
+        let config = dir.join("litellm.yaml");
+        std::fs::write(
+            &config,
+            "model_list:\n  - model_name: judge-m\n    litellm_params:\n      model: openai/judge-m\n      api_key: unused\n      mock_response: '{\"reason\": \"mocked by litellm\", \"score\": 1}'\n  - model_name: judge-busy\n    litellm_params:\n      model: openai/judge-busy\n      api_key: unused\n      mock_response: litellm.RateLimitError\n",
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let litellm = python.parent().unwrap().join("litellm");
+        let child = std::process::Command::new(litellm)
+            .arg("--config")
+            .arg(&config)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("LITELLM_MASTER_KEY", master_key)
+            // Nothing from the network: the model cost map is the packaged one.
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .env("NO_PROXY", "*")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("litellm.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_mins(2),
+                "LiteLLM did not listen within 120 s: {}",
+                std::fs::read_to_string(dir.join("litellm.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Self { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+}
+
+impl Drop for LiteLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_llm_judge_grades_through_a_real_openai_compatible_server() {
+    let Some(python) = models_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let master = "sk-wai-litellm-master-0123456789";
+    let proxy = LiteLlm::start(&python, dir.path(), master);
+    let input = rows(dir.path(), 6, pass_fail);
+    let judge = |model: &str, key: &str, extra: &[&str]| {
+        wai()
+            .arg("--json")
+            .arg("grade")
+            .arg(&input)
+            .arg("--judge")
+            .arg(format!("llm:endpoint:{model}@{}", proxy.url()))
+            .arg("--no-cache")
+            .args(["--no-tools", "--retry-wait", "0.01"])
+            .args(extra)
+            .arg("-o")
+            .arg(dir.path().join("out.parquet"))
+            .env("VLLM_API_KEY", key)
+            .output()
+            .unwrap()
+    };
+    let out = judge("judge-m", master, &[]);
+    ok(&out);
+    let graded = scored(dir.path());
+    assert_eq!(graded.len(), 6);
+    for r in &graded {
+        assert_eq!(r["judge_status"], "ok", "{r}");
+        assert_eq!(r["reward"], 1.0, "{r}");
+        assert_eq!(r["reason"], "mocked by litellm", "{r}");
+        assert!(meta(r)["tokens_in"].as_u64().unwrap() > 0, "{r}");
+    }
+
+    // A key the proxy does not know: without a key database LiteLLM answers every call 400 ("No
+    // connected db."), not 401. Each row is an `error` that says so, never a 0; the run is
+    // hollow (exit 2); and the key is printed nowhere, in the output, the report or the rows.
+    let wrong = "sk-wai-not-the-master-key-987654";
+    let refused = judge("judge-m", wrong, &[]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    let rows = scored(dir.path());
+    assert!(
+        rows.iter().all(|r| r["judge_status"] == "error"
+            && r["reward"].is_null()
+            && r["reason"].as_str().unwrap().contains("400")),
+        "{rows:?}"
+    );
+    let everything = format!(
+        "{err}{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        serde_json::to_string(&rows).unwrap()
+    );
+    assert!(!everything.contains(wrong), "{everything}");
+
+    // A model the proxy answers with 429s: retried, then recorded as errors, never as zeros.
+    let busy = judge("judge-busy", master, &["--retries", "1"]);
+    let err = String::from_utf8_lossy(&busy.stderr);
+    if matches!(busy.status.code(), Some(0 | 2)) {
+        assert!(
+            scored(dir.path())
+                .iter()
+                .all(|r| r["judge_status"] == "error" && r["reward"].is_null()),
+            "{err}"
+        );
+    } else {
+        // Six rows failing in a row may trip the breaker: a clear stop, not a crash.
+        assert_eq!(busy.status.code(), Some(69), "{err}");
+    }
+}
