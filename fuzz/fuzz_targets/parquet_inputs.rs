@@ -5,6 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    wai_fuzz::let_decoder_panics_unwind();
     wai_fuzz::run_on_file("in.parquet", data, |input, out| {
         vec![
             "convert".into(),

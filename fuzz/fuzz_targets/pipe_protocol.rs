@@ -11,6 +11,7 @@ use wai::stages::grade::Judge;
 use wai::stages::grade::command::{CommandJudge, Options};
 
 fuzz_target!(|data: &[u8]| {
+    wai_fuzz::ignore_sigpipe();
     let dir = tempfile::tempdir().expect("a scratch folder");
     let file = dir.path().join("worker.out");
     std::fs::write(&file, data).expect("write the worker's output");

@@ -75,3 +75,52 @@ pub fn transcripts() -> Vec<RecordBatch> {
     .expect("the fixture reads");
     batches
 }
+
+/// Lets a panic raised inside the Parquet decoder unwind to the read boundary that turns it into
+/// a data error (exit 65), as the `wai` binary does; every other panic still aborts at once, as
+/// libFuzzer wants, to be reported as a crash with its stack.
+///
+/// libfuzzer-sys installs a panic hook that aborts before any unwinding, so without this every
+/// corrupt page that the parquet crate asserts on (rather than returning an error) would count as
+/// a crash of wai's. A decoder panic that escapes wai's boundary is still a crash: the fuzz
+/// target's own guard aborts on any panic that reaches it. Call it first in the target's body;
+/// only the first call does anything.
+pub fn let_decoder_panics_unwind() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let fuzzer = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_decoder = info.location().is_some_and(|l| {
+                let file = l.file().replace('\\', "/");
+                DECODER_CRATES.iter().any(|c| file.contains(c)) && file.contains("/src/")
+            });
+            if !in_decoder {
+                fuzzer(info);
+            }
+        }));
+    });
+}
+
+/// The crates whose assertions a corrupt Parquet file reaches: the decoder, and the Arrow arrays
+/// it builds from what it decoded.
+const DECODER_CRATES: &[&str] = &[
+    "/parquet-",
+    "/arrow-array-",
+    "/arrow-data-",
+    "/arrow-buffer-",
+];
+
+/// Ignores SIGPIPE for the whole process, as every Rust program's runtime does before `main`:
+/// libFuzzer's own `main` does not, so a worker that exits before reading its input would kill
+/// the fuzzer with the signal instead of giving wai's writer the error it handles. Only the first
+/// call does anything.
+pub fn ignore_sigpipe() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: SIG_IGN is a valid disposition for SIGPIPE, set once before any worker starts;
+        // no handler code runs.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+    });
+}
