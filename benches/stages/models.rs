@@ -5,7 +5,10 @@
 //! - `models/grade_llm_cached/rows=100k`: the same grade answered from the cache (target 50,000
 //!   rows/s);
 //! - `models/call/cache=on|off`: one chat call at a time to a server with no latency: the wall
-//!   time per call, an upper bound on the client's CPU per call (target under 200 µs).
+//!   time per call, an upper bound on the client's CPU per call (target under 200 µs);
+//! - `models/simulate_model/rollouts=10k/concurrency=64`: `wai simulate --agent endpoint:` on the
+//!   demo world at 20 ms per call, no cache; each rollout is two turns (a tool call, then the
+//!   reply), so the latency bound is 10k × 2 × 0.02 s / 64 = 6.25 s (target within 1.25× of it).
 
 use std::path::PathBuf;
 use std::sync::LazyLock;
@@ -142,5 +145,39 @@ fn call(b: Bencher, cache: &str) {
             };
             divan::black_box(rt.block_on(model.chat(&req, 0)).expect("a reply"));
         }
+    });
+}
+
+#[divan::bench(name = "simulate_model/rollouts=10k/concurrency=64", sample_count = 3)]
+fn simulate_model(b: Bencher) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tools = dir.path().join("tools.json");
+    let policy = dir.path().join("policy.md");
+    std::fs::write(
+        &tools,
+        wai::stages::simulate::demo::tools_json().to_string(),
+    )
+    .expect("tools");
+    std::fs::write(&policy, wai::stages::simulate::demo::POLICY).expect("policy");
+    let out = dir.path().join("rows.parquet");
+    let agent = format!("endpoint:agent-m@{}", SLOW.url());
+    b.counter(ItemsCount::new(10_000usize)).bench(|| {
+        run(&[
+            "-q",
+            "simulate",
+            "--tools",
+            path(&tools),
+            "--policy",
+            path(&policy),
+            "--agent",
+            &agent,
+            "--budget",
+            "10000",
+            "--concurrency",
+            "64",
+            "--no-cache",
+            "--out",
+            path(&out),
+        ]);
     });
 }
