@@ -505,10 +505,8 @@ impl PairwiseJudge {
         // lifetime more general than the borrow of `objects` the compiler can prove `Send`.
         let asks: Vec<_> = objects.iter().map(|p| this.judge_pair(p)).collect();
         let verdicts: Vec<PairVerdict> = super::block_on(&self.runtime, async move {
-            let all: Vec<Result<PairVerdict>> = futures::stream::iter(asks)
-                .buffered(width)
-                .collect()
-                .await;
+            let all: Vec<Result<PairVerdict>> =
+                futures::stream::iter(asks).buffered(width).collect().await;
             all.into_iter().collect::<Result<Vec<_>>>()
         })??;
         let mut report = self.tally_up(&objects, &verdicts);
