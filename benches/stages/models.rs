@@ -173,6 +173,13 @@ fn simulate_model(b: Bencher) {
             &agent,
             "--budget",
             "10000",
+            // Enough asks and repeats that the budget, not the grid, ends the run.
+            "--mode",
+            "rl",
+            "--repeats",
+            "10",
+            "--phrasings",
+            "16",
             "--concurrency",
             "64",
             "--no-cache",
