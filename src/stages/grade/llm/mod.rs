@@ -61,26 +61,28 @@ impl Default for Options {
 
 impl crate::stages::Options for Options {
     fn check(&self) -> Result<()> {
-        if self.payload_chars < 1000 {
-            return Err(Error::option(
-                "payload_chars",
-                format!(
-                    "must be at least 1000 (a payload needs room for the final reply), not {}",
-                    self.payload_chars
-                ),
-            ));
-        }
-        if self.max_tokens < 16 {
-            return Err(Error::option(
-                "max_tokens",
-                format!(
-                    "must be at least 16 (room for a verdict), not {}",
-                    self.max_tokens
-                ),
-            ));
-        }
-        Ok(())
+        check_budgets(self.payload_chars, self.max_tokens)
     }
+}
+
+/// The budgets every LLM judge takes: a payload with room for the final reply, a reply with
+/// room for a verdict.
+fn check_budgets(payload_chars: usize, max_tokens: u32) -> Result<()> {
+    if payload_chars < 1000 {
+        return Err(Error::option(
+            "payload_chars",
+            format!(
+                "must be at least 1000 (a payload needs room for the final reply), not {payload_chars}"
+            ),
+        ));
+    }
+    if max_tokens < 16 {
+        return Err(Error::option(
+            "max_tokens",
+            format!("must be at least 16 (room for a verdict), not {max_tokens}"),
+        ));
+    }
+    Ok(())
 }
 
 /// An LLM judge.

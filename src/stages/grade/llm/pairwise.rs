@@ -82,25 +82,7 @@ impl Default for Options {
 
 impl crate::stages::Options for Options {
     fn check(&self) -> Result<()> {
-        if self.payload_chars < 1000 {
-            return Err(Error::option(
-                "payload_chars",
-                format!(
-                    "must be at least 1000 (a payload needs room for the final reply), not {}",
-                    self.payload_chars
-                ),
-            ));
-        }
-        if self.max_tokens < 16 {
-            return Err(Error::option(
-                "max_tokens",
-                format!(
-                    "must be at least 16 (room for a verdict), not {}",
-                    self.max_tokens
-                ),
-            ));
-        }
-        Ok(())
+        super::check_budgets(self.payload_chars, self.max_tokens)
     }
 }
 
