@@ -125,6 +125,14 @@ pub fn run_main() -> ExitCode {
             }
             outcome.status.into()
         }
+        // A pipe closed while the command wrote its rows (`wai sql ... | head`) ends the run
+        // as a closed pipe after the report does: quietly.
+        Err(Error::Io { path, source })
+            if source.kind() == std::io::ErrorKind::BrokenPipe
+                && matches!(path.to_str(), Some("<output>" | "<stdout>")) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             let _ = out.flush();
             report_error(&e);
@@ -133,19 +141,16 @@ pub fn run_main() -> ExitCode {
     }
 }
 
-/// The parquet crate asserts on some corrupt pages and footers rather than returning an error;
-/// wai's readings catch those panics and report the file as a data error (exit 65) with the
-/// decoder's words (`pipeline::read`). The default hook would print a "panicked at" line and a
-/// backtrace first, as for a crash: a panic raised inside the parquet crate prints nothing, and
-/// every other panic (a bug in wai) prints as before.
+/// The parquet crate (and the crates under it) asserts on some corrupt pages and footers rather
+/// than returning an error; wai's readings catch those panics and report the file as a data error
+/// (exit 65) with the decoder's words (`pipeline::read`). The default hook would print a
+/// "panicked at" line and a backtrace first, as for a crash: a panic raised inside a decoder crate
+/// prints nothing (its words are kept for the error), and every other panic (a bug in wai) prints
+/// as before.
 fn quiet_decoder_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let in_parquet = info.location().is_some_and(|l| {
-            let file = l.file().replace('\\', "/");
-            file.contains("/parquet-") && file.contains("/src/")
-        });
-        if !in_parquet {
+        if !crate::pipeline::read::decoder_panic(info) {
             default(info);
         }
     }));

@@ -90,25 +90,12 @@ pub fn let_decoder_panics_unwind() {
     ONCE.call_once(|| {
         let fuzzer = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            let in_decoder = info.location().is_some_and(|l| {
-                let file = l.file().replace('\\', "/");
-                DECODER_CRATES.iter().any(|c| file.contains(c)) && file.contains("/src/")
-            });
-            if !in_decoder {
+            if !wai::pipeline::read::decoder_panic(info) {
                 fuzzer(info);
             }
         }));
     });
 }
-
-/// The crates whose assertions a corrupt Parquet file reaches: the decoder, and the Arrow arrays
-/// it builds from what it decoded.
-const DECODER_CRATES: &[&str] = &[
-    "/parquet-",
-    "/arrow-array-",
-    "/arrow-data-",
-    "/arrow-buffer-",
-];
 
 /// Ignores SIGPIPE for the whole process, as every Rust program's runtime does before `main`:
 /// libFuzzer's own `main` does not, so a worker that exits before reading its input would kill

@@ -214,36 +214,74 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     };
     let started = std::time::Instant::now();
     session::forget_files();
-    let done = match cli.command {
-        Command::Convert(args) => convert::run(&ctx, &args),
-        Command::Sql(args) => sql::run(&ctx, &args, out),
-        Command::Cache(args) => cache::run(&args),
-        Command::Gen(args) => generate::run(&ctx, &args),
-        Command::Simulate(args) => simulate::run(&ctx, &args),
-        Command::Demo(args) => demo::run(&ctx, &args),
-        Command::Export(args) => export::run(&ctx, &args),
-        Command::Select(args) => select::run(&ctx, &args),
-        Command::Preflight(args) => coverage::preflight(&args),
-        Command::CoverageGap(args) => coverage::coverage_gap(&ctx, &args),
-        Command::InitEvals(args) => init_evals::run(&args),
-        Command::PassAt(args) => pass_at::run(&ctx, &args),
-        Command::Markers(args) => markers::run(&ctx, &args),
-        Command::Ingest(args) => ingest::run(&ctx, &args),
-        Command::Grade(args) => grade::run(&ctx, &args),
-        Command::Gate(args) => gate::run(&ctx, &args),
-        Command::Variance(args) => variance::run(&ctx, &args),
-        Command::Compare(args) => compare::run(&ctx, &args),
-        Command::HoldoutSize(args) => holdout::run(&ctx, &args),
-        Command::JudgeTrust(args) => judge_trust::run(&ctx, &args),
-        Command::CompareJudges(args) => compare_judges::run(&ctx, &args),
-        Command::Labels(command) => labels::run(&ctx, &command),
-        Command::Decontaminate(args) => decontaminate::run(&ctx, &args),
-        Command::HackScan(args) => hack_scan::run(&ctx, &args),
-        Command::CoverageStudy(args) => coverage_study::run(&args),
-    };
+    // A decoder panic of an earlier run in this process is not this run's.
+    let _ = crate::pipeline::read::take_decoder_panic();
+    // A decoder panic on this thread (a query's stream polled here, not in a task) unwinds to
+    // here: the data error naming the files. Any other panic is a bug and goes on as one.
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dispatch(cli.command, &ctx, out)
+    }))
+    .unwrap_or_else(|panic| match crate::pipeline::read::take_decoder_panic() {
+        Some(why) => Err(decoder_failed(&why)),
+        None => std::panic::resume_unwind(panic),
+    });
     let mut outcome = done.map_err(name_the_flag).map_err(name_the_files)?;
     outcome.json = enveloped(outcome.json, started.elapsed());
     Ok(outcome)
+}
+
+/// A Parquet input whose decoder panicked where no reading of wai's could catch it, as the data
+/// error naming the files the run read.
+fn decoder_failed(why: &str) -> crate::Error {
+    let files = session::registered_files();
+    let shown: Vec<String> = files.iter().take(3).map(|f| format!("`{f}`")).collect();
+    let more = if files.len() > 3 {
+        format!(" and {} more", files.len() - 3)
+    } else {
+        String::new()
+    };
+    crate::Error::Input {
+        stage: "read".into(),
+        message: if files.is_empty() {
+            format!("a Parquet input is not readable (its decoder failed: {why})")
+        } else {
+            format!(
+                "a Parquet input is not readable (its decoder failed: {why}); the query read {}{more}",
+                shown.join(", ")
+            )
+        },
+    }
+}
+
+/// Runs `command`.
+fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<Outcome> {
+    match command {
+        Command::Convert(args) => convert::run(ctx, &args),
+        Command::Sql(args) => sql::run(ctx, &args, out),
+        Command::Cache(args) => cache::run(&args),
+        Command::Gen(args) => generate::run(ctx, &args),
+        Command::Simulate(args) => simulate::run(ctx, &args),
+        Command::Demo(args) => demo::run(ctx, &args),
+        Command::Export(args) => export::run(ctx, &args),
+        Command::Select(args) => select::run(ctx, &args),
+        Command::Preflight(args) => coverage::preflight(&args),
+        Command::CoverageGap(args) => coverage::coverage_gap(ctx, &args),
+        Command::InitEvals(args) => init_evals::run(&args),
+        Command::PassAt(args) => pass_at::run(ctx, &args),
+        Command::Markers(args) => markers::run(ctx, &args),
+        Command::Ingest(args) => ingest::run(ctx, &args),
+        Command::Grade(args) => grade::run(ctx, &args),
+        Command::Gate(args) => gate::run(ctx, &args),
+        Command::Variance(args) => variance::run(ctx, &args),
+        Command::Compare(args) => compare::run(ctx, &args),
+        Command::HoldoutSize(args) => holdout::run(ctx, &args),
+        Command::JudgeTrust(args) => judge_trust::run(ctx, &args),
+        Command::CompareJudges(args) => compare_judges::run(ctx, &args),
+        Command::Labels(command) => labels::run(ctx, &command),
+        Command::Decontaminate(args) => decontaminate::run(ctx, &args),
+        Command::HackScan(args) => hack_scan::run(ctx, &args),
+        Command::CoverageStudy(args) => coverage_study::run(&args),
+    }
 }
 
 /// The `--json` envelope (`docs/json.md`) with the run's wall time filled in.
@@ -273,12 +311,25 @@ fn name_the_flag(e: crate::Error) -> crate::Error {
 /// A row whose JSON text column holds no JSON, found after the row left its reader: the error
 /// says which Parquet files the run read (only a Parquet file can hold one).
 fn name_the_files(e: crate::Error) -> crate::Error {
-    let engine_parquet = matches!(&e, crate::Error::Engine(_) | crate::Error::Arrow(_))
-        && e.exit_status() == ExitStatus::DataError;
+    let engine = matches!(&e, crate::Error::Engine(_) | crate::Error::Arrow(_));
+    // A decoder panic in a task DataFusion spawned ends the task, and the query with a join error
+    // ("task ... panicked"), a bug by its looks; the panic hook kept the decoder's words.
+    let decoder = if engine
+        && e.exit_status() == ExitStatus::Internal
+        && e.to_string().contains("panicked")
+    {
+        crate::pipeline::read::take_decoder_panic()
+    } else {
+        None
+    };
+    let engine_parquet = decoder.is_some() || (engine && e.exit_status() == ExitStatus::DataError);
     let not_json = matches!(&e, crate::Error::Input { stage, .. }
         if stage == crate::pipeline::row::NOT_JSON_STAGE);
     if !engine_parquet && !not_json {
         return e;
+    }
+    if let Some(why) = decoder {
+        return decoder_failed(&why);
     }
     let files = session::registered_files();
     if files.is_empty() {

@@ -340,6 +340,30 @@ fn a_closed_stderr_is_no_panic() {
     );
 }
 
+/// A stdout closed while `wai sql` writes its table (`wai sql ... | head -3`) ends the run quietly
+/// and successfully, as a closed pipe after the report does; it said "I/O error on `<output>`"
+/// (exit 74) when the pipe closed mid-table.
+#[test]
+fn a_stdout_closed_mid_table_is_a_quiet_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let line = r#"{"task_id": "t", "reward": 1.0, "final_text": "ok"}"#;
+    std::fs::write(&rows, format!("{line}\n").repeat(20_000)).unwrap();
+    for _ in 0..3 {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+            .args(["sql", "SELECT task_id, reward FROM rows", "--table"])
+            .arg(&rows)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.is_empty(), "{err}");
+    }
+}
+
 /// Slicing on a `dims` key no row carries is a data condition (65) naming the keys the rows do
 /// carry, not one "(unset)" slice that repeats the overall line (#30 item 10).
 #[test]

@@ -128,6 +128,47 @@ fn files_that_panic_the_parquet_crate_are_bad_input() {
     }
 }
 
+/// Found by the `parquet_inputs` fuzz target on its first CI run: a corrupt page makes the bytes
+/// crate panic ("range end out of bounds") inside a read task DataFusion spawned, where no
+/// reading of wai's can catch it; the query then failed with "task panicked", and the commands
+/// that query their input exited 70 ("a bug in wai"). They now stop with exit 65, naming the file
+/// and what the decoder said.
+#[test]
+fn a_decoder_panic_inside_a_query_task_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bytes_slice_in_datafusion_task.parquet");
+    std::fs::copy(
+        fixture("parquet-panics/bytes_slice_in_datafusion_task.parquet"),
+        &file,
+    )
+    .unwrap();
+    refused(
+        dir.path(),
+        &file,
+        &["pass-at"],
+        &[
+            "not readable",
+            "its decoder failed",
+            "range end out of bounds",
+        ],
+    );
+    // Read by `wai sql`, the same panic is raised on the thread that polls the query, not in a
+    // task: it exited 101 with nothing said.
+    let out = wai()
+        .current_dir(dir.path())
+        .args(["sql", "SELECT * FROM rows", "--table"])
+        .arg(format!("rows={}", file.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(
+        err.contains("bytes_slice_in_datafusion_task.parquet")
+            && err.contains("its decoder failed: range end out of bounds"),
+        "{err}"
+    );
+}
+
 /// Found by the `jsonl_rows` fuzz target: a JSON array after a byte-order mark made the reader's
 /// byte count subtract past zero (a panic in a debug build, a wrong count in release).
 #[test]

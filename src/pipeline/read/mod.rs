@@ -11,6 +11,8 @@ mod widen;
 #[cfg(test)]
 mod tests;
 
+pub use guard::decoder_panic;
+pub(crate) use guard::take_decoder_panic;
 pub use reader::{LocalParquet, Reader};
 #[cfg(test)]
 pub(crate) use widen::row_schema_with_views;
