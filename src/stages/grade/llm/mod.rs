@@ -103,7 +103,7 @@ impl LlmJudge {
     /// Options out of range, or no async runtime.
     pub fn new(model: Arc<Model>, opts: Options) -> Result<Self> {
         crate::stages::Options::check(&opts)?;
-        let runtime = model_runtime()?;
+        let runtime = crate::models::runtime()?;
         let system = prompt::system(opts.rubric.as_ref(), opts.use_privileged);
         let name = format!("llm:{}", model.spec().model);
         let version = format!("{}@{}", model.spec().model, prompt::sha12(&system));
@@ -244,30 +244,6 @@ impl LlmJudge {
     }
 }
 
-/// The async runtime a judge makes its model calls on: its own, so that a caller that is itself
-/// inside one can still use the judge.
-fn model_runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("wai-model")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Internal(format!("a runtime for model calls: {e}")))
-}
-
-/// Runs `work` on `runtime`, driven from a thread of its own (the caller may be inside a
-/// runtime, where blocking on another is refused).
-fn block_on<T: Send>(
-    runtime: &tokio::runtime::Runtime,
-    work: impl std::future::Future<Output = T> + Send,
-) -> Result<T> {
-    std::thread::scope(|s| {
-        s.spawn(|| runtime.block_on(work))
-            .join()
-            .map_err(|_| Error::Internal("the model-call thread panicked".into()))
-    })
-}
-
 fn excerpt(text: &str) -> String {
     let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cut: String = t.chars().take(200).collect();
@@ -295,7 +271,7 @@ impl Judge for LlmJudge {
         let users: Vec<String> = rows.par_iter().map(|r| self.user_message(r)).collect();
         let width = self.model.settings().concurrency;
         let this = &*self;
-        block_on(&this.runtime, async {
+        crate::models::block_on(&this.runtime, async {
             let verdicts: Vec<Result<Verdict>> =
                 futures::stream::iter(users.into_iter().map(|u| this.grade(u)))
                     .buffered(width)

@@ -333,7 +333,7 @@ impl PairwiseJudge {
         crate::stages::Options::check(&opts)?;
         let version = format!("{}@{}", model.spec().model, sha12(SYSTEM));
         Ok(Self {
-            runtime: super::model_runtime()?,
+            runtime: crate::models::runtime()?,
             model,
             opts,
             version,
@@ -420,7 +420,7 @@ impl PairwiseJudge {
     }
 
     /// The verdict on one pair.
-    async fn judge_pair(&self, pair: &Map<String, Value>) -> Result<PairVerdict> {
+    async fn judge_pair(&self, pair: &Value) -> Result<PairVerdict> {
         let side = |k: &str| match pair.get(k) {
             Some(Value::Object(row)) => self.record(row),
             _ => Value::Null,
@@ -479,19 +479,15 @@ impl PairwiseJudge {
     pub fn judge_pairs(&self, pairs: &mut Vec<Value>) -> Result<Report> {
         let width = self.model.settings().concurrency;
         let this = self;
-        let objects: Vec<Map<String, Value>> = pairs
-            .iter()
-            .map(|p| p.as_object().cloned().unwrap_or_default())
-            .collect();
         // The futures made here, not in the async block: a closure there would ask for a
-        // lifetime more general than the borrow of `objects` the compiler can prove `Send`.
-        let asks: Vec<_> = objects.iter().map(|p| this.judge_pair(p)).collect();
-        let verdicts: Vec<PairVerdict> = super::block_on(&self.runtime, async move {
+        // lifetime more general than the borrow of `pairs` the compiler can prove `Send`.
+        let asks: Vec<_> = pairs.iter().map(|p| this.judge_pair(p)).collect();
+        let verdicts: Vec<PairVerdict> = crate::models::block_on(&self.runtime, async move {
             let all: Vec<Result<PairVerdict>> =
                 futures::stream::iter(asks).buffered(width).collect().await;
             all.into_iter().collect::<Result<Vec<_>>>()
         })??;
-        let mut report = self.tally_up(&objects, &verdicts);
+        let mut report = self.tally_up(pairs, &verdicts);
         let mut kept = Vec::with_capacity(pairs.len());
         for (mut pair, v) in std::mem::take(pairs).into_iter().zip(verdicts) {
             if self.opts.keep_agreed && v.winner != Some("chosen") {
@@ -517,7 +513,7 @@ impl PairwiseJudge {
         Ok(report)
     }
 
-    fn tally_up(&self, pairs: &[Map<String, Value>], verdicts: &[PairVerdict]) -> Report {
+    fn tally_up(&self, pairs: &[Value], verdicts: &[PairVerdict]) -> Report {
         let count = |w: &str| verdicts.iter().filter(|v| v.winner == Some(w)).count();
         let judged = verdicts.iter().filter(|v| v.winner.is_some()).count();
         let both = verdicts
