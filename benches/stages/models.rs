@@ -7,8 +7,8 @@
 //! - `models/call/cache=on|off`: one chat call at a time to a server with no latency: the wall
 //!   time per call, an upper bound on the client's CPU per call (target under 200 µs);
 //! - `models/simulate_model/rollouts=10k/concurrency=64`: `wai simulate --agent endpoint:` on the
-//!   demo world at 20 ms per call, no cache; each rollout is two turns (a tool call, then the
-//!   reply), so the latency bound is 10k × 2 × 0.02 s / 64 = 6.25 s (target within 1.25× of it).
+//!   demo world at 20 ms per call, no cache, no simulated person (`--user-model none`); each
+//!   rollout is two turns (a tool call, then the reply), so the latency bound is 10k × 2 × 0.02 s / 64 = 6.25 s (target within 1.25× of it).
 
 use std::path::PathBuf;
 use std::sync::LazyLock;
@@ -86,6 +86,10 @@ fn grade_llm(b: Bencher) {
             "--no-tools",
             "--concurrency",
             "64",
+            // No one answers the agent's reply: two turns a rollout, whatever the person would
+            // say.
+            "--user-model",
+            "none",
             "--no-cache",
             "-o",
             path(&d.out),
@@ -182,6 +186,10 @@ fn simulate_model(b: Bencher) {
             "16",
             "--concurrency",
             "64",
+            // No one answers the agent's reply: two turns a rollout, whatever the person would
+            // say.
+            "--user-model",
+            "none",
             "--no-cache",
             "--out",
             path(&out),

@@ -4,6 +4,53 @@ use super::shared::{JudgePool, share};
 use clap::Args;
 use std::path::PathBuf;
 
+/// `wai simulate`'s flags for model agents (`--agent SPEC`): a usage error with any other agent.
+#[derive(Debug, Args)]
+pub(crate) struct ModelAgentArgs {
+    /// Model agents: generation-only guidance (a text file) added to the system prompt after the
+    /// policy; it is not the policy the rows record, and never reaches an export or an eval.
+    #[arg(long, value_name = "FILE")]
+    pub scaffold: Option<PathBuf>,
+    /// Model agents: the sampling temperature (0 makes reruns free from the cache).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Model agents: the reply budget of one turn, in tokens.
+    #[arg(long, default_value_t = crate::stages::simulate::model::MAX_TOKENS, value_name = "TOKENS")]
+    pub agent_max_tokens: u32,
+    /// Model agents: tool calls one rollout may make; at the cap it ends.
+    #[arg(long, default_value_t = crate::stages::simulate::model::MAX_STEPS, value_name = "N")]
+    pub max_steps: usize,
+    /// Model agents: who plays the person the agent serves after the opening ask: a model spec,
+    /// `template` (offline lines from the ask's situation), or `none` (the rollout ends at the
+    /// agent's first answer in words).
+    #[arg(long, default_value = "template", value_name = "SPEC")]
+    pub user_model: String,
+    /// Model agents: how soon the person walks away when the agent asks again: `short`,
+    /// `normal`, `endless`, or the chances at the second and later questions (`0.35,0.6`).
+    #[arg(long, default_value = "normal", value_name = "LEVEL")]
+    pub patience: String,
+    /// Model agents: the most agent turns one rollout takes (default: what a 4,096-token context
+    /// holds after the tool schemas, 8 to 16).
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<usize>,
+    /// Model agents: agent turns per rollout on average (each rollout's budget is drawn around
+    /// it); 1 plays one reply per ask.
+    #[arg(long, default_value_t = crate::stages::simulate::model::AVG_TURNS, value_name = "N")]
+    pub avg_turns: f64,
+    /// Model agents: the user model's sampling temperature.
+    #[arg(long, default_value_t = crate::stages::simulate::model::USER_TEMPERATURE)]
+    pub user_temperature: f64,
+    /// Model agents: the user's real world answers the tool calls, `cmd:PROGRAM` over a JSON
+    /// Lines pipe (`{id, tool, arguments, rollout}` in, `{id, result}` out), after the scheduled
+    /// faults; on the pool of `--workers` and `--timeout`.
+    #[arg(long, value_name = "cmd:PROGRAM")]
+    pub execute: Option<String>,
+    /// Model agents: ask for token log-probabilities and store them per step (`logprob`,
+    /// `n_tokens`) and per row, when the server gives them.
+    #[arg(long)]
+    pub logprobs: bool,
+}
+
 /// `wai simulate`.
 #[derive(Debug, Args)]
 pub(crate) struct SimulateArgs {
@@ -22,19 +69,9 @@ pub(crate) struct SimulateArgs {
     /// `fireworks:MODEL`), played multi-turn with the policy and the tools.
     #[arg(long, default_value = "seeded")]
     pub agent: String,
-    /// Model agents: generation-only guidance (a text file) added to the system prompt after the
-    /// policy; it is not the policy the rows record, and never reaches an export or an eval.
-    #[arg(long, value_name = "FILE")]
-    pub scaffold: Option<PathBuf>,
-    /// Model agents: the sampling temperature (0 makes reruns free from the cache).
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f64,
-    /// Model agents: the reply budget of one turn, in tokens.
-    #[arg(long, default_value_t = crate::stages::simulate::model::MAX_TOKENS, value_name = "TOKENS")]
-    pub agent_max_tokens: u32,
-    /// Model agents: tool calls one rollout may make; at the cap it ends.
-    #[arg(long, default_value_t = crate::stages::simulate::model::MAX_STEPS, value_name = "N")]
-    pub max_steps: usize,
+    /// How a model agent plays, and who plays the person it serves.
+    #[command(flatten)]
+    pub model_agent: ModelAgentArgs,
     /// Only these planted mistakes (seeded agent), comma-separated.
     #[arg(long, value_delimiter = ',', value_name = "BEHAVIOUR")]
     pub behaviors: Vec<String>,

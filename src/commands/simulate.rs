@@ -116,13 +116,29 @@ fn model_flags_need_a_model(args: &SimulateArgs) -> Result<()> {
         return Ok(());
     }
     let given = [
-        ("--scaffold", args.scaffold.is_some()),
-        ("--temperature", args.temperature != 0.0),
+        ("--scaffold", args.model_agent.scaffold.is_some()),
+        ("--temperature", args.model_agent.temperature != 0.0),
         (
             "--agent-max-tokens",
-            args.agent_max_tokens != model::MAX_TOKENS,
+            args.model_agent.agent_max_tokens != model::MAX_TOKENS,
         ),
-        ("--max-steps", args.max_steps != model::MAX_STEPS),
+        (
+            "--max-steps",
+            args.model_agent.max_steps != model::MAX_STEPS,
+        ),
+        ("--user-model", args.model_agent.user_model != "template"),
+        ("--patience", args.model_agent.patience != "normal"),
+        ("--max-turns", args.model_agent.max_turns.is_some()),
+        (
+            "--avg-turns",
+            args.model_agent.avg_turns != model::AVG_TURNS,
+        ),
+        (
+            "--user-temperature",
+            args.model_agent.user_temperature != model::USER_TEMPERATURE,
+        ),
+        ("--logprobs", args.model_agent.logprobs),
+        ("--execute", args.model_agent.execute.is_some()),
     ];
     match given.iter().find(|(_, set)| *set) {
         Some((flag, _)) => Err(Error::Usage(format!(
@@ -147,19 +163,54 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         .map(Checkpoint::lock)
         .transpose()?;
     let mut system = opts.policy.clone();
-    if let Some(path) = &args.scaffold {
+    if let Some(path) = &args.model_agent.scaffold {
         let scaffold = crate::pipeline::world_files::read_text(path)?;
         if !scaffold.trim().is_empty() {
             system = format!("{}\n\n{}", system.trim_end(), scaffold.trim());
         }
     }
+    let patience = crate::stages::simulate::user::Patience::parse(&args.model_agent.patience)
+        .map_err(|e| Error::Usage(format!("--patience {e}")))?;
+    let user_spec = match args.model_agent.user_model.trim() {
+        "none" | "template" => None,
+        spec => Some(spec.to_owned()),
+    };
     let model = crate::stages::simulate::model::Options {
         system: system.trim().to_owned(),
-        temperature: args.temperature,
-        max_tokens: args.agent_max_tokens,
-        max_steps: args.max_steps,
+        temperature: args.model_agent.temperature,
+        max_tokens: args.model_agent.agent_max_tokens,
+        max_steps: args.model_agent.max_steps,
+        logprobs: args.model_agent.logprobs,
+        user: crate::stages::simulate::model::UserOptions {
+            on: args.model_agent.user_model.trim() != "none",
+            patience,
+            max_turns: args.model_agent.max_turns,
+            avg_turns: args.model_agent.avg_turns,
+            temperature: args.model_agent.user_temperature,
+        },
     };
-    let mut agent = crate::pipeline::agents::agent(&args.agent, &args.behaviors, &workers, &model)?;
+    let execute = match args.model_agent.execute.as_deref() {
+        None => None,
+        Some(spec) => Some(
+            spec.strip_prefix("cmd:")
+                .filter(|c| !c.trim().is_empty())
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--execute `{spec}`: the tool world is a program, `cmd:PROGRAM` (as in `cmd:python3 world.py`)"
+                    ))
+                })?,
+        ),
+    };
+    let mut agent = crate::pipeline::agents::agent(
+        &args.agent,
+        &args.behaviors,
+        &workers,
+        &model,
+        crate::pipeline::agents::ModelExtras {
+            user: user_spec.as_deref(),
+            execute,
+        },
+    )?;
     let (resumed, torn) = match &checkpoint {
         Some(c) => c.read()?,
         None => (Vec::new(), false),

@@ -8,10 +8,22 @@ use crate::models::{Model, ModelSpec};
 use crate::pipeline::judges::Workers;
 use crate::stages::simulate::agent::{Agent, AgentSpec, SeededAgent};
 use crate::stages::simulate::command::CommandAgent;
+use crate::stages::simulate::execute::Executor;
 use crate::stages::simulate::model::{self, ModelAgent};
 
+/// What a model agent may have beside its model: a model playing the person (`--user-model`)
+/// and a program answering its tool calls (`--execute cmd:PROGRAM`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ModelExtras<'a> {
+    /// The user model's spec.
+    pub user: Option<&'a str>,
+    /// The tool program's command line.
+    pub execute: Option<&'a str>,
+}
+
 /// The agent `spec` names (`seeded`, `seeded:RATE` with `behaviors`, `cmd:COMMAND` run by
-/// `workers`, or a model spec, played as `model` says and called as `workers.models` says).
+/// `workers`, or a model spec, played as `model` says and called as `workers.models` says, with
+/// the model `user` names playing the person it serves when one is given).
 ///
 /// # Errors
 /// A spec that is none of these, an unknown behaviour or rate, a command that does not start,
@@ -21,11 +33,23 @@ pub(crate) fn agent(
     behaviors: &[String],
     workers: &Workers,
     model: &model::Options,
+    extras: ModelExtras<'_>,
 ) -> Result<Box<dyn Agent>> {
     match AgentSpec::parse(spec).map_err(|e| Error::Usage(format!("--agent `{spec}`: {e}")))? {
         AgentSpec::Model(text) => {
             let m = Model::new(ModelSpec::parse(&text)?, workers.models.settings.clone())?;
-            Ok(Box::new(ModelAgent::new(Arc::new(m), model.clone())?))
+            let mut agent = ModelAgent::new(Arc::new(m), model.clone())?;
+            if let Some(user) = extras.user {
+                let spec = ModelSpec::parse(user)
+                    .map_err(|e| Error::Usage(format!("--user-model: {e}")))?;
+                let u = Model::new(spec, workers.models.settings.clone())?;
+                agent = agent.with_user_model(Arc::new(u));
+            }
+            if let Some(command) = extras.execute {
+                let program = Executor::start(workers.options(command.to_owned(), "tool world"))?;
+                agent = agent.with_executor(program);
+            }
+            Ok(Box::new(agent))
         }
         AgentSpec::Command(command) => Ok(Box::new(CommandAgent::start(
             workers.options(command, "agent"),
@@ -49,12 +73,21 @@ mod tests {
             models: crate::pipeline::judges::Models::default(),
         };
         let m = model::Options::default();
-        assert!(agent("seeded:0.2", &[], &workers, &m).is_ok());
-        let err = agent("bogus", &[], &workers, &m).err().unwrap().to_string();
-        assert!(err.starts_with("--agent `bogus`: "), "{err}");
-        let err = agent("seeded", &["nope".into()], &workers, &m)
+        assert!(agent("seeded:0.2", &[], &workers, &m, ModelExtras::default()).is_ok());
+        let err = agent("bogus", &[], &workers, &m, ModelExtras::default())
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
+        assert!(err.starts_with("--agent `bogus`: "), "{err}");
+        let err = agent(
+            "seeded",
+            &["nope".into()],
+            &workers,
+            &m,
+            ModelExtras::default(),
+        )
+        .err()
+        .unwrap();
         assert!(err.to_string().contains("no behaviour `nope`"), "{err}");
     }
 }

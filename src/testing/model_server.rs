@@ -5,8 +5,14 @@
 //! stream as server-sent events when the request asks (`stream: true`).
 //!
 //! What it answers, from the last user message:
+//! - as the person a model agent serves (a system prompt that opens with
+//!   [`crate::stages::simulate::user::USER_SYSTEM_OPENING`]): `[leaves]` when the agent has asked
+//!   twice, else `It is order A1001.` to a question, else `Did it go through?`;
 //! - with tools offered and no tool result yet: a call of the first tool, whose first parameter
-//!   gets the id the last message names (`A1001`, `ORD-7`), if it names one (else `{}`);
+//!   gets the id the last message names (`A1001`, `ORD-7`), if it names one; when it names none,
+//!   a question (`Which order is this about?`) if the system prompt says `ASK_FOR_ID`, else the
+//!   call with `{}`; a question every time (numbered), and never a call, if it says
+//!   `ALWAYS_ASK`;
 //! - after a tool result: `done: <the result>`;
 //! - `REFUSE`: a refusal; `GARBLE`: prose, never the contract; `GARBLE_ONCE`: prose, then the
 //!   contract once asked again; `NAN`: a verdict whose score is `NaN`;
@@ -300,6 +306,40 @@ fn decide(messages: &[Value], tools: &[Value]) -> Result<String, (String, String
     if is_result {
         return Ok(format!("done: {text}"));
     }
+    let system = messages
+        .iter()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("system"))
+        .map(|m| text_of(m.get("content").unwrap_or(&Value::Null)))
+        .unwrap_or_default();
+    if system.starts_with(crate::stages::simulate::user::USER_SYSTEM_OPENING) {
+        let questions = text
+            .lines()
+            .filter(|l| l.starts_with("The agent replied") && l.contains('?'))
+            .count();
+        let last_agent = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("The agent"))
+            .unwrap_or("");
+        return Ok(if questions >= 2 {
+            "[leaves]".into()
+        } else if last_agent.contains('?') {
+            "It is order A1001.".into()
+        } else {
+            "Did it go through?".into()
+        });
+    }
+    if !tools.is_empty() && system.contains("ALWAYS_ASK") {
+        // Numbered, so no question repeats the one before.
+        let asked = messages
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .count();
+        return Ok(format!(
+            "Could you tell me which order this is about? (question {})",
+            asked + 1
+        ));
+    }
     if let Some(tool) = tools.first() {
         let f = tool.get("function").unwrap_or(tool);
         let name = f.get("name").and_then(Value::as_str).unwrap_or("tool");
@@ -312,6 +352,9 @@ fn decide(messages: &[Value], tools: &[Value]) -> Result<String, (String, String
                 .and_then(|p| p.keys().next()),
         ) {
             (Some(id), Some(param)) => json!({param.as_str(): id.as_str()}),
+            (None, _) if system.contains("ASK_FOR_ID") => {
+                return Ok("Which order is this about?".into());
+            }
             _ => json!({}),
         };
         return Err((name.to_owned(), arguments.to_string()));

@@ -974,6 +974,8 @@ fn a_model_agent_plays_multi_turn_against_the_mock_world_and_reruns_free() {
     use wai::testing::model_server::{Config, ModelServer};
     let dir = tempfile::tempdir().unwrap();
     let server = ModelServer::start(Config::default());
+    // No one answers the agent's reply: one ask, one answer (the person's turns have tests of
+    // their own).
     let args = [
         "--budget",
         "40",
@@ -981,6 +983,8 @@ fn a_model_agent_plays_multi_turn_against_the_mock_world_and_reruns_free() {
         "0.5",
         "--concurrency",
         "8",
+        "--user-model",
+        "none",
     ];
     let out = simulate_with_model(dir.path(), &server, "rows.jsonl", &args);
     assert!(
@@ -995,8 +999,10 @@ fn a_model_agent_plays_multi_turn_against_the_mock_world_and_reruns_free() {
     for r in &rows {
         assert_eq!(text(r, "model_version"), "agent-m", "{r}");
         let steps = r["steps"].as_array().unwrap();
-        // The scripted model calls the first tool once, then reports what the world said.
-        assert_eq!(steps.len(), 1, "{r}");
+        // The scripted model calls the first tool once, then reports what the world said (the
+        // report is the last step's text, as the reference records it, and `final_text`).
+        assert_eq!(steps.len(), 2, "{r}");
+        assert_eq!(steps[1]["text"], r["final_text"], "{r}");
         assert_eq!(steps[0]["tool"], first_tool, "{r}");
         let result = &steps[0]["result"];
         assert!(result.is_object(), "{r}");
@@ -1040,6 +1046,8 @@ fn a_model_agent_plays_multi_turn_against_the_mock_world_and_reruns_free() {
             "0.5",
             "--concurrency",
             "64",
+            "--user-model",
+            "none",
         ],
     );
     assert!(
@@ -1116,4 +1124,478 @@ fn a_model_agent_is_checked_before_any_work() {
         "--temperature is for model agents",
     );
     assert!(!dir.path().join("rows.jsonl").exists());
+}
+
+/// A scaffold file of `text` in `dir`: the test model server reads its orders there
+/// (`ASK_FOR_ID`, `ALWAYS_ASK`).
+fn scaffold(dir: &Path, text: &str) -> String {
+    let path = dir.join(format!("scaffold-{}.md", text.to_lowercase()));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// The agent's lines of a row (its text steps), each with whether the person spoke after it.
+fn agent_lines(r: &Value) -> Vec<(String, bool)> {
+    let steps = r["steps"].as_array().unwrap();
+    steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let line = s["text"].as_str()?;
+            let answered = steps.get(i + 1).is_some_and(|n| n["user"].is_string());
+            Some((line.to_owned(), answered))
+        })
+        .collect()
+}
+
+fn succeeded_out(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_model_agent_talks_with_the_person_it_serves() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    // The scripted agent asks which order when the last thing the person said names none, and
+    // looks up the order it names otherwise; the template user answers with an id.
+    let ask_for_id = scaffold(dir.path(), "ASK_FOR_ID");
+    let args = [
+        "--budget",
+        "60",
+        "--concurrency",
+        "8",
+        "--scaffold",
+        ask_for_id.as_str(),
+    ];
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &args,
+    ));
+    let rows = read_jsonl(&dir.path().join("rows.jsonl"));
+    assert_eq!(rows.len(), 60);
+    let mut answered_with_id = 0;
+    for r in &rows {
+        assert_eq!(text(r, "user_model"), "template", "{r}");
+        assert_eq!(
+            r["sampling"],
+            serde_json::json!({"temperature": 0.0, "max_tokens": 1024, "model": "agent-m"}),
+            "{r}"
+        );
+        assert!(r["usage"]["input_tokens"].as_u64().unwrap() > 0, "{r}");
+        let steps = r["steps"].as_array().unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            let Some(said) = s["user"].as_str() else {
+                continue;
+            };
+            // The person speaks only after the agent spoke in words.
+            assert!(steps[i - 1]["text"].is_string(), "{r}");
+            let asked = steps[i - 1]["text"].as_str().unwrap() == "Which order is this about?";
+            if asked {
+                // Asked which order, the person names one, and the agent looks it up.
+                let id = said
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .find(|w| {
+                        w.len() > 1
+                            && w.starts_with(char::is_uppercase)
+                            && w[1..].chars().all(|c| c.is_ascii_digit())
+                    })
+                    .unwrap_or_else(|| panic!("the answer names an order: {said}"));
+                if let Some(next) = steps.get(i + 1) {
+                    assert!(next["tool"].is_string(), "{r}");
+                    assert!(next["arguments"].to_string().contains(id), "{r}");
+                    answered_with_id += 1;
+                }
+            }
+        }
+        // The messages carry the person's lines as user turns, in order.
+        let user_lines: Vec<&str> = r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .skip(1)
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        let user_steps: Vec<&str> = steps.iter().filter_map(|s| s["user"].as_str()).collect();
+        assert_eq!(user_lines, user_steps, "{r}");
+        // The first question of a thread is always answered.
+        if let Some((first, answered)) = agent_lines(r).first()
+            && first.contains('?')
+        {
+            assert!(*answered || r["ended_by"].is_null(), "{r}");
+        }
+    }
+    assert!(
+        answered_with_id >= 10,
+        "{answered_with_id} looked-up answers"
+    );
+    assert!(
+        report["report"]["notes"]
+            .to_string()
+            .contains("the person (template): "),
+        "{report}"
+    );
+    // The same seed at another concurrency: the same people, the same bytes, every call cached.
+    let asked = server.requests();
+    let mut again = args.to_vec();
+    again[3] = "64";
+    succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "again.jsonl",
+        &again,
+    ));
+    assert_eq!(server.requests(), asked, "every call came from the cache");
+    assert_eq!(
+        std::fs::read(dir.path().join("rows.jsonl")).unwrap(),
+        std::fs::read(dir.path().join("again.jsonl")).unwrap()
+    );
+}
+
+/// The agent asks every turn; the person answers the first question always and walks away at
+/// the second with their patience's chance, drawn per rollout from the seed.
+#[test]
+fn the_person_walks_away_at_the_odds_of_their_patience() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let always_ask = scaffold(dir.path(), "ALWAYS_ASK");
+    let n = 1500;
+    let budget = n.to_string();
+    let base = [
+        "--budget",
+        budget.as_str(),
+        "--concurrency",
+        "64",
+        "--scaffold",
+        always_ask.as_str(),
+    ];
+    let mut short = base.to_vec();
+    // Enough asks for the budget: one rollout each, 12 phrasings of each situation.
+    short.extend(["--patience", "short", "--phrasings", "12"]);
+    succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "short.jsonl",
+        &short,
+    ));
+    let rows = read_jsonl(&dir.path().join("short.jsonl"));
+    assert_eq!(rows.len(), n);
+    let (mut left, mut stayed) = (0u32, 0u32);
+    for r in &rows {
+        let lines = agent_lines(r);
+        assert!(lines.iter().all(|(l, _)| l.contains('?')), "{r}");
+        let gone = r["ended_by"] == "user_left";
+        if gone {
+            assert!(
+                lines.len() >= 2,
+                "the first question is always answered: {r}"
+            );
+            assert!(!lines.last().unwrap().1, "{r}");
+        }
+        if lines.len() >= 2 {
+            if lines[1].1 {
+                stayed += 1;
+            } else if gone && lines.len() == 2 {
+                left += 1;
+            }
+        }
+    }
+    // Of the people asked a second time (with turns left), 60% walk away (`short`).
+    let asked = f64::from(left + stayed);
+    let share = f64::from(left) / asked;
+    let sd = (0.6 * 0.4 / asked).sqrt();
+    assert!(asked > 1000.0, "{asked} second questions");
+    assert!(
+        (share - 0.6).abs() < 4.0 * sd,
+        "walked away at {share:.3} of {asked} second questions, not 0.6"
+    );
+    // An endless person never leaves.
+    let mut endless = base.to_vec();
+    endless[1] = "200";
+    endless.extend(["--patience", "endless"]);
+    succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "endless.jsonl",
+        &endless,
+    ));
+    let rows = read_jsonl(&dir.path().join("endless.jsonl"));
+    assert!(rows.iter().all(|r| r["ended_by"].is_null()));
+    assert!(rows.iter().any(|r| agent_lines(r).len() >= 4));
+}
+
+#[test]
+fn a_user_model_plays_the_person() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let user = format!("endpoint:user-m@{}", server.url());
+    let ask_for_id = scaffold(dir.path(), "ASK_FOR_ID");
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "40",
+            "--scaffold",
+            &ask_for_id,
+            "--user-model",
+            &user,
+        ],
+    ));
+    let rows = read_jsonl(&dir.path().join("rows.jsonl"));
+    let mut looked_up = 0;
+    for r in &rows {
+        assert_eq!(text(r, "user_model"), "user-m", "{r}");
+        let steps = r["steps"].as_array().unwrap();
+        for (i, s) in steps.iter().enumerate() {
+            if s["user"] == "It is order A1001."
+                && let Some(next) = steps.get(i + 1)
+            {
+                assert!(next["arguments"].to_string().contains("A1001"), "{r}");
+                looked_up += 1;
+            }
+        }
+        // The scripted person leaves when asked a second time (and may walk away first).
+        if r["ended_by"] == "user_left" {
+            let questions = agent_lines(r)
+                .iter()
+                .filter(|(l, _)| l.contains('?'))
+                .count();
+            assert_eq!(questions, 2, "{r}");
+        }
+    }
+    assert!(looked_up >= 20, "{looked_up}");
+    assert!(rows.iter().any(|r| r["ended_by"] == "user_left"));
+    let notes = report["report"]["notes"].to_string();
+    assert!(notes.contains("the person (user-m): "), "{notes}");
+    assert!(notes.contains("user model user-m: "), "{notes}");
+
+    // An endless person cannot leave: the `[leaves]` the model writes is not used, and the
+    // template says the line instead, counted.
+    let always_ask = scaffold(dir.path(), "ALWAYS_ASK");
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "endless.jsonl",
+        &[
+            "--budget",
+            "20",
+            "--scaffold",
+            &always_ask,
+            "--user-model",
+            &user,
+            "--patience",
+            "endless",
+        ],
+    ));
+    let rows = read_jsonl(&dir.path().join("endless.jsonl"));
+    assert!(rows.iter().all(|r| r["ended_by"].is_null()));
+    let notes = report["report"]["notes"].to_string();
+    assert!(
+        notes.contains("lines it wrote could not be used"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn user_flags_are_checked_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let base = |agent: &str| {
+        let mut cmd = wai();
+        cmd.arg("simulate")
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--policy")
+            .arg(&policy)
+            .args(["--agent", agent, "--out"])
+            .arg(dir.path().join("rows.jsonl"));
+        cmd
+    };
+    let model = "endpoint:m@http://127.0.0.1:9/v1";
+    refused(
+        base(model).args(["--patience", "lazy"]),
+        "--patience `lazy`",
+    );
+    refused(
+        base(model).args(["--patience", "0.2,3"]),
+        "shares in [0, 1]",
+    );
+    refused(base(model).args(["--max-turns", "0"]), "--max-turns");
+    refused(base(model).args(["--avg-turns", "0.5"]), "--avg-turns");
+    refused(base(model).args(["--user-model", "gpt-x"]), "--user-model");
+    refused(
+        base("seeded").args(["--patience", "short"]),
+        "--patience is for model agents",
+    );
+    refused(
+        base("seeded").args(["--logprobs"]),
+        "--logprobs is for model agents",
+    );
+    assert!(!dir.path().join("rows.jsonl").exists());
+}
+
+#[test]
+fn execute_hands_the_tool_calls_to_the_users_world_after_the_faults() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let world = format!("cmd:python3 {}", fixture("agents/tool_world.py").display());
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "60",
+            "--fault-rate",
+            "0.5",
+            "--user-model",
+            "none",
+            "--execute",
+            &world,
+            "--workers",
+            "2",
+        ],
+    ));
+    let rows = read_jsonl(&dir.path().join("rows.jsonl"));
+    assert_eq!(rows.len(), 60);
+    let (mut real, mut faulted) = (0, 0);
+    for r in &rows {
+        let steps = r["steps"].as_array().unwrap();
+        let result = &steps[0]["result"];
+        let fired = r["faults_injected"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if fired {
+            // A scheduled fault answers first: the program never saw the call.
+            assert_ne!(result["source"], "real world", "{r}");
+            faulted += 1;
+        } else {
+            assert_eq!(result["source"], "real world", "{r}");
+            assert_eq!(result["tool"], steps[0]["tool"], "{r}");
+            assert_eq!(result["rollout_index"], r["rollout_index"], "{r}");
+            assert!(text(r, "prompt").starts_with(result["asked_by"].as_str().unwrap()));
+            real += 1;
+        }
+        // The model saw what the world said.
+        assert!(text(r, "final_text").starts_with("done: "), "{r}");
+    }
+    assert!(real > 0 && faulted > 0, "{real} real, {faulted} faulted");
+    assert!(
+        text(&rows[0], "policy_version").contains("world=cmd:tool_world.py"),
+        "{}",
+        rows[0]
+    );
+    assert!(report["report"]["rows"] == 60, "{report}");
+
+    // A program that dies at every start stops the run with its error, and writes nothing.
+    let dead = "cmd:python3 -c 'import sys; sys.exit(3)'";
+    let out = simulate_with_model(
+        dir.path(),
+        &server,
+        "dead.jsonl",
+        &["--budget", "20", "--user-model", "none", "--execute", dead],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(
+        err.contains("tool world command") && err.contains("before answering any call"),
+        "{err}"
+    );
+    assert!(!dir.path().join("dead.jsonl").exists());
+    // `--execute` names a program.
+    let out = simulate_with_model(dir.path(), &server, "bad.jsonl", &["--execute", "world.py"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cmd:PROGRAM"));
+}
+
+#[test]
+fn a_killed_model_agent_run_resumes_and_asks_nothing_twice() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config {
+        latency: Duration::from_millis(20),
+        faults: vec![],
+    });
+    let checkpoint = dir.path().join("ck.jsonl");
+    let ck = checkpoint.display().to_string();
+    let args = [
+        "--budget",
+        "600",
+        "--phrasings",
+        "5",
+        "--concurrency",
+        "8",
+        "--wave",
+        "32",
+        "--checkpoint",
+        ck.as_str(),
+    ];
+    let (tools, policy, _) = world(dir.path());
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .arg("simulate")
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--agent")
+        .arg(format!("endpoint:agent-m@{}", server.url()))
+        .arg("--cache")
+        .arg(dir.path().join("cache"))
+        .args(args)
+        .arg("--out")
+        .arg(dir.path().join("killed.jsonl"))
+        .env_remove("VLLM_API_KEY")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_mins(2);
+    loop {
+        let lines = std::fs::read_to_string(&checkpoint).map_or(0, |t| t.lines().count());
+        if lines >= 64 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let landed = std::fs::read_to_string(&checkpoint)
+        .unwrap()
+        .lines()
+        .count();
+    assert!(
+        (64..600).contains(&landed),
+        "killed mid-way, not at {landed}"
+    );
+    assert!(!dir.path().join("killed.jsonl").exists());
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &args,
+    ));
+    assert_eq!(report["report"]["rows"], 600, "{report}");
+    let rows = read_jsonl(&dir.path().join("rows.jsonl"));
+    let ids: BTreeSet<String> = rows.iter().map(|r| text(r, "rollout_id")).collect();
+    assert_eq!(ids.len(), 600, "every rollout once");
+    // The calls the killed run finished came from the cache: the server answered no request
+    // twice, beyond the few in flight at the kill.
+    assert!(
+        server.answered_twice() <= 8,
+        "{} requests answered twice",
+        server.answered_twice()
+    );
 }

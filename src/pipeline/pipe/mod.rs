@@ -347,11 +347,7 @@ impl Pool {
                         "the {} command `{}` stops before answering any {}{}",
                         self.opts.role,
                         self.opts.command,
-                        if self.opts.role == "judge" {
-                            "row"
-                        } else {
-                            "ask"
-                        },
+                        self.unit(),
                         if tail.is_empty() {
                             String::new()
                         } else {
@@ -376,6 +372,15 @@ impl Pool {
         }
     }
 
+    /// What one request is, in errors.
+    fn unit(&self) -> &'static str {
+        match self.opts.role {
+            "judge" => "row",
+            "tool world" => "call",
+            _ => "ask",
+        }
+    }
+
     /// Counts a timeout; too many in a row stop the run.
     fn timed_out(&mut self) -> Result<()> {
         self.timeouts_in_a_row += 1;
@@ -389,11 +394,7 @@ impl Pool {
                 role = self.opts.role,
                 command = self.opts.command,
                 t = self.opts.timeout.as_secs_f64(),
-                what = if self.opts.role == "judge" {
-                    "row"
-                } else {
-                    "ask"
-                },
+                what = self.unit(),
             ),
         })
     }

@@ -33,7 +33,7 @@ pub struct Job<'a> {
 }
 
 /// One step of a trajectory.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Step {
     /// The tool called, for a tool step.
     pub tool: Option<String>,
@@ -48,6 +48,22 @@ pub struct Step {
     /// `arguments` as canonical JSON text, and `result` as JSON text (made once, copied into
     /// every row that shares the step).
     pub texts: Option<(String, String)>,
+    /// What the person said, for a user step (a model agent's simulated user, or a command
+    /// agent's own).
+    pub user: Option<String>,
+    /// The agent turn's tokens, on the first step the turn made.
+    pub meta: TurnMeta,
+}
+
+/// What a model's turn cost and how sure it was, when the server said.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TurnMeta {
+    /// The sum of the reply's token log-probabilities.
+    pub logprob: Option<f64>,
+    /// How many tokens the reply had.
+    pub n_tokens: Option<i64>,
+    /// Whether the reply was cut by the token cap.
+    pub truncated: bool,
 }
 
 impl Step {
@@ -64,6 +80,25 @@ impl Step {
             text: None,
             injected,
             texts,
+            ..Self::default()
+        }
+    }
+
+    /// Words the agent said.
+    #[must_use]
+    pub fn said(text: String) -> Self {
+        Self {
+            text: Some(text),
+            ..Self::default()
+        }
+    }
+
+    /// Words the person said.
+    #[must_use]
+    pub fn user(text: String) -> Self {
+        Self {
+            user: Some(text),
+            ..Self::default()
         }
     }
 }
@@ -81,6 +116,10 @@ pub struct Trajectory {
     pub finish_reason: Option<String>,
     /// Why the rollout failed, when it did (the agent crashed, hung or answered nonsense).
     pub error: Option<String>,
+    /// `user_left` when the person walked away.
+    pub ended_by: Option<&'static str>,
+    /// Tokens in and out over the agent's turns, when a model played.
+    pub usage: Option<(u64, u64)>,
 }
 
 /// Something that plays asks.
@@ -92,6 +131,16 @@ pub trait Agent: Send {
     /// `compare` takes them for one policy. The name, unless the agent has settings of its own.
     fn policy(&self) -> String {
         self.name().to_owned()
+    }
+    /// How a model agent samples, as the rows' `sampling` JSON (`{temperature, max_tokens,
+    /// model}`); none for other agents.
+    fn sampling(&self) -> Option<String> {
+        None
+    }
+    /// Who plays the person the agent talks to, for the rows' `user_model`: none when no one
+    /// does.
+    fn user_model(&self) -> Option<String> {
+        None
     }
     /// Plays `jobs` against `world`; one trajectory per job, in order.
     fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>>;
@@ -423,6 +472,7 @@ impl SeededAgent {
                 seeded: vec!["skip_lookup".to_owned()],
                 finish_reason: Some("stop".into()),
                 error: None,
+                ..Default::default()
             };
         }
         let (tool, who) = (base.tool.as_str(), base.who.as_str());
@@ -454,6 +504,7 @@ impl SeededAgent {
             seeded,
             finish_reason: Some("stop".into()),
             error: None,
+            ..Default::default()
         }
     }
 }

@@ -50,6 +50,12 @@ fn step_of(s: &Value) -> Step {
         text: s.get("text").and_then(Value::as_str).map(str::to_owned),
         injected: None,
         texts: None,
+        user: s.get("user").and_then(Value::as_str).map(str::to_owned),
+        meta: super::agent::TurnMeta {
+            logprob: s.get("logprob").and_then(Value::as_f64),
+            n_tokens: s.get("n_tokens").and_then(Value::as_i64),
+            truncated: s.get("truncated").and_then(Value::as_bool) == Some(true),
+        },
     }
 }
 
@@ -167,7 +173,8 @@ impl Agent for CommandAgent {
                         final_text: final_text.to_owned(),
                         seeded: obj.get("seeded").and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default(),
                         finish_reason: obj.get("finish_reason").and_then(Value::as_str).filter(|f| matches!(*f, "stop" | "length" | "tool" | "error")).map(str::to_owned),
-                        error: None,
+                        ended_by: (obj.get("ended_by").and_then(Value::as_str) == Some("user_left")).then_some("user_left"),
+                        ..Trajectory::default()
                     }
                 }
                 Answer::Failed(why, tail) => Trajectory {

@@ -21,11 +21,13 @@ pub mod agent;
 pub mod asks;
 pub mod command;
 pub mod demo;
+pub mod execute;
 pub mod grid;
 pub mod hash;
 pub mod model;
 pub mod policy;
 pub mod tools;
+pub mod user;
 pub mod world;
 pub mod writer;
 

@@ -1,8 +1,12 @@
 //! Model agents (`--agent SPEC` for any model spec: `openai:`, `anthropic:`, `endpoint:MODEL@URL`,
 //! `ollama:`, `fireworks:`): the model is played multi-turn with the policy as its system
 //! prompt and the tools as function schemas, and every tool call it makes is answered by the
-//! mock world under the rollout's fault plan, exactly as the other agents' calls are. The
-//! rollout ends when the model answers without a call, or at the step cap.
+//! mock world under the rollout's fault plan, exactly as the other agents' calls are. When the
+//! model answers in words, the person it serves may speak again ([`super::user`]): they answer
+//! its questions, push back on refusals and react to what it did, or walk away, within the
+//! rollout's budget of agent turns; a model plays them (`--user-model`) or the template user
+//! does. The rollout ends when the person has nothing more to say, walks away, or the turn or
+//! step cap is reached.
 //!
 //! Calls go through the model layer ([`crate::models`]): its concurrency limit, retries, budget,
 //! breaker and response cache. At temperature 0 a rollout's calls are the same requests on a
@@ -14,13 +18,15 @@
 //! have gets the world's `unknown_tool`, and tool markup written as plain text (`<tool_call>`,
 //! `"tool_calls"`) is counted in the notes.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::agent::{Agent, Job, Step, Trajectory};
+use super::agent::{Agent, Job, Step, Trajectory, TurnMeta};
+use super::user::{self, Next, Patience};
 use super::world::{Memory, World};
 use crate::error::{Error, Result};
 use crate::models::{CallError, ChatRequest, Message, Model, ToolCall};
@@ -31,6 +37,41 @@ pub const MODEL_WAVE: usize = 256;
 pub const MAX_STEPS: usize = 16;
 /// The reply budget of one agent turn by default, in tokens.
 pub const MAX_TOKENS: u32 = 1024;
+/// Agent turns per rollout on average by default (`--avg-turns`).
+pub const AVG_TURNS: f64 = 12.0;
+/// The user model's temperature by default.
+pub const USER_TEMPERATURE: f64 = 0.7;
+/// The reply budget of one line of the user model.
+const USER_MAX_TOKENS: u32 = 180;
+
+/// Who plays the person a model agent talks to, and how.
+#[derive(Debug, Clone)]
+pub struct UserOptions {
+    /// Whether the person speaks after the opening ask (`--user-model none` says no: the rollout
+    /// ends at the agent's first answer in words).
+    pub on: bool,
+    /// How soon they walk away when asked again.
+    pub patience: Patience,
+    /// The most agent turns a rollout takes (default: what a 4,096-token context holds after
+    /// the tool schemas, [`user::default_max_turns`]).
+    pub max_turns: Option<usize>,
+    /// Agent turns per rollout on average.
+    pub avg_turns: f64,
+    /// The user model's temperature.
+    pub temperature: f64,
+}
+
+impl Default for UserOptions {
+    fn default() -> Self {
+        Self {
+            on: true,
+            patience: Patience::default(),
+            max_turns: None,
+            avg_turns: AVG_TURNS,
+            temperature: USER_TEMPERATURE,
+        }
+    }
+}
 
 /// How a model agent plays.
 #[derive(Debug, Clone)]
@@ -43,6 +84,10 @@ pub struct Options {
     pub max_tokens: u32,
     /// Tool calls one rollout may make; at the cap the rollout ends (`finish_reason: tool`).
     pub max_steps: usize,
+    /// Whether to ask for token log-probabilities (stored per step when the server gives them).
+    pub logprobs: bool,
+    /// The person on the other side.
+    pub user: UserOptions,
 }
 
 impl Default for Options {
@@ -52,6 +97,8 @@ impl Default for Options {
             temperature: 0.0,
             max_tokens: MAX_TOKENS,
             max_steps: MAX_STEPS,
+            logprobs: false,
+            user: UserOptions::default(),
         }
     }
 }
@@ -76,6 +123,26 @@ impl crate::stages::Options for Options {
                 format!("must be between 1 and 256, not {}", self.max_steps),
             ));
         }
+        if let Some(n) = self.user.max_turns
+            && !(1..=256).contains(&n)
+        {
+            return Err(Error::option(
+                "max_turns",
+                format!("must be between 1 and 256, not {n}"),
+            ));
+        }
+        if !(self.user.avg_turns.is_finite() && (1.0..=256.0).contains(&self.user.avg_turns)) {
+            return Err(Error::option(
+                "avg_turns",
+                format!("must be between 1 and 256, not {}", self.user.avg_turns),
+            ));
+        }
+        if !(self.user.temperature.is_finite() && (0.0..=2.0).contains(&self.user.temperature)) {
+            return Err(Error::option(
+                "user_temperature",
+                format!("must be in [0, 2], not {}", self.user.temperature),
+            ));
+        }
         Ok(())
     }
 }
@@ -89,13 +156,81 @@ struct Malformed {
     capped: AtomicU64,
 }
 
+/// What the person did, over the run.
+#[derive(Debug, Default)]
+struct People {
+    /// Lines the person said after the opening ask.
+    lines: AtomicU64,
+    /// Lines the user model wrote that could not be used (the template's line went instead).
+    rejected: AtomicU64,
+    /// User-model calls that failed (the template's line went instead).
+    failed: AtomicU64,
+    /// Rollouts the person walked away from.
+    left: AtomicU64,
+    /// Rollouts that ended on the agent's question.
+    on_question: AtomicU64,
+    /// Rollouts.
+    rollouts: AtomicU64,
+}
+
 /// A model that plays asks.
 pub struct ModelAgent {
     model: Arc<Model>,
+    user_model: Option<Arc<Model>>,
+    executor: Option<super::execute::Executor>,
     runtime: tokio::runtime::Runtime,
     opts: Options,
     name: String,
     malformed: Malformed,
+    people: People,
+}
+
+/// Where a rollout stands.
+struct Thread {
+    messages: Vec<Message>,
+    steps: Vec<Step>,
+    memory: Memory,
+    usage: (u64, u64),
+    /// How often the person has spoken, the opening ask included.
+    user_turns: usize,
+    tool_steps: usize,
+    truncated: bool,
+}
+
+impl Thread {
+    /// Counts the agent turn `answer`'s tokens; what its first step records of them.
+    fn account(&mut self, answer: &crate::models::Reply) -> TurnMeta {
+        self.usage.0 += answer.usage.input_tokens;
+        self.usage.1 += answer.usage.output_tokens;
+        let cut = matches!(
+            answer.finish_reason.as_deref(),
+            Some("length" | "max_tokens")
+        );
+        self.truncated |= cut;
+        TurnMeta {
+            logprob: answer.logprobs.map(|(sum, _)| sum),
+            n_tokens: answer.logprobs.and_then(|(_, n)| i64::try_from(n).ok()),
+            truncated: cut,
+        }
+    }
+
+    /// A thread that `system` instructs and the ask `opening` opens.
+    fn open(system: &str, opening: &str) -> Self {
+        let mut messages = Vec::with_capacity(8);
+        if !system.is_empty() {
+            messages.push(Message::new("system", system.to_owned()));
+        }
+        messages.push(Message::new("user", opening.to_owned()));
+        Self {
+            messages,
+            steps: Vec::new(),
+            memory: Memory::default(),
+            usage: (0, 0),
+            user_turns: 1,
+            tool_steps: 0,
+            truncated: false,
+        }
+    }
 }
 
 impl ModelAgent {
@@ -105,20 +240,34 @@ impl ModelAgent {
     /// Options out of range, or no async runtime.
     pub fn new(model: Arc<Model>, opts: Options) -> Result<Self> {
         crate::stages::Options::check(&opts)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("wai-agent")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Internal(format!("a runtime for model calls: {e}")))?;
+        let runtime = crate::models::runtime()?;
         let name = model.spec().model.clone();
         Ok(Self {
             model,
+            user_model: None,
+            executor: None,
             runtime,
             opts,
             name,
             malformed: Malformed::default(),
+            people: People::default(),
         })
+    }
+
+    /// The same agent, with the user's program answering its tool calls (`--execute`) after the
+    /// scheduled faults.
+    #[must_use]
+    pub fn with_executor(mut self, program: super::execute::Executor) -> Self {
+        self.executor = Some(program);
+        self
+    }
+
+    /// The same agent, with `model` playing the person (`--user-model`) instead of the template
+    /// user.
+    #[must_use]
+    pub fn with_user_model(mut self, model: Arc<Model>) -> Self {
+        self.user_model = Some(model);
+        self
     }
 
     /// Which sample of its request a call is: at temperature 0 every rollout asks the same
@@ -143,98 +292,315 @@ impl ModelAgent {
         (mixed * f64::from(u32::MAX)) as u32
     }
 
-    /// One rollout: turns until the model answers without a call, or the step cap.
+    /// The draws' key of a rollout's person: the run's seed and the rollout.
+    fn person(job: &Job<'_>) -> [String; 5] {
+        [
+            job.seed.to_string(),
+            job.ask.task_id.clone(),
+            job.ask.phrasing.to_string(),
+            job.rollout_index.to_string(),
+            job.eval_run.to_string(),
+        ]
+    }
+
+    /// The rollout's budget of agent turns: drawn around `--avg-turns` when the person speaks,
+    /// the cap when they do not.
+    fn budget(&self, key: &[&str], n_tools: usize) -> usize {
+        let u = &self.opts.user;
+        let cap = u
+            .max_turns
+            .unwrap_or_else(|| user::default_max_turns(n_tools));
+        if !u.on {
+            return cap;
+        }
+        let cap = if u.avg_turns <= 1.0 { 1 } else { cap };
+        let mut parts = vec!["turns"];
+        parts.extend_from_slice(key);
+        let drawn = user::turn_budget(super::hash::draw(&parts), cap, u.avg_turns);
+        drawn.max(2).min(cap)
+    }
+
+    /// One rollout: agent turns, each answered by the world (calls) or the person (words),
+    /// until the person is done or gone, or a cap.
     async fn rollout(
         &self,
         job: &Job<'_>,
         world: &World<'_>,
         tools: &[Value],
     ) -> Result<Trajectory> {
-        let mut messages = Vec::with_capacity(8);
-        if !self.opts.system.is_empty() {
-            messages.push(Message::new("system", self.opts.system.clone()));
-        }
-        messages.push(Message::new("user", job.ask.text.clone()));
-        let mut memory = Memory::default();
-        let mut steps: Vec<Step> = Vec::new();
+        let mut t = Thread::open(&self.opts.system, &job.ask.text);
+        let person = Self::person(job);
+        let key: Vec<&str> = person.iter().map(String::as_str).collect();
+        let budget = self.budget(&key, tools.len());
         let sample = self.sample(job);
-        loop {
+        let mut remaining = budget;
+        let mut turn = 0;
+        let mut closing_bonus = false;
+        let mut last_spoken = String::new();
+        self.people.rollouts.fetch_add(1, Ordering::Relaxed);
+        let end = |t, final_text, finish, ended_by| self.end(t, final_text, finish, ended_by);
+        while remaining > 0 {
+            remaining -= 1;
+            turn += 1;
             let req = ChatRequest {
-                messages: messages.clone(),
+                messages: t.messages.clone(),
                 tools: tools.to_vec(),
                 temperature: self.opts.temperature,
                 max_tokens: self.opts.max_tokens,
-                logprobs: false,
+                logprobs: self.opts.logprobs,
             };
             let answer = match self.model.chat(&req, sample).await {
                 Ok(a) => a.reply,
                 Err(CallError::Failed(m)) => {
                     return Ok(Trajectory {
-                        steps: steps.into(),
+                        steps: t.steps.into(),
                         error: Some(format!("the model call failed: {m}")),
+                        usage: Some(t.usage),
                         ..Trajectory::default()
                     });
                 }
                 Err(CallError::Stop(e)) => return Err(e),
             };
+            let meta = t.account(&answer);
             let text = answer.content.clone().unwrap_or_default();
-            if answer.tool_calls.is_empty() {
-                if looks_like_markup(&text) {
-                    self.malformed.markup.fetch_add(1, Ordering::Relaxed);
-                }
-                return Ok(Trajectory {
-                    steps: steps.into(),
-                    final_text: text,
-                    finish_reason: Some(finish(answer.finish_reason.as_deref())),
-                    ..Trajectory::default()
-                });
+            let spoken = user::strip_think(&text).trim().to_owned();
+            if answer.tool_calls.is_empty() && spoken.is_empty() {
+                // An empty turn: the same history again while the budget lasts.
+                continue;
             }
-            if !text.trim().is_empty() {
-                steps.push(Step {
-                    tool: None,
-                    arguments: Value::Null,
-                    result: Value::Null,
-                    text: Some(text.clone()),
-                    injected: None,
-                    texts: None,
-                });
-            }
-            let mut said = Message::new("assistant", text);
-            if said.content.as_deref() == Some("") {
-                said.content = None;
-            }
-            said.tool_calls.clone_from(&answer.tool_calls);
-            messages.push(said);
-            for call in &answer.tool_calls {
-                if steps.iter().filter(|s| s.tool.is_some()).count() >= self.opts.max_steps {
+            if !answer.tool_calls.is_empty() {
+                if !self
+                    .calls(&mut t, &answer, spoken, meta, job, world)
+                    .await?
+                {
                     self.malformed.capped.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Trajectory {
-                        steps: steps.into(),
-                        finish_reason: Some("tool".into()),
-                        ..Trajectory::default()
-                    });
+                    return Ok(end(t, String::new(), "tool".into(), None));
                 }
-                let (arguments, result, injected) = self.answer(call, job, world, &mut memory);
-                messages.push(Message {
-                    role: "tool".into(),
-                    content: Some(result.to_string()),
-                    tool_calls: Vec::new(),
-                    tool_call_id: Some(call.id.clone()),
-                });
-                steps.push(Step::call(&call.name, arguments, result, injected));
+                // Words said before the calls are not the answer to what they found.
+                last_spoken.clear();
+                if remaining == 0 && !closing_bonus {
+                    remaining = 1;
+                    closing_bonus = true;
+                }
+                continue;
+            }
+            // An answer in words.
+            if looks_like_markup(&text) {
+                self.malformed.markup.fetch_add(1, Ordering::Relaxed);
+            }
+            let finish = finish(answer.finish_reason.as_deref());
+            // An agent that says its last line again after the person spoke is going round.
+            let echo = t.user_turns >= 2
+                && t.steps.iter().rev().find_map(|s| s.text.as_deref()) == Some(spoken.as_str());
+            if echo {
+                return Ok(end(t, spoken, finish, None));
+            }
+            let questions = t
+                .steps
+                .iter()
+                .filter(|s| s.text.as_deref().is_some_and(user::asks))
+                .count();
+            t.messages.push(Message::new("assistant", spoken.clone()));
+            let mut step = Step::said(spoken.clone());
+            step.meta = meta;
+            t.steps.push(step);
+            last_spoken.clone_from(&spoken);
+            if !self.opts.user.on {
+                return Ok(end(t, spoken, finish, None));
+            }
+            if t.tool_steps == 0 && user::looks_unfinished(&spoken) && remaining > 0 {
+                continue;
+            }
+            let now = user::Turn {
+                key: &key,
+                turn,
+                user_turns: t.user_turns,
+                budget,
+                room: remaining > 0,
+                line: &spoken,
+                questions,
+            };
+            match user::next(&now, self.opts.user.patience) {
+                Next::Done => return Ok(end(t, spoken, finish, None)),
+                Next::Leave => return Ok(end(t, spoken, finish, Some("user_left"))),
+                Next::Speak => {}
+            }
+            match self.user_line(job, &t, &spoken, &key, turn, world).await? {
+                None => return Ok(end(t, spoken, finish, Some("user_left"))),
+                Some(line) => {
+                    self.people.lines.fetch_add(1, Ordering::Relaxed);
+                    t.messages.push(Message::new("user", line.clone()));
+                    t.steps.push(Step::user(line));
+                    t.user_turns += 1;
+                    // A line of the person's always gets an answer.
+                    remaining = remaining.max(1);
+                }
+            }
+        }
+        // The budget ran out: on a tool step, the row ends on the call (`finish_reason: tool`).
+        let finish = if last_spoken.is_empty() && t.steps.last().is_some_and(|s| s.tool.is_some()) {
+            "tool"
+        } else {
+            "stop"
+        };
+        Ok(end(t, last_spoken, finish.into(), None))
+    }
+
+    /// The trajectory of the finished thread `t`, counted.
+    fn end(
+        &self,
+        t: Thread,
+        final_text: String,
+        finish: String,
+        ended_by: Option<&'static str>,
+    ) -> Trajectory {
+        if ended_by.is_some() {
+            self.people.left.fetch_add(1, Ordering::Relaxed);
+        }
+        if user::asks(&final_text) {
+            self.people.on_question.fetch_add(1, Ordering::Relaxed);
+        }
+        Trajectory {
+            steps: t.steps.into(),
+            final_text,
+            finish_reason: Some(if t.truncated { "length".into() } else { finish }),
+            ended_by,
+            usage: Some(t.usage),
+            ..Trajectory::default()
+        }
+    }
+
+    /// Answers the tool calls of the agent's turn `answer` from the world (the words it said
+    /// with them, `spoken`, first), onto `t`; false when the step cap cut the turn.
+    ///
+    /// # Errors
+    /// With `--execute`, a tool program that cannot go on.
+    async fn calls(
+        &self,
+        t: &mut Thread,
+        answer: &crate::models::Reply,
+        spoken: String,
+        mut meta: TurnMeta,
+        job: &Job<'_>,
+        world: &World<'_>,
+    ) -> Result<bool> {
+        if !spoken.is_empty() {
+            let mut step = Step::said(spoken);
+            step.meta = std::mem::take(&mut meta);
+            t.steps.push(step);
+        }
+        let mut said = Message::new("assistant", answer.content.clone().unwrap_or_default());
+        if said.content.as_deref() == Some("") {
+            said.content = None;
+        }
+        said.tool_calls.clone_from(&answer.tool_calls);
+        t.messages.push(said);
+        for call in &answer.tool_calls {
+            if t.tool_steps >= self.opts.max_steps {
+                return Ok(false);
+            }
+            let (arguments, result, injected) =
+                self.answer(call, job, world, &mut t.memory).await?;
+            t.messages.push(Message {
+                role: "tool".into(),
+                content: Some(result.to_string()),
+                tool_calls: Vec::new(),
+                tool_call_id: Some(call.id.clone()),
+            });
+            let mut step = Step::call(&call.name, arguments, result, injected);
+            step.meta = std::mem::take(&mut meta);
+            t.steps.push(step);
+            t.tool_steps += 1;
+        }
+        Ok(true)
+    }
+
+    /// What the person says to the agent's `line`: the user model's line when one plays them
+    /// and it writes a usable one, else the template's; `None` when the user model says they
+    /// leave.
+    async fn user_line(
+        &self,
+        job: &Job<'_>,
+        t: &Thread,
+        line: &str,
+        key: &[&str],
+        turn: usize,
+        world: &World<'_>,
+    ) -> Result<Option<String>> {
+        let stance = job
+            .ask
+            .labels
+            .iter()
+            .find(|(n, _)| *n == "stance")
+            .map_or("", |(_, v)| v.as_str());
+        let template = || user::template_line(&job.ask.text, line, stance, key, turn);
+        let Some(model) = &self.user_model else {
+            return Ok(Some(template()));
+        };
+        let may_leave = self.opts.user.patience.may_leave();
+        let names: Vec<&str> = world.tools().iter().map(|t| t.name.as_str()).collect();
+        let thread = thread_text(&t.messages);
+        let req = ChatRequest {
+            messages: vec![
+                Message::new("system", user::user_system(&names, may_leave)),
+                Message::new(
+                    "user",
+                    user::user_prompt(&job.ask.text, &thread, user::asks(line)),
+                ),
+            ],
+            tools: Vec::new(),
+            temperature: self.opts.user.temperature,
+            max_tokens: USER_MAX_TOKENS,
+            logprobs: false,
+        };
+        let sample = if self.opts.user.temperature <= 0.0 {
+            job.attempt
+        } else {
+            let turn = turn.to_string();
+            let mut parts = vec!["user-sample"];
+            parts.extend_from_slice(key);
+            parts.push(&turn);
+            #[allow(clippy::cast_possible_truncation, reason = "the low 32 bits of a draw")]
+            let s = super::hash::draw(&parts) as u32;
+            s
+        };
+        let written = match model.chat(&req, sample).await {
+            Ok(a) => a.reply.content.unwrap_or_default(),
+            Err(CallError::Failed(_)) => {
+                self.people.failed.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(template()));
+            }
+            Err(CallError::Stop(e)) => return Err(e),
+        };
+        let previous = t
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == "user")
+            .and_then(|m| m.content.as_deref())
+            .unwrap_or("");
+        match user::accept(&written, previous, may_leave) {
+            Some(Next::Leave) => Ok(None),
+            Some(_) => Ok(Some(user::strip_think(&written).trim().to_owned())),
+            None => {
+                self.people.rejected.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(template()))
             }
         }
     }
 
     /// The world's answer to `call`, or the error the model is shown when its arguments are not
     /// a JSON object.
-    fn answer(
+    ///
+    /// # Errors
+    /// With `--execute`, a tool program that cannot go on.
+    async fn answer(
         &self,
         call: &ToolCall,
         job: &Job<'_>,
         world: &World<'_>,
         memory: &mut Memory,
-    ) -> (Value, Value, Option<super::world::Fault>) {
+    ) -> Result<(Value, Value, Option<super::world::Fault>)> {
         let text = call.arguments.trim();
         let parsed = if text.is_empty() {
             Ok(json!({}))
@@ -246,24 +612,37 @@ impl ModelAgent {
                 if !world.tools().iter().any(|t| t.name == call.name) {
                     self.malformed.unknown_tool.fetch_add(1, Ordering::Relaxed);
                 }
-                let a = world.call(job.scene, memory, &call.name, &arguments);
-                (arguments, a.result, a.injected)
+                let Some(program) = &self.executor else {
+                    let a = world.call(job.scene, memory, &call.name, &arguments);
+                    return Ok((arguments, a.result, a.injected));
+                };
+                // The scheduled faults first; the program answers the rest.
+                if let Some(a) = world.scheduled_fault(job.scene, memory, &call.name, &arguments) {
+                    return Ok((arguments, a.result, a.injected));
+                }
+                let rollout = json!({
+                    "prompt": job.ask.text,
+                    "rollout_index": job.rollout_index,
+                    "seed": job.seed,
+                });
+                let result = program.call(&call.name, &arguments, rollout).await?;
+                Ok((arguments, result, None))
             }
             Ok(other) => {
                 self.malformed.arguments.fetch_add(1, Ordering::Relaxed);
-                (
+                Ok((
                     json!({"_raw": other}),
                     json!({"status": "error", "reason": "invalid_arguments", "detail": "the arguments must be a JSON object"}),
                     None,
-                )
+                ))
             }
             Err(e) => {
                 self.malformed.arguments.fetch_add(1, Ordering::Relaxed);
-                (
+                Ok((
                     json!({"_raw": call.arguments}),
                     json!({"status": "error", "reason": "invalid_arguments", "detail": format!("the arguments are not JSON: {e}")}),
                     None,
-                )
+                ))
             }
         }
     }
@@ -277,6 +656,32 @@ fn finish(reason: Option<&str>) -> String {
         _ => "stop",
     }
     .to_owned()
+}
+
+/// The thread as a person reads it: who said what, each call by name and arguments, each result
+/// cut to 300 characters (the system prompt is not theirs to see).
+fn thread_text(messages: &[Message]) -> Vec<(String, String)> {
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        let text = m.content.clone().unwrap_or_default();
+        match m.role.as_str() {
+            "user" => out.push(("You said".to_owned(), text)),
+            "assistant" => {
+                if !text.trim().is_empty() {
+                    out.push(("The agent replied".to_owned(), text));
+                }
+                for c in &m.tool_calls {
+                    out.push((
+                        "The agent used".to_owned(),
+                        format!("{}({})", c.name, c.arguments),
+                    ));
+                }
+            }
+            "tool" => out.push(("Result".to_owned(), text.chars().take(300).collect())),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Tool markup written as plain text instead of a call.
@@ -300,7 +705,7 @@ impl Agent for ModelAgent {
     /// are different policies to `compare`.
     fn policy(&self) -> String {
         let spec = self.model.spec();
-        format!(
+        let mut policy = format!(
             "{}:{}@{} t={} max_tokens={} max_steps={}",
             spec.provider.as_str(),
             spec.model,
@@ -308,6 +713,50 @@ impl Agent for ModelAgent {
             self.opts.temperature,
             self.opts.max_tokens,
             self.opts.max_steps
+        );
+        if let Some(program) = &self.executor {
+            let _ = write!(policy, " world={}", program.name());
+        }
+        let u = &self.opts.user;
+        if u.on {
+            let _ = write!(
+                policy,
+                " user={} patience={},{} max_turns={} avg_turns={}",
+                self.user_model().unwrap_or_default(),
+                u.patience.second,
+                u.patience.later,
+                u.max_turns
+                    .map_or_else(|| "auto".to_owned(), |n| n.to_string()),
+                u.avg_turns
+            );
+            if self.user_model.is_some() {
+                let _ = write!(policy, " user_t={}", u.temperature);
+            }
+        }
+        policy
+    }
+
+    /// `{temperature, max_tokens, model}`, as the reference's rows say it.
+    fn sampling(&self) -> Option<String> {
+        Some(
+            json!({
+                "temperature": self.opts.temperature,
+                "max_tokens": self.opts.max_tokens,
+                "model": self.name,
+            })
+            .to_string(),
+        )
+    }
+
+    /// The user model, `template`, or none when the person does not speak.
+    fn user_model(&self) -> Option<String> {
+        if !self.opts.user.on {
+            return None;
+        }
+        Some(
+            self.user_model
+                .as_ref()
+                .map_or_else(|| "template".to_owned(), |m| m.spec().model.clone()),
         )
     }
 
@@ -324,21 +773,19 @@ impl Agent for ModelAgent {
         let width = self.model.settings().concurrency;
         let this = &*self;
         let tools = &tools;
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                this.runtime.block_on(async {
-                    let all: Vec<Result<Trajectory>> = futures::stream::iter(
-                        jobs.iter().map(|job| this.rollout(job, world, tools)),
-                    )
-                    .buffered(width)
-                    .collect()
-                    .await;
-                    all.into_iter().collect::<Result<Vec<_>>>()
-                })
-            })
-            .join()
-            .map_err(|_| Error::Internal("the model-call thread panicked".into()))?
-        })
+        // The futures made here, not in the async block: a closure there would ask for a
+        // lifetime more general than the borrows the compiler can prove `Send`.
+        let rollouts: Vec<_> = jobs
+            .iter()
+            .map(|job| this.rollout(job, world, tools))
+            .collect();
+        crate::models::block_on(&this.runtime, async move {
+            let all: Vec<Result<Trajectory>> = futures::stream::iter(rollouts)
+                .buffered(width)
+                .collect()
+                .await;
+            all.into_iter().collect::<Result<Vec<_>>>()
+        })?
     }
 
     fn notes(&self) -> Vec<String> {
@@ -354,6 +801,36 @@ impl Agent for ModelAgent {
             m.markup.load(Ordering::Relaxed),
             m.capped.load(Ordering::Relaxed),
         );
+        let p = &self.people;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        if self.opts.user.on && load(&p.rollouts) > 0 {
+            notes.push(format!(
+                "the person ({}): {} lines after the opening ask over {} rollouts; {} rollouts ended on the agent's question, {} of them because the person walked away",
+                self.user_model().unwrap_or_default(),
+                load(&p.lines),
+                load(&p.rollouts),
+                load(&p.on_question),
+                load(&p.left)
+            ));
+            if load(&p.rejected) + load(&p.failed) > 0 {
+                notes.push(format!(
+                    "the user model: {} lines it wrote could not be used and {} calls failed; the template user said those lines",
+                    load(&p.rejected),
+                    load(&p.failed)
+                ));
+            }
+            if let Some(m) = &self.user_model {
+                let t = m.tally();
+                notes.push(format!(
+                    "user model {}: {} requests ({} retries, {} failed), {} replies from the cache",
+                    m.spec().model,
+                    t.requests,
+                    t.retries,
+                    t.failed,
+                    t.cached
+                ));
+            }
+        }
         if args + unknown + markup + capped > 0 {
             notes.push(format!(
                 "agent {}: {args} calls with arguments that are not a JSON object, {unknown} calls of a tool the world does not have, {markup} replies with tool markup as text, {capped} rollouts cut at `max_steps` calls",

@@ -452,6 +452,7 @@ mod tests {
             text: None,
             injected,
             texts: None,
+            ..Default::default()
         };
         let t = Trajectory {
             steps: Arc::from(vec![
@@ -463,6 +464,7 @@ mod tests {
             seeded: vec!["leak".into()],
             finish_reason: None,
             error: None,
+            ..Default::default()
         };
         let mut r = report(&["a", "b"]);
         tally(&mut r, &t);

@@ -20,6 +20,10 @@ pub(super) struct RowContext<'a> {
     pub(super) agent: String,
     /// What decides the agent's choices: `policy_version` is this, `@`, the policy's digest.
     pub(super) agent_policy: String,
+    /// The agent's resolved sampling (`{temperature, max_tokens, model}`), for model agents.
+    pub(super) sampling: Option<String>,
+    /// Who played the person: the user model, `template`, or none.
+    pub(super) user_model: Option<String>,
     pub(super) policy_sha: String,
     pub(super) policy_head: String,
     pub(super) policy_chars: usize,
@@ -81,7 +85,7 @@ fn transcript(text: &str, t: &Trajectory) -> Transcript {
                 arguments: Some(arguments),
                 result: Some(result),
                 text: s.text.clone(),
-                ..Default::default()
+                ..meta(s)
             });
             tools_used.push(tool.clone());
             if let Some(f) = s.injected {
@@ -95,6 +99,16 @@ fn transcript(text: &str, t: &Trajectory) -> Transcript {
             });
             steps.push(crate::pipeline::row::Step {
                 text: Some(text.clone()),
+                ..meta(s)
+            });
+        } else if let Some(said) = &s.user {
+            messages.push(Message {
+                role: Some("user".into()),
+                content: Some(said.clone()),
+                ..Message::default()
+            });
+            steps.push(crate::pipeline::row::Step {
+                user: Some(said.clone()),
                 ..Default::default()
             });
         }
@@ -115,6 +129,16 @@ fn transcript(text: &str, t: &Trajectory) -> Transcript {
         steps,
         tools_used,
         injected,
+    }
+}
+
+/// A step's turn tokens in the row's step fields.
+fn meta(s: &super::agent::Step) -> crate::pipeline::row::Step {
+    crate::pipeline::row::Step {
+        logprob: s.meta.logprob,
+        n_tokens: s.meta.n_tokens,
+        truncated: s.meta.truncated.then_some(true),
+        ..Default::default()
     }
 }
 
@@ -141,7 +165,7 @@ pub(super) fn build_row(
         owned = ask_row(rc, ask, job.eval_run, job.scene, dims, Some(&privileged));
         &owned
     };
-    let extra = extra(head, &injected, &t.seeded, rc.seed, sig);
+    let extra = extra(head, &injected, t, rc.seed, sig);
     Record {
         task_id: ask.task_id.clone(),
         rollout_id: Some(rollout_id(
@@ -162,6 +186,8 @@ pub(super) fn build_row(
         model_version: Some(rc.agent.clone()),
         policy_version: Some(format!("{}@{}", rc.agent_policy, rc.policy_sha)),
         writer_model: Some(ask.writer.clone()),
+        user_model: rc.user_model.clone(),
+        sampling: rc.sampling.clone(),
         privileged: head.privileged.clone(),
         lineage: Some(if job.attempt > 0 {
             format!(
@@ -178,8 +204,10 @@ pub(super) fn build_row(
 }
 
 /// The row's `extra` JSON: the ask's fixed fields, then the faults that fired, the planted
-/// mistakes, the seed and the behaviour signature.
-fn extra(head: &AskRow, injected: &[Value], seeded: &[String], seed: u64, sig: u64) -> String {
+/// mistakes, how the conversation ended and what its turns cost (model agents), the seed and the
+/// behaviour signature.
+fn extra(head: &AskRow, injected: &[Value], t: &Trajectory, seed: u64, sig: u64) -> String {
+    let seeded = &t.seeded;
     // The per-rollout fields close the ask's fixed ones.
     let mut extra = String::with_capacity(head.extra_head.len() + 96);
     extra.push_str(&head.extra_head);
@@ -200,6 +228,29 @@ fn extra(head: &AskRow, injected: &[Value], seeded: &[String], seed: u64, sig: u
     if !seeded.is_empty() {
         extra.push_str(",\"seeded\":");
         list(&mut seeded.iter().map(String::as_str), &mut extra);
+    }
+    if let Some(why) = t.ended_by {
+        let _ = write!(extra, ",\"ended_by\":\"{why}\"");
+    }
+    if let Some((input, output)) = t.usage {
+        let _ = write!(
+            extra,
+            ",\"usage\":{{\"input_tokens\":{input},\"output_tokens\":{output}}}"
+        );
+    }
+    let scored: Vec<_> = t
+        .steps
+        .iter()
+        .filter_map(|s| s.meta.logprob.map(|l| (l, s.meta.n_tokens)))
+        .collect();
+    if !scored.is_empty() {
+        let sum: f64 = scored.iter().map(|(l, _)| l).sum();
+        let tokens: i64 = scored.iter().filter_map(|(_, n)| *n).sum();
+        let _ = write!(
+            extra,
+            ",\"logprob\":{},\"n_tokens\":{tokens}",
+            Value::from((sum * 1e6).round() / 1e6)
+        );
     }
     let _ = write!(
         extra,
@@ -343,6 +394,8 @@ mod tests {
             cells: &[],
             agent: "seeded".into(),
             agent_policy: "seeded".into(),
+            sampling: None,
+            user_model: None,
             policy_sha: "abcd".into(),
             policy_head: "Be kind.".into(),
             policy_chars: 8,
@@ -362,11 +415,13 @@ mod tests {
                 text: Some("Let me look.".into()),
                 injected: None,
                 texts: None,
+                ..Default::default()
             }]),
             final_text: "It shipped.".into(),
             seeded: vec!["hedging".into()],
             finish_reason: None,
             error: None,
+            ..Default::default()
         }
     }
 
@@ -430,11 +485,27 @@ mod tests {
             Map::new(),
             None,
         );
-        let text = extra(&head, &[json!("timeout")], &[], 9, 1);
+        let text = extra(&head, &[json!("timeout")], &Trajectory::default(), 9, 1);
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["faults_injected"], json!(["timeout"]));
         assert_eq!(v["seed"], 9);
         assert!(v.get("seeded").is_none());
+        assert!(v.get("ended_by").is_none() && v.get("usage").is_none());
+        // A model agent's rollout says how it ended and what its turns cost.
+        let mut said = Step::said("Which one?".into());
+        said.meta.logprob = Some(-0.123_456_78);
+        said.meta.n_tokens = Some(3);
+        let t = Trajectory {
+            steps: Arc::from(vec![said]),
+            ended_by: Some("user_left"),
+            usage: Some((12, 3)),
+            ..Trajectory::default()
+        };
+        let v: Value = serde_json::from_str(&extra(&head, &[], &t, 9, 1)).unwrap();
+        assert_eq!(v["ended_by"], "user_left");
+        assert_eq!(v["usage"], json!({"input_tokens": 12, "output_tokens": 3}));
+        assert_eq!(v["logprob"], json!(-0.123_457));
+        assert_eq!(v["n_tokens"], 3);
         assert!(!head.lineage.contains("eval_run"));
     }
 }

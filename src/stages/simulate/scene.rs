@@ -190,6 +190,7 @@ mod tests {
             seeded: Vec::new(),
             finish_reason: None,
             error: None,
+            ..Default::default()
         }
     }
 
@@ -201,6 +202,7 @@ mod tests {
             text: None,
             injected: None,
             texts: None,
+            ..Default::default()
         }
     }
 

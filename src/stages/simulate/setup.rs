@@ -44,6 +44,10 @@ pub(super) struct Setup {
     pub(super) agent: String,
     /// What decides the agent's choices ([`Agent::policy`]).
     agent_policy: String,
+    /// The rows' `sampling` ([`Agent::sampling`]).
+    sampling: Option<String>,
+    /// The rows' `user_model` ([`Agent::user_model`]).
+    user_model: Option<String>,
     /// Rollouts per wave.
     pub(super) wave: usize,
     /// The digest of the settings that decide the schedule.
@@ -97,6 +101,8 @@ impl Setup {
             warnings,
             agent: agent_name,
             agent_policy: agent.policy(),
+            sampling: agent.sampling(),
+            user_model: agent.user_model(),
             wave,
             settings,
             policy_sha: sha256_hex(&opts.policy)[..16].to_owned(),
@@ -167,6 +173,8 @@ impl Setup {
             cells: &self.cells,
             agent: self.agent.clone(),
             agent_policy: self.agent_policy.clone(),
+            sampling: self.sampling.clone(),
+            user_model: self.user_model.clone(),
             policy_sha: self.policy_sha.clone(),
             policy_head: opts.policy.chars().take(120).collect(),
             policy_chars: opts.policy.chars().count(),

@@ -100,6 +100,7 @@ pub(super) fn tally_record(report: &mut Report, r: &Record) {
                 text: s.text.clone(),
                 injected,
                 texts: None,
+                ..Default::default()
             }
         })
         .collect();
@@ -118,6 +119,7 @@ pub(super) fn tally_record(report: &mut Report, r: &Record) {
         seeded,
         finish_reason: None,
         error: None,
+        ..Default::default()
     };
     tally(report, &t);
 }

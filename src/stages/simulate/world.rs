@@ -141,19 +141,48 @@ impl<'a> World<'a> {
         let canonical = canonical_json(arguments);
         let refs = references(arguments);
         // Faults come first: the world never got to look.
-        if let Some(plan) = &scene.plan
-            && (plan.tool == "*" || plan.tool == tool)
-            && (plan.rate >= 1.0 || uniform(&[&self.seed, tool, &canonical, "fault"]) < plan.rate)
-        {
-            return Answer {
-                result: self.fault(plan.mode, t, arguments, &refs, memory),
-                injected: Some(plan.mode),
-            };
+        if let Some(fault) = self.fault_on(scene, memory, t, arguments, &canonical, &refs) {
+            return fault;
         }
         if let Some(result) = self.refusal(t, scene, arguments, &refs, memory) {
             return plain(result);
         }
         plain(self.act(t, scene, arguments, &canonical, &refs, memory))
+    }
+
+    /// The fault the rollout's plan schedules for this call, if one fires: what `--execute`
+    /// answers before the user's program sees the call. A tool the world does not declare meets
+    /// no fault.
+    pub fn scheduled_fault(
+        &self,
+        scene: &Scene,
+        memory: &mut Memory,
+        tool: &str,
+        arguments: &Value,
+    ) -> Option<Answer> {
+        let t = self.tools.iter().find(|t| t.name == tool)?;
+        let canonical = canonical_json(arguments);
+        let refs = references(arguments);
+        self.fault_on(scene, memory, t, arguments, &canonical, &refs)
+    }
+
+    fn fault_on(
+        &self,
+        scene: &Scene,
+        memory: &mut Memory,
+        t: &Tool,
+        arguments: &Value,
+        canonical: &str,
+        refs: &[(String, String)],
+    ) -> Option<Answer> {
+        let plan = scene.plan.as_ref()?;
+        let hit = (plan.tool == "*" || plan.tool == t.name)
+            && (plan.rate >= 1.0
+                || uniform(&[&self.seed, &t.name, canonical, "fault"]) < plan.rate);
+        hit.then(|| Answer {
+            result: self.fault(plan.mode, t, arguments, refs, memory),
+            injected: Some(plan.mode),
+        })
     }
 
     /// The attributes of the record a reference names: the same on every tool and rollout.
