@@ -1599,3 +1599,39 @@ fn a_killed_model_agent_run_resumes_and_asks_nothing_twice() {
         server.answered_twice()
     );
 }
+
+#[test]
+fn logprobs_are_stored_per_turn_and_summed_per_row() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &["--budget", "10", "--user-model", "none", "--logprobs"],
+    ));
+    for r in &read_jsonl(&dir.path().join("rows.jsonl")) {
+        // The test server gives every reply two tokens, -0.5 and -0.25.
+        let steps = r["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 2, "{r}");
+        for s in steps {
+            assert_eq!(s["logprob"], -0.75, "{r}");
+            assert_eq!(s["n_tokens"], 2, "{r}");
+        }
+        assert_eq!(r["logprob"], -1.5, "{r}");
+        assert_eq!(r["n_tokens"], 4, "{r}");
+    }
+    // Without the flag, none.
+    succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "plain.jsonl",
+        &["--budget", "3", "--user-model", "none"],
+    ));
+    let rows = read_jsonl(&dir.path().join("plain.jsonl"));
+    assert!(
+        rows.iter()
+            .all(|r| r["logprob"].is_null() && r["steps"][0]["logprob"].is_null())
+    );
+}
