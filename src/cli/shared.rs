@@ -42,9 +42,10 @@ pub(crate) struct ModelArgs {
     /// Models: calls in flight at once, per model.
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub concurrency: usize,
-    /// Models: seconds one call may take.
-    #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
-    pub model_timeout: f64,
+    /// Models: seconds one call may take (default: 120 for judges; for a model agent the larger
+    /// of 300 and a quarter of `--agent-max-tokens`, the reference's rule).
+    #[arg(long, value_name = "SECONDS")]
+    pub model_timeout: Option<f64>,
     /// Models: retries of a call that failed in a way that may pass (429, 5xx, a reset, a
     /// timeout), with exponential backoff and jitter, honouring `Retry-After`.
     #[arg(long, default_value_t = 5, value_name = "N")]

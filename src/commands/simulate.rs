@@ -149,10 +149,75 @@ fn model_flags_need_a_model(args: &SimulateArgs) -> Result<()> {
     }
 }
 
+/// A model agent's options (the policy, then the scaffold, as its system prompt), the user
+/// model's spec and the tool program's command line, checked.
+fn model_agent(
+    a: &crate::cli::ModelAgentArgs,
+    policy: &str,
+) -> Result<(
+    crate::stages::simulate::model::Options,
+    Option<String>,
+    Option<String>,
+)> {
+    let mut system = policy.to_owned();
+    if let Some(path) = &a.scaffold {
+        let scaffold = crate::pipeline::world_files::read_text(path)?;
+        if !scaffold.trim().is_empty() {
+            system = format!("{}\n\n{}", system.trim_end(), scaffold.trim());
+        }
+    }
+    let patience = crate::stages::simulate::user::Patience::parse(&a.patience)
+        .map_err(|e| Error::Usage(format!("--patience {e}")))?;
+    let user_spec = match a.user_model.trim() {
+        "none" | "template" => None,
+        spec => Some(spec.to_owned()),
+    };
+    let model = crate::stages::simulate::model::Options {
+        system: system.trim().to_owned(),
+        temperature: a.temperature,
+        max_tokens: a.agent_max_tokens,
+        max_steps: a.max_steps,
+        logprobs: a.logprobs,
+        user: crate::stages::simulate::model::UserOptions {
+            on: a.user_model.trim() != "none",
+            patience,
+            max_turns: a.max_turns,
+            avg_turns: a.avg_turns,
+            temperature: a.user_temperature,
+        },
+    };
+    let execute = match a.execute.as_deref() {
+        None => None,
+        Some(spec) => Some(
+            spec.strip_prefix("cmd:")
+                .filter(|c| !c.trim().is_empty())
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "--execute `{spec}`: the tool world is a program, `cmd:PROGRAM` (as in `cmd:python3 world.py`)"
+                    ))
+                })?
+                .to_owned(),
+        ),
+    };
+    Ok((model, user_spec, execute))
+}
+
+/// Whether two model specs name one model on one server.
+fn same_model(a: &str, b: &str) -> bool {
+    use crate::models::ModelSpec;
+    match (ModelSpec::parse(a), ModelSpec::parse(b)) {
+        (Ok(a), Ok(b)) => {
+            a.provider == b.provider && a.model == b.model && a.base_url == b.base_url
+        }
+        _ => a == b,
+    }
+}
+
 /// Runs `wai simulate`.
 pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     let opts = options(ctx, args)?;
     model_flags_need_a_model(args)?;
+    let (model, user_spec, execute) = model_agent(&args.model_agent, &opts.policy)?;
     let workers = crate::pipeline::judges::pool(&args.pool)?;
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
@@ -162,45 +227,6 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         .as_deref()
         .map(Checkpoint::lock)
         .transpose()?;
-    let mut system = opts.policy.clone();
-    if let Some(path) = &args.model_agent.scaffold {
-        let scaffold = crate::pipeline::world_files::read_text(path)?;
-        if !scaffold.trim().is_empty() {
-            system = format!("{}\n\n{}", system.trim_end(), scaffold.trim());
-        }
-    }
-    let patience = crate::stages::simulate::user::Patience::parse(&args.model_agent.patience)
-        .map_err(|e| Error::Usage(format!("--patience {e}")))?;
-    let user_spec = match args.model_agent.user_model.trim() {
-        "none" | "template" => None,
-        spec => Some(spec.to_owned()),
-    };
-    let model = crate::stages::simulate::model::Options {
-        system: system.trim().to_owned(),
-        temperature: args.model_agent.temperature,
-        max_tokens: args.model_agent.agent_max_tokens,
-        max_steps: args.model_agent.max_steps,
-        logprobs: args.model_agent.logprobs,
-        user: crate::stages::simulate::model::UserOptions {
-            on: args.model_agent.user_model.trim() != "none",
-            patience,
-            max_turns: args.model_agent.max_turns,
-            avg_turns: args.model_agent.avg_turns,
-            temperature: args.model_agent.user_temperature,
-        },
-    };
-    let execute = match args.model_agent.execute.as_deref() {
-        None => None,
-        Some(spec) => Some(
-            spec.strip_prefix("cmd:")
-                .filter(|c| !c.trim().is_empty())
-                .ok_or_else(|| {
-                    Error::Usage(format!(
-                        "--execute `{spec}`: the tool world is a program, `cmd:PROGRAM` (as in `cmd:python3 world.py`)"
-                    ))
-                })?,
-        ),
-    };
     let mut agent = crate::pipeline::agents::agent(
         &args.agent,
         &args.behaviors,
@@ -208,7 +234,7 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         &model,
         crate::pipeline::agents::ModelExtras {
             user: user_spec.as_deref(),
-            execute,
+            execute: execute.as_deref(),
         },
     )?;
     let (resumed, torn) = match &checkpoint {
@@ -243,6 +269,13 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         &session, inputs, &opts,
     ))
     .map_err(|e| super::error_flags_named(e, FLAGS))?;
+    if let Some(user) = &user_spec
+        && same_model(user, &args.agent)
+    {
+        report.warnings.push(format!(
+            "same_model: `{user}` plays both the agent and the person it serves, so the person's lines share the agent's blind spots; pass --user-model with another model (or `template`)"
+        ));
+    }
     super::flags_named_each(&mut report.warnings, FLAGS);
     bar.finish_and_clear();
     sink.finish()?;

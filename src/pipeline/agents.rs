@@ -37,7 +37,11 @@ pub(crate) fn agent(
 ) -> Result<Box<dyn Agent>> {
     match AgentSpec::parse(spec).map_err(|e| Error::Usage(format!("--agent `{spec}`: {e}")))? {
         AgentSpec::Model(text) => {
-            let m = Model::new(ModelSpec::parse(&text)?, workers.models.settings.clone())?;
+            let mut settings = workers.models.settings.clone();
+            if !workers.models.timeout_given {
+                settings.timeout = model::call_timeout(model.max_tokens);
+            }
+            let m = Model::new(ModelSpec::parse(&text)?, settings)?;
             let mut agent = ModelAgent::new(Arc::new(m), model.clone())?;
             if let Some(user) = extras.user {
                 let spec = ModelSpec::parse(user)

@@ -74,6 +74,8 @@ pub(crate) struct Workers {
 pub(crate) struct Models {
     pub(crate) settings: crate::models::Settings,
     pub(crate) judge: llm::Options,
+    /// Whether `--model-timeout` was given (a model agent's calls take another default).
+    pub(crate) timeout_given: bool,
 }
 
 impl Models {
@@ -137,10 +139,11 @@ impl Models {
 /// # Errors
 /// A value out of range, or a policy file that cannot be read.
 pub(crate) fn models(args: &ModelArgs) -> Result<Models> {
-    if !(args.model_timeout.is_finite() && args.model_timeout > 0.0) {
+    if let Some(t) = args.model_timeout
+        && !(t.is_finite() && t > 0.0)
+    {
         return Err(Error::Usage(format!(
-            "--model-timeout must be a number of seconds above 0, not {}",
-            args.model_timeout
+            "--model-timeout must be a number of seconds above 0, not {t}"
         )));
     }
     if args.concurrency == 0 || args.concurrency > 4096 {
@@ -183,7 +186,7 @@ pub(crate) fn models(args: &ModelArgs) -> Result<Models> {
     Ok(Models {
         settings: crate::models::Settings {
             concurrency: args.concurrency,
-            timeout: Duration::from_secs_f64(args.model_timeout),
+            timeout: Duration::from_secs_f64(args.model_timeout.unwrap_or(JUDGE_TIMEOUT_S)),
             retries: args.retries,
             max_calls: args.max_calls,
             max_cost_tokens: args.max_cost_tokens,
@@ -193,8 +196,12 @@ pub(crate) fn models(args: &ModelArgs) -> Result<Models> {
             ..crate::models::Settings::default()
         },
         judge,
+        timeout_given: args.model_timeout.is_some(),
     })
 }
+
+/// How long a judge's call may take by default, in seconds.
+pub const JUDGE_TIMEOUT_S: f64 = 120.0;
 
 impl Workers {
     /// The pool options for `command` in `role`.

@@ -1406,6 +1406,23 @@ fn a_user_model_plays_the_person() {
         notes.contains("lines it wrote could not be used"),
         "{notes}"
     );
+    // One model in both roles: a warning names the flag that separates them.
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "same.jsonl",
+        &[
+            "--budget",
+            "3",
+            "--user-model",
+            &format!("endpoint:agent-m@{}", server.url()),
+        ],
+    ));
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("same_model") && warnings.contains("--user-model"),
+        "{warnings}"
+    );
 }
 
 #[test]

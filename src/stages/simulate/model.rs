@@ -44,6 +44,13 @@ pub const USER_TEMPERATURE: f64 = 0.7;
 /// The reply budget of one line of the user model.
 const USER_MAX_TOKENS: u32 = 180;
 
+/// How long one agent call may take unless `--model-timeout` says: the larger of 300 s and a
+/// second per four reply tokens (the reference's rule: 300 s at 1,024 tokens, 1,024 s at 4,096).
+#[must_use]
+pub fn call_timeout(max_tokens: u32) -> std::time::Duration {
+    std::time::Duration::from_secs_f64((f64::from(max_tokens) / 4.0).max(300.0))
+}
+
 /// Who plays the person a model agent talks to, and how.
 #[derive(Debug, Clone)]
 pub struct UserOptions {
@@ -844,6 +851,12 @@ impl Agent for ModelAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_calls_wait_at_least_five_minutes() {
+        assert_eq!(call_timeout(1024).as_secs(), 300);
+        assert_eq!(call_timeout(4096).as_secs(), 1024);
+    }
 
     #[test]
     fn finish_reasons_map_to_the_row_words() {
