@@ -254,6 +254,7 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         }),
         progress: Box::new(|p: &Progress| {
             bar.set_position(u64::from(p.run) * args.budget + p.rows);
+            bar.set_message(p.line.clone());
             if args.progress_json {
                 // A closed stderr stops the lines, not the run.
                 let _ = writeln!(

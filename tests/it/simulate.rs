@@ -1652,3 +1652,46 @@ fn logprobs_are_stored_per_turn_and_summed_per_row() {
             .all(|r| r["logprob"].is_null() && r["steps"][0]["logprob"].is_null())
     );
 }
+
+#[test]
+fn progress_json_lines_say_where_the_run_is_in_the_references_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let out = wai()
+        .arg("simulate")
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .args([
+            "--budget",
+            "300",
+            "--wave",
+            "100",
+            "--phrasings",
+            "3",
+            "--progress-json",
+            "--out",
+        ])
+        .arg(dir.path().join("rows.jsonl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(lines.len(), 3, "one line a wave");
+    let last = lines.last().unwrap();
+    assert_eq!(last["rows"], 300);
+    let line = last["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("300/300 rollouts, ")
+            && line.contains(" situations written, ")
+            && line.contains(" elapsed, ~0s left, ")
+            && line.contains(" re-rolled, 0 lost"),
+        "{line}"
+    );
+    let first = lines[0]["line"].as_str().unwrap();
+    assert!(first.starts_with("100/300 rollouts"), "{first}");
+}

@@ -2,6 +2,7 @@
 //! its numbers call for.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
@@ -135,8 +136,67 @@ pub struct Progress {
     pub situations: u64,
     /// Rollouts lost so far.
     pub lost: u64,
+    /// Rollouts lost so far, by cause (`agent_error`, ...).
+    pub lost_by: BTreeMap<String, u64>,
+    /// Rollouts played again after an unusable one, so far.
+    pub rerolled: u64,
     /// Seconds since the start.
     pub elapsed_s: f64,
+    /// Seconds left at this pace, once a row has landed.
+    pub left_s: Option<f64>,
+    /// All of it in a line, in the reference's words: `120/2404 rollouts, 601 situations
+    /// written, 1h2m elapsed, ~19h left, 96 re-rolled, 3 lost (3 agent error)`.
+    pub line: String,
+}
+
+impl Progress {
+    /// Fills in the time left and the line from the counts.
+    #[must_use]
+    pub fn with_line(mut self) -> Self {
+        #[allow(clippy::cast_precision_loss, reason = "row counts")]
+        let left = (self.rows > self.resumed).then(|| {
+            let played = (self.rows - self.resumed) as f64;
+            self.elapsed_s / played * self.cap.saturating_sub(self.rows) as f64
+        });
+        self.left_s = left;
+        let mut line = format!(
+            "{}/{} rollouts, {} situations written, {} elapsed",
+            self.rows,
+            self.cap,
+            self.situations,
+            clock(self.elapsed_s)
+        );
+        if let Some(l) = left {
+            let _ = write!(line, ", ~{} left", clock(l));
+        }
+        let _ = write!(line, ", {} re-rolled, {} lost", self.rerolled, self.lost);
+        if !self.lost_by.is_empty() {
+            let causes: Vec<String> = self
+                .lost_by
+                .iter()
+                .map(|(k, n)| format!("{n} {}", k.replace('_', " ")))
+                .collect();
+            let _ = write!(line, " ({})", causes.join(", "));
+        }
+        self.line = line;
+        self
+    }
+}
+
+/// A duration as a person reads it: `42s`, `7m3s`, `1h2m`, `19h`.
+fn clock(seconds: f64) -> String {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a run's seconds"
+    )]
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        3600..36_000 => format!("{}h{}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}h", s / 3600),
+    }
 }
 
 /// The tier an ask's rows count under.
@@ -441,6 +501,30 @@ mod tests {
             })
             .collect();
         r
+    }
+
+    #[test]
+    fn progress_reads_as_the_reference_says_it() {
+        let p = Progress {
+            run: 0,
+            rows: 120,
+            cap: 2404,
+            resumed: 0,
+            situations: 601,
+            lost: 3,
+            lost_by: BTreeMap::from([("agent_error".to_owned(), 3)]),
+            rerolled: 96,
+            elapsed_s: 3720.0,
+            left_s: None,
+            line: String::new(),
+        }
+        .with_line();
+        assert_eq!(
+            p.line,
+            "120/2404 rollouts, 601 situations written, 1h2m elapsed, ~19h left, 96 re-rolled, 3 lost (3 agent error)"
+        );
+        assert_eq!(clock(42.4), "42s");
+        assert_eq!(clock(423.0), "7m3s");
     }
 
     #[test]

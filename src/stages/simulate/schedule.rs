@@ -88,15 +88,22 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             if let Some(why) = r.alloc.dead() {
                 break why;
             }
-            progress(&Progress {
-                run,
-                rows: r.alloc.rows,
-                cap: opts.budget,
-                resumed: report.resumed,
-                situations: r.situations.len() as u64,
-                lost: r.alloc.lost,
-                elapsed_s: started.elapsed().as_secs_f64(),
-            });
+            progress(
+                &Progress {
+                    run,
+                    rows: r.alloc.rows,
+                    cap: opts.budget,
+                    resumed: report.resumed,
+                    situations: r.situations.len() as u64,
+                    lost: r.alloc.lost,
+                    lost_by: report.lost.clone(),
+                    rerolled: report.rerolled,
+                    elapsed_s: started.elapsed().as_secs_f64(),
+                    left_s: None,
+                    line: String::new(),
+                }
+                .with_line(),
+            );
         };
         r.alloc.close(&mut report);
         report.rows += r.alloc.rows;
