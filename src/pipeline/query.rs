@@ -184,9 +184,33 @@ fn gather(
             result =
                 Some(serde_json::from_slice(&buf).unwrap_or(serde_json::Value::Array(Vec::new())));
         }
-        Destination::Writer(out, format) => table::write(format, &schema, &batches, out)?,
+        Destination::Writer(out, format) => {
+            table::write(format, &schema, &batches, out).map_err(closed_stdout)?;
+        }
     }
     Ok((rows, result))
+}
+
+/// A write to stdout that failed because its reader went away (`wai sql ... | head`), as the
+/// closed pipe the binary ends on quietly, whichever writer (table, CSV, JSON) met it.
+fn closed_stdout(e: Error) -> Error {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut closed = false;
+    while let Some(s) = source {
+        closed |= s
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || s.to_string().contains("Broken pipe");
+        source = s.source();
+    }
+    if closed {
+        Error::io(
+            "<stdout>",
+            std::io::Error::from(std::io::ErrorKind::BrokenPipe),
+        )
+    } else {
+        e
+    }
 }
 
 #[cfg(test)]

@@ -309,22 +309,22 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
             .infer_schema(&ctx.state()),
     ))
     .await;
-    let config = match inferred {
-        Ok(config) => config?,
-        Err(_) => {
-            return Err(Error::Input {
-                stage: "read".into(),
-                message: format!(
-                    "a Parquet footer is not readable (its decoder failed) in {}",
-                    inputs
-                        .iter()
-                        .map(|i| format!("`{}`", i.display))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
-        }
+    let Ok(config) = inferred else {
+        // Caught and named here: not a later error's.
+        let _ = crate::pipeline::read::take_decoder_panic();
+        return Err(Error::Input {
+            stage: "read".into(),
+            message: format!(
+                "a Parquet footer is not readable (its decoder failed) in {}",
+                inputs
+                    .iter()
+                    .map(|i| format!("`{}`", i.display))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
     };
+    let config = config?;
     // The row schema's columns have the row schema's kinds, as when rows are read one by one
     // (in a table of rows: one with a `task_id`; other tables, as a datasets folder, are not
     // rows).

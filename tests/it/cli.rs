@@ -349,18 +349,24 @@ fn a_stdout_closed_mid_table_is_a_quiet_end() {
     let rows = dir.path().join("rows.jsonl");
     let line = r#"{"task_id": "t", "reward": 1.0, "final_text": "ok"}"#;
     std::fs::write(&rows, format!("{line}\n").repeat(20_000)).unwrap();
-    for _ in 0..3 {
+    for format in ["table", "csv", "json", "jsonl"] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
         let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
-            .args(["sql", "SELECT task_id, reward FROM rows", "--table"])
+            .args([
+                "sql",
+                "SELECT task_id, reward FROM rows",
+                "--format",
+                format,
+                "--table",
+            ])
             .arg(&rows)
             .stdout(writer)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
-        assert!(err.is_empty(), "{err}");
+        assert_eq!(out.status.code(), Some(0), "{format}: {err}");
+        assert!(err.is_empty(), "{format}: {err}");
     }
 }
 

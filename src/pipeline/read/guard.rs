@@ -18,27 +18,48 @@ const DECODER_CRATES: &[&str] = &[
 /// The words of the last decoder panic that no reading of wai's caught yet.
 static DECODER_PANIC: Mutex<Option<String>> = Mutex::new(None);
 
-/// Whether the panic `info` was raised inside a crate that decodes Parquet (its assertions on a
-/// corrupt file, not a bug of wai's); when it was, its words are kept for the error that names
-/// the file.
+/// Whether the panic `info` was raised by a Parquet decoding (its assertions on a corrupt file,
+/// not a bug of wai's); when it was, its words are kept for the error that names the file.
+///
+/// A panic counts when it is raised in the parquet crate, or in the arrow or bytes crates while
+/// the parquet crate is on the stack (it slices the bytes it read and builds arrays of them). wai's
+/// own code calls arrow's panicking accessors too (`as_string`, `value(i)`): a panic there, with
+/// no parquet frame under it, is a bug and prints as one.
 ///
 /// A panic hook calls this: the `wai` binary's, which prints nothing for such a panic, and the
 /// fuzz targets', which let it unwind. Most decoder panics unwind to a reading of wai's that
 /// turns them into a data error on the spot; one raised in a task DataFusion spawned ends the
-/// task, and the query fails with a join error that says only "task panicked". The words kept
-/// here let the command's error say what the decoder found, and name the files it read.
+/// task, and the query fails with a join error that says only "task panicked", and one raised
+/// where DataFusion polls the query unwinds to the command. The words kept here let the
+/// command's error say what the decoder found, and name the files it read.
 pub fn decoder_panic(info: &std::panic::PanicHookInfo<'_>) -> bool {
-    let in_decoder = info.location().is_some_and(|l| {
-        let file = l.file().replace('\\', "/");
-        file.contains("/src/") && DECODER_CRATES.iter().any(|c| file.contains(c))
-    });
-    if in_decoder {
-        let why = panic_words(info.payload());
-        if let Ok(mut last) = DECODER_PANIC.lock() {
-            *last = Some(why);
-        }
+    let Some(file) = info.location().map(|l| l.file().replace('\\', "/")) else {
+        return false;
+    };
+    if !file.contains("/src/") || !DECODER_CRATES.iter().any(|c| file.contains(c)) {
+        return false;
     }
-    in_decoder
+    if !file.contains("/parquet-") && !parquet_on_stack() {
+        return false;
+    }
+    let why = panic_words(info.payload());
+    if let Ok(mut last) = DECODER_PANIC.lock() {
+        *last = Some(why);
+    }
+    true
+}
+
+/// Whether a frame of the parquet crate is on this thread's stack (symbols as the backtrace
+/// resolves them: `parquet::...` or `<parquet::... as ...>`). Only a panic pays for the look.
+fn parquet_on_stack() -> bool {
+    let trace = std::backtrace::Backtrace::force_capture().to_string();
+    trace.lines().any(|line| {
+        let symbol = line
+            .trim_start()
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start_matches(": ");
+        symbol.starts_with("parquet::") || symbol.starts_with("<parquet::")
+    })
 }
 
 /// The words of the decoder panic [`decoder_panic`] kept, once.
@@ -55,7 +76,11 @@ pub(super) fn guarded<T>(display: &str, read: impl FnOnce() -> Result<T>) -> Res
         guarded_errors(display, read)
     })) {
         Ok(r) => r,
-        Err(panic) => Err(corrupt(display, &panic_text(&*panic))),
+        Err(panic) => {
+            // Caught and named here: not a later error's.
+            let _ = take_decoder_panic();
+            Err(corrupt(display, &panic_text(&*panic)))
+        }
     }
 }
 
@@ -87,4 +112,16 @@ fn panic_words(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_without_the_parquet_crate_is_not_a_decoding() {
+        // wai's own frames (`wai::pipeline::io::parquet::...` among them) are not the crate's.
+        assert!(!parquet_on_stack());
+        assert!(take_decoder_panic().is_none());
+    }
 }

@@ -190,6 +190,7 @@ fn group_reader(
 /// the file by, not a thread lost to a bug. The consumer runs outside it.
 fn decoder_guard<T>(step: impl FnOnce() -> Result<T>) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).unwrap_or_else(|panic| {
+        let _ = super::guard::take_decoder_panic();
         Err(Error::Parquet(
             datafusion::parquet::errors::ParquetError::General(super::guard::panic_text(&*panic)),
         ))

@@ -15,7 +15,11 @@
 //!
 //! The model agent's rollouts run concurrently and each call is one request, so the calls are
 //! gathered: one thread owns the pool and sends it every call that is waiting, as one batch, while
-//! the next calls queue.
+//! the next calls queue. A batch is answered when all of it is, so a call that hangs until
+//! `--timeout` holds up the calls batched with it and those queued behind. Which calls share a
+//! batch, and their ids, follow timing: a program that keeps state between calls sees them in an
+//! order that can differ between runs (a program that answers each call from its arguments alone
+//! gives the same rows every time).
 
 use std::sync::{Arc, Mutex, mpsc};
 

@@ -461,6 +461,12 @@ impl ModelAgent {
         finish: String,
         ended_by: Option<&'static str>,
     ) -> Trajectory {
+        let mut t = t;
+        // A line of the person's that got no answer (an echo, an empty last reply) is not the
+        // row's last word.
+        while t.steps.last().is_some_and(|s| s.user.is_some()) {
+            t.steps.pop();
+        }
         if ended_by.is_some() {
             self.people.left.fetch_add(1, Ordering::Relaxed);
         }
@@ -491,11 +497,8 @@ impl ModelAgent {
         job: &Job<'_>,
         world: &World<'_>,
     ) -> Result<bool> {
-        if !spoken.is_empty() {
-            let mut step = Step::said(spoken);
-            step.meta = std::mem::take(&mut meta);
-            t.steps.push(step);
-        }
+        // Words said with the calls go on the turn's first call, as the reference records them.
+        let mut words = (!spoken.is_empty()).then_some(spoken);
         let mut said = Message::new("assistant", answer.content.clone().unwrap_or_default());
         if said.content.as_deref() == Some("") {
             said.content = None;
@@ -504,6 +507,9 @@ impl ModelAgent {
         t.messages.push(said);
         for call in &answer.tool_calls {
             if t.tool_steps >= self.opts.max_steps {
+                if let Some(w) = words.take() {
+                    t.steps.push(Step::said(w));
+                }
                 return Ok(false);
             }
             let (arguments, result, injected) =
@@ -516,6 +522,7 @@ impl ModelAgent {
             });
             let mut step = Step::call(&call.name, arguments, result, injected);
             step.meta = std::mem::take(&mut meta);
+            step.text = words.take();
             t.steps.push(step);
             t.tool_steps += 1;
         }
