@@ -86,7 +86,7 @@ pub(crate) enum Command {
     /// Agents: `seeded[:RATE]` (a deterministic demo agent that plants mistakes at RATE) or
     /// `cmd:COMMAND` (any program over a JSON Lines pipe; see the README). The same seed gives
     /// the same rows at any thread count; `--checkpoint` makes a killed run resumable.
-    Simulate(SimulateArgs),
+    Simulate(Box<SimulateArgs>),
     /// What the simulator will make of your tools and policy, and what to fix before
     /// generating thousands of rows.
     Preflight(PreflightArgs),

@@ -72,6 +72,11 @@ pub(crate) struct SimulateArgs {
     /// How a model agent plays, and who plays the person it serves.
     #[command(flatten)]
     pub model_agent: ModelAgentArgs,
+    /// Who words the asks: `template` (offline), or a model spec: a model rewrites each
+    /// templated ask as a person in its situation would put it, keeping its facts; an ask it
+    /// words badly is the template's, counted.
+    #[arg(long, default_value = "template", value_name = "SPEC")]
+    pub writer: String,
     /// Only these planted mistakes (seeded agent), comma-separated.
     #[arg(long, value_delimiter = ',', value_name = "BEHAVIOUR")]
     pub behaviors: Vec<String>,

@@ -219,6 +219,18 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     model_flags_need_a_model(args)?;
     let (model, user_spec, execute) = model_agent(&args.model_agent, &opts.policy)?;
     let workers = crate::pipeline::judges::pool(&args.pool)?;
+    let writer = match args.writer.trim() {
+        "template" => None,
+        spec => {
+            let spec = crate::models::ModelSpec::parse(spec)
+                .map_err(|e| Error::Usage(format!("--writer: {e}")))?;
+            let model = crate::models::Model::new(spec, workers.models.settings.clone())?;
+            Some(crate::stages::simulate::llm_writer::ModelWriter::new(
+                std::sync::Arc::new(model),
+            )?)
+        }
+    };
+
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
     // play the same rollouts again.
@@ -244,6 +256,7 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     let mut sink = crate::pipeline::rows_out::sink(&args.out, format)?;
     let bar = ctx.count_bar(args.budget * u64::from(args.runs.max(1)), "rollouts");
     let inputs = Inputs {
+        writer: writer.as_ref(),
         agent: agent.as_mut(),
         resumed,
         land: Box::new(|batch, fresh| {
@@ -270,6 +283,12 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         &session, inputs, &opts,
     ))
     .map_err(|e| super::error_flags_named(e, FLAGS))?;
+    if args.writer.trim() != "template" && same_model(&args.writer, &args.agent) {
+        report.warnings.push(format!(
+            "same_model: `{}` words the asks and plays them, so the asks lean toward what it already handles; pass --writer with another model (or `template`)",
+            args.writer
+        ));
+    }
     if let Some(user) = &user_spec
         && same_model(user, &args.agent)
     {
@@ -282,6 +301,9 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     sink.finish()?;
     let command = args.agent.starts_with("cmd:").then_some(workers.workers);
     let mut notes = agent.notes();
+    if let Some(w) = &writer {
+        notes.extend(w.notes());
+    }
     notes.extend(
         simulate::run_notes(&opts, agent.wave(), command, torn)
             .iter()

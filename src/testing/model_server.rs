@@ -5,6 +5,9 @@
 //! stream as server-sent events when the request asks (`stream: true`).
 //!
 //! What it answers, from the last user message:
+//! - as an ask writer (a system prompt that opens with
+//!   [`crate::stages::simulate::llm_writer::WRITER_SYSTEM_OPENING`]): `Hi, ` and the message it
+//!   was given, or that message after tool markup when the model is `bad-writer`;
 //! - as the person a model agent serves (a system prompt that opens with
 //!   [`crate::stages::simulate::user::USER_SYSTEM_OPENING`]): `[leaves]` when the agent has asked
 //!   twice, else `It is order A1001.` to a question, else `Did it go through?`;
@@ -294,7 +297,7 @@ static ID: std::sync::LazyLock<regex::Regex> =
     std::sync::LazyLock::new(|| regex::Regex::new(r"\b[A-Z]+-?\d+\b").expect("a valid pattern"));
 
 /// What to answer: `Ok(text)`, or `Err((tool name, arguments as JSON text))` for a call.
-fn decide(messages: &[Value], tools: &[Value]) -> Result<String, (String, String)> {
+fn decide(model: &str, messages: &[Value], tools: &[Value]) -> Result<String, (String, String)> {
     let last = messages.last().cloned().unwrap_or(Value::Null);
     let role = last.get("role").and_then(Value::as_str).unwrap_or("");
     let text = text_of(last.get("content").unwrap_or(&Value::Null));
@@ -311,6 +314,16 @@ fn decide(messages: &[Value], tools: &[Value]) -> Result<String, (String, String
         .find(|m| m.get("role").and_then(Value::as_str) == Some("system"))
         .map(|m| text_of(m.get("content").unwrap_or(&Value::Null)))
         .unwrap_or_default();
+    if system.starts_with(crate::stages::simulate::llm_writer::WRITER_SYSTEM_OPENING) {
+        let given = text
+            .split_once("The message to rewrite:\n")
+            .map_or(text.as_str(), |(_, m)| m);
+        return Ok(if model == "bad-writer" {
+            format!("<tool_call>{{\"name\": \"x\"}}</tool_call> {given}")
+        } else {
+            format!("Hi, {given}")
+        });
+    }
     if system.starts_with(crate::stages::simulate::user::USER_SYSTEM_OPENING) {
         let questions = text
             .lines()
@@ -427,7 +440,7 @@ async fn chat(
     };
     let tools = req["tools"].as_array().cloned().unwrap_or_default();
     let prompt_tokens = tokens(&req["messages"].to_string());
-    let (message, finish) = match decide(&messages, &tools) {
+    let (message, finish) = match decide(req["model"].as_str().unwrap_or(""), &messages, &tools) {
         Ok(text) => (json!({"role": "assistant", "content": text}), "stop"),
         Err((tool, arguments)) => (
             json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("call_{}", messages.len()), "type": "function", "function": {"name": tool, "arguments": arguments}}]}),
@@ -538,7 +551,7 @@ async fn messages(
         messages.insert(0, json!({"role": "system", "content": system}));
     }
     let tools = req["tools"].as_array().cloned().unwrap_or_default();
-    let (content, stop) = match decide(&messages, &tools) {
+    let (content, stop) = match decide(req["model"].as_str().unwrap_or(""), &messages, &tools) {
         Ok(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
         Err((tool, arguments)) => (
             json!([{"type": "tool_use", "id": format!("toolu_{}", messages.len()), "name": tool,

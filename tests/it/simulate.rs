@@ -1695,3 +1695,79 @@ fn progress_json_lines_say_where_the_run_is_in_the_references_words() {
     let first = lines[0]["line"].as_str().unwrap();
     assert!(first.starts_with("100/300 rollouts"), "{first}");
 }
+
+#[test]
+fn a_writer_model_words_the_asks_and_a_bad_one_falls_back_to_the_template() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let writer = format!("endpoint:writer-m@{}", server.url());
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "30",
+            "--user-model",
+            "none",
+            "--writer",
+            &writer,
+        ],
+    ));
+    let rows = read_jsonl(&dir.path().join("rows.jsonl"));
+    assert_eq!(rows.len(), 30);
+    let template = simulate(dir.path(), "template.jsonl", &["--budget", "30"]);
+    let mut worded = 0;
+    for (r, t) in rows.iter().zip(&template) {
+        assert_eq!(text(r, "task_id"), text(t, "task_id"));
+        if !text(r, "task_id").starts_with("sc-") {
+            // Open-ended probes are asked as they are.
+            assert_eq!(text(r, "writer_model"), "template", "{r}");
+            continue;
+        }
+        // The writer kept the template's facts (the test server says them after "Hi, ").
+        assert_eq!(text(r, "writer_model"), "writer-m", "{r}");
+        assert_eq!(
+            text(r, "prompt"),
+            format!("Hi, {}", text(t, "prompt")),
+            "{r}"
+        );
+        worded += 1;
+    }
+    assert!(worded >= 20, "{worded}");
+    let notes = report["report"]["notes"].to_string();
+    assert!(
+        notes.contains(&format!("writer writer-m: {worded} asks in its words")),
+        "{notes}"
+    );
+    // A writer whose words cannot be used (tool markup): the template's asks, counted.
+    let bad = format!("endpoint:bad-writer@{}", server.url());
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "bad.jsonl",
+        &["--budget", "30", "--user-model", "none", "--writer", &bad],
+    ));
+    let rows = read_jsonl(&dir.path().join("bad.jsonl"));
+    for (r, t) in rows.iter().zip(&template) {
+        assert_eq!(text(r, "writer_model"), "template", "{r}");
+        assert_eq!(text(r, "prompt"), text(t, "prompt"));
+    }
+    let notes = report["report"]["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "{worded} it wrote could not be used ({worded} tool markup)"
+        )),
+        "{notes}"
+    );
+    // A writer spec that is none.
+    let out = simulate_with_model(
+        dir.path(),
+        &server,
+        "x.jsonl",
+        &["--budget", "30", "--writer", "gpt-x"],
+    );
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--writer"));
+}

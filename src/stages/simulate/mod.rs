@@ -24,6 +24,7 @@ pub mod demo;
 pub mod execute;
 pub mod grid;
 pub mod hash;
+pub mod llm_writer;
 pub mod model;
 pub mod policy;
 pub mod tools;
@@ -92,6 +93,8 @@ pub struct Inputs<'a> {
     pub land: Land<'a>,
     /// Hears how the run stands after each wave.
     pub progress: Box<dyn FnMut(&Progress) + 'a>,
+    /// A model that words the templated asks (`--writer`), or none (the template's words).
+    pub writer: Option<&'a llm_writer::ModelWriter>,
 }
 
 /// The simulate stage: plays asks written from the grid (or replayed tasks) with an agent

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use super::Inputs;
 use super::alloc::Slot;
 use super::grid::HARD_TIERS;
+use super::llm_writer::ModelWriter;
 use super::options::{Options, Pinned};
 use super::report::{Progress, Report, RunSummary, finish_warnings};
 use super::resume;
@@ -50,9 +51,10 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
         resumed,
         mut land,
         mut progress,
+        writer: model_writer,
     } = inputs;
     let started = Instant::now();
-    let setup = Setup::new(opts, agent)?;
+    let setup = Setup::new(opts, agent, model_writer.map(ModelWriter::name))?;
     let resumed = resume::index(resumed, &setup.settings)?;
     let world = World::new(&opts.tools, &setup.known_ids, opts.seed);
     let writer = Writer {
@@ -60,6 +62,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
         cells: &setup.cells,
         ids: &setup.known_ids,
         seed: opts.seed,
+        model: model_writer,
     };
     let mut report = setup.report(opts);
     let mut totals = Totals::default();
@@ -204,6 +207,7 @@ mod tests {
                 Ok(())
             }),
             progress: Box::new(|_| {}),
+            writer: None,
         };
         let report = simulate(opts, inputs).unwrap();
         (report, lines, fresh)
@@ -252,6 +256,7 @@ mod tests {
             resumed: kept,
             land: Box::new(|_, _| Ok(())),
             progress: Box::new(|_| {}),
+            writer: None,
         };
         let e = simulate(&other, inputs).unwrap_err();
         assert!(e.to_string().contains("other settings"), "{e}");

@@ -61,7 +61,7 @@ impl Setup {
     ///
     /// # Errors
     /// A pinned axis is not on the grid or has no values.
-    pub(super) fn new(opts: &Options, agent: &dyn Agent) -> Result<Self> {
+    pub(super) fn new(opts: &Options, agent: &dyn Agent, writer: Option<&str>) -> Result<Self> {
         let (policy, k, phrasings) = opts.topology();
         let (rules, clauses) = policy::rules(&opts.policy, opts.rule_cap);
         let mut axes = Axes::build(&opts.tools, &rules);
@@ -85,7 +85,12 @@ impl Setup {
         let wave = opts.wave.unwrap_or_else(|| agent.wave()).max(1);
         // The agent's policy, not only its name: a checkpoint of `seeded:0.35` must not resume
         // under `seeded:0.10` and mix two policies in one file.
-        let settings = digest(opts, &seeds, &agent.policy(), wave, agent.wave());
+        // The writer too: asks in a model's words are other asks.
+        let decides = match writer {
+            Some(w) => format!("{} writer={w}", agent.policy()),
+            None => agent.policy(),
+        };
+        let settings = digest(opts, &seeds, &decides, wave, agent.wave());
         Ok(Self {
             policy,
             k,
@@ -276,7 +281,7 @@ pub(super) mod tests {
 
     /// The setup of `opts` with the seeded agent.
     pub(in crate::stages::simulate) fn setup(opts: &Options) -> Setup {
-        Setup::new(opts, &SeededAgent::new(0.0, &[]).unwrap()).unwrap()
+        Setup::new(opts, &SeededAgent::new(0.0, &[]).unwrap(), None).unwrap()
     }
 
     #[test]
@@ -327,7 +332,7 @@ pub(super) mod tests {
     fn a_pinned_axis_that_is_not_on_the_grid_is_an_error() {
         let mut opts = Options::new(demo::tools(), String::new());
         opts.axes = vec![("tool".into(), Vec::new())];
-        assert!(Setup::new(&opts, &SeededAgent::new(0.0, &[]).unwrap()).is_err());
+        assert!(Setup::new(&opts, &SeededAgent::new(0.0, &[]).unwrap(), None).is_err());
         opts.axes = vec![("tool".into(), vec!["lookup_order".into()])];
         let s = setup(&opts);
         assert!(s.cells.iter().all(|c| c.get("tool") == "lookup_order"));

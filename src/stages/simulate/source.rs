@@ -90,6 +90,10 @@ impl Source {
                 let cell = self.order[self.next];
                 self.next += 1;
                 let ask = writer.render(cell, self.sweep);
+                let ask = match writer.model {
+                    Some(m) => m.rewrite(ask, &writer.cells[cell]),
+                    None => ask,
+                };
                 // Two phrasings that came out the same are one ask, not two.
                 if !self.written.insert((ask.task_id.clone(), ask.text.clone())) {
                     continue;
@@ -202,6 +206,7 @@ mod tests {
             cells: &[],
             ids: &[],
             seed: 0,
+            model: None,
         };
         let mut feed = Feed::pinned(vec![task("t1", "a"), task("t2", "b"), task("t1", "c")]);
         assert!(feed.is_pinned());
@@ -226,6 +231,7 @@ mod tests {
             cells: &cells,
             ids: &ids,
             seed: 3,
+            model: None,
         };
         let mut source = Source::new(&["my seed".to_owned()], 1, true);
         let asks: Vec<Ask> = std::iter::from_fn(|| source.next(&writer, 0.4))

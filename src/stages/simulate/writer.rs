@@ -86,6 +86,8 @@ pub struct Writer<'a> {
     pub ids: &'a [String],
     /// The run's seed.
     pub seed: u64,
+    /// A model that words the asks, or none.
+    pub model: Option<&'a super::llm_writer::ModelWriter>,
 }
 
 impl Writer<'_> {
@@ -250,7 +252,7 @@ pub fn seed_ask(text: &str) -> Ask {
     }
 }
 
-fn length_label(text: &str) -> &'static str {
+pub(super) fn length_label(text: &str) -> &'static str {
     match text.split_whitespace().count() {
         0..=12 => "short",
         13..=40 => "medium",
@@ -393,6 +395,7 @@ mod tests {
             cells: &grid,
             ids: &ids,
             seed: 0,
+            model: None,
         };
         let mut textures = 0;
         for (i, c) in grid.iter().enumerate() {
