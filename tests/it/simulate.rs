@@ -1441,10 +1441,14 @@ fn user_flags_are_checked_before_any_work() {
         cmd
     };
     let model = "endpoint:m@http://127.0.0.1:9/v1";
+    let ck = dir.path().join("ck.jsonl");
     refused(
-        base(model).args(["--patience", "lazy"]),
+        base(model)
+            .args(["--patience", "lazy", "--checkpoint"])
+            .arg(&ck),
         "--patience `lazy`",
     );
+    assert!(!ck.exists(), "refused before the checkpoint is made");
     refused(
         base(model).args(["--patience", "0.2,3"]),
         "shares in [0, 1]",
