@@ -21,6 +21,19 @@ fn world(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     (tools, policy, seeds)
 }
 
+/// Kills `child` with SIGKILL once the checkpoint at `path` holds `rows` rows (or after two
+/// minutes), and returns how many it holds then.
+fn kill_at_rows(mut child: std::process::Child, path: &Path, rows: usize) -> usize {
+    let count = || std::fs::read_to_string(path).map_or(0, |t| t.lines().count());
+    let deadline = Instant::now() + Duration::from_mins(2);
+    while count() < rows && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    count()
+}
+
 fn simulate(dir: &Path, out: &str, extra: &[&str]) -> Vec<Value> {
     let (tools, policy, _) = world(dir);
     let out = dir.join(out);
@@ -376,7 +389,7 @@ fn a_killed_run_resumes_from_its_checkpoint_without_duplicates() {
         a
     };
     let killed_out = dir.path().join("killed.jsonl");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
         .args(args(&killed_out, Some(&checkpoint)))
         // Workers get a minimal environment: the agent's knob is passed on by name.
         .args(["--env", "AGENT_SLEEP"])
@@ -385,20 +398,7 @@ fn a_killed_run_resumes_from_its_checkpoint_without_duplicates() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_mins(1);
-    loop {
-        let lines = std::fs::read_to_string(&checkpoint).map_or(0, |t| t.lines().count());
-        if lines >= 40 || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let on_disk = std::fs::read_to_string(&checkpoint)
-        .unwrap()
-        .lines()
-        .count();
+    let on_disk = kill_at_rows(child, &checkpoint, 40);
     assert!(
         (40..240).contains(&on_disk),
         "kill the run mid-way, not at {on_disk} rows"
@@ -1565,7 +1565,7 @@ fn a_killed_model_agent_run_resumes_and_asks_nothing_twice() {
         ck.as_str(),
     ];
     let (tools, policy, _) = world(dir.path());
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
         .arg("simulate")
         .arg("--tools")
         .arg(&tools)
@@ -1583,20 +1583,7 @@ fn a_killed_model_agent_run_resumes_and_asks_nothing_twice() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_mins(2);
-    loop {
-        let lines = std::fs::read_to_string(&checkpoint).map_or(0, |t| t.lines().count());
-        if lines >= 64 || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let landed = std::fs::read_to_string(&checkpoint)
-        .unwrap()
-        .lines()
-        .count();
+    let landed = kill_at_rows(child, &checkpoint, 64);
     assert!(
         (64..600).contains(&landed),
         "killed mid-way, not at {landed}"
