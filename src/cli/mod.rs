@@ -22,8 +22,8 @@ pub(crate) use measure::{
 };
 pub(crate) use shared::{HollowArgs, JudgePool, ModelArgs, QueryLimits, TrustFloors, WAI_ENV};
 pub(crate) use simulate::{
-    CoverageGapArgs, CoverageStudyArgs, DemoArgs, InitEvalsArgs, ModelAgentArgs, PreflightArgs,
-    SimMode, SimRepeat, SimulateArgs,
+    CoverageGapArgs, CoverageStudyArgs, DemoArgs, InitEvalsArgs, LoopArgs, ModelAgentArgs,
+    PreflightArgs, SimMode, SimRepeat, SimulateArgs,
 };
 pub(crate) use training::{
     DecontaminateArgs, ExportArgs, ExportFormat, ExportMask, HackScanArgs, SelectArgs, SelectMode,

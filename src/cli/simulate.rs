@@ -4,6 +4,25 @@ use super::shared::{JudgePool, share};
 use clap::Args;
 use std::path::PathBuf;
 
+/// `wai simulate`'s flags for the loop around the agent: the writer of the asks and the grader
+/// that steers.
+#[derive(Debug, Args)]
+pub(crate) struct LoopArgs {
+    /// Who words the asks: `template` (offline), or a model spec: a model rewrites each
+    /// templated ask as a person in its situation would put it, keeping its facts; an ask it
+    /// words badly is the template's, counted.
+    #[arg(long, default_value = "template", value_name = "SPEC")]
+    pub writer: String,
+    /// Grade rows as they land with this judge (`verify:FILE.toml`, `sql:EXPR`, `cmd:COMMAND`,
+    /// `llm:MODEL-SPEC`): the rows carry its verdicts, and a failed row's situation is asked
+    /// again in new words (`failure_mutation`), so the budget moves toward what it catches.
+    #[arg(long, value_name = "JUDGE")]
+    pub grade: Option<String>,
+    /// With --grade: grade only, without asking failed situations again.
+    #[arg(long, requires = "grade")]
+    pub no_mutate: bool,
+}
+
 /// `wai simulate`'s flags for model agents (`--agent SPEC`): a usage error with any other agent.
 #[derive(Debug, Args)]
 pub(crate) struct ModelAgentArgs {
@@ -72,11 +91,9 @@ pub(crate) struct SimulateArgs {
     /// How a model agent plays, and who plays the person it serves.
     #[command(flatten)]
     pub model_agent: ModelAgentArgs,
-    /// Who words the asks: `template` (offline), or a model spec: a model rewrites each
-    /// templated ask as a person in its situation would put it, keeping its facts; an ask it
-    /// words badly is the template's, counted.
-    #[arg(long, default_value = "template", value_name = "SPEC")]
-    pub writer: String,
+    /// Who writes the asks and who grades the rows as they land.
+    #[command(flatten)]
+    pub loop_args: LoopArgs,
     /// Only these planted mistakes (seeded agent), comma-separated.
     #[arg(long, value_delimiter = ',', value_name = "BEHAVIOUR")]
     pub behaviors: Vec<String>,

@@ -202,6 +202,52 @@ fn model_agent(
     Ok((model, user_spec, execute))
 }
 
+/// The LLM writer `spec` names (`--writer`), or none for `template`.
+fn model_writer(
+    spec: &str,
+    workers: &crate::pipeline::judges::Workers,
+) -> Result<Option<crate::stages::simulate::llm_writer::ModelWriter>> {
+    if spec.trim() == "template" {
+        return Ok(None);
+    }
+    let spec = crate::models::ModelSpec::parse(spec.trim())
+        .map_err(|e| Error::Usage(format!("--writer: {e}")))?;
+    let model = crate::models::Model::new(spec, workers.models.settings.clone())?;
+    Ok(Some(crate::stages::simulate::llm_writer::ModelWriter::new(
+        std::sync::Arc::new(model),
+    )?))
+}
+
+/// The grader in the loop (`--grade`) on `judge`: it grades each batch as it lands, and fails the
+/// rows short of a full pass (what `wai grade` counts as passed).
+fn steer<'a>(
+    judge: &'a mut dyn crate::stages::grade::Judge,
+    args: &crate::cli::LoopArgs,
+    seed: u64,
+) -> crate::stages::simulate::Steer<'a> {
+    let stamp = crate::stages::grade::Stamp {
+        judge: judge.name().to_owned(),
+        version: judge.version().map(str::to_owned),
+        run_id: format!("simulate_{seed}"),
+        source: "grade",
+    };
+    crate::stages::simulate::Steer {
+        name: args.grade.clone().unwrap_or_default(),
+        grade: Box::new(move |batch| {
+            let verdicts = judge.judge(&batch)?;
+            let failed = verdicts
+                .iter()
+                .map(|v| v.reward.is_some_and(|r| r < 1.0))
+                .collect();
+            Ok((
+                crate::stages::grade::apply(&batch, &verdicts, &stamp)?,
+                failed,
+            ))
+        }),
+        mutate: !args.no_mutate,
+    }
+}
+
 /// Whether two model specs name one model on one server.
 fn same_model(a: &str, b: &str) -> bool {
     use crate::models::ModelSpec;
@@ -219,18 +265,13 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     model_flags_need_a_model(args)?;
     let (model, user_spec, execute) = model_agent(&args.model_agent, &opts.policy)?;
     let workers = crate::pipeline::judges::pool(&args.pool)?;
-    let writer = match args.writer.trim() {
-        "template" => None,
-        spec => {
-            let spec = crate::models::ModelSpec::parse(spec)
-                .map_err(|e| Error::Usage(format!("--writer: {e}")))?;
-            let model = crate::models::Model::new(spec, workers.models.settings.clone())?;
-            Some(crate::stages::simulate::llm_writer::ModelWriter::new(
-                std::sync::Arc::new(model),
-            )?)
-        }
-    };
-
+    let writer = model_writer(&args.loop_args.writer, &workers)?;
+    let mut judge = args
+        .loop_args
+        .grade
+        .as_deref()
+        .map(|spec| crate::pipeline::judges::row_judge(spec, &workers))
+        .transpose()?;
     let format = crate::pipeline::rows_out::output_format(&args.out, None)?;
     // The checkpoint is locked before it is read and held to the end: a second run on it would
     // play the same rollouts again.
@@ -255,7 +296,11 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
     };
     let mut sink = crate::pipeline::rows_out::sink(&args.out, format)?;
     let bar = ctx.count_bar(args.budget * u64::from(args.runs.max(1)), "rollouts");
+    let steer = judge
+        .as_mut()
+        .map(|judge| steer(judge.as_mut(), &args.loop_args, args.seed));
     let inputs = Inputs {
+        steer,
         writer: writer.as_ref(),
         agent: agent.as_mut(),
         resumed,
@@ -283,10 +328,11 @@ pub(crate) fn run(ctx: &Context, args: &SimulateArgs) -> Result<Outcome> {
         &session, inputs, &opts,
     ))
     .map_err(|e| super::error_flags_named(e, FLAGS))?;
-    if args.writer.trim() != "template" && same_model(&args.writer, &args.agent) {
+    if args.loop_args.writer.trim() != "template" && same_model(&args.loop_args.writer, &args.agent)
+    {
         report.warnings.push(format!(
             "same_model: `{}` words the asks and plays them, so the asks lean toward what it already handles; pass --writer with another model (or `template`)",
-            args.writer
+            args.loop_args.writer
         ));
     }
     if let Some(user) = &user_spec

@@ -1762,3 +1762,72 @@ fn a_writer_model_words_the_asks_and_a_bad_one_falls_back_to_the_template() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--writer"));
 }
+
+#[test]
+fn a_grader_in_the_loop_grades_rows_as_they_land_and_asks_failed_situations_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // Fails every row whose agent never looked an order up.
+    let judge = "sql:array_has(tools_used, 'lookup_order')";
+    let report = |out: &str, extra: &[&str]| {
+        let (tools, policy, _) = world(dir.path());
+        crate::support::report_of(
+            wai()
+                .arg("--json")
+                .arg("simulate")
+                .arg("--tools")
+                .arg(&tools)
+                .arg("--policy")
+                .arg(&policy)
+                .args(["--budget", "200", "--grade", judge, "--out"])
+                .arg(dir.path().join(out))
+                .args(extra),
+        )
+    };
+    let steered = report("steered.jsonl", &[]);
+    let rows = read_jsonl(&dir.path().join("steered.jsonl"));
+    // Every row carries its verdict.
+    let failed: Vec<&Value> = rows.iter().filter(|r| r["reward"] == 0.0).collect();
+    assert!(
+        rows.iter()
+            .all(|r| r["reward"] == 0.0 || r["reward"] == 1.0)
+    );
+    assert!(
+        rows.iter()
+            .all(|r| text(r, "judge_name").starts_with("sql:"))
+    );
+    assert!(
+        !failed.is_empty(),
+        "the seeded agent skips lookups sometimes"
+    );
+    // Failed situations were asked again, in other words, under the same task.
+    let mutated: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["arm"] == "failure_mutation")
+        .collect();
+    assert!(!mutated.is_empty());
+    for m in &mutated {
+        assert!(
+            failed
+                .iter()
+                .any(|f| f["task_id"] == m["task_id"] && f["prompt"] != m["prompt"]),
+            "a mutation follows a failed row of its task: {m}"
+        );
+    }
+    let aims = &steered["mutations"];
+    let counted: u64 = aims
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert!(counted >= mutated.len() as u64, "{aims}");
+    // Grading only: the same verdicts on plain asks, no mutation.
+    let plain = report("plain.jsonl", &["--no-mutate"]);
+    let steered_rows = rows.len();
+    let rows = read_jsonl(&dir.path().join("plain.jsonl"));
+    // The grid's asks alone are fewer than the budget: the mutations are the budget's rest.
+    assert_eq!(steered_rows, rows.len() + mutated.len());
+    assert!(rows.iter().all(|r| r["arm"] != "failure_mutation"));
+    assert!(rows.iter().all(|r| r["reward"].is_number()));
+    assert!(plain["mutations"].as_object().unwrap().is_empty());
+}

@@ -317,6 +317,7 @@ impl<'a> crate::stages::Stage for DemoStage<'a> {
         let mut tally = Tally::default();
         let sim = super::Inputs {
             writer: None,
+            steer: None,
             agent: &mut agent,
             resumed: Vec::new(),
             land: Box::new(|batch, _| {

@@ -82,6 +82,21 @@ const PROBES: u32 = 33;
 /// resumed.
 pub type Land<'a> = Box<dyn FnMut(RecordBatch, &[bool]) -> Result<()> + 'a>;
 
+/// Grades a batch of rows as it lands (`--grade`): the rows with their verdicts, and which of
+/// them failed.
+pub type Grade<'a> = Box<dyn FnMut(RecordBatch) -> Result<(RecordBatch, Vec<bool>)> + 'a>;
+
+/// A grader in the loop: rows are graded as they land and, with `mutate`, each failed row's
+/// situation is asked again in new words, so the budget moves toward what the grader catches.
+pub struct Steer<'a> {
+    /// The judge, as the settings digest names it.
+    pub name: String,
+    /// Grades a batch.
+    pub grade: Grade<'a>,
+    /// Whether a failed row's situation is asked again.
+    pub mutate: bool,
+}
+
 /// What a simulation plays with, and where its rows go.
 pub struct Inputs<'a> {
     /// Who plays the asks.
@@ -95,6 +110,8 @@ pub struct Inputs<'a> {
     pub progress: Box<dyn FnMut(&Progress) + 'a>,
     /// A model that words the templated asks (`--writer`), or none (the template's words).
     pub writer: Option<&'a llm_writer::ModelWriter>,
+    /// A grader in the loop (`--grade`), or none.
+    pub steer: Option<Steer<'a>>,
 }
 
 /// The simulate stage: plays asks written from the grid (or replayed tasks) with an agent

@@ -97,6 +97,9 @@ pub struct Report {
     pub rerolled: u64,
     /// Rollouts that never became rows, by reason.
     pub lost: BTreeMap<String, u64>,
+    /// Asks made from rows the in-loop grader failed (`--grade`), by aim: `world_fault` (a
+    /// fault fired on the row) or `graded_failure`.
+    pub mutations: BTreeMap<String, u64>,
     /// The first agent error, word for word.
     pub first_agent_error: Option<String>,
     /// Each run, with `--runs`.
@@ -363,6 +366,18 @@ impl std::fmt::Display for Report {
             self.stopped_because,
             self.elapsed_s
         )?;
+        if !self.mutations.is_empty() {
+            let aims: Vec<String> = self
+                .mutations
+                .iter()
+                .map(|(aim, n)| format!("{n} {aim}"))
+                .collect();
+            writeln!(
+                f,
+                "  asked again after the grader failed a row: {}",
+                aims.join(", ")
+            )?;
+        }
         writeln!(
             f,
             "  agent {} | mode {} | {} | repeats {} | phrasings {} | budget {} | seed {}",

@@ -49,7 +49,12 @@ pub(super) struct Run<'s> {
     pub(super) book: Book,
     pub(super) alloc: Alloc,
     pub(super) situations: HashSet<String>,
+    /// Asks already asked again after a failed row, by their index in the book.
+    mutated: HashSet<usize>,
 }
+
+/// The first phrasing number of an ask made from a failed row: past every sweep's.
+const MUTATION_PHRASING: u32 = 1000;
 
 /// A wave's rollout, built: its row, its behaviour signature, and whether it is new (not
 /// resumed).
@@ -91,7 +96,49 @@ impl<'s> Run<'s> {
             book: Book::default(),
             alloc: Alloc::new(policy, opts.budget),
             situations: HashSet::new(),
+            mutated: HashSet::new(),
         }
+    }
+
+    /// The in-loop grader failed `record`: its situation is asked again next, in new words (the
+    /// template's next unused phrasing, arm `failure_mutation`), once per written ask, when the
+    /// run writes its asks from the grid. The aim, counted in the report, is `world_fault` when a
+    /// fault fired on the row, else `graded_failure`.
+    pub(super) fn mutate(&mut self, record: &Record, report: &mut Report) {
+        let Feed::Written(source) = &mut self.feed else {
+            return;
+        };
+        let Some(a) = self.book.asks.iter().position(|a| {
+            a.task_id == record.task_id && Some(a.text.as_str()) == record.prompt.as_deref()
+        }) else {
+            return;
+        };
+        let ask = &self.book.asks[a];
+        let Some(cell) = ask.cell else { return };
+        if ask.arm == "failure_mutation" || !self.mutated.insert(a) {
+            return;
+        }
+        let n = u32::try_from(self.mutated.len()).unwrap_or(u32::MAX);
+        let mut new = self
+            .writer
+            .render(cell, MUTATION_PHRASING.saturating_add(n));
+        if let Some(m) = self.writer.model {
+            new = m.rewrite(new, &self.writer.cells[cell]);
+        }
+        new.arm = "failure_mutation";
+        let fired = record
+            .extra
+            .as_deref()
+            .is_some_and(|e| e.contains("\"faults_injected\""));
+        let aim = if fired {
+            "world_fault"
+        } else {
+            "graded_failure"
+        };
+        *report.mutations.entry(aim.to_owned()).or_insert(0) += 1;
+        source.ask_next(new);
+        // The sweeps may be used up: this ask is still to be asked.
+        self.alloc.exhausted = false;
     }
 
     /// Opens new asks into `wave` while it has room, the budget lasts and asks are left.

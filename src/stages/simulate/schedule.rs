@@ -11,7 +11,6 @@ use rayon::prelude::*;
 use super::Inputs;
 use super::alloc::Slot;
 use super::grid::HARD_TIERS;
-use super::llm_writer::ModelWriter;
 use super::options::{Options, Pinned};
 use super::report::{Progress, Report, RunSummary, finish_warnings};
 use super::resume;
@@ -52,9 +51,19 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
         mut land,
         mut progress,
         writer: model_writer,
+        mut steer,
     } = inputs;
     let started = Instant::now();
-    let setup = Setup::new(opts, agent, model_writer.map(ModelWriter::name))?;
+    // What beside the agent decides the asks: the writer, and a grader that steers.
+    let mut decides: Vec<String> = Vec::new();
+    if let Some(w) = model_writer {
+        decides.push(w.name().to_owned());
+    }
+    if let Some(s) = steer.as_ref().filter(|s| s.mutate) {
+        decides.push(format!("grade={}", s.name));
+    }
+    let decides = (!decides.is_empty()).then(|| decides.join(" "));
+    let setup = Setup::new(opts, agent, decides.as_deref())?;
     let resumed = resume::index(resumed, &setup.settings)?;
     let world = World::new(&opts.tools, &setup.known_ids, opts.seed);
     let writer = Writer {
@@ -87,7 +96,12 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
                 r.play(&wave, agent, &world, &resumed, &mut report, &mut totals)?;
             r.alloc.rows += records.len() as u64;
             r.alloc.room = opts.budget.saturating_sub(r.alloc.rows);
-            emit(&records, &fresh, &mut land)?;
+            let failed = emit(&records, &fresh, &mut land, steer.as_mut())?;
+            if steer.as_ref().is_some_and(|s| s.mutate) {
+                for i in failed {
+                    r.mutate(&records[i], &mut report);
+                }
+            }
             if let Some(why) = r.alloc.dead() {
                 break why;
             }
@@ -125,13 +139,18 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
 }
 
 /// Hands `records` to `land` in batches of [`LAND_ROWS`], built in parallel and landed in order.
+///
+/// With a grader, each batch is graded first and lands with its verdicts; the indices (into
+/// `records`) of the rows it failed come back.
 fn emit(
     records: &[Record],
     fresh: &[bool],
     land: &mut impl FnMut(RecordBatch, &[bool]) -> Result<()>,
-) -> Result<()> {
+    mut steer: Option<&mut super::Steer<'_>>,
+) -> Result<Vec<usize>> {
+    let mut failed = Vec::new();
     if records.is_empty() {
-        return Ok(());
+        return Ok(failed);
     }
     let batches: Vec<RecordBatch> = records
         .par_chunks(LAND_ROWS)
@@ -143,10 +162,25 @@ fn emit(
             builder.finish()
         })
         .collect::<Result<_>>()?;
-    for (batch, mask) in batches.into_iter().zip(fresh.chunks(LAND_ROWS)) {
+    for (n, (batch, mask)) in batches.into_iter().zip(fresh.chunks(LAND_ROWS)).enumerate() {
+        let batch = match steer.as_deref_mut() {
+            Some(s) => {
+                let (graded, fails) = (s.grade)(batch)?;
+                let first = n * LAND_ROWS;
+                failed.extend(
+                    fails
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| **f)
+                        .map(|(i, _)| first + i),
+                );
+                graded
+            }
+            None => batch,
+        };
         land(batch, mask)?;
     }
-    Ok(())
+    Ok(failed)
 }
 
 /// The counts over every run, the realized hard share, and the warnings.
@@ -208,6 +242,7 @@ mod tests {
             }),
             progress: Box::new(|_| {}),
             writer: None,
+            steer: None,
         };
         let report = simulate(opts, inputs).unwrap();
         (report, lines, fresh)
@@ -257,6 +292,7 @@ mod tests {
             land: Box::new(|_, _| Ok(())),
             progress: Box::new(|_| {}),
             writer: None,
+            steer: None,
         };
         let e = simulate(&other, inputs).unwrap_err();
         assert!(e.to_string().contains("other settings"), "{e}");
@@ -298,11 +334,16 @@ mod tests {
         let records = vec![record; LAND_ROWS + 3];
         let fresh = vec![true; LAND_ROWS + 3];
         let mut sizes = Vec::new();
-        emit(&records, &fresh, &mut |b: RecordBatch, m: &[bool]| {
-            assert_eq!(b.num_rows(), m.len());
-            sizes.push(b.num_rows());
-            Ok(())
-        })
+        emit(
+            &records,
+            &fresh,
+            &mut |b: RecordBatch, m: &[bool]| {
+                assert_eq!(b.num_rows(), m.len());
+                sizes.push(b.num_rows());
+                Ok(())
+            },
+            None,
+        )
         .unwrap();
         assert_eq!(sizes, [LAND_ROWS, 3]);
     }

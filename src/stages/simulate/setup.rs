@@ -164,6 +164,7 @@ impl Setup {
             seeded: BTreeMap::new(),
             groups: BTreeMap::new(),
             rerolled: 0,
+            mutations: BTreeMap::new(),
             lost: BTreeMap::new(),
             first_agent_error: None,
             runs: Vec::new(),

@@ -67,6 +67,11 @@ impl Source {
         out
     }
 
+    /// Asks `ask` next, before the sweeps go on (a failed row's situation in new words).
+    pub(super) fn ask_next(&mut self, ask: Ask) {
+        self.queue.push_front(ask);
+    }
+
     /// The next ask, or `None` when the seeds and sweeps are used up.
     pub(super) fn next(&mut self, writer: &Writer<'_>, hard_share: f64) -> Option<Ask> {
         if let Some(a) = self.queue.pop_front() {
