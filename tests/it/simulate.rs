@@ -1831,3 +1831,57 @@ fn a_grader_in_the_loop_grades_rows_as_they_land_and_asks_failed_situations_agai
     assert!(rows.iter().all(|r| r["reward"].is_number()));
     assert!(plain["mutations"].as_object().unwrap().is_empty());
 }
+
+/// A steered run cut anywhere resumes to the rows the uninterrupted one wrote: the resumed rows'
+/// verdicts steer the schedule as they did the first time.
+#[test]
+fn a_steered_run_cut_anywhere_resumes_to_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, policy, _) = world(dir.path());
+    let run = |out: &Path, ck: &Path, judge: &str| {
+        let mut cmd = wai();
+        cmd.arg("simulate")
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--policy")
+            .arg(&policy)
+            .args(["--budget", "250", "--wave", "40", "--grade", judge])
+            .arg("--checkpoint")
+            .arg(ck)
+            .arg("--out")
+            .arg(out);
+        cmd
+    };
+    let judge = "sql:array_has(tools_used, 'lookup_order')";
+    let full = dir.path().join("full.jsonl");
+    let ck = dir.path().join("ck.jsonl");
+    succeeded(&mut run(&full, &ck, judge));
+    let lines: Vec<String> = std::fs::read_to_string(&ck)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let strip = |rows: Vec<Value>| -> Vec<Value> {
+        rows.into_iter()
+            .map(|mut r| {
+                r["lineage"].as_object_mut().unwrap().remove("resumed");
+                r
+            })
+            .collect()
+    };
+    let expected = strip(read_jsonl(&full));
+    assert!(expected.iter().any(|r| r["arm"] == "failure_mutation"));
+    for cut in [1, 77, lines.len() - 1] {
+        let mut text = crate::support::jsonl(&lines[..cut]);
+        text.push_str(&lines[cut][..40]); // torn by the kill
+        std::fs::write(&ck, text).unwrap();
+        let out = dir.path().join(format!("resumed_{cut}.jsonl"));
+        succeeded(&mut run(&out, &ck, judge));
+        assert_eq!(strip(read_jsonl(&out)), expected, "cut at {cut}");
+    }
+    // Another grader is another schedule: the checkpoint is refused, not mixed in.
+    refused(
+        &mut run(&dir.path().join("other.jsonl"), &ck, "sql:true"),
+        "other settings",
+    );
+}
