@@ -940,6 +940,21 @@ fn a_checkpoint_does_not_resume_under_another_rate() {
     );
 }
 
+/// `wai simulate` on the demo world (written to `dir`) with `--agent agent`, its rows to
+/// `dir/rows.jsonl`.
+fn agent_command(dir: &Path, agent: &str) -> assert_cmd::Command {
+    let (tools, policy, _) = world(dir);
+    let mut cmd = wai();
+    cmd.arg("simulate")
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--agent", agent, "--out"])
+        .arg(dir.join("rows.jsonl"));
+    cmd
+}
+
 /// `wai --json simulate` on the demo world with a model agent on `server`, the cache in
 /// `dir/cache`.
 fn simulate_with_model(
@@ -1093,18 +1108,7 @@ fn a_model_agent_whose_endpoint_fails_every_call_stops_the_run() {
 #[test]
 fn a_model_agent_is_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
-    let (tools, policy, _) = world(dir.path());
-    let base = |agent: &str| {
-        let mut cmd = wai();
-        cmd.arg("simulate")
-            .arg("--tools")
-            .arg(&tools)
-            .arg("--policy")
-            .arg(&policy)
-            .args(["--agent", agent, "--out"])
-            .arg(dir.path().join("rows.jsonl"));
-        cmd
-    };
+    let base = |agent: &str| agent_command(dir.path(), agent);
     refused(
         &mut base("endpoint:gpt-x"),
         "endpoint:gpt-x@http://HOST:PORT/v1",
@@ -1428,18 +1432,7 @@ fn a_user_model_plays_the_person() {
 #[test]
 fn user_flags_are_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
-    let (tools, policy, _) = world(dir.path());
-    let base = |agent: &str| {
-        let mut cmd = wai();
-        cmd.arg("simulate")
-            .arg("--tools")
-            .arg(&tools)
-            .arg("--policy")
-            .arg(&policy)
-            .args(["--agent", agent, "--out"])
-            .arg(dir.path().join("rows.jsonl"));
-        cmd
-    };
+    let base = |agent: &str| agent_command(dir.path(), agent);
     let model = "endpoint:m@http://127.0.0.1:9/v1";
     let ck = dir.path().join("ck.jsonl");
     refused(
