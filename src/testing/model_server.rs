@@ -15,7 +15,7 @@
 //!   gets the id the last message names (`A1001`, `ORD-7`), if it names one; when it names none,
 //!   a question (`Which order is this about?`) if the system prompt says `ASK_FOR_ID`, else the
 //!   call with `{}`; a question every time (numbered), and never a call, if it says
-//!   `ALWAYS_ASK`;
+//!   `ALWAYS_ASK`; the call as `<tool_call>` markup in the text if it says `MARKUP_CALLS`;
 //! - after a tool result: `done: <the result>`;
 //! - `REFUSE`: a refusal; `GARBLE`: prose, never the contract; `GARBLE_ONCE`: prose, then the
 //!   contract once asked again; `NAN`: a verdict whose score is `NaN`;
@@ -370,6 +370,12 @@ fn decide(model: &str, messages: &[Value], tools: &[Value]) -> Result<String, (S
             }
             _ => json!({}),
         };
+        if system.contains("MARKUP_CALLS") {
+            // A server without a tool parser: the call as Hermes markup in the text.
+            return Ok(format!(
+                "Checking.\n<tool_call>\n{{\"name\": \"{name}\", \"arguments\": {arguments}}}\n</tool_call>"
+            ));
+        }
         return Err((name.to_owned(), arguments.to_string()));
     }
     let asked_again = messages

@@ -1878,3 +1878,39 @@ fn a_steered_run_cut_anywhere_resumes_to_the_same_rows() {
         "other settings",
     );
 }
+
+#[test]
+fn calls_a_model_writes_as_markup_are_played_as_calls() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let markup = scaffold(dir.path(), "MARKUP_CALLS");
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "20",
+            "--user-model",
+            "none",
+            "--scaffold",
+            &markup,
+        ],
+    ));
+    let first_tool = demo::tools_json()[0]["function"]["name"].clone();
+    for r in &read_jsonl(&dir.path().join("rows.jsonl")) {
+        let steps = r["steps"].as_array().unwrap();
+        // The markup became a call the world answered, its words the call's text.
+        assert_eq!(steps[0]["tool"], first_tool, "{r}");
+        assert_eq!(steps[0]["text"], "Checking.", "{r}");
+        assert!(steps[0]["result"].is_object(), "{r}");
+        assert!(text(r, "final_text").starts_with("done: "), "{r}");
+        assert!(!text(r, "final_text").contains("<tool_call>"), "{r}");
+    }
+    let notes = report["report"]["notes"].to_string();
+    assert!(
+        notes.contains("20 calls written as <tool_call> markup"),
+        "{notes}"
+    );
+}

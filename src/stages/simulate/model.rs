@@ -158,6 +158,8 @@ impl crate::stages::Options for Options {
 #[derive(Debug, Default)]
 struct Malformed {
     arguments: AtomicU64,
+    /// Calls written as markup in the reply's text, read as calls.
+    markup_calls: AtomicU64,
     unknown_tool: AtomicU64,
     markup: AtomicU64,
     capped: AtomicU64,
@@ -369,6 +371,8 @@ impl ModelAgent {
                 Err(CallError::Stop(e)) => return Err(e),
             };
             let meta = t.account(&answer);
+            let mut answer = answer;
+            self.read_markup(&mut answer);
             let text = answer.content.clone().unwrap_or_default();
             let spoken = user::strip_think(&text).trim().to_owned();
             if answer.tool_calls.is_empty() && spoken.is_empty() {
@@ -451,6 +455,20 @@ impl ModelAgent {
             "stop"
         };
         Ok(end(t, last_spoken, finish.into(), None))
+    }
+
+    /// Calls `answer` wrote as Qwen/Hermes markup in its text (a server without a tool-call
+    /// parser), read as its calls, counted.
+    fn read_markup(&self, answer: &mut crate::models::Reply) {
+        if answer.tool_calls.is_empty()
+            && let Some((calls, rest)) = answer.content.as_deref().and_then(text_calls)
+        {
+            self.malformed
+                .markup_calls
+                .fetch_add(calls.len() as u64, Ordering::Relaxed);
+            answer.tool_calls = calls;
+            answer.content = (!rest.is_empty()).then_some(rest);
+        }
     }
 
     /// The trajectory of the finished thread `t`, counted.
@@ -698,6 +716,65 @@ fn thread_text(messages: &[Message]) -> Vec<(String, String)> {
     out
 }
 
+static TOOL_CALL_BLOCK: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(r"(?s)<tool_call>(.*?)</tool_call>").expect("a valid pattern")
+});
+
+/// The calls a reply wrote as Qwen/Hermes markup (`<tool_call>{"name": ..., "arguments":
+/// ...}</tool_call>`, or chunks after unclosed tags), and its text without them; none when it
+/// wrote no call that reads. A chunk that is not a JSON object with a `name` (or `tool`) is not
+/// a call; its arguments are `arguments` or `args`, decoded when given as JSON text.
+fn text_calls(content: &str) -> Option<(Vec<ToolCall>, String)> {
+    if !content.contains("<tool_call>") {
+        return None;
+    }
+    let closed: Vec<&str> = TOOL_CALL_BLOCK
+        .captures_iter(content)
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect();
+    let chunks: Vec<&str> = if closed.is_empty() {
+        content.split("<tool_call>").skip(1).collect()
+    } else {
+        closed
+    };
+    let calls: Vec<ToolCall> = chunks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, chunk)| {
+            let v: Value = serde_json::from_str(chunk.trim()).ok()?;
+            let name = v
+                .get("name")
+                .or_else(|| v.get("tool"))?
+                .as_str()?
+                .to_owned();
+            let arguments = match v.get("arguments").or_else(|| v.get("args")) {
+                Some(Value::String(text)) => serde_json::from_str::<Value>(text)
+                    .ok()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({})),
+                Some(a @ Value::Object(_)) => a.clone(),
+                _ => json!({}),
+            };
+            Some(ToolCall {
+                id: format!("call_{i}"),
+                name,
+                arguments: arguments.to_string(),
+            })
+        })
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    let rest = TOOL_CALL_BLOCK.replace_all(content, "");
+    let rest = rest
+        .split("<tool_call>")
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    Some((calls, rest))
+}
+
 /// Tool markup written as plain text instead of a call.
 fn looks_like_markup(text: &str) -> bool {
     [
@@ -809,6 +886,13 @@ impl Agent for ModelAgent {
             self.name, t.requests, t.retries, t.failed, t.cached, t.input_tokens, t.output_tokens
         )];
         let m = &self.malformed;
+        let read = m.markup_calls.load(Ordering::Relaxed);
+        if read > 0 {
+            notes.push(format!(
+                "agent {}: {read} calls written as <tool_call> markup in the reply's text were read as calls (serve the model with a tool-call parser to have them native)",
+                self.name
+            ));
+        }
         let (args, unknown, markup, capped) = (
             m.arguments.load(Ordering::Relaxed),
             m.unknown_tool.load(Ordering::Relaxed),
@@ -863,6 +947,29 @@ mod tests {
     fn agent_calls_wait_at_least_five_minutes() {
         assert_eq!(call_timeout(1024).as_secs(), 300);
         assert_eq!(call_timeout(4096).as_secs(), 1024);
+    }
+
+    #[test]
+    fn calls_written_as_markup_read_as_calls() {
+        let (calls, rest) = text_calls(
+            "Let me look.\n<tool_call>\n{\"name\": \"lookup_order\", \"arguments\": {\"order_id\": \"A1\"}}\n</tool_call>",
+        )
+        .unwrap();
+        assert_eq!(rest, "Let me look.");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "lookup_order");
+        assert_eq!(calls[0].arguments, r#"{"order_id":"A1"}"#);
+        // Arguments as JSON text, `tool` for the name, an unclosed tag.
+        let (calls, _) =
+            text_calls(r#"<tool_call>{"tool": "refund", "args": "{\"id\": 2}"}"#).unwrap();
+        assert_eq!(
+            (calls[0].name.as_str(), calls[0].arguments.as_str()),
+            ("refund", r#"{"id":2}"#)
+        );
+        // No name, not JSON, no markup: no call.
+        assert!(text_calls("<tool_call>{\"x\": 1}</tool_call>").is_none());
+        assert!(text_calls("<tool_call>nope</tool_call>").is_none());
+        assert!(text_calls("Your order shipped.").is_none());
     }
 
     #[test]
