@@ -1813,7 +1813,14 @@ fn a_grader_in_the_loop_grades_rows_as_they_land_and_asks_failed_situations_agai
         .values()
         .map(|v| v.as_u64().unwrap())
         .sum();
-    assert!(counted >= mutated.len() as u64, "{aims}");
+    // Counted as asked, by aim, each row saying its own.
+    assert_eq!(counted, mutated.len() as u64, "{aims}");
+    assert!(mutated.iter().all(|m| {
+        matches!(
+            m["mutation_aim"].as_str(),
+            Some("world_fault" | "graded_failure")
+        )
+    }));
     // Grading only: the same verdicts on plain asks, no mutation.
     let plain = report("plain.jsonl", &["--no-mutate"]);
     let steered_rows = rows.len();

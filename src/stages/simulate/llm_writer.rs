@@ -114,7 +114,9 @@ impl ModelWriter {
         match usable(&written, &ask.text) {
             Ok(text) => {
                 self.written.fetch_add(1, Ordering::Relaxed);
+                // The model wrote its own texture (typos, case): the template's is not the text's.
                 let mut labels = ask.labels;
+                labels.retain(|(name, _)| *name != "texture");
                 for (name, value) in &mut labels {
                     if *name == "length" {
                         super::writer::length_label(&text).clone_into(value);

@@ -461,7 +461,12 @@ impl ModelAgent {
     /// parser), read as its calls, counted.
     fn read_markup(&self, answer: &mut crate::models::Reply) {
         if answer.tool_calls.is_empty()
-            && let Some((calls, rest)) = answer.content.as_deref().and_then(text_calls)
+            && let Some((calls, rest)) = answer
+                .content
+                .as_deref()
+                .map(user::strip_think)
+                .as_deref()
+                .and_then(text_calls)
         {
             self.malformed
                 .markup_calls

@@ -54,7 +54,7 @@ pub(super) struct Run<'s> {
 }
 
 /// The first phrasing number of an ask made from a failed row: past every sweep's.
-const MUTATION_PHRASING: u32 = 1000;
+const MUTATION_PHRASING: u32 = 1 << 24;
 
 /// A wave's rollout, built: its row, its behaviour signature, and whether it is new (not
 /// resumed).
@@ -104,7 +104,7 @@ impl<'s> Run<'s> {
     /// template's next unused phrasing, arm `failure_mutation`), once per written ask, when the
     /// run writes its asks from the grid. The aim, counted in the report, is `world_fault` when a
     /// fault fired on the row, else `graded_failure`.
-    pub(super) fn mutate(&mut self, record: &Record, report: &mut Report) {
+    pub(super) fn mutate(&mut self, record: &Record) {
         let Feed::Written(source) = &mut self.feed else {
             return;
         };
@@ -135,16 +135,24 @@ impl<'s> Run<'s> {
         } else {
             "graded_failure"
         };
-        *report.mutations.entry(aim.to_owned()).or_insert(0) += 1;
+        new.labels.push(("mutation_aim", aim.to_owned()));
         source.ask_next(new);
-        // The sweeps may be used up: this ask is still to be asked.
-        self.alloc.exhausted = false;
     }
 
     /// Opens new asks into `wave` while it has room, the budget lasts and asks are left.
-    pub(super) fn open(&mut self, wave: &mut Vec<Slot>, budget_left: &mut u64) {
+    pub(super) fn open(
+        &mut self,
+        wave: &mut Vec<Slot>,
+        budget_left: &mut u64,
+        report: &mut Report,
+    ) {
         let opts = self.opts;
-        while wave.len() < self.setup.wave && *budget_left > 0 && !self.alloc.exhausted {
+        // Asks made from failed rows are asked after the sweeps are used up too (without
+        // telling the allocation that asks are left: its end-of-run growth goes on).
+        while wave.len() < self.setup.wave
+            && *budget_left > 0
+            && (!self.alloc.exhausted || self.feed.has_queued())
+        {
             let Some((ask, pin)) = self.feed.next(self.writer, self.setup.hard_share) else {
                 self.alloc.exhausted = true;
                 break;
@@ -174,6 +182,10 @@ impl<'s> Run<'s> {
             }
             let first = first.min(u32::try_from(*budget_left).unwrap_or(u32::MAX));
             self.situations.insert(ask.task_id.clone());
+            // An ask made from a failed row counts, by its aim, once it is asked.
+            if let Some((_, aim)) = ask.labels.iter().find(|(n, _)| *n == "mutation_aim") {
+                *report.mutations.entry(aim.clone()).or_insert(0) += 1;
+            }
             let index = self.book.asks.len();
             let (scene, privileged) = scene_for(
                 &ask,

@@ -83,7 +83,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             let mut wave: Vec<Slot> = std::mem::take(&mut r.alloc.retry);
             let mut budget_left = r.alloc.room.saturating_sub(wave.len() as u64);
             r.alloc.decide(&mut wave, &mut budget_left);
-            r.open(&mut wave, &mut budget_left);
+            r.open(&mut wave, &mut budget_left, &mut report);
             if wave.is_empty() {
                 break r.alloc.stop_reason(
                     opts.budget,
@@ -99,7 +99,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             let failed = emit(&records, &fresh, &mut land, steer.as_mut())?;
             if steer.as_ref().is_some_and(|s| s.mutate) {
                 for i in failed {
-                    r.mutate(&records[i], &mut report);
+                    r.mutate(&records[i]);
                 }
             }
             if let Some(why) = r.alloc.dead() {

@@ -142,6 +142,11 @@ impl Feed {
         matches!(self, Self::Pinned(_))
     }
 
+    /// Whether asks made from failed rows wait to be asked.
+    pub(super) fn has_queued(&self) -> bool {
+        matches!(self, Self::Written(s) if !s.queue.is_empty())
+    }
+
     /// The next ask and, for a replay, the task it replays.
     pub(super) fn next(
         &mut self,
