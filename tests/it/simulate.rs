@@ -1745,6 +1745,31 @@ fn a_writer_model_words_the_asks_and_a_bad_one_falls_back_to_the_template() {
         )),
         "{notes}"
     );
+    // Under a situations cap, only the asks that are asked are worded (a call each).
+    let capped = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &server,
+        "capped.jsonl",
+        &[
+            "--budget",
+            "30",
+            "--situations",
+            "5",
+            "--user-model",
+            "none",
+            "--writer",
+            &format!("endpoint:writer-2@{}", server.url()),
+        ],
+    ));
+    let notes = capped["report"]["notes"].to_string();
+    let worded: u64 = notes
+        .split("writer writer-2: ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{notes}"));
+    assert!((1..=5).contains(&worded), "{notes}");
+    assert!(notes.contains(&format!("; {worded} requests")), "{notes}");
     // A writer spec that is none.
     let out = simulate_with_model(
         dir.path(),

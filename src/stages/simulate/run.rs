@@ -122,9 +122,6 @@ impl<'s> Run<'s> {
         let mut new = self
             .writer
             .render(cell, MUTATION_PHRASING.saturating_add(n));
-        if let Some(m) = self.writer.model {
-            new = m.rewrite(new, &self.writer.cells[cell]);
-        }
         new.arm = "failure_mutation";
         let fired = record
             .extra
@@ -181,6 +178,13 @@ impl<'s> Run<'s> {
                 break;
             }
             let first = first.min(u32::try_from(*budget_left).unwrap_or(u32::MAX));
+            // Worded by the writer model only once it is sure to be asked (a call each).
+            let ask = match (self.writer.model, ask.cell, &pin) {
+                (Some(m), Some(cell), None) if ask.arm != "seed" => {
+                    m.rewrite(ask, &self.writer.cells[cell])
+                }
+                _ => ask,
+            };
             self.situations.insert(ask.task_id.clone());
             // An ask made from a failed row counts, by its aim, once it is asked.
             if let Some((_, aim)) = ask.labels.iter().find(|(n, _)| *n == "mutation_aim") {

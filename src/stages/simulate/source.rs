@@ -95,10 +95,6 @@ impl Source {
                 let cell = self.order[self.next];
                 self.next += 1;
                 let ask = writer.render(cell, self.sweep);
-                let ask = match writer.model {
-                    Some(m) => m.rewrite(ask, &writer.cells[cell]),
-                    None => ask,
-                };
                 // Two phrasings that came out the same are one ask, not two.
                 if !self.written.insert((ask.task_id.clone(), ask.text.clone())) {
                     continue;
