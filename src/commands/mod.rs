@@ -233,24 +233,32 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
 /// A Parquet input whose decoder panicked where no reading of wai's could catch it, as the data
 /// error naming the files the run read.
 fn decoder_failed(why: &str) -> crate::Error {
+    let message = match files_read() {
+        Some(files) => format!(
+            "a Parquet input is not readable (its decoder failed: {why}); the query read {files}"
+        ),
+        None => format!("a Parquet input is not readable (its decoder failed: {why})"),
+    };
+    crate::Error::Input {
+        stage: "read".into(),
+        message,
+    }
+}
+
+/// The files this run's queries read, as errors name them (the first three, then how many more),
+/// or none when it read none.
+fn files_read() -> Option<String> {
     let files = session::registered_files();
+    if files.is_empty() {
+        return None;
+    }
     let shown: Vec<String> = files.iter().take(3).map(|f| format!("`{f}`")).collect();
     let more = if files.len() > 3 {
         format!(" and {} more", files.len() - 3)
     } else {
         String::new()
     };
-    crate::Error::Input {
-        stage: "read".into(),
-        message: if files.is_empty() {
-            format!("a Parquet input is not readable (its decoder failed: {why})")
-        } else {
-            format!(
-                "a Parquet input is not readable (its decoder failed: {why}); the query read {}{more}",
-                shown.join(", ")
-            )
-        },
-    }
+    Some(format!("{}{more}", shown.join(", ")))
 }
 
 /// Runs `command`.
@@ -331,27 +339,16 @@ fn name_the_files(e: crate::Error) -> crate::Error {
     if let Some(why) = decoder {
         return decoder_failed(&why);
     }
-    let files = session::registered_files();
-    if files.is_empty() {
+    let single = session::registered_files().len() == 1;
+    let Some(files) = files_read() else {
         return e;
-    }
-    let shown: Vec<String> = files.iter().take(3).map(|f| format!("`{f}`")).collect();
-    let more = if files.len() > 3 {
-        format!(" and {} more", files.len() - 3)
-    } else {
-        String::new()
     };
     let message = match e {
-        crate::Error::Input { message, .. } if files.len() == 1 => {
-            format!("{}: {message}", shown[0])
-        }
+        crate::Error::Input { message, .. } if single => format!("{files}: {message}"),
         crate::Error::Input { message, .. } => {
-            format!("{message}; the rows came from {}{more}", shown.join(", "))
+            format!("{message}; the rows came from {files}")
         }
-        e => format!(
-            "a Parquet input is not readable ({e}); the query read {}{more}",
-            shown.join(", ")
-        ),
+        e => format!("a Parquet input is not readable ({e}); the query read {files}"),
     };
     crate::Error::Input {
         stage: "read".into(),

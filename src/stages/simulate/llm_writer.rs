@@ -184,15 +184,7 @@ fn usable(written: &str, template: &str) -> std::result::Result<String, &'static
     if text.chars().count() > MAX_CHARS {
         return Err("too long");
     }
-    if [
-        "<tool_call>",
-        "\"tool_calls\"",
-        "<function=",
-        "<|python_tag|>",
-    ]
-    .iter()
-    .any(|m| text.contains(m))
-    {
+    if super::model::looks_like_markup(text) {
         return Err("tool markup");
     }
     if ID.find_iter(template).any(|id| !text.contains(id.as_str())) {

@@ -780,8 +780,9 @@ fn text_calls(content: &str) -> Option<(Vec<ToolCall>, String)> {
     Some((calls, rest))
 }
 
-/// Tool markup written as plain text instead of a call.
-fn looks_like_markup(text: &str) -> bool {
+/// Tool markup written as plain text instead of a call (the agent's replies, the person's and
+/// the writer's lines are all held to it).
+pub(super) fn looks_like_markup(text: &str) -> bool {
     [
         "<tool_call>",
         "<function=",

@@ -336,9 +336,7 @@ pub fn accept(written: &str, previous: &str, may_leave: bool) -> Option<Next> {
     let ok = spoken.chars().count() >= 2
         && spoken.len() <= 2000
         && spoken != previous.trim()
-        && !["<tool_call>", "\"tool_calls\"", "<function="]
-            .iter()
-            .any(|m| spoken.contains(m));
+        && !super::model::looks_like_markup(spoken);
     ok.then_some(Next::Speak)
 }
 
