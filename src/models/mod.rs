@@ -40,3 +40,40 @@ pub(crate) fn block_on<T: Send>(
             .map_err(|_| Error::Internal("the model-call thread panicked".into()))
     })
 }
+
+/// How often [`block_on_watched`] tells its watcher that nothing new has happened.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// [`block_on`], with the caller's thread watching: `work` sends counts on the channel it is
+/// given, and each reaches `watch` as it comes (and the last one again every second while
+/// nothing comes), on the calling thread, until `work` ends.
+pub(crate) fn block_on_watched<T: Send, F: std::future::Future<Output = T> + Send>(
+    runtime: &tokio::runtime::Runtime,
+    work: impl FnOnce(std::sync::mpsc::Sender<usize>) -> F,
+    watch: &mut dyn FnMut(usize),
+) -> Result<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let work = work(tx);
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| runtime.block_on(work));
+        let mut last = None;
+        loop {
+            match rx.recv_timeout(WATCH_EVERY) {
+                Ok(n) => {
+                    last = Some(n);
+                    watch(n);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some(n) = last {
+                        watch(n);
+                    }
+                }
+                // The work is over (or its thread gone): every sender is dropped.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        worker
+            .join()
+            .map_err(|_| Error::Internal("the model-call thread panicked".into()))
+    })
+}

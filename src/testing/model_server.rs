@@ -15,7 +15,8 @@
 //!   gets the id the last message names (`A1001`, `ORD-7`), if it names one; when it names none,
 //!   a question (`Which order is this about?`) if the system prompt says `ASK_FOR_ID`, else the
 //!   call with `{}`; a question every time (numbered), and never a call, if it says
-//!   `ALWAYS_ASK`; the call as `<tool_call>` markup in the text if it says `MARKUP_CALLS`;
+//!   `ALWAYS_ASK`; the call as `<tool_call>` markup in the text if it says `MARKUP_CALLS`, as
+//!   Llama's `<function=NAME>` tags if it says `LLAMA_CALLS`;
 //! - after a tool result: `done: <the result>`;
 //! - `REFUSE`: a refusal; `GARBLE`: prose, never the contract; `GARBLE_ONCE`: prose, then the
 //!   contract once asked again; `NAN`: a verdict whose score is `NaN`;
@@ -70,6 +71,9 @@ pub struct Config {
 #[derive(Default)]
 struct Tally {
     requests: AtomicU64,
+    /// Requests in their latency now, and the most there were at once.
+    waiting: AtomicU64,
+    most_waiting: AtomicU64,
     answered: AtomicU64,
     bodies: Mutex<HashMap<[u8; 32], u64>>,
     keys: Mutex<Vec<String>>,
@@ -150,6 +154,13 @@ impl ModelServer {
         self.shared.tally.requests.load(Ordering::SeqCst)
     }
 
+    /// The most requests that were in their latency at once (with a latency set): how many
+    /// calls a client had out together.
+    #[must_use]
+    pub fn most_at_once(&self) -> u64 {
+        self.shared.tally.most_waiting.load(Ordering::SeqCst)
+    }
+
     /// Requests answered with a whole 200 reply.
     #[must_use]
     pub fn answered(&self) -> u64 {
@@ -224,6 +235,16 @@ async fn admit(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
         }
     }
     if !shared.config.latency.is_zero() {
+        /// Counts a request out of its latency however it ends (a client may go).
+        struct Out<'a>(&'a AtomicU64);
+        impl Drop for Out<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let now = shared.tally.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+        let _out = Out(&shared.tally.waiting);
+        shared.tally.most_waiting.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(shared.config.latency).await;
     }
     Some(match fault_for(shared, n)? {
@@ -370,6 +391,10 @@ fn decide(model: &str, messages: &[Value], tools: &[Value]) -> Result<String, (S
             }
             _ => json!({}),
         };
+        if system.contains("LLAMA_CALLS") {
+            // Llama's own tags, which wai does not read as a call.
+            return Ok(format!("<function={name}>{arguments}</function>"));
+        }
         if system.contains("MARKUP_CALLS") {
             // A server without a tool parser: the call as Hermes markup in the text.
             return Ok(format!(

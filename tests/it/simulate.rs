@@ -1680,6 +1680,80 @@ fn progress_json_lines_say_where_the_run_is_in_the_references_words() {
     assert!(first.starts_with("100/300 rollouts"), "{first}");
 }
 
+/// A model agent's wave takes a while: lines come every 10 finished rollouts within it, not
+/// only when it lands.
+#[test]
+fn a_model_agents_progress_comes_within_a_wave() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config {
+        latency: std::time::Duration::from_millis(20),
+        ..Config::default()
+    });
+    // 60 rollouts: one wave (a model agent's are 256).
+    let out = simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "60",
+            "--user-model",
+            "none",
+            "--concurrency",
+            "4",
+            "--progress-json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<u64> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|p| p["rows"].as_u64())
+        .collect();
+    assert!(rows.len() >= 4, "a line every 10 rollouts: {rows:?}");
+    assert_eq!(rows.last(), Some(&60));
+    assert!(
+        rows[0] < 60 && rows.windows(2).all(|w| w[0] <= w[1]),
+        "{rows:?}"
+    );
+}
+
+/// The writer's calls for a wave go out together, as many as `--concurrency` lets.
+#[test]
+fn a_writer_model_words_a_waves_asks_together() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let agent = ModelServer::start(Config::default());
+    let writer_server = ModelServer::start(Config {
+        latency: std::time::Duration::from_millis(20),
+        ..Config::default()
+    });
+    let writer = format!("endpoint:writer-m@{}", writer_server.url());
+    let report = succeeded_out(&simulate_with_model(
+        dir.path(),
+        &agent,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "40",
+            "--user-model",
+            "none",
+            "--concurrency",
+            "6",
+            "--writer",
+            &writer,
+        ],
+    ));
+    assert!(writer_server.requests() >= 4, "{report}");
+    let most = writer_server.most_at_once();
+    assert!((2..=6).contains(&most), "{most} calls out at once");
+}
+
 #[test]
 fn a_writer_model_words_the_asks_and_a_bad_one_falls_back_to_the_template() {
     use wai::testing::model_server::{Config, ModelServer};
@@ -1830,7 +1904,43 @@ fn a_grader_in_the_loop_grades_rows_as_they_land_and_asks_failed_situations_agai
                 .any(|f| f["task_id"] == m["task_id"] && f["prompt"] != m["prompt"]),
             "a mutation follows a failed row of its task: {m}"
         );
+        // It is that row's ask changed, and says how.
+        let parent = text(m, "parent_failure_id");
+        let parent = failed
+            .iter()
+            .map(|f| text(f, "prompt"))
+            .find(|p| p.starts_with(&parent))
+            .unwrap_or_else(|| panic!("no failed row's ask begins as {parent:?}"));
+        let prompt = text(m, "prompt");
+        // An id: capitals, maybe a dash, digits (`A1002`, `ORD-7`).
+        let is_id = |w: &str| {
+            let w = w.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-');
+            let letters = w.chars().take_while(char::is_ascii_uppercase).count();
+            let digits = w[letters..].trim_start_matches('-');
+            letters > 0 && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+        };
+        match text(m, "mutator").as_str() {
+            "truncate" => assert!(parent.starts_with(&prompt) && prompt.len() < parent.len()),
+            "strip_specifics" => {
+                assert!(!prompt.split_whitespace().any(is_id), "{prompt}");
+            }
+            "structured_payload" => assert!(serde_json::from_str::<Value>(&prompt).is_ok()),
+            "contradict"
+            | "follow_up_correction"
+            | "reverse_sentences"
+            | "list_structure"
+            | "quote_payload"
+            | "punctuation_free"
+            | "token_delete"
+            | "typo_transpose"
+            | "duplicate" => {}
+            other => panic!("an unknown mutator {other}"),
+        }
     }
+    // Each failure in turn takes another mutator.
+    let kinds: std::collections::HashSet<String> =
+        mutated.iter().map(|m| text(m, "mutator")).collect();
+    assert!(kinds.len() >= 2.min(mutated.len()), "{kinds:?}");
     let aims = &steered["mutations"];
     let counted: u64 = aims
         .as_object()
@@ -1909,6 +2019,39 @@ fn a_steered_run_cut_anywhere_resumes_to_the_same_rows() {
         &mut run(&dir.path().join("other.jsonl"), &ck, "sql:true"),
         "other settings",
     );
+}
+
+/// Markup that does not read as a call is no row: the rollout is played again up to
+/// `--repeats`, then lost under `tool_markup`, and counted.
+#[test]
+fn markup_that_is_no_call_is_rerolled_then_lost() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let markup = scaffold(dir.path(), "LLAMA_CALLS");
+    let out = simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "8",
+            "--repeats",
+            "2",
+            "--user-model",
+            "none",
+            "--scaffold",
+            &markup,
+        ],
+    );
+    // Nothing usable came back: the run says so rather than landing markup as answers.
+    let rows = std::fs::read_to_string(dir.path().join("rows.jsonl")).unwrap_or_default();
+    assert!(!rows.contains("<function="), "{rows}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report["report"];
+    assert!(r["rerolled"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["lost"]["tool_markup"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["lost"].as_object().unwrap().len(), 1, "{r}");
 }
 
 #[test]

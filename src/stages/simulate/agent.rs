@@ -142,8 +142,15 @@ pub trait Agent: Send {
     fn user_model(&self) -> Option<String> {
         None
     }
-    /// Plays `jobs` against `world`; one trajectory per job, in order.
-    fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>>;
+    /// Plays `jobs` against `world`; one trajectory per job, in order. An agent whose wave
+    /// takes a while tells `finished` how many of them have finished so far, while some are
+    /// still playing (the run's progress line between waves); a fast one need not.
+    fn play(
+        &mut self,
+        jobs: &[Job<'_>],
+        world: &World<'_>,
+        finished: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Trajectory>>;
     /// What a person should know after the run.
     fn notes(&self) -> Vec<String> {
         Vec::new()
@@ -274,7 +281,12 @@ impl Agent for SeededAgent {
         policy
     }
 
-    fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {
+    fn play(
+        &mut self,
+        jobs: &[Job<'_>],
+        world: &World<'_>,
+        _finished: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Trajectory>> {
         let this: &Self = self;
         // The rollouts of one ask are neighbours in a wave, and what an honest agent does with
         // an ask does not depend on the rollout: it is played once per ask and shared.

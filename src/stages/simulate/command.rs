@@ -75,7 +75,12 @@ impl Agent for CommandAgent {
         super::COMMAND_WAVE
     }
 
-    fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {
+    fn play(
+        &mut self,
+        jobs: &[Job<'_>],
+        world: &World<'_>,
+        finished: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Trajectory>> {
         let first = self.issued;
         self.issued += jobs.len() as u64;
         let tools: Vec<&str> = world.tools().iter().map(|t| t.name.as_str()).collect();
@@ -101,6 +106,8 @@ impl Agent for CommandAgent {
         let mut memories: Vec<Memory> = vec![Memory::default(); jobs.len()];
         let mut recorded: Vec<Vec<Step>> = vec![Vec::new(); jobs.len()];
         let timeout = self.pool.timeout().as_secs_f64();
+        let mut settled = 0;
+        let n = jobs.len();
         let answers = self.pool.run(
             &text,
             &lines,
@@ -126,7 +133,12 @@ impl Agent for CommandAgent {
                 ));
                 answer.result
             },
-            &mut |_, _| {},
+            &mut |_, _| {
+                settled += 1;
+                if settled < n {
+                    finished(settled);
+                }
+            },
         )?;
         Ok(answers
             .into_iter()

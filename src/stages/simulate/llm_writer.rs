@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
+use futures::StreamExt;
 use regex::Regex;
 
 use super::grid::{AXES, Cell};
@@ -64,10 +65,40 @@ impl ModelWriter {
         &self.name
     }
 
+    /// Each of `asks` (the template's, each for its cell) in the model's words, or as it is
+    /// when they cannot be used; in order. The calls go out together, as many at once as the
+    /// model's concurrency allows.
+    #[must_use]
+    pub fn rewrite(&self, asks: Vec<(Ask, &Cell)>) -> Vec<Ask> {
+        if asks.is_empty() {
+            return Vec::new();
+        }
+        let width = self.model.settings().concurrency;
+        let n = asks.len();
+        // The template's asks, kept for a runtime that cannot run.
+        let kept: Vec<Ask> = asks.iter().map(|(a, _)| a.clone()).collect();
+        let words: Vec<_> = asks
+            .into_iter()
+            .map(|(ask, cell)| self.reword(ask, cell))
+            .collect();
+        let work = async move {
+            futures::stream::iter(words)
+                .buffered(width)
+                .collect::<Vec<Ask>>()
+                .await
+        };
+        match crate::models::block_on(&self.runtime, work) {
+            Ok(written) if written.len() == n => written,
+            _ => {
+                self.failed.fetch_add(n as u64, Ordering::Relaxed);
+                kept
+            }
+        }
+    }
+
     /// `ask` (the template's, for `cell`) in the model's words, or as it is when they cannot be
     /// used.
-    #[must_use]
-    pub fn rewrite(&self, ask: Ask, cell: &Cell) -> Ask {
+    async fn reword(&self, ask: Ask, cell: &Cell) -> Ask {
         if self.stopped.lock().is_ok_and(|s| s.is_some()) {
             return ask;
         }
@@ -97,14 +128,13 @@ impl ModelWriter {
             max_tokens: 400,
             logprobs: false,
         };
-        let reply = crate::models::block_on(&self.runtime, self.model.chat(&req, ask.phrasing));
-        let written = match reply {
-            Ok(Ok(a)) => a.reply.content.unwrap_or_default(),
-            Ok(Err(CallError::Failed(_))) | Err(_) => {
+        let written = match self.model.chat(&req, ask.phrasing).await {
+            Ok(a) => a.reply.content.unwrap_or_default(),
+            Err(CallError::Failed(_)) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
                 return ask;
             }
-            Ok(Err(CallError::Stop(e))) => {
+            Err(CallError::Stop(e)) => {
                 if let Ok(mut s) = self.stopped.lock() {
                     s.get_or_insert_with(|| e.to_string());
                 }

@@ -35,6 +35,7 @@ pub mod writer;
 mod alloc;
 mod answer;
 mod faults;
+mod mutate;
 mod options;
 mod phrases;
 mod report;

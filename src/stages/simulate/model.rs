@@ -19,10 +19,11 @@
 //! `"tool_calls"`) is counted in the notes.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use futures::StreamExt;
+use regex::Regex;
 use serde_json::{Value, json};
 
 use super::agent::{Agent, Job, Step, Trajectory, TurnMeta};
@@ -781,17 +782,40 @@ fn text_calls(content: &str) -> Option<(Vec<ToolCall>, String)> {
 }
 
 /// Tool markup written as plain text instead of a call (the agent's replies, the person's and
-/// the writer's lines are all held to it).
+/// the writer's lines are all held to it): a call's tags (Qwen/Hermes, Llama, a chat API's
+/// JSON), or a tool's schema recited (the reference's rule: `"name": "…"`, then within 500
+/// characters `"description":`, then within 500 more `"parameters":`).
 pub(super) fn looks_like_markup(text: &str) -> bool {
     [
         "<tool_call>",
+        "</tool_call>",
         "<function=",
         "\"tool_calls\"",
         "<|python_tag|>",
     ]
     .iter()
     .any(|m| text.contains(m))
+        || schema_recited(text)
 }
+
+/// A tool's schema in `text`: a name, its description and its parameters, each near the last.
+fn schema_recited(text: &str) -> bool {
+    static NAME: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#""name"\s*:\s*""#).expect("a valid pattern"));
+    /// What follows `needle` when it starts within [`SCHEMA_REACH`] of the start of `text`.
+    fn near<'t>(text: &'t str, needle: &str) -> Option<&'t str> {
+        let window = &text[..text.floor_char_boundary(SCHEMA_REACH + needle.len())];
+        window.find(needle).map(|i| &text[i + needle.len()..])
+    }
+    text.contains("\"parameters\"")
+        && NAME.find_iter(text).any(|m| {
+            near(&text[m.end()..], "\"description\":")
+                .is_some_and(|rest| near(rest, "\"parameters\":").is_some())
+        })
+}
+
+/// How far apart a recited schema's parts may be.
+const SCHEMA_REACH: usize = 500;
 
 impl Agent for ModelAgent {
     fn name(&self) -> &str {
@@ -861,7 +885,12 @@ impl Agent for ModelAgent {
         MODEL_WAVE
     }
 
-    fn play(&mut self, jobs: &[Job<'_>], world: &World<'_>) -> Result<Vec<Trajectory>> {
+    fn play(
+        &mut self,
+        jobs: &[Job<'_>],
+        world: &World<'_>,
+        finished: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Trajectory>> {
         let tools: Vec<Value> = world
             .tools()
             .iter()
@@ -870,19 +899,34 @@ impl Agent for ModelAgent {
         let width = self.model.settings().concurrency;
         let this = &*self;
         let tools = &tools;
+        let n = jobs.len();
         // The futures made here, not in the async block: a closure there would ask for a
         // lifetime more general than the borrows the compiler can prove `Send`.
         let rollouts: Vec<_> = jobs
             .iter()
-            .map(|job| this.rollout(job, world, tools))
+            .enumerate()
+            .map(|(i, job)| {
+                let rollout = this.rollout(job, world, tools);
+                async move { (i, rollout.await) }
+            })
             .collect();
-        crate::models::block_on(&this.runtime, async move {
-            let all: Vec<Result<Trajectory>> = futures::stream::iter(rollouts)
-                .buffered(width)
-                .collect()
-                .await;
-            all.into_iter().collect::<Result<Vec<_>>>()
-        })?
+        // As they finish, not in order: a slow rollout holds no slot of the others'. The
+        // trajectories go back in the jobs' order.
+        let work = |tx: std::sync::mpsc::Sender<usize>| async move {
+            let mut played: Vec<Option<Trajectory>> = (0..n).map(|_| None).collect();
+            let mut stream = futures::stream::iter(rollouts).buffer_unordered(width);
+            let mut done = 0;
+            while let Some((i, t)) = stream.next().await {
+                played[i] = Some(t?);
+                done += 1;
+                if done < n {
+                    // A watcher gone is no reason to stop.
+                    let _ = tx.send(done);
+                }
+            }
+            Ok(played.into_iter().flatten().collect::<Vec<_>>())
+        };
+        crate::models::block_on_watched(&this.runtime, work, finished)?
     }
 
     fn notes(&self) -> Vec<String> {
@@ -988,5 +1032,17 @@ mod tests {
             "sure <tool_call>{\"name\": \"x\"}</tool_call>"
         ));
         assert!(!looks_like_markup("Your order shipped."));
+        assert!(looks_like_markup("done</tool_call>"));
+        let schema = r#"I can use {"name": "lookup_order", "description": "Finds an order.", "parameters": {"type": "object"}}"#;
+        assert!(looks_like_markup(schema));
+        // Far apart, the parts are not one schema; a name alone is not one either.
+        let apart = format!(
+            r#"{{"name": "a", "description": "d", {} "parameters": {{}}}}"#,
+            "x".repeat(600)
+        );
+        assert!(!looks_like_markup(&apart));
+        assert!(!looks_like_markup(
+            r#"My "name": "Ana", a "description": of it"#
+        ));
     }
 }

@@ -124,12 +124,14 @@ pub struct GridSummary {
     pub axes: BTreeMap<String, u64>,
 }
 
-/// Progress after each wave.
+/// Progress: after each wave, and every 10 finished rollouts or 10 s within one.
 #[derive(Debug, Clone, Serialize)]
 pub struct Progress {
     /// The run (0-based).
     pub run: u32,
-    /// Rows landed in this run.
+    /// Runs in all (`--runs`).
+    pub runs: u32,
+    /// Rows landed in this run, and, within a wave, the rollouts of it that have finished.
     pub rows: u64,
     /// The run's budget.
     pub cap: u64,
@@ -145,7 +147,10 @@ pub struct Progress {
     pub rerolled: u64,
     /// Seconds since the start.
     pub elapsed_s: f64,
-    /// Seconds left at this pace, once a row has landed.
+    /// Seconds since this run started (the pace is this run's).
+    #[serde(skip)]
+    pub run_elapsed_s: f64,
+    /// Seconds left at this pace, this run's and the runs after it, once 5 rows were played.
     pub left_s: Option<f64>,
     /// All of it in a line, in the reference's words: `120/2404 rollouts, 601 situations
     /// written, 1h2m elapsed, ~19h left, 96 re-rolled, 3 lost (3 agent error)`.
@@ -157,15 +162,19 @@ impl Progress {
     #[must_use]
     pub fn with_line(mut self) -> Self {
         #[allow(clippy::cast_precision_loss, reason = "row counts")]
-        let left = (self.rows > self.resumed).then(|| {
-            let played = (self.rows - self.resumed) as f64;
-            self.elapsed_s / played * self.cap.saturating_sub(self.rows) as f64
+        let left = (self.rows >= self.resumed + MIN_PACE_ROWS).then(|| {
+            let pace = self.run_elapsed_s / (self.rows - self.resumed) as f64;
+            let runs_after = u64::from(self.runs.saturating_sub(self.run + 1));
+            pace * (self.cap.saturating_sub(self.rows) + runs_after * self.cap) as f64
         });
         self.left_s = left;
-        let mut line = format!(
-            "{}/{} rollouts, {} situations written, {} elapsed",
-            self.rows,
-            self.cap,
+        let mut line = format!("{}/{} rollouts", self.rows, self.cap);
+        if self.resumed > 0 {
+            let _ = write!(line, " ({} resumed)", self.resumed);
+        }
+        let _ = write!(
+            line,
+            ", {} situations written, {} elapsed",
             self.situations,
             clock(self.elapsed_s)
         );
@@ -184,7 +193,23 @@ impl Progress {
         self.line = line;
         self
     }
+
+    /// This (between waves) with `done` more rollouts finished, at the clocks' time now.
+    #[must_use]
+    pub(super) fn played(
+        mut self,
+        done: u64,
+        clocks: (std::time::Instant, std::time::Instant),
+    ) -> Self {
+        self.rows += done;
+        self.elapsed_s = clocks.0.elapsed().as_secs_f64();
+        self.run_elapsed_s = clocks.1.elapsed().as_secs_f64();
+        self.with_line()
+    }
 }
+
+/// Rows played before the time left is guessed (the reference's 5).
+const MIN_PACE_ROWS: u64 = 5;
 
 /// A duration as a person reads it: `42s`, `7m3s`, `1h2m`, `19h`.
 fn clock(seconds: f64) -> String {
@@ -522,6 +547,7 @@ mod tests {
     fn progress_reads_as_the_reference_says_it() {
         let p = Progress {
             run: 0,
+            runs: 1,
             rows: 120,
             cap: 2404,
             resumed: 0,
@@ -530,6 +556,7 @@ mod tests {
             lost_by: BTreeMap::from([("agent_error".to_owned(), 3)]),
             rerolled: 96,
             elapsed_s: 3720.0,
+            run_elapsed_s: 3720.0,
             left_s: None,
             line: String::new(),
         }
@@ -538,6 +565,25 @@ mod tests {
             p.line,
             "120/2404 rollouts, 601 situations written, 1h2m elapsed, ~19h left, 96 re-rolled, 3 lost (3 agent error)"
         );
+        // The pace is the rows this run played (not those it resumed), and the runs after it
+        // are still to play: 1 s a row, 100 rows left of this run and 200 of the next.
+        let later = Progress {
+            runs: 2,
+            rows: 100,
+            cap: 200,
+            resumed: 50,
+            run_elapsed_s: 50.0,
+            ..p.clone()
+        }
+        .with_line();
+        assert_eq!(later.left_s, Some(300.0));
+        assert!(
+            later.line.starts_with("100/200 rollouts (50 resumed), "),
+            "{}",
+            later.line
+        );
+        let early = Progress { rows: 4, ..p }.with_line();
+        assert_eq!(early.left_s, None, "no guess before 5 rows were played");
         assert_eq!(clock(42.4), "42s");
         assert_eq!(clock(423.0), "7m3s");
     }

@@ -51,6 +51,10 @@ pub(super) struct Run<'s> {
     pub(super) situations: HashSet<String>,
     /// Asks already asked again after a failed row, by their index in the book.
     mutated: HashSet<usize>,
+    /// The book's asks by task and text.
+    asked: HashMap<(String, String), usize>,
+    /// Every ask's text, lowercased (an ask made from a failed row says something new).
+    said: HashSet<String>,
 }
 
 /// The first phrasing number of an ask made from a failed row: past every sweep's.
@@ -97,32 +101,38 @@ impl<'s> Run<'s> {
             alloc: Alloc::new(policy, opts.budget),
             situations: HashSet::new(),
             mutated: HashSet::new(),
+            asked: HashMap::new(),
+            said: HashSet::new(),
         }
     }
 
-    /// The in-loop grader failed `record`: its situation is asked again next, in new words (the
-    /// template's next unused phrasing, arm `failure_mutation`), once per written ask, when the
-    /// run writes its asks from the grid. The aim, counted in the report, is `world_fault` when a
-    /// fault fired on the row, else `graded_failure`.
+    /// The in-loop grader failed `record`: its ask is changed into a new one (a mutator of
+    /// [`super::mutate`], a different one for each failure in turn), asked next under the same
+    /// situation and task (arm `failure_mutation`), once per written ask, when the run writes
+    /// its asks from the grid. The aim, counted in the report, is `world_fault` when a fault
+    /// fired on the row, else `graded_failure`.
     pub(super) fn mutate(&mut self, record: &Record) {
         let Feed::Written(source) = &mut self.feed else {
             return;
         };
-        let Some(a) = self.book.asks.iter().position(|a| {
-            a.task_id == record.task_id && Some(a.text.as_str()) == record.prompt.as_deref()
-        }) else {
+        let Some(prompt) = record.prompt.as_deref() else {
             return;
         };
-        let ask = &self.book.asks[a];
-        let Some(cell) = ask.cell else { return };
-        if ask.arm == "failure_mutation" || !self.mutated.insert(a) {
+        let Some(&a) = self.asked.get(&(record.task_id.clone(), prompt.to_owned())) else {
+            return;
+        };
+        let parent = &self.book.asks[a];
+        if parent.cell.is_none() || parent.arm == "failure_mutation" || !self.mutated.insert(a) {
             return;
         }
-        let n = u32::try_from(self.mutated.len()).unwrap_or(u32::MAX);
-        let mut new = self
-            .writer
-            .render(cell, MUTATION_PHRASING.saturating_add(n));
-        new.arm = "failure_mutation";
+        let n = self.mutated.len();
+        let said = &self.said;
+        let Some((mutator, text)) =
+            super::mutate::mutate(&parent.text, n - 1, &|low: &str| said.contains(low))
+        else {
+            return;
+        };
+        self.said.insert(text.trim().to_lowercase());
         let fired = record
             .extra
             .as_deref()
@@ -132,8 +142,25 @@ impl<'s> Run<'s> {
         } else {
             "graded_failure"
         };
-        new.labels.push(("mutation_aim", aim.to_owned()));
-        source.ask_next(new);
+        let mut labels: Vec<(&'static str, String)> = parent
+            .labels
+            .iter()
+            .filter(|(name, _)| *name == "tier")
+            .cloned()
+            .collect();
+        labels.push(("length", super::writer::length_label(&text).to_owned()));
+        labels.push(("mutator", mutator.to_owned()));
+        labels.push(("mutation_aim", aim.to_owned()));
+        labels.push(("parent_failure_id", parent.text.chars().take(80).collect()));
+        let phrasing = MUTATION_PHRASING.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        source.ask_next(Ask {
+            text,
+            phrasing,
+            arm: "failure_mutation",
+            writer: "template".to_owned(),
+            labels,
+            ..parent.clone()
+        });
     }
 
     /// Opens new asks into `wave` while it has room, the budget lasts and asks are left.
@@ -144,6 +171,8 @@ impl<'s> Run<'s> {
         report: &mut Report,
     ) {
         let opts = self.opts;
+        // The asks chosen for the wave, in order, and their pins.
+        let mut chosen: Vec<(Ask, Option<Pinned>)> = Vec::new();
         // Asks made from failed rows are asked after the sweeps are used up too (without
         // telling the allocation that asks are left: its end-of-run growth goes on).
         while wave.len() < self.setup.wave
@@ -178,19 +207,44 @@ impl<'s> Run<'s> {
                 break;
             }
             let first = first.min(u32::try_from(*budget_left).unwrap_or(u32::MAX));
-            // Worded by the writer model only once it is sure to be asked (a call each).
-            let ask = match (self.writer.model, ask.cell, &pin) {
-                (Some(m), Some(cell), None) if ask.arm != "seed" => {
-                    m.rewrite(ask, &self.writer.cells[cell])
-                }
-                _ => ask,
-            };
             self.situations.insert(ask.task_id.clone());
+            let index = self.book.asks.len() + chosen.len();
+            for i in 0..first {
+                wave.push((index, i));
+            }
+            self.alloc.groups.push(Group::new(index, k_ask, first));
+            *budget_left -= u64::from(first);
+            chosen.push((ask, pin));
+        }
+        // Worded by the writer model only once they are sure to be asked (a call each, the
+        // wave's calls together).
+        if let Some(m) = self.writer.model {
+            let worded = |(ask, pin): &(Ask, Option<Pinned>)| {
+                // A mutation's form is its point: it is not worded again.
+                pin.is_none()
+                    && ask.arm != "seed"
+                    && ask.arm != "failure_mutation"
+                    && ask.cell.is_some()
+            };
+            let to_word: Vec<(Ask, &Cell)> = chosen
+                .iter()
+                .filter(|c| worded(c))
+                .filter_map(|(ask, _)| Some((ask.clone(), &self.writer.cells[ask.cell?])))
+                .collect();
+            let mut words = m.rewrite(to_word).into_iter();
+            for c in &mut chosen {
+                if worded(c)
+                    && let Some(w) = words.next()
+                {
+                    c.0 = w;
+                }
+            }
+        }
+        for (ask, pin) in chosen {
             // An ask made from a failed row counts, by its aim, once it is asked.
             if let Some((_, aim)) = ask.labels.iter().find(|(n, _)| *n == "mutation_aim") {
                 *report.mutations.entry(aim.clone()).or_insert(0) += 1;
             }
-            let index = self.book.asks.len();
             let (scene, privileged) = scene_for(
                 &ask,
                 &self.setup.cells,
@@ -203,18 +257,22 @@ impl<'s> Run<'s> {
                     .map(|d| ask_row(&self.rc, &ask, self.number, &scene, d, privileged.as_ref())),
             );
             self.book.scenes.push((scene, privileged));
+            self.said.insert(ask.text.trim().to_lowercase());
+            self.asked
+                .entry((ask.task_id.clone(), ask.text.clone()))
+                .or_insert(self.book.asks.len());
             self.book.asks.push(ask);
             self.book.pins.push(pin);
-            for i in 0..first {
-                wave.push((index, i));
-            }
-            self.alloc.groups.push(Group::new(index, k_ask, first));
-            *budget_left -= u64::from(first);
         }
     }
 
     /// Plays what of `wave` the checkpoint does not hold, and lands the wave in order: the rows
-    /// and, per row, whether it is new. Unusable rollouts are re-rolled, then lost.
+    /// and, per row, whether it is new. Unusable rollouts are re-rolled, then lost. `finished`
+    /// hears how many of the wave's played rollouts have finished, as the agent tells it.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one wave's inputs and the run's counts"
+    )]
     pub(super) fn play(
         &mut self,
         wave: &[Slot],
@@ -223,6 +281,7 @@ impl<'s> Run<'s> {
         resumed: &HashMap<ResumeKey, Resumed>,
         report: &mut Report,
         totals: &mut Totals,
+        finished: &mut dyn FnMut(usize),
     ) -> Result<(Vec<Record>, Vec<bool>)> {
         // Keys to look rows up in the checkpoint by (none without one).
         let keys: Vec<ResumeKey> = if resumed.is_empty() {
@@ -234,9 +293,13 @@ impl<'s> Run<'s> {
                 .collect()
         };
         let jobs = jobs(&self.book, &self.alloc, wave, self.number, self.opts.seed);
-        let by_job = play_fresh(agent, world, &jobs, |j| {
-            keys.is_empty() || !resumed.contains_key(&keys[j])
-        })?;
+        let by_job = play_fresh(
+            agent,
+            world,
+            &jobs,
+            |j| keys.is_empty() || !resumed.contains_key(&keys[j]),
+            finished,
+        )?;
         let built = build(&self.rc, &self.book, wave, &jobs, &by_job, &keys, resumed);
         let mut records = Vec::with_capacity(wave.len());
         let mut fresh = Vec::with_capacity(wave.len());
@@ -348,13 +411,14 @@ fn play_fresh(
     world: &World<'_>,
     jobs: &[Job<'_>],
     fresh: impl Fn(usize) -> bool,
+    finished: &mut dyn FnMut(usize),
 ) -> Result<Vec<Option<Trajectory>>> {
     let fresh: Vec<usize> = (0..jobs.len()).filter(|&j| fresh(j)).collect();
     let fresh_jobs: Vec<Job<'_>> = fresh.iter().map(|&j| jobs[j]).collect();
     let played = if fresh_jobs.is_empty() {
         Vec::new()
     } else {
-        agent.play(&fresh_jobs, world)?
+        agent.play(&fresh_jobs, world, finished)?
     };
     if played.len() != fresh_jobs.len() {
         return Err(Error::Internal(format!(

@@ -125,7 +125,7 @@ pub(super) fn unusable(t: &Trajectory) -> Option<&'static str> {
     if t.final_text.trim().is_empty() && t.steps.iter().all(|s| s.tool.is_none()) {
         return Some("empty_reply");
     }
-    let markup = |s: &str| s.contains("<tool_call>") || s.contains("</tool_call>");
+    let markup = super::model::looks_like_markup;
     if markup(&t.final_text)
         || t.steps
             .iter()
@@ -241,6 +241,18 @@ mod tests {
         );
         assert_eq!(
             unusable(&trajectory(Vec::new(), "<tool_call>{}</tool_call>")),
+            Some("tool_markup")
+        );
+        // Every kind of markup the agent's turns are held to, not only Qwen's tags.
+        assert_eq!(
+            unusable(&trajectory(Vec::new(), "<function=refund>{}</function>")),
+            Some("tool_markup")
+        );
+        assert_eq!(
+            unusable(&trajectory(
+                Vec::new(),
+                r#"{"name": "refund", "description": "Refunds.", "parameters": {}}"#
+            )),
             Some("tool_markup")
         );
         assert_eq!(unusable(&trajectory(vec![call("lookup", "ok")], "")), None);

@@ -23,6 +23,10 @@ use crate::pipeline::row::{Builder, Record};
 
 /// Rows per batch handed to `land`.
 const LAND_ROWS: usize = 512;
+/// Within a wave, a progress line after this many more finished rollouts ...
+const PROGRESS_EVERY: usize = 10;
+/// ... or this long since the last line.
+const PROGRESS_EVERY_S: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the runs share: counts over every run.
 #[derive(Default)]
@@ -79,6 +83,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
     let mut first_run: Option<(Vec<Pinned>, u32)> = None;
     for run in 0..opts.runs {
         let mut r = Run::new(opts, &setup, &writer, run, first_run.as_ref());
+        let run_started = Instant::now();
         let stopped = loop {
             let mut wave: Vec<Slot> = std::mem::take(&mut r.alloc.retry);
             let mut budget_left = r.alloc.room.saturating_sub(wave.len() as u64);
@@ -92,8 +97,25 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
                     opts.situations.map(|c| (c, r.situations.len())),
                 );
             }
-            let (records, fresh) =
-                r.play(&wave, agent, &world, &resumed, &mut report, &mut totals)?;
+            // Within the wave, a line every 10 finished rollouts or 10 s (a model agent's wave
+            // can take minutes).
+            let at = progress_at(run, &r, opts, &report, (started, run_started));
+            let mut said = (0, Instant::now());
+            let mut finished = |done: usize| {
+                if done >= said.0 + PROGRESS_EVERY || said.1.elapsed() >= PROGRESS_EVERY_S {
+                    said = (done, Instant::now());
+                    progress(&at.clone().played(done as u64, (started, run_started)));
+                }
+            };
+            let (records, fresh) = r.play(
+                &wave,
+                agent,
+                &world,
+                &resumed,
+                &mut report,
+                &mut totals,
+                &mut finished,
+            )?;
             r.alloc.rows += records.len() as u64;
             r.alloc.room = opts.budget.saturating_sub(r.alloc.rows);
             let failed = emit(&records, &fresh, &mut land, steer.as_mut())?;
@@ -105,22 +127,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             if let Some(why) = r.alloc.dead() {
                 break why;
             }
-            progress(
-                &Progress {
-                    run,
-                    rows: r.alloc.rows,
-                    cap: opts.budget,
-                    resumed: report.resumed,
-                    situations: r.situations.len() as u64,
-                    lost: r.alloc.lost,
-                    lost_by: report.lost.clone(),
-                    rerolled: report.rerolled,
-                    elapsed_s: started.elapsed().as_secs_f64(),
-                    left_s: None,
-                    line: String::new(),
-                }
-                .with_line(),
-            );
+            progress(&progress_at(run, &r, opts, &report, (started, run_started)));
         };
         r.alloc.close(&mut report);
         report.rows += r.alloc.rows;
@@ -136,6 +143,33 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
     finish(&mut report, opts, &setup, &totals);
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Where run `run` stands, landed waves only, its line written; `clocks` are the start of the
+/// whole job and of this run.
+fn progress_at(
+    run: u32,
+    r: &Run<'_>,
+    opts: &Options,
+    report: &Report,
+    clocks: (Instant, Instant),
+) -> Progress {
+    Progress {
+        run,
+        runs: opts.runs,
+        rows: r.alloc.rows,
+        cap: opts.budget,
+        resumed: report.resumed,
+        situations: r.situations.len() as u64,
+        lost: r.alloc.lost,
+        lost_by: report.lost.clone(),
+        rerolled: report.rerolled,
+        elapsed_s: clocks.0.elapsed().as_secs_f64(),
+        run_elapsed_s: clocks.1.elapsed().as_secs_f64(),
+        left_s: None,
+        line: String::new(),
+    }
+    .with_line()
 }
 
 /// Hands `records` to `land` in batches of [`LAND_ROWS`], built in parallel and landed in order.
