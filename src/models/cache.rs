@@ -135,6 +135,27 @@ impl Cache {
             .map_err(|e| db_error(&self.path, &e))
     }
 
+    /// The stored reply bodies for `keys`, in order, looked up in one read transaction.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn get_many(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let db = self.lock();
+        let read = || -> rusqlite::Result<Vec<Option<Vec<u8>>>> {
+            // One snapshot for all of them, not a transaction a lookup each.
+            db.execute_batch("BEGIN")?;
+            let got = (|| {
+                let mut stmt = db.prepare_cached("SELECT body FROM replies WHERE key = ?1")?;
+                keys.iter()
+                    .map(|k| stmt.query_row(params![&k[..]], |r| r.get(0)).optional())
+                    .collect()
+            })();
+            db.execute_batch("COMMIT")?;
+            got
+        };
+        read().map_err(|e| db_error(&self.path, &e))
+    }
+
     /// Stores `body` under `key` (committed before it returns).
     ///
     /// # Errors
@@ -234,6 +255,15 @@ mod tests {
         }
         let c = Cache::open(dir.path()).unwrap();
         assert_eq!(c.get(&k).unwrap().as_deref(), Some(&b"reply"[..]));
+        // Many at once, in order, a miss as none; the cache still writes after it.
+        let other = key("openai", "m", "u", b"{}", 7);
+        let got = c.get_many(&[other, k, other]).unwrap();
+        assert_eq!(got, vec![None, Some(b"reply".to_vec()), None]);
+        assert_eq!(c.get_many(&[]).unwrap(), Vec::<Option<Vec<u8>>>::new());
+        c.put(&other, "openai", "m", b"later").unwrap();
+        assert_eq!(c.get_many(&[other]).unwrap(), vec![Some(b"later".to_vec())]);
+        c.clear(Some("openai:m")).unwrap();
+        c.put(&k, "openai", "m", b"reply").unwrap();
         let s = c.stats().unwrap();
         assert_eq!((s.entries, s.reply_bytes), (1, 5));
         assert_eq!(s.models, vec![("openai:m".to_owned(), 1)]);

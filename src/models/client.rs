@@ -229,13 +229,67 @@ impl Model {
     /// # Errors
     /// [`CallError::Failed`] for this call, [`CallError::Stop`] for the run.
     pub async fn chat(&self, req: &ChatRequest, sample: u32) -> Result<Answer, CallError> {
-        let body = if self.spec.provider.is_anthropic() {
+        let body = self.chat_body(req);
+        let (bytes, cached, latency) = self.call(&self.spec.chat_url(), &body, sample).await?;
+        self.answer(&bytes, cached, latency)
+    }
+
+    /// The replies the cache holds for `reqs` (each with its `sample`), in order: `None` for
+    /// a request it does not hold (or without a cache). The requests are made ready and the
+    /// replies read on all cores, the lookups made in one pass; a reply that cannot be read
+    /// is `None` too (the call then reports it).
+    ///
+    /// # Errors
+    /// The cache cannot be read.
+    pub fn cached_chats(&self, reqs: &[(ChatRequest, u32)]) -> Result<Vec<Option<Answer>>> {
+        use rayon::prelude::*;
+        let Some(cache) = &self.cache else {
+            return Ok(vec![None; reqs.len()]);
+        };
+        let url = self.spec.chat_url();
+        let keys: Vec<[u8; 32]> = reqs
+            .par_iter()
+            .map(|(req, sample)| {
+                let bytes = serde_json::to_vec(&self.chat_body(req))
+                    .map_err(|e| Error::Internal(format!("a request body: {e}")))?;
+                Ok(self.key_of(&url, &bytes, *sample))
+            })
+            .collect::<Result<_>>()?;
+        let bodies = cache.get_many(&keys)?;
+        let answers: Vec<Option<Answer>> = bodies
+            .into_par_iter()
+            .map(|b| b.and_then(|b| self.answer(&b, true, Duration::ZERO).ok()))
+            .collect();
+        let hits = answers.iter().filter(|a| a.is_some()).count();
+        self.counters
+            .cached
+            .fetch_add(hits as u64, Ordering::Relaxed);
+        Ok(answers)
+    }
+
+    /// The request body of `req` in the provider's dialect.
+    fn chat_body(&self, req: &ChatRequest) -> Value {
+        if self.spec.provider.is_anthropic() {
             wire::anthropic_body(&self.spec.model, req)
         } else {
             wire::openai_body(&self.spec.model, req)
-        };
-        let (bytes, cached, latency) = self.call(&self.spec.chat_url(), &body, sample).await?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        }
+    }
+
+    /// The cache key of the request `bytes` to `url`.
+    fn key_of(&self, url: &str, bytes: &[u8], sample: u32) -> [u8; 32] {
+        cache::key(
+            self.spec.provider.as_str(),
+            &self.spec.model,
+            url,
+            bytes,
+            sample,
+        )
+    }
+
+    /// The reply a body holds, read, counted when it is fresh.
+    fn answer(&self, bytes: &[u8], cached: bool, latency: Duration) -> Result<Answer, CallError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
             CallError::Failed(format!("{}: the reply is not JSON ({e})", self.spec.host()))
         })?;
         let reply = if self.spec.provider.is_anthropic() {
@@ -288,13 +342,7 @@ impl Model {
     ) -> Result<(Vec<u8>, bool, Duration), CallError> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| CallError::Stop(Error::Internal(format!("a request body: {e}"))))?;
-        let key = cache::key(
-            self.spec.provider.as_str(),
-            &self.spec.model,
-            url,
-            &bytes,
-            sample,
-        );
+        let key = self.key_of(url, &bytes, sample);
         if let Some(c) = &self.cache
             && let Some(hit) = c.get(&key).map_err(CallError::Stop)?
         {

@@ -12,6 +12,10 @@ use crate::support::{envelope, sql_jsonl, wai, write_rows};
 
 /// Rows whose final reply says PASS on even indexes (the server scores them 1), FAIL on odd.
 fn rows(dir: &Path, n: usize, word: impl Fn(usize) -> String) -> PathBuf {
+    rows_named(dir, "rows.jsonl", n, word)
+}
+
+fn rows_named(dir: &Path, name: &str, n: usize, word: impl Fn(usize) -> String) -> PathBuf {
     let rows: Vec<Value> = (0..n)
         .map(|i| {
             json!({"task_id": format!("t{}", i / 2), "rollout_id": format!("r{i}"), "prompt": format!("ask {i}"),
@@ -19,7 +23,7 @@ fn rows(dir: &Path, n: usize, word: impl Fn(usize) -> String) -> PathBuf {
                    "final_text": word(i)})
         })
         .collect();
-    let path = dir.join("rows.jsonl");
+    let path = dir.join(name);
     write_rows(&path, &rows);
     path
 }
@@ -276,6 +280,30 @@ fn refusals_garbage_and_nan_are_told_apart_and_garbage_gets_one_repair() {
     assert_eq!(meta(&rows[2])["repaired"], true);
     // REFUSE: one call; GARBLE: a call and its repair; GARBLE_ONCE: two; NAN: two; PASS: one.
     assert_eq!(server.requests(), 8);
+    // Rerun: the replies that settle a row and those that asked for a repair all come from the
+    // cache, and give the same verdicts.
+    let again = grade(dir.path(), &input, &server, &[]);
+    ok(&again);
+    assert_eq!(server.requests(), 8, "every reply came from the cache");
+    let rerun = scored(dir.path());
+    for (a, b) in rows.iter().zip(&rerun) {
+        for field in ["judge_status", "reward", "reason"] {
+            assert_eq!(a[field], b[field], "{field}: {a} vs {b}");
+        }
+        assert_eq!(meta(b)["cached"], true, "{b}");
+        assert_eq!(meta(a)["tokens_in"], meta(b)["tokens_in"], "{b}");
+        assert_eq!(meta(a).get("repaired"), meta(b).get("repaired"), "{b}");
+    }
+    // Half new rows: the cached ones call nothing, the new ones one call each.
+    let more = rows_named(dir.path(), "more.jsonl", 10, |i| {
+        if i < words.len() {
+            words[i].to_owned()
+        } else {
+            format!("PASS new {i}")
+        }
+    });
+    ok(&grade(dir.path(), &more, &server, &[]));
+    assert_eq!(server.requests(), 8 + 5);
 }
 
 #[test]

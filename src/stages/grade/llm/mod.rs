@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Judge, Status, Verdict};
 use crate::error::{Error, Result};
-use crate::models::{CallError, ChatRequest, Message, Model};
+use crate::models::{Answer, CallError, ChatRequest, Message, Model};
 use crate::pipeline::row::{BatchView, encode};
 pub use prompt::Rubric;
 
@@ -128,47 +128,55 @@ impl LlmJudge {
         }
     }
 
-    /// One row's verdict; `Err` stops the run.
-    async fn grade(&self, user: String) -> Result<Verdict> {
-        let mut messages = vec![
+    /// The messages of a row's first ask.
+    fn first_ask(&self, user: String) -> Vec<Message> {
+        vec![
             Message::new("system", self.system.clone()),
             Message::new("user", user),
-        ];
-        let (mut tokens_in, mut tokens_out, mut latency, mut cached) = (0, 0, Duration::ZERO, true);
-        let mut repaired = false;
-        let mut read = None;
+        ]
+    }
+
+    /// One row's verdict; `Err` stops the run. `first`: the answer to the first ask when it is
+    /// known already (from the cache).
+    async fn grade(&self, user: String, first: Option<Answer>) -> Result<Verdict> {
+        let mut messages = self.first_ask(user);
+        let mut spent = Spent::default();
+        let mut first = first;
         for attempt in 0..2 {
-            let answer = match self.model.chat(&self.request(messages.clone()), 0).await {
-                Ok(a) => a,
-                Err(CallError::Failed(m)) => {
-                    return Ok(self.meta(
-                        Verdict::failed(Status::Error, m),
-                        tokens_in,
-                        tokens_out,
-                        latency,
-                        false,
-                        repaired,
-                    ));
-                }
-                Err(CallError::Stop(e)) => return Err(e),
+            let answer = match first.take() {
+                Some(a) => a,
+                None => match self.model.chat(&self.request(messages.clone()), 0).await {
+                    Ok(a) => a,
+                    Err(CallError::Failed(m)) => {
+                        spent.cached = false;
+                        return Ok(self.meta(Verdict::failed(Status::Error, m), &spent));
+                    }
+                    Err(CallError::Stop(e)) => return Err(e),
+                },
             };
-            tokens_in += answer.reply.usage.input_tokens;
-            tokens_out += answer.reply.usage.output_tokens;
-            latency += answer.latency;
-            cached &= answer.cached;
-            let text = answer.reply.content.clone().unwrap_or_default();
+            let text = spent.take(&answer);
             let r = reply::read(&text);
             if r.score.is_some() || r.refused || attempt == 1 {
-                read = Some((r, text));
-                break;
+                return Ok(self.verdict(r, &text, &spent));
             }
-            repaired = true;
+            spent.repaired = true;
             messages.push(Message::new("assistant", text));
             messages.push(Message::new("user", prompt::REPAIR));
         }
-        let Some((r, text)) = read else {
-            return Err(Error::Internal("a judge reply was never read".into()));
-        };
+        Err(Error::Internal("a judge reply was never read".into()))
+    }
+
+    /// The verdict of a row whose first answer `a` was in the cache and settles it (a score
+    /// or a refusal), with no call; `None` when it asks for a repair.
+    fn settled(&self, a: &Answer) -> Option<Verdict> {
+        let mut spent = Spent::default();
+        let text = spent.take(a);
+        let r = reply::read(&text);
+        (r.score.is_some() || r.refused).then(|| self.verdict(r, &text, &spent))
+    }
+
+    /// The verdict a final reply `text`, read as `r`, gives.
+    fn verdict(&self, r: reply::Read, text: &str, spent: &Spent) -> Verdict {
         let verdict = match r.score {
             Some(score) => {
                 let mut v = Verdict::ok(score, r.reason);
@@ -177,28 +185,27 @@ impl LlmJudge {
             }
             None if r.refused => Verdict::failed(
                 Status::MissingReward,
-                format!("the judge declined to grade: {}", excerpt(&text)),
+                format!("the judge declined to grade: {}", excerpt(text)),
             ),
             None => Verdict::failed(
                 Status::InvalidResult,
                 format!(
                     "the judge's reply did not follow the contract, even after a repair request: {}",
-                    excerpt(&text)
+                    excerpt(text)
                 ),
             ),
         };
-        Ok(self.meta(verdict, tokens_in, tokens_out, latency, cached, repaired))
+        self.meta(verdict, spent)
     }
 
-    fn meta(
-        &self,
-        v: Verdict,
-        tokens_in: u64,
-        tokens_out: u64,
-        latency: Duration,
-        cached: bool,
-        repaired: bool,
-    ) -> Verdict {
+    fn meta(&self, v: Verdict, spent: &Spent) -> Verdict {
+        let Spent {
+            tokens_in,
+            tokens_out,
+            latency,
+            cached,
+            repaired,
+        } = *spent;
         let mut v = v
             .with_meta("model", json!(self.model.spec().model))
             .with_meta("prompt_sha", json!(prompt::sha12(&self.system)))
@@ -244,6 +251,41 @@ impl LlmJudge {
     }
 }
 
+/// What a row's asks cost, and how they went.
+#[derive(Debug, Clone, Copy)]
+struct Spent {
+    tokens_in: u64,
+    tokens_out: u64,
+    latency: Duration,
+    /// Every answer came from the cache.
+    cached: bool,
+    /// A repair was asked.
+    repaired: bool,
+}
+
+impl Default for Spent {
+    fn default() -> Self {
+        Self {
+            tokens_in: 0,
+            tokens_out: 0,
+            latency: Duration::ZERO,
+            cached: true,
+            repaired: false,
+        }
+    }
+}
+
+impl Spent {
+    /// Counts `answer` in; its text.
+    fn take(&mut self, answer: &Answer) -> String {
+        self.tokens_in += answer.reply.usage.input_tokens;
+        self.tokens_out += answer.reply.usage.output_tokens;
+        self.latency += answer.latency;
+        self.cached &= answer.cached;
+        answer.reply.content.clone().unwrap_or_default()
+    }
+}
+
 fn excerpt(text: &str) -> String {
     let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cut: String = t.chars().take(200).collect();
@@ -269,16 +311,44 @@ impl Judge for LlmJudge {
             .map(|i| encode(&view, i))
             .collect::<Result<_>>()?;
         let users: Vec<String> = rows.par_iter().map(|r| self.user_message(r)).collect();
+        // What the cache holds is settled on all cores, with no call; the rest is asked.
+        let asks: Vec<(ChatRequest, u32)> = users
+            .par_iter()
+            .map(|u| (self.request(self.first_ask(u.clone())), 0))
+            .collect();
+        let firsts = self.model.cached_chats(&asks)?;
+        drop(asks);
+        let mut verdicts: Vec<Option<Verdict>> = firsts
+            .par_iter()
+            .map(|a| a.as_ref().and_then(|a| self.settled(a)))
+            .collect();
+        let open: Vec<(usize, String, Option<Answer>)> = users
+            .into_iter()
+            .zip(firsts)
+            .enumerate()
+            .filter(|(i, _)| verdicts[*i].is_none())
+            .map(|(i, (u, a))| (i, u, a))
+            .collect();
         let width = self.model.settings().concurrency;
         let this = &*self;
-        crate::models::block_on(&this.runtime, async {
-            let verdicts: Vec<Result<Verdict>> =
-                futures::stream::iter(users.into_iter().map(|u| this.grade(u)))
-                    .buffered(width)
-                    .collect()
-                    .await;
+        let asked = crate::models::block_on(&this.runtime, async {
+            let verdicts: Vec<Result<(usize, Verdict)>> = futures::stream::iter(
+                open.into_iter()
+                    .map(|(i, u, a)| async move { (i, this.grade(u, a).await) }),
+            )
+            .buffered(width)
+            .map(|(i, v)| v.map(|v| (i, v)))
+            .collect()
+            .await;
             verdicts.into_iter().collect::<Result<Vec<_>>>()
-        })?
+        })??;
+        for (i, v) in asked {
+            verdicts[i] = Some(v);
+        }
+        verdicts
+            .into_iter()
+            .map(|v| v.ok_or_else(|| Error::Internal("a row was never graded".into())))
+            .collect()
     }
 
     fn notes(&self) -> Vec<String> {
