@@ -287,16 +287,15 @@ fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<OtelLine>> {
             };
             let (mut spans, mut empty) = (Vec::new(), Vec::new());
             let mut order = 0usize;
-            for item in &items {
-                let found = otel::spans(item, line, &mut order);
-                if found.is_empty() {
-                    empty.push(if keep {
+            for item in items {
+                match otel::spans(item, line, &mut order) {
+                    Ok(found) => spans.extend(found),
+                    Err(item) => empty.push(if keep {
                         item.to_string()
                     } else {
                         String::new()
-                    });
+                    }),
                 }
-                spans.extend(found);
             }
             Some((line, spans, empty))
         })
@@ -346,12 +345,13 @@ pub fn read_otel(
                 }
             };
             let line = line_at(text, offset);
-            for item in &record {
-                let found = otel::spans(item, line, &mut order);
-                if found.is_empty() {
-                    notes.skip("no_spans", name, line, NO_SPANS.into(), || item.to_string());
+            for item in record {
+                match otel::spans(item, line, &mut order) {
+                    Ok(found) => spans.extend(found),
+                    Err(item) => {
+                        notes.skip("no_spans", name, line, NO_SPANS.into(), || item.to_string());
+                    }
                 }
-                spans.extend(found);
             }
         }
     }

@@ -125,57 +125,103 @@ pub struct Span {
     from_log: bool,
 }
 
-/// The spans in one OTLP record (a batch, `{"spans": [...]}`, or a span).
-pub fn spans(record: &Value, line: u64, order: &mut usize) -> Vec<Span> {
-    let mut out = Vec::new();
-    let mut push = |v: &Value, out: &mut Vec<Span>| {
-        if let Some(s) = read_span(v, line, *order) {
-            *order += 1;
-            out.push(s);
-        }
+/// The spans in one OTLP record (a batch, `{"spans": [...]}`, or a span), taken apart; the
+/// record itself when it holds none (for the rejects file).
+///
+/// # Errors
+/// The record, untouched, when it holds no span or log record.
+pub fn spans(record: Value, line: u64, order: &mut usize) -> Result<Vec<Span>, Value> {
+    let Value::Object(mut doc) = record else {
+        return Err(record);
     };
-    if let Some(resources) = record.get("resourceSpans").and_then(Value::as_array) {
-        for r in resources {
-            for key in ["scopeSpans", "instrumentationLibrarySpans"] {
-                for scope in r.get(key).and_then(Value::as_array).into_iter().flatten() {
-                    for s in scope
-                        .get("spans")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        push(s, &mut out);
-                    }
-                }
-            }
-        }
-    } else if let Some(resources) = record.get("resourceLogs").and_then(Value::as_array) {
-        for r in resources {
-            for key in ["scopeLogs", "instrumentationLibraryLogs"] {
-                for scope in r.get(key).and_then(Value::as_array).into_iter().flatten() {
-                    for l in scope
-                        .get("logRecords")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        if let Some(s) = read_log(l, line, *order) {
-                            *order += 1;
-                            out.push(s);
-                        }
-                    }
-                }
-            }
-        }
-    } else if let Some(list) = record.get("spans").and_then(Value::as_array) {
-        for s in list {
-            push(s, &mut out);
-        }
-    } else if record.get("traceId").is_some()
-        || record.get("spanId").is_some()
-        || record.get("trace_id").is_some()
+    // Span lists, log lists, or the span the record is, each as the list it holds.
+    let mut one: Vec<Value> = Vec::new();
+    let lists: Vec<(bool, &mut Vec<Value>)>;
+    if doc.contains_key("resourceSpans") || doc.contains_key("resourceLogs") {
+        lists = nested(&mut doc);
+    } else if matches!(doc.get("spans"), Some(Value::Array(_))) {
+        lists = match doc.get_mut("spans") {
+            Some(Value::Array(list)) => vec![(false, list)],
+            _ => Vec::new(),
+        };
+    } else if doc.contains_key("traceId")
+        || doc.contains_key("spanId")
+        || doc.contains_key("trace_id")
     {
-        push(record, &mut out);
+        one.push(Value::Object(std::mem::take(&mut doc)));
+        lists = vec![(false, &mut one)];
+    } else {
+        lists = Vec::new();
     }
-    out
+    if !lists.iter().any(|(_, l)| l.iter().any(Value::is_object)) {
+        drop(lists);
+        if one.is_empty() {
+            return Err(Value::Object(doc));
+        }
+        return Err(one.swap_remove(0));
+    }
+    let mut out = Vec::new();
+    for (logs, list) in lists {
+        for v in std::mem::take(list) {
+            let read = if logs {
+                read_log(v, line, *order)
+            } else {
+                read_span(v, line, *order)
+            };
+            if let Some(s) = read {
+                *order += 1;
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The span lists (`false`) and log record lists (`true`) inside `resourceSpans` and
+/// `resourceLogs`, in order.
+fn nested(doc: &mut Map<String, Value>) -> Vec<(bool, &mut Vec<Value>)> {
+    let mut lists = Vec::new();
+    // A document holds spans or logs: spans when it says so.
+    let (top, scopes, items, logs) = if doc.contains_key("resourceSpans") {
+        (
+            "resourceSpans",
+            ["scopeSpans", "instrumentationLibrarySpans"],
+            "spans",
+            false,
+        )
+    } else {
+        (
+            "resourceLogs",
+            ["scopeLogs", "instrumentationLibraryLogs"],
+            "logRecords",
+            true,
+        )
+    };
+    let Some(Value::Array(resources)) = doc.get_mut(top) else {
+        return lists;
+    };
+    for r in resources {
+        let Value::Object(r) = r else { continue };
+        // Both scope keys of a resource, in this order.
+        let (a, b) = r.iter_mut().fold((None, None), |(a, b), (k, v)| {
+            if k == scopes[0] {
+                (Some(v), b)
+            } else if k == scopes[1] {
+                (a, Some(v))
+            } else {
+                (a, b)
+            }
+        });
+        for scope_list in [a, b].into_iter().flatten() {
+            let Value::Array(scope_list) = scope_list else {
+                continue;
+            };
+            for scope in scope_list {
+                if let Some(Value::Array(list)) = scope.get_mut(items) {
+                    lists.push((logs, list));
+                }
+            }
+        }
+    }
+    lists
 }

@@ -5,66 +5,75 @@ use super::Span;
 use super::indexed::fold_indexed;
 use serde_json::{Map, Value};
 
-fn any_value(v: &Value) -> Value {
-    let Some(obj) = v.as_object() else {
-        return v.clone();
+/// An OTLP `AnyValue` as the value it holds (a JSON text in a string, parsed), taken apart
+/// rather than copied.
+fn any_value(v: Value) -> Value {
+    let Value::Object(mut obj) = v else {
+        return v;
     };
-    if let Some(s) = obj.get("stringValue").and_then(Value::as_str) {
+    if let Some(Value::String(s)) = obj.get("stringValue") {
         let t = s.trim_start();
         if (t.starts_with('{') || t.starts_with('['))
             && let Ok(parsed) = serde_json::from_str(s)
         {
             return parsed;
         }
-        return Value::String(s.to_owned());
+        return obj.swap_remove("stringValue").unwrap_or(Value::Null);
     }
-    if let Some(i) = obj.get("intValue") {
+    if let Some(i) = obj.swap_remove("intValue") {
         return match i {
-            Value::String(s) => s.parse::<i64>().map_or_else(|_| i.clone(), Value::from),
-            other => other.clone(),
+            Value::String(s) => s.parse::<i64>().map_or(Value::String(s), Value::from),
+            other => other,
         };
     }
-    if let Some(d) = obj.get("doubleValue") {
-        return d.clone();
+    for key in ["doubleValue", "boolValue"] {
+        if let Some(v) = obj.swap_remove(key) {
+            return v;
+        }
     }
-    if let Some(b) = obj.get("boolValue") {
-        return b.clone();
-    }
-    if let Some(a) = obj.get("arrayValue") {
-        let values = a
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|vs| vs.iter().map(any_value).collect())
-            .unwrap_or_default();
+    if let Some(mut a) = obj.swap_remove("arrayValue") {
+        let values = match a.get_mut("values").map(Value::take) {
+            Some(Value::Array(vs)) => vs.into_iter().map(any_value).collect(),
+            _ => Vec::new(),
+        };
         return Value::Array(values);
     }
-    if let Some(kv) = obj.get("kvlistValue") {
-        return Value::Object(attributes(kv.get("values").unwrap_or(&Value::Null)));
+    if let Some(mut kv) = obj.swap_remove("kvlistValue") {
+        return Value::Object(attributes(
+            kv.get_mut("values").map_or(Value::Null, Value::take),
+        ));
     }
-    v.clone()
+    Value::Object(obj)
 }
 
-pub(super) fn attributes(v: &Value) -> Map<String, Value> {
+/// An attribute list (`[{key, value}]`) or map as a map of plain values, taken apart.
+pub(super) fn attributes(v: Value) -> Map<String, Value> {
     match v {
         Value::Array(list) => list
-            .iter()
+            .into_iter()
             .filter_map(|kv| {
+                let Value::Object(mut kv) = kv else {
+                    return None;
+                };
+                let Some(Value::String(key)) = kv.swap_remove("key") else {
+                    return None;
+                };
                 Some((
-                    kv.get("key")?.as_str()?.to_owned(),
-                    any_value(kv.get("value").unwrap_or(&Value::Null)),
+                    key,
+                    any_value(kv.swap_remove("value").unwrap_or(Value::Null)),
                 ))
             })
             .collect(),
         Value::Object(map) => map
-            .iter()
+            .into_iter()
             .map(|(k, v)| {
                 let v = match v {
                     Value::String(s) if s.trim_start().starts_with(['{', '[']) => {
-                        serde_json::from_str(s).unwrap_or_else(|_| v.clone())
+                        serde_json::from_str(&s).unwrap_or(Value::String(s))
                     }
-                    other => other.clone(),
+                    other => other,
                 };
-                (k.clone(), v)
+                (k, v)
             })
             .collect(),
         _ => Map::new(),
@@ -92,8 +101,10 @@ fn nanos(v: &Value) -> Option<u64> {
     }
 }
 
-pub(super) fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
-    let obj = v.as_object()?;
+pub(super) fn read_span(v: Value, line: u64, order: usize) -> Option<Span> {
+    let Value::Object(mut obj) = v else {
+        return None;
+    };
     let start = ["startTimeUnixNano", "start_time_unix_nano"]
         .iter()
         .find_map(|k| obj.get(*k).and_then(nanos))
@@ -104,25 +115,20 @@ pub(super) fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
                 .map(|ms| ms * 1_000_000)
         })
         .unwrap_or(0);
-    let events = obj
-        .get("events")
-        .and_then(Value::as_array)
-        .map(|evs| {
-            evs.iter()
-                .map(|e| {
-                    let name = e
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned();
-                    (
-                        name,
-                        attributes(e.get("attributes").unwrap_or(&Value::Null)),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let events = match obj.swap_remove("events") {
+        Some(Value::Array(evs)) => evs
+            .into_iter()
+            .map(|mut e| {
+                let name = match e.get_mut("name").map(Value::take) {
+                    Some(Value::String(n)) => n,
+                    _ => String::new(),
+                };
+                let attrs = attributes(e.get_mut("attributes").map_or(Value::Null, Value::take));
+                (name, attrs)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let status_error = obj
         .get("status")
         .and_then(|s| s.get("code"))
@@ -138,14 +144,14 @@ pub(super) fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
         .map(str::to_owned);
-    let mut attrs = attributes(obj.get("attributes").unwrap_or(&Value::Null));
+    let mut attrs = attributes(obj.swap_remove("attributes").unwrap_or(Value::Null));
     fold_indexed(&mut attrs);
     Some(Span {
         line,
         order,
-        trace: text_field(obj, &["traceId", "trace_id"]),
-        id: text_field(obj, &["spanId", "span_id"]),
-        name: text_field(obj, &["name"]),
+        trace: text_field(&obj, &["traceId", "trace_id"]),
+        id: text_field(&obj, &["spanId", "span_id"]),
+        name: text_field(&obj, &["name"]),
         start,
         attrs,
         events,
@@ -157,17 +163,19 @@ pub(super) fn read_span(v: &Value, line: u64, order: usize) -> Option<Span> {
 
 /// One OTLP log record as a span-like record: its attributes, and its body's fields when the
 /// body is a map (the older event shape carries content there), keyed by its trace and span.
-pub(super) fn read_log(v: &Value, line: u64, order: usize) -> Option<Span> {
-    let obj = v.as_object()?;
+pub(super) fn read_log(v: Value, line: u64, order: usize) -> Option<Span> {
+    let Value::Object(mut obj) = v else {
+        return None;
+    };
     let start = ["timeUnixNano", "observedTimeUnixNano"]
         .iter()
         .find_map(|k| obj.get(*k).and_then(nanos).filter(|n| *n > 0))
         .unwrap_or(0);
-    let mut attrs = attributes(obj.get("attributes").unwrap_or(&Value::Null));
-    let event = text_field(obj, &["eventName"])
+    let mut attrs = attributes(obj.swap_remove("attributes").unwrap_or(Value::Null));
+    let event = text_field(&obj, &["eventName"])
         .or_else(|| text_field(&attrs, &["event.name"]))
         .unwrap_or_default();
-    if let Some(body) = obj.get("body").map(any_value) {
+    if let Some(body) = obj.swap_remove("body").map(any_value) {
         match body {
             Value::Object(fields) => {
                 // The v1.30 events: `gen_ai.user.message` {content}, `gen_ai.choice` {message}.
@@ -175,17 +183,17 @@ pub(super) fn read_log(v: &Value, line: u64, order: usize) -> Option<Span> {
                     .strip_prefix("gen_ai.")
                     .and_then(|e| e.strip_suffix(".message"));
                 if let Some(role) = role {
-                    let mut m = fields.clone();
+                    let mut m = fields;
                     m.entry("role").or_insert_with(|| Value::from(role));
                     attrs
                         .entry("gen_ai.input.messages")
                         .or_insert_with(|| Value::Array(vec![Value::Object(m)]));
-                } else if event == "gen_ai.choice"
-                    && let Some(message) = fields.get("message")
-                {
+                } else if event == "gen_ai.choice" && fields.contains_key("message") {
+                    let mut fields = fields;
+                    let message = fields.swap_remove("message").unwrap_or(Value::Null);
                     attrs
                         .entry("gen_ai.output.messages")
-                        .or_insert_with(|| Value::Array(vec![message.clone()]));
+                        .or_insert_with(|| Value::Array(vec![message]));
                 } else {
                     for (k, v) in fields {
                         attrs.entry(k).or_insert(v);
@@ -201,8 +209,8 @@ pub(super) fn read_log(v: &Value, line: u64, order: usize) -> Option<Span> {
     Some(Span {
         line,
         order,
-        trace: text_field(obj, &["traceId", "trace_id"]),
-        id: text_field(obj, &["spanId", "span_id"]),
+        trace: text_field(&obj, &["traceId", "trace_id"]),
+        id: text_field(&obj, &["spanId", "span_id"]),
         name: Some(event),
         start,
         attrs,

@@ -41,7 +41,7 @@ fn the_reference_example_and_the_parts_form() {
         ]),
     ]}]}]});
     let mut order = 0;
-    let convs = group(spans(&batch, 1, &mut order));
+    let convs = group(spans(batch.clone(), 1, &mut order).unwrap());
     assert_eq!(convs.len(), 1);
     let row = to_row(&convs[0], &OtelFields::default()).unwrap();
     assert_eq!(row["prompt"], "Refund A1001 please");
@@ -72,7 +72,7 @@ fn the_reference_example_and_the_parts_form() {
         "gen_ai.input.messages": r#"[{"role": "user", "parts": [{"type": "text", "content": "Where is A2?"}]}]"#,
         "gen_ai.output.messages": r#"[{"role": "assistant", "parts": [{"type": "text", "content": "It ships today."}]}]"#},
         "events": [{"name": "gen_ai.evaluation.result", "attributes": {"gen_ai.evaluation.score.value": 0.0, "gen_ai.evaluation.explanation": "wrong order"}}]}]});
-    let convs = group(spans(&parts, 1, &mut order));
+    let convs = group(spans(parts.clone(), 1, &mut order).unwrap());
     let row = to_row(&convs[0], &OtelFields::default()).unwrap();
     assert_eq!(
         (row["prompt"].clone(), row["final_text"].clone()),
@@ -98,7 +98,7 @@ fn out_of_order_spans_and_traces_joined_by_conversation() {
         s("tA", 20, json!({"gen_ai.output.messages": r#"[{"role": "assistant", "content": "first answer"}]"#})),
     ]});
     let mut order = 0;
-    let convs = group(spans(&record, 3, &mut order));
+    let convs = group(spans(record.clone(), 3, &mut order).unwrap());
     assert_eq!(convs.len(), 1, "both traces carry conversation c1");
     let row = to_row(&convs[0], &OtelFields::default()).unwrap();
     assert_eq!(row["prompt"], "hello");
@@ -128,7 +128,7 @@ fn calls_inside_messages_become_steps_once() {
             "gen_ai.tool.definitions": r#"[{"type": "function", "name": "search"}]"#}},
     ]});
     let mut order = 0;
-    let convs = group(spans(&record, 1, &mut order));
+    let convs = group(spans(record.clone(), 1, &mut order).unwrap());
     let row = to_row(&convs[0], &OtelFields::default()).unwrap();
     assert_eq!(
         row["steps"],
