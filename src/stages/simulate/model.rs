@@ -913,18 +913,20 @@ impl Agent for ModelAgent {
         // As they finish, not in order: a slow rollout holds no slot of the others'. The
         // trajectories go back in the jobs' order.
         let work = |tx: std::sync::mpsc::Sender<usize>| async move {
-            let mut played: Vec<Option<Trajectory>> = (0..n).map(|_| None).collect();
+            // Every rollout is let finish (a stop keeps the replies already paid for in the
+            // cache), and the first error in job order is the one told.
+            let mut played: Vec<Option<Result<Trajectory>>> = (0..n).map(|_| None).collect();
             let mut stream = futures::stream::iter(rollouts).buffer_unordered(width);
             let mut done = 0;
             while let Some((i, t)) = stream.next().await {
-                played[i] = Some(t?);
+                played[i] = Some(t);
                 done += 1;
                 if done < n {
                     // A watcher gone is no reason to stop.
                     let _ = tx.send(done);
                 }
             }
-            Ok(played.into_iter().flatten().collect::<Vec<_>>())
+            played.into_iter().flatten().collect::<Result<Vec<_>>>()
         };
         crate::models::block_on_watched(&this.runtime, work, finished)?
     }

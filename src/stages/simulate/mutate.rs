@@ -1,8 +1,8 @@
 //! Failure mutation: an ask whose row the in-loop grader failed is changed into a new ask that
 //! presses on the same weakness. A mutator changes what the ask says (cuts it short, takes its
 //! specifics away, contradicts it, corrects it), or how it arrives (reordered, as a list, quoted,
-//! as JSON, run together, with a typo). The situation (the cell, its world and its fault plan)
-//! stays the parent's, so the new ask meets the failure's conditions again.
+//! as JSON, run together, with a typo). The cell and its world state stay the parent's; the fault
+//! plan is drawn for the new ask as for any ask of the cell.
 
 use std::sync::LazyLock;
 
