@@ -230,7 +230,22 @@ impl Model {
     /// [`CallError::Failed`] for this call, [`CallError::Stop`] for the run.
     pub async fn chat(&self, req: &ChatRequest, sample: u32) -> Result<Answer, CallError> {
         let body = self.chat_body(req);
-        let (bytes, cached, latency) = self.call(&self.spec.chat_url(), &body, sample).await?;
+        let (bytes, cached, latency) = self
+            .call(&self.spec.chat_url(), &body, sample, true)
+            .await?;
+        self.answer(&bytes, cached, latency)
+    }
+
+    /// [`Model::chat`] for a request [`Model::cached_chats`] found no reply to: sent without
+    /// looking in the cache again (the reply is stored as always).
+    ///
+    /// # Errors
+    /// As [`Model::chat`].
+    pub async fn chat_missed(&self, req: &ChatRequest, sample: u32) -> Result<Answer, CallError> {
+        let body = self.chat_body(req);
+        let (bytes, cached, latency) = self
+            .call(&self.spec.chat_url(), &body, sample, false)
+            .await?;
         self.answer(&bytes, cached, latency)
     }
 
@@ -325,7 +340,9 @@ impl Model {
             ))));
         }
         let body = json!({"model": self.spec.model, "input": texts});
-        let (bytes, _, _) = self.call(&self.spec.embeddings_url(), &body, 0).await?;
+        let (bytes, _, _) = self
+            .call(&self.spec.embeddings_url(), &body, 0, true)
+            .await?;
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
             CallError::Failed(format!("{}: the reply is not JSON ({e})", self.spec.host()))
         })?;
@@ -333,17 +350,20 @@ impl Model {
             .map_err(|m| CallError::Failed(format!("{}: {m}", self.spec.host())))
     }
 
-    /// The reply body to `body` at `url`: from the cache, or from the server (then stored).
+    /// The reply body to `body` at `url`: from the cache (unless `look` is false: the caller
+    /// looked already), or from the server (then stored).
     async fn call(
         &self,
         url: &str,
         body: &Value,
         sample: u32,
+        look: bool,
     ) -> Result<(Vec<u8>, bool, Duration), CallError> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| CallError::Stop(Error::Internal(format!("a request body: {e}"))))?;
         let key = self.key_of(url, &bytes, sample);
-        if let Some(c) = &self.cache
+        if look
+            && let Some(c) = &self.cache
             && let Some(hit) = c.get(&key).map_err(CallError::Stop)?
         {
             self.counters.cached.fetch_add(1, Ordering::Relaxed);

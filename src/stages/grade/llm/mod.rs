@@ -136,8 +136,8 @@ impl LlmJudge {
         ]
     }
 
-    /// One row's verdict; `Err` stops the run. `first`: the answer to the first ask when it is
-    /// known already (from the cache).
+    /// One row's verdict; `Err` stops the run. `first`: the answer to the first ask when the
+    /// cache held it (the cache was asked for every row before: a `None` is a miss).
     async fn grade(&self, user: String, first: Option<Answer>) -> Result<Verdict> {
         let mut messages = self.first_ask(user);
         let mut spent = Spent::default();
@@ -145,7 +145,7 @@ impl LlmJudge {
         for attempt in 0..2 {
             let answer = match first.take() {
                 Some(a) => a,
-                None => match self.model.chat(&self.request(messages.clone()), 0).await {
+                None => match self.ask(&messages, attempt).await {
                     Ok(a) => a,
                     Err(CallError::Failed(m)) => {
                         spent.cached = false;
@@ -164,6 +164,17 @@ impl LlmJudge {
             messages.push(Message::new("user", prompt::REPAIR));
         }
         Err(Error::Internal("a judge reply was never read".into()))
+    }
+
+    /// Asks `messages`; the first ask goes out without a second look in the cache ([`Judge::judge`]
+    /// looked for every row's already).
+    async fn ask(&self, messages: &[Message], attempt: u32) -> Result<Answer, CallError> {
+        let req = self.request(messages.to_vec());
+        if attempt == 0 {
+            self.model.chat_missed(&req, 0).await
+        } else {
+            self.model.chat(&req, 0).await
+        }
     }
 
     /// The verdict of a row whose first answer `a` was in the cache and settles it (a score
