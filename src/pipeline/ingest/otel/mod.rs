@@ -181,8 +181,8 @@ pub fn spans(record: Value, line: u64, order: &mut usize) -> Result<Vec<Span>, V
 /// `resourceLogs`, in order.
 fn nested(doc: &mut Map<String, Value>) -> Vec<(bool, &mut Vec<Value>)> {
     let mut lists = Vec::new();
-    // A document holds spans or logs: spans when it says so.
-    let (top, scopes, items, logs) = if doc.contains_key("resourceSpans") {
+    // A document holds spans or logs: spans when it has a list of them.
+    let (top, scopes, items, logs) = if matches!(doc.get("resourceSpans"), Some(Value::Array(_))) {
         (
             "resourceSpans",
             ["scopeSpans", "instrumentationLibrarySpans"],

@@ -182,3 +182,20 @@ fn indexed_attributes_fold_into_messages() {
     assert!(!attrs.keys().any(|k| k.starts_with("gen_ai.prompt.")));
     assert_eq!(attrs["gen_ai.system"], "openai");
 }
+
+#[test]
+fn a_document_whose_resource_spans_is_no_list_is_read_for_its_logs() {
+    // `resourceSpans: null` beside real log records: the logs are read, as before the reader
+    // took documents apart in place.
+    let doc = json!({"resourceSpans": null, "resourceLogs": [{"scopeLogs": [{"logRecords": [
+        {"traceId": "t9", "spanId": "s1", "timeUnixNano": "5",
+         "attributes": [kv("event.name", json!("gen_ai.user.message"))],
+         "body": {"stringValue": "hello"}}
+    ]}]}]});
+    let mut order = 0;
+    let got = spans(doc, 1, &mut order).unwrap();
+    assert_eq!(got.len(), 1);
+    // And one with neither list is handed back whole, for the rejects file.
+    let none = json!({"resourceSpans": "x"});
+    assert_eq!(spans(none.clone(), 1, &mut order).unwrap_err(), none);
+}
