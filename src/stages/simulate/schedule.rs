@@ -84,6 +84,8 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
     for run in 0..opts.runs {
         let mut r = Run::new(opts, &setup, &writer, run, first_run.as_ref());
         let run_started = Instant::now();
+        // The progress line's resumed count is this run's, as its rows are.
+        let resumed_before = report.resumed;
         let stopped = loop {
             let mut wave: Vec<Slot> = std::mem::take(&mut r.alloc.retry);
             let mut budget_left = r.alloc.room.saturating_sub(wave.len() as u64);
@@ -99,7 +101,14 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             }
             // Within the wave, a line every 10 finished rollouts or 10 s (a model agent's wave
             // can take minutes).
-            let at = progress_at(run, &r, opts, &report, (started, run_started));
+            let at = progress_at(
+                run,
+                &r,
+                opts,
+                &report,
+                resumed_before,
+                (started, run_started),
+            );
             let mut said = (0, Instant::now());
             let mut finished = |done: usize| {
                 if done >= said.0 + PROGRESS_EVERY || said.1.elapsed() >= PROGRESS_EVERY_S {
@@ -127,7 +136,14 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             if let Some(why) = r.alloc.dead() {
                 break why;
             }
-            progress(&progress_at(run, &r, opts, &report, (started, run_started)));
+            progress(&progress_at(
+                run,
+                &r,
+                opts,
+                &report,
+                resumed_before,
+                (started, run_started),
+            ));
         };
         r.alloc.close(&mut report);
         report.rows += r.alloc.rows;
@@ -145,13 +161,14 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
     Ok(report)
 }
 
-/// Where run `run` stands, landed waves only, its line written; `clocks` are the start of the
-/// whole job and of this run.
+/// Where run `run` stands, landed waves only, its line written; `resumed_before` is the job's
+/// resumed count when the run started, `clocks` the start of the whole job and of this run.
 fn progress_at(
     run: u32,
     r: &Run<'_>,
     opts: &Options,
     report: &Report,
+    resumed_before: u64,
     clocks: (Instant, Instant),
 ) -> Progress {
     Progress {
@@ -159,7 +176,7 @@ fn progress_at(
         runs: opts.runs,
         rows: r.alloc.rows,
         cap: opts.budget,
-        resumed: report.resumed,
+        resumed: report.resumed - resumed_before,
         situations: r.situations.len() as u64,
         lost: r.alloc.lost,
         lost_by: report.lost.clone(),
@@ -313,6 +330,42 @@ mod tests {
     }
 
     #[test]
+    fn each_run_of_a_resumed_job_counts_its_own_resumed_rows() {
+        let mut opts = demo_options(30);
+        opts.runs = 2;
+        let (report, lines, _) = play(&opts, Vec::new());
+        let run_of = |l: &String| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["lineage"]["eval_run"].as_i64()
+        };
+        // Every row of run 0 and 4 of run 1 survive the kill.
+        let zero = lines.iter().filter(|l| run_of(l) == Some(0)).count();
+        let mut kept: Vec<&String> = lines.iter().filter(|l| run_of(l) == Some(0)).collect();
+        kept.extend(lines.iter().filter(|l| run_of(l) == Some(1)).take(4));
+        let kept: Vec<Record> = kept
+            .iter()
+            .map(|l| decode_line(l.as_bytes()).unwrap())
+            .collect();
+        let mut agent = SeededAgent::new(0.3, &[]).unwrap();
+        let mut seen: Vec<(u32, u64, String)> = Vec::new();
+        let inputs = Inputs {
+            agent: &mut agent,
+            resumed: kept,
+            land: Box::new(|_, _| Ok(())),
+            progress: Box::new(|p| seen.push((p.run, p.resumed, p.line.clone()))),
+            writer: None,
+            steer: None,
+        };
+        let again = simulate(&opts, inputs).unwrap();
+        assert_eq!((again.resumed, again.rows), (zero as u64 + 4, report.rows));
+        let last = |run: u32| seen.iter().rev().find(|s| s.0 == run).unwrap().clone();
+        assert_eq!(last(0).1, zero as u64);
+        let (_, one, line) = last(1);
+        assert_eq!(one, 4, "{line}");
+        assert!(line.contains("(4 resumed)"), "{line}");
+    }
+
+    #[test]
     fn rows_from_other_settings_do_not_resume() {
         let opts = demo_options(20);
         let (_, lines, _) = play(&opts, Vec::new());
@@ -344,10 +397,11 @@ mod tests {
             let v: Value = serde_json::from_str(l).unwrap();
             (
                 v["prompt"].as_str().unwrap().to_owned(),
-                v["eval_run"].as_i64(),
+                v["lineage"]["eval_run"].as_i64(),
             )
         };
         let rows: Vec<(String, Option<i64>)> = lines.iter().map(prompt).collect();
+        assert!(rows.iter().any(|r| r.1 == Some(1)), "run 1 landed rows");
         let first: HashSet<&String> = rows
             .iter()
             .filter(|r| r.1 == Some(0))
