@@ -86,10 +86,6 @@ fn grade_llm(b: Bencher) {
             "--no-tools",
             "--concurrency",
             "64",
-            // No one answers the agent's reply: two turns a rollout, whatever the person would
-            // say.
-            "--user-model",
-            "none",
             "--no-cache",
             "-o",
             path(&d.out),
