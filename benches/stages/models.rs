@@ -7,9 +7,9 @@
 //! - `models/call/cache=on|off`: one chat call at a time to a server with no latency: the wall
 //!   time per call, an upper bound on the client's CPU per call (target under 200 µs);
 //! - `models/simulate_model/rollouts=10k/concurrency=64/WAVE` (the default wave, 256, and 1024):
-//!   `wai simulate --agent endpoint:` on the
-//!   demo world at 20 ms per call, no cache, no simulated person (`--user-model none`); each
-//!   rollout is two turns (a tool call, then the reply), so the latency bound is 10k × 2 × 0.02 s / 64 = 6.25 s (target within 1.25× of it).
+//!   `wai simulate --agent endpoint:` on the demo world at 20 ms per call, no cache, no simulated
+//!   person (`--user-model none`); each rollout is two turns (a tool call, then the reply), so the
+//!   latency bound is 10k × 2 × 0.02 s / 64 = 6.25 s (target within 1.25× of it).
 
 use std::path::PathBuf;
 use std::sync::LazyLock;

@@ -23,9 +23,8 @@
 //!   the Wilson bound is too tight (Brown, Cai and DasGupta 2001, §4.1.1, whose "modified
 //!   Wilson" this follows, one count tighter): with `x = p̂·n_eff` effective successes in
 //!   (0, x*), x* = 2 under 50 effective tasks and 3 from 50, the lower bound is the smaller of
-//!   Wilson's and Garwood's
-//!   Poisson bound `G⁻¹((1 − level)/2; x)/n_eff` (G the Gamma(x, 1) distribution), and the same
-//!   for failures at the upper end. This is what covers pass@k near 1 and pass^k near 0, where
+//!   Wilson's and Garwood's Poisson bound `G⁻¹((1 − level)/2; x)/n_eff` (G the Gamma(x, 1)
+//!   distribution), and the same for failures at the upper end. This is what covers pass@k near 1 and pass^k near 0, where
 //!   one or two tasks in hundreds fail.
 //! - [`Method::T`]: `mean ± t(n−1) · s/√n`, with `s` the sample sd (divisor n − 1), clipped to
 //!   the values' range (`[0, 1]`, or `[−1, 1]` for differences of such values).

@@ -83,9 +83,12 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
     let mut first_run: Option<(Vec<Pinned>, u32)> = None;
     for run in 0..opts.runs {
         let mut r = Run::new(opts, &setup, &writer, run, first_run.as_ref());
-        let run_started = Instant::now();
         // The progress line's resumed count is this run's, as its rows are.
-        let resumed_before = report.resumed;
+        let since = Since {
+            job: started,
+            run: Instant::now(),
+            resumed: report.resumed,
+        };
         let stopped = loop {
             let mut wave: Vec<Slot> = std::mem::take(&mut r.alloc.retry);
             let mut budget_left = r.alloc.room.saturating_sub(wave.len() as u64);
@@ -101,19 +104,12 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             }
             // Within the wave, a line every 10 finished rollouts or 10 s (a model agent's wave
             // can take minutes).
-            let at = progress_at(
-                run,
-                &r,
-                opts,
-                &report,
-                resumed_before,
-                (started, run_started),
-            );
+            let at = progress_at(run, &r, opts, &report, since);
             let mut said = (0, Instant::now());
             let mut finished = |done: usize| {
                 if done >= said.0 + PROGRESS_EVERY || said.1.elapsed() >= PROGRESS_EVERY_S {
                     said = (done, Instant::now());
-                    progress(&at.clone().played(done as u64, (started, run_started)));
+                    progress(&at.clone().played(done as u64, (since.job, since.run)));
                 }
             };
             let (records, fresh) = r.play(
@@ -136,14 +132,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             if let Some(why) = r.alloc.dead() {
                 break why;
             }
-            progress(&progress_at(
-                run,
-                &r,
-                opts,
-                &report,
-                resumed_before,
-                (started, run_started),
-            ));
+            progress(&progress_at(run, &r, opts, &report, since));
         };
         r.alloc.close(&mut report);
         report.rows += r.alloc.rows;
@@ -161,28 +150,29 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
     Ok(report)
 }
 
-/// Where run `run` stands, landed waves only, its line written; `resumed_before` is the job's
-/// resumed count when the run started, `clocks` the start of the whole job and of this run.
-fn progress_at(
-    run: u32,
-    r: &Run<'_>,
-    opts: &Options,
-    report: &Report,
-    resumed_before: u64,
-    clocks: (Instant, Instant),
-) -> Progress {
+/// Where a run's progress counts from: the start of the whole job and of this run, and the
+/// job's resumed rows when the run started.
+#[derive(Debug, Clone, Copy)]
+struct Since {
+    job: Instant,
+    run: Instant,
+    resumed: u64,
+}
+
+/// Where run `run` stands, landed waves only, its line written.
+fn progress_at(run: u32, r: &Run<'_>, opts: &Options, report: &Report, since: Since) -> Progress {
     Progress {
         run,
         runs: opts.runs,
         rows: r.alloc.rows,
         cap: opts.budget,
-        resumed: report.resumed - resumed_before,
+        resumed: report.resumed - since.resumed,
         situations: r.situations.len() as u64,
         lost: r.alloc.lost,
         lost_by: report.lost.clone(),
         rerolled: report.rerolled,
-        elapsed_s: clocks.0.elapsed().as_secs_f64(),
-        run_elapsed_s: clocks.1.elapsed().as_secs_f64(),
+        elapsed_s: since.job.elapsed().as_secs_f64(),
+        run_elapsed_s: since.run.elapsed().as_secs_f64(),
         left_s: None,
         line: String::new(),
     }
