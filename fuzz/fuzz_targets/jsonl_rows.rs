@@ -1,9 +1,11 @@
 //! The JSONL row reader (`wai::pipeline::io::read_jsonl`) on any bytes: rows or an error naming
-//! the file, line and field, with bad lines failing the read and set aside alike.
+//! the file, line and field, with bad lines failing the read and set aside alike; and each
+//! line decoded alike by the fast parser (sonic-rs) and by serde_json alone.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use wai::pipeline::io::{Identity, OnBadRow, ReadCounts, read_jsonl};
+use wai::pipeline::row::{decode_text, decode_text_serde};
 
 const NAME: &str = "fuzz.jsonl";
 
@@ -25,5 +27,8 @@ fuzz_target!(|data: &[u8]| {
             },
         );
         wai_fuzz::check(&result, NAME);
+    }
+    for line in data.split(|b| *b == b'\n') {
+        assert_eq!(decode_text(line), decode_text_serde(line));
     }
 });

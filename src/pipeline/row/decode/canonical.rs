@@ -7,6 +7,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::FieldError;
+use super::json::{Json, Members, Node};
 
 /// JSON equality as Python's `==` sees parsed JSON: numbers by value (`1 == 1.0`), objects
 /// regardless of key order.
@@ -26,18 +27,18 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 }
 
 /// What a JSON value is, for messages: `null`, `a number`, `an object`, ...
-pub fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+pub fn kind<J: Json>(v: &J) -> &'static str {
+    match v.node() {
+        Node::Null => "null",
+        Node::Bool(_) => "a boolean",
+        Node::Number(_) => "a number",
+        Node::String(_) => "a string",
+        Node::Array(_) => "an array",
+        Node::Object(_) => "an object",
     }
 }
 
-pub(super) fn expected(field: &str, what: &str, v: &Value) -> FieldError {
+pub(super) fn expected<J: Json>(field: &str, what: &str, v: &J) -> FieldError {
     FieldError::at(field, format!("expected {what}, found {}", kind(v)))
 }
 
@@ -54,29 +55,29 @@ pub fn prompt_task_id(prompt: &str) -> String {
 
 /// Compact JSON text with object keys sorted at every depth: one text per value, whatever order
 /// or shape the value arrived in.
-pub fn canonical_json(v: &Value) -> String {
+pub fn canonical_json<J: Json>(v: &J) -> String {
     let mut out = String::new();
     write_canonical(v, &mut out);
     out
 }
 
-pub(super) fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+pub(super) fn write_canonical<J: Json>(v: &J, out: &mut String) {
+    match v.node() {
+        Node::Object(map) => {
+            let mut members: Vec<(&str, &J)> = map.members().collect();
+            members.sort_by(|a, b| a.0.cmp(b.0));
             out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            for (i, (k, v)) in members.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
+                out.push_str(&serde_json::to_string(k).unwrap_or_default());
                 out.push(':');
-                write_canonical(&map[k], out);
+                write_canonical(v, out);
             }
             out.push('}');
         }
-        Value::Array(items) => {
+        Node::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -86,14 +87,14 @@ pub(super) fn write_canonical(v: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        other => out.push_str(&other.to_string()),
+        _ => out.push_str(&v.text()),
     }
 }
 
 /// Canonical arguments text. A JSON string holding JSON (the OpenAI wire shape) is parsed first;
 /// the second value says whether rendering the text back gives the input unchanged.
-pub(super) fn canonical_arguments(v: &Value) -> (String, bool) {
-    if let Value::String(s) = v
+pub(super) fn canonical_arguments<J: Json>(v: &J) -> (String, bool) {
+    if let Some(s) = v.as_str()
         && let Ok(parsed) = serde_json::from_str::<Value>(s)
         && parsed.is_object()
     {

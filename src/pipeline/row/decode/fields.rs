@@ -4,35 +4,36 @@
 use serde_json::{Map, Value};
 
 use super::canonical::expected;
+use super::json::{Json, Members, Node};
 use super::{AXES, FieldError, Res};
 
 /// A grouping key: null and `""` fall through to the next source; numbers are ids as text (the
 /// reference also lets `0` fall through, which merges task 0 of a benchmark with prompt-less rows).
-pub(super) fn key_text(field: &str, v: &Value) -> Res<Option<String>> {
-    Ok(match v {
-        Value::Null => None,
-        Value::String(s) if s.is_empty() => None,
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        other => return Err(expected(field, "a string or a number", other)),
+pub(super) fn key_text<J: Json>(field: &str, v: &J) -> Res<Option<String>> {
+    Ok(match v.node() {
+        Node::Null => None,
+        Node::String("") => None,
+        Node::String(s) => Some(s.to_owned()),
+        Node::Number(n) => Some(n.to_string()),
+        _ => return Err(expected(field, "a string or a number", v)),
     })
 }
 
-pub(super) fn string(field: &str, v: &Value) -> Res<Option<String>> {
-    match v {
-        Value::String(s) => Ok(Some(s.clone())),
-        other => Err(expected(field, "a string", other)),
+pub(super) fn string<J: Json>(field: &str, v: &J) -> Res<Option<String>> {
+    match v.node() {
+        Node::String(s) => Ok(Some(s.to_owned())),
+        _ => Err(expected(field, "a string", v)),
     }
 }
 
-pub(super) fn number(field: &str, v: &Value) -> Res<Option<f64>> {
-    match v {
-        Value::Number(n) => Ok(n.as_f64()),
-        other => Err(expected(field, "a number or null", other)),
+pub(super) fn number<J: Json>(field: &str, v: &J) -> Res<Option<f64>> {
+    match v.node() {
+        Node::Number(n) => Ok(n.as_f64()),
+        _ => Err(expected(field, "a number or null", v)),
     }
 }
 
-pub(super) fn int32(field: &str, v: &Value) -> Res<Option<i32>> {
+pub(super) fn int32<J: Json>(field: &str, v: &J) -> Res<Option<i32>> {
     match v.as_i64() {
         Some(i) => i32::try_from(i)
             .map(Some)
@@ -42,11 +43,11 @@ pub(super) fn int32(field: &str, v: &Value) -> Res<Option<i32>> {
 }
 
 /// A value for a `Map<Utf8, Utf8>` dimension: strings as they are, scalars as JSON text.
-pub(super) fn dim_text(v: &Value) -> Option<String> {
-    match v {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
+pub(super) fn dim_text<J: Json>(v: &J) -> Option<String> {
+    match v.node() {
+        Node::Null => None,
+        Node::String(s) => Some(s.to_owned()),
+        _ => Some(v.text()),
     }
 }
 
@@ -71,17 +72,21 @@ pub(super) fn check_share(field: &str, v: Option<f64>) -> Res<()> {
 /// `dims` as a row's fields give it: the conversation axes (top-level keys), overridden by
 /// `scenario_dimensions`, overridden by an explicit `dims` object. `None` when there are none.
 pub fn derive_dims(obj: &Map<String, Value>) -> Option<Vec<(String, String)>> {
+    dims_of(obj)
+}
+
+pub(super) fn dims_of<O: Members>(obj: &O) -> Option<Vec<(String, String)>> {
     let mut dims: Vec<(String, String)> = Vec::new();
-    for (k, v) in obj {
-        if AXES.contains(&k.as_str())
+    for (k, v) in obj.members() {
+        if AXES.contains(&k)
             && let Some(text) = dim_text(v)
         {
-            dims.push((k.clone(), text));
+            dims.push((k.to_owned(), text));
         }
     }
     for source in ["scenario_dimensions", "dims"] {
-        if let Some(Value::Object(map)) = obj.get(source) {
-            for (k, v) in map {
+        if let Some(Node::Object(map)) = obj.member(source).map(Json::node) {
+            for (k, v) in map.members() {
                 if let Some(text) = dim_text(v) {
                     set_dim(&mut dims, k, text);
                 }
@@ -93,11 +98,12 @@ pub fn derive_dims(obj: &Map<String, Value>) -> Option<Vec<(String, String)>> {
 
 /// `eval_run` as a row's fields give it: the top-level key, else `lineage.eval_run`, else 0.
 pub fn derive_eval_run(obj: &Map<String, Value>) -> i32 {
-    let from = |v: Option<&Value>| {
-        v.and_then(Value::as_i64)
-            .and_then(|i| i32::try_from(i).ok())
-    };
-    from(obj.get("eval_run"))
-        .or_else(|| from(obj.get("lineage").and_then(|l| l.get("eval_run"))))
+    eval_run_of(obj)
+}
+
+pub(super) fn eval_run_of<O: Members>(obj: &O) -> i32 {
+    let from = |v: Option<&O::Value>| v.and_then(Json::as_i64).and_then(|i| i32::try_from(i).ok());
+    from(obj.member("eval_run"))
+        .or_else(|| from(obj.member("lineage").and_then(|l| l.get("eval_run"))))
         .unwrap_or(0)
 }

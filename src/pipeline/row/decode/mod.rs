@@ -1,19 +1,21 @@
 //! JSON object → [`Record`].
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::Record;
 use crate::schema::SCHEMA_VERSION;
 
 mod canonical;
 mod fields;
+mod json;
 mod nested;
 pub mod wide;
 
 use canonical::expected;
 pub use canonical::{canonical_json, json_eq, kind, prompt_task_id};
-use fields::{check_share, int32, key_text, number, string};
+use fields::{check_share, dims_of, eval_run_of, int32, key_text, number, string};
 pub use fields::{derive_dims, derive_eval_run};
+use json::{Json, Members, Node};
 pub use nested::content_of;
 use nested::{markers, messages, steps, tools_used};
 
@@ -65,50 +67,60 @@ pub(super) type Res<T> = Result<T, FieldError>;
 
 /// Decodes one JSON row. `rollout_id` stays `None` when the row has none: the reader derives it
 /// from the rows seen before.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "callers hand their row over, as they did when it was taken apart in place"
+)]
 pub fn decode(value: Value) -> Res<Record> {
-    let Value::Object(obj) = value else {
+    decode_json(&value)
+}
+
+/// [`decode`], from either parser's value.
+fn decode_json<J: Json>(value: &J) -> Res<Record> {
+    let Node::Object(obj) = value.node() else {
         return Err(FieldError::whole(format!(
             "expected a JSON object, found {}",
-            kind(&value)
+            kind(value)
         )));
     };
-    if obj.is_empty() {
+    if obj.count() == 0 {
         return Err(FieldError::whole("empty row"));
     }
     let mut r = Record::default();
-    let mut extra = Map::new();
+    // The fields kept in `extra`, in the row's order.
+    let mut extra: Vec<(&str, &J)> = Vec::new();
     let mut scenario_key = None;
     let mut task_key = None;
-    let mut given_task_id: Option<Value> = None;
+    let mut given_task_id: Option<&J> = None;
     let mut stamped = false;
     for key in ["dims", "scenario_dimensions"] {
-        if let Some(v) = obj.get(key).filter(|v| !v.is_null() && !v.is_object()) {
+        if let Some(v) = obj.member(key).filter(|v| !v.is_null() && !v.is_object()) {
             return Err(expected(key, "an object of dimension names to values", v));
         }
     }
-    let dims = derive_dims(&obj);
-    let eval_run = derive_eval_run(&obj);
+    let dims = dims_of(obj);
+    let eval_run = eval_run_of(obj);
 
-    for (k, v) in obj {
+    for (k, v) in obj.members() {
         // Each arm either moves the value into a column (faithfully) or leaves it for `extra`.
-        let keep: bool = match k.as_str() {
+        let keep: bool = match k {
             "task_id" => {
-                task_key = key_text("task_id", &v)?;
+                task_key = key_text("task_id", v)?;
                 given_task_id = Some(v);
                 continue;
             }
             "scenario_id" => {
-                scenario_key = key_text("scenario_id", &v)?;
+                scenario_key = key_text("scenario_id", v)?;
                 true
             }
             "schema_version" => {
-                match &v {
-                    Value::String(s) if s == SCHEMA_VERSION => stamped = true,
-                    Value::String(s) if s == "0" => {}
-                    other => {
+                match v.node() {
+                    Node::String(s) if s == SCHEMA_VERSION => stamped = true,
+                    Node::String("0") => {}
+                    _ => {
                         return Err(FieldError::at(
                             "schema_version",
-                            format!("unknown schema version {other}; known: \"0\", \"1\""),
+                            format!("unknown schema version {}; known: \"0\", \"1\"", v.text()),
                         ));
                     }
                 }
@@ -116,7 +128,7 @@ pub fn decode(value: Value) -> Res<Record> {
             }
             "eval_run" => {
                 if !v.is_null() {
-                    int32("eval_run", &v)?;
+                    int32("eval_run", v)?;
                 }
                 true
             }
@@ -124,10 +136,10 @@ pub fn decode(value: Value) -> Res<Record> {
                 // An explicit null comes back as an explicit null, from `extra`.
                 true
             }
-            _ => take_column(&mut r, &k, &v)?,
+            _ => take_column(&mut r, k, v)?,
         };
         if keep {
-            extra.insert(k, v);
+            extra.push((k, v));
         }
     }
 
@@ -150,18 +162,48 @@ pub fn decode(value: Value) -> Res<Record> {
     if let Some(given) = given_task_id
         && given.as_str() != Some(r.task_id.as_str())
     {
-        extra.insert("task_id".to_owned(), given);
+        extra.push(("task_id", given));
     }
 
     r.eval_run = Some(eval_run);
     r.dims = dims;
-    r.extra = (!extra.is_empty()).then(|| Value::Object(extra).to_string());
+    r.extra = (!extra.is_empty()).then(|| object_text(&extra));
     Ok(r)
+}
+
+/// Compact JSON text of an object of these members, as `serde_json` writes one.
+fn object_text<J: Json>(members: &[(&str, &J)]) -> String {
+    let mut out = String::from("{");
+    for (i, (k, v)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(k).unwrap_or_default());
+        out.push(':');
+        out.push_str(&v.text());
+    }
+    out.push('}');
+    out
 }
 
 /// Decodes one row from its JSON text. A number no 64-bit type holds (see [`wide`]) is kept
 /// verbatim in `extra` when its field has no column, and refused, naming the field, when it has.
+///
+/// The text is parsed with `sonic-rs`; what it cannot read as `serde_json` does (see
+/// [`json::plain`]), and any text it refuses, is parsed again by `serde_json`, whose reading and
+/// messages are the rule.
 pub fn decode_text(text: &[u8]) -> Res<Record> {
+    if let Ok(v) = sonic_rs::from_slice::<sonic_rs::Value>(text)
+        && json::plain(&v, text)
+    {
+        return decode_json(&v);
+    }
+    decode_text_serde(text)
+}
+
+/// [`decode_text`] with `serde_json` alone: the reading the fast path is held to (by the tests
+/// and the `jsonl_rows` fuzz target).
+pub fn decode_text_serde(text: &[u8]) -> Res<Record> {
     let not_json = |e: serde_json::Error| FieldError::whole(format!("not valid JSON: {e}"));
     let parsed = serde_json::from_slice::<Value>(text);
     let found = match &parsed {
@@ -235,11 +277,11 @@ fn has_column(key: &str) -> bool {
 
 /// Moves field `k` of a row into its column of `r`. Returns whether the value must also be kept
 /// in `extra` (a column that cannot give it back exactly, or a field without a column).
-fn take_column(r: &mut Record, k: &str, v: &Value) -> Res<bool> {
+fn take_column<J: Json>(r: &mut Record, k: &str, v: &J) -> Res<bool> {
     Ok(match k {
         "rollout_id" => {
             r.rollout_id = key_text("rollout_id", v)?;
-            !matches!(v, Value::String(_))
+            !matches!(v.node(), Node::String(_))
         }
         "rollout_index" => {
             r.rollout_index = int32("rollout_index", v)?;
@@ -335,19 +377,19 @@ fn take_column(r: &mut Record, k: &str, v: &Value) -> Res<bool> {
             false
         }
         "privileged" => {
-            r.privileged = Some(v.to_string());
+            r.privileged = Some(v.text());
             false
         }
         "judge_meta" => {
-            r.judge_meta = Some(v.to_string());
+            r.judge_meta = Some(v.text());
             false
         }
         "lineage" => {
-            r.lineage = Some(v.to_string());
+            r.lineage = Some(v.text());
             false
         }
         "sampling" => {
-            r.sampling = Some(v.to_string());
+            r.sampling = Some(v.text());
             false
         }
         _ => true,
@@ -355,14 +397,12 @@ fn take_column(r: &mut Record, k: &str, v: &Value) -> Res<bool> {
 }
 
 /// A row stamped `schema_version` "1" must have `prompt`, `steps` and `final_text`.
-fn check_stamped(r: &Record, extra: &Map<String, Value>) -> Res<()> {
+fn check_stamped<J>(r: &Record, extra: &[(&str, &J)]) -> Res<()> {
+    let kept = |key: &str| extra.iter().any(|(k, _)| *k == key);
     for (field, present) in [
-        ("prompt", r.prompt.is_some() || extra.contains_key("prompt")),
-        ("steps", r.steps.is_some() || extra.contains_key("steps")),
-        (
-            "final_text",
-            r.final_text.is_some() || extra.contains_key("final_text"),
-        ),
+        ("prompt", r.prompt.is_some() || kept("prompt")),
+        ("steps", r.steps.is_some() || kept("steps")),
+        ("final_text", r.final_text.is_some() || kept("final_text")),
     ] {
         if !present {
             return Err(FieldError::at(

@@ -1,71 +1,70 @@
 //! The nested fields: markers, messages and their tool calls, steps, and `tools_used`, each
 //! with whether the column alone gives it back exactly.
 
-use serde_json::Value;
-
 use super::canonical::{canonical_arguments, expected};
+use super::json::{Json, Members, Node};
 use super::{FieldError, Res};
 use crate::pipeline::row::{Message, Step, ToolCall};
 
 /// Marker names and their values.
 type Markers = Vec<(String, Option<f64>)>;
 
-pub(super) fn markers(v: &Value) -> Res<(Markers, bool)> {
-    let Value::Object(map) = v else {
+pub(super) fn markers<J: Json>(v: &J) -> Res<(Markers, bool)> {
+    let Node::Object(map) = v.node() else {
         return Err(expected("markers", "an object of numbers", v));
     };
     let mut faithful = true;
-    let mut out = Vec::with_capacity(map.len());
-    for (name, value) in map {
-        let parsed = match value {
-            Value::Null => None,
-            Value::Number(n) => n.as_f64(),
-            Value::Bool(b) => {
+    let mut out = Vec::with_capacity(map.count());
+    for (name, value) in map.members() {
+        let parsed = match value.node() {
+            Node::Null => None,
+            Node::Number(n) => n.as_f64(),
+            Node::Bool(b) => {
                 faithful = false;
-                Some(if *b { 1.0 } else { 0.0 })
+                Some(if b { 1.0 } else { 0.0 })
             }
-            Value::String(s) => {
+            Node::String(s) => {
                 faithful = false;
                 Some(s.trim().parse::<f64>().map_err(|_| {
                     FieldError::at(format!("markers.{name}"), format!("`{s}` is not a number"))
                 })?)
             }
-            other => {
+            _ => {
                 return Err(expected(
                     &format!("markers.{name}"),
                     "a number or null",
-                    other,
+                    value,
                 ));
             }
         };
-        out.push((name.clone(), parsed));
+        out.push((name.to_owned(), parsed));
     }
     Ok((out, faithful))
 }
 
 /// Reads a nested field that must be text when it is there: a string, or null (kept in `extra`);
 /// a number, a boolean, an array or an object is a bad row naming the field.
-pub(super) fn text_field(
+pub(super) fn text_field<J: Json>(
     field: &dyn Fn() -> String,
-    v: &Value,
+    v: &J,
     faithful: &mut bool,
 ) -> Res<Option<String>> {
-    match v {
-        Value::String(s) => Ok(Some(s.clone())),
-        Value::Null => {
+    match v.node() {
+        Node::String(s) => Ok(Some(s.to_owned())),
+        Node::Null => {
             *faithful = false;
             Ok(None)
         }
-        other => Err(expected(&field(), "a string", other)),
+        _ => Err(expected(&field(), "a string", v)),
     }
 }
 
 /// Checks tool-call arguments: an object, a JSON string (the wire shape), an array (what a model
 /// wrote as positional arguments, kept so the export gate can name it), or null. A bare number
 /// or boolean is no arguments at all.
-pub(super) fn arguments_shape(field: &dyn Fn() -> String, v: &Value) -> Res<()> {
-    match v {
-        Value::Number(_) | Value::Bool(_) => Err(expected(
+pub(super) fn arguments_shape<J: Json>(field: &dyn Fn() -> String, v: &J) -> Res<()> {
+    match v.node() {
+        Node::Number(_) | Node::Bool(_) => Err(expected(
             &field(),
             "an object of arguments or a JSON string",
             v,
@@ -75,24 +74,24 @@ pub(super) fn arguments_shape(field: &dyn Fn() -> String, v: &Value) -> Res<()> 
 }
 
 /// Reads one string field of a nested object; anything but a string makes the parent unfaithful.
-pub(super) fn soft_string(v: &Value, faithful: &mut bool) -> Option<String> {
-    if let Value::String(s) = v {
-        Some(s.clone())
+pub(super) fn soft_string<J: Json>(v: &J, faithful: &mut bool) -> Option<String> {
+    if let Node::String(s) = v.node() {
+        Some(s.to_owned())
     } else {
         *faithful = false;
         None
     }
 }
 
-pub(super) fn tool_call(at: &str, v: &Value, faithful: &mut bool) -> Res<ToolCall> {
-    let Value::Object(map) = v else {
+pub(super) fn tool_call<J: Json>(at: &str, v: &J, faithful: &mut bool) -> Res<ToolCall> {
+    let Node::Object(map) = v.node() else {
         *faithful = false;
         return Ok(ToolCall::default());
     };
     let mut call = ToolCall::default();
     let (mut wire, mut typed) = (false, false);
-    for (k, value) in map {
-        match k.as_str() {
+    for (k, value) in map.members() {
+        match k {
             "id" => call.id = soft_string(value, faithful),
             "name" => call.name = text_field(&|| format!("{at}.name"), value, faithful)?,
             "arguments" => {
@@ -110,25 +109,21 @@ pub(super) fn tool_call(at: &str, v: &Value, faithful: &mut bool) -> Res<ToolCal
                 // string is kept as written beside the canonical text; any other shape of
                 // `function` stays whole in `extra`.
                 wire = true;
-                let Value::Object(f) = value else {
+                let Node::Object(f) = value.node() else {
                     *faithful = false;
                     continue;
                 };
-                for (fk, fv) in f {
-                    match (fk.as_str(), fv) {
-                        ("name", Value::String(name)) => call.name = Some(name.clone()),
-                        ("name", other) if !other.is_null() => {
-                            return Err(expected(
-                                &format!("{at}.function.name"),
-                                "a string",
-                                other,
-                            ));
+                for (fk, fv) in f.members() {
+                    match (fk, fv.node()) {
+                        ("name", Node::String(name)) => call.name = Some(name.to_owned()),
+                        ("name", other) if !matches!(other, Node::Null) => {
+                            return Err(expected(&format!("{at}.function.name"), "a string", fv));
                         }
                         ("arguments", args) => {
-                            arguments_shape(&|| format!("{at}.function.arguments"), args)?;
-                            call.arguments = Some(canonical_arguments(args).0);
+                            arguments_shape(&|| format!("{at}.function.arguments"), fv)?;
+                            call.arguments = Some(canonical_arguments(fv).0);
                             match args {
-                                Value::String(text) => call.arguments_text = Some(text.clone()),
+                                Node::String(text) => call.arguments_text = Some(text.to_owned()),
                                 _ => *faithful = false,
                             }
                         }
@@ -149,18 +144,18 @@ pub(super) fn tool_call(at: &str, v: &Value, faithful: &mut bool) -> Res<ToolCal
 
 /// The text of a message's content: a string, or its text parts (strings, or objects with a
 /// `text` or `content` string) joined by newlines; `None` for anything else or no text part.
-pub fn content_of(content: &Value) -> Option<String> {
-    match content {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => {
+pub fn content_of<J: Json>(content: &J) -> Option<String> {
+    match content.node() {
+        Node::String(s) => Some(s.to_owned()),
+        Node::Array(parts) => {
             let texts: Vec<&str> = parts
                 .iter()
-                .filter_map(|p| match p {
-                    Value::String(s) => Some(s.as_str()),
-                    Value::Object(o) => o
-                        .get("text")
-                        .or_else(|| o.get("content"))
-                        .and_then(Value::as_str),
+                .filter_map(|p| match p.node() {
+                    Node::String(s) => Some(s),
+                    Node::Object(o) => o
+                        .member("text")
+                        .or_else(|| o.member("content"))
+                        .and_then(Json::as_str),
                     _ => None,
                 })
                 .collect();
@@ -170,10 +165,10 @@ pub fn content_of(content: &Value) -> Option<String> {
     }
 }
 
-pub(super) fn content_text(v: &Value, faithful: &mut bool) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(_) => {
+pub(super) fn content_text<J: Json>(v: &J, faithful: &mut bool) -> Option<String> {
+    match v.node() {
+        Node::String(s) => Some(s.to_owned()),
+        Node::Array(_) => {
             // Content parts: keep the text parts, joined; the original stays in `extra`.
             *faithful = false;
             Some(content_of(v).unwrap_or_default())
@@ -185,28 +180,28 @@ pub(super) fn content_text(v: &Value, faithful: &mut bool) -> Option<String> {
     }
 }
 
-pub(super) fn messages(v: &Value) -> Res<(Vec<Message>, bool)> {
-    let Value::Array(items) = v else {
+pub(super) fn messages<J: Json>(v: &J) -> Res<(Vec<Message>, bool)> {
+    let Node::Array(items) = v.node() else {
         return Err(expected("messages", "an array of messages", v));
     };
     let mut faithful = true;
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let Value::Object(map) = item else {
+        let Node::Object(map) = item.node() else {
             return Err(expected(&format!("messages[{i}]"), "an object", item));
         };
         let mut m = Message::default();
         let mut null_content = false;
-        for (k, value) in map {
+        for (k, value) in map.members() {
             let field = || format!("messages[{i}].{k}");
-            match k.as_str() {
+            match k {
                 "role" => m.role = text_field(&field, value, &mut faithful)?,
                 "content" if value.is_null() => null_content = true,
                 "content" => m.content = content_text(value, &mut faithful),
                 "name" => m.name = soft_string(value, &mut faithful),
                 "tool_call_id" => m.tool_call_id = soft_string(value, &mut faithful),
-                "tool_calls" => match value {
-                    Value::Array(calls) => {
+                "tool_calls" => match value.node() {
+                    Node::Array(calls) => {
                         m.tool_calls = Some(
                             calls
                                 .iter()
@@ -234,20 +229,20 @@ pub(super) fn messages(v: &Value) -> Res<(Vec<Message>, bool)> {
     Ok((out, faithful))
 }
 
-pub(super) fn steps(v: &Value) -> Res<(Vec<Step>, bool)> {
-    let Value::Array(items) = v else {
+pub(super) fn steps<J: Json>(v: &J) -> Res<(Vec<Step>, bool)> {
+    let Node::Array(items) = v.node() else {
         return Err(expected("steps", "an array of steps", v));
     };
     let mut faithful = true;
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let Value::Object(map) = item else {
+        let Node::Object(map) = item.node() else {
             return Err(expected(&format!("steps[{i}]"), "an object", item));
         };
         let mut s = Step::default();
-        for (k, value) in map {
+        for (k, value) in map.members() {
             let field = || format!("steps[{i}].{k}");
-            match k.as_str() {
+            match k {
                 "tool" => s.tool = text_field(&field, value, &mut faithful)?,
                 "arguments" => {
                     arguments_shape(&field, value)?;
@@ -255,27 +250,27 @@ pub(super) fn steps(v: &Value) -> Res<(Vec<Step>, bool)> {
                     faithful &= same;
                     s.arguments = Some(text);
                 }
-                "result" => s.result = Some(value.to_string()),
+                "result" => s.result = Some(value.text()),
                 "text" => s.text = soft_string(value, &mut faithful),
                 "user" => s.user = soft_string(value, &mut faithful),
-                "truncated" => match value {
-                    Value::Bool(b) => s.truncated = Some(*b),
+                "truncated" => match value.node() {
+                    Node::Bool(b) => s.truncated = Some(b),
                     _ => faithful = false,
                 },
-                "logprob" => match value {
-                    Value::Number(n) => s.logprob = n.as_f64(),
-                    Value::Null => faithful = false,
-                    other => return Err(expected(&field(), "a number", other)),
+                "logprob" => match value.node() {
+                    Node::Number(n) => s.logprob = n.as_f64(),
+                    Node::Null => faithful = false,
+                    _ => return Err(expected(&field(), "a number", value)),
                 },
-                "n_tokens" => match value {
-                    Value::Number(n) => {
+                "n_tokens" => match value.node() {
+                    Node::Number(n) => {
                         s.n_tokens = Some(
                             n.as_i64()
                                 .ok_or_else(|| expected(&field(), "an integer", value))?,
                         );
                     }
-                    Value::Null => faithful = false,
-                    other => return Err(expected(&field(), "an integer", other)),
+                    Node::Null => faithful = false,
+                    _ => return Err(expected(&field(), "an integer", value)),
                 },
                 _ => faithful = false,
             }
@@ -285,16 +280,16 @@ pub(super) fn steps(v: &Value) -> Res<(Vec<Step>, bool)> {
     Ok((out, faithful))
 }
 
-pub(super) fn tools_used(v: &Value) -> Res<Vec<String>> {
-    let Value::Array(items) = v else {
+pub(super) fn tools_used<J: Json>(v: &J) -> Res<Vec<String>> {
+    let Node::Array(items) = v.node() else {
         return Err(expected("tools_used", "an array of strings", v));
     };
     items
         .iter()
         .enumerate()
-        .map(|(i, item)| match item {
-            Value::String(s) => Ok(s.clone()),
-            other => Err(expected(&format!("tools_used[{i}]"), "a string", other)),
+        .map(|(i, item)| match item.node() {
+            Node::String(s) => Ok(s.to_owned()),
+            _ => Err(expected(&format!("tools_used[{i}]"), "a string", item)),
         })
         .collect()
 }

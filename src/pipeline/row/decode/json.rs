@@ -1,0 +1,407 @@
+//! One way of reading a parsed JSON value, whichever parser built it, so that the row rules
+//! are written once: `serde_json`'s [`Value`] (rows built in memory, and JSON text the fast
+//! parser leaves to it) and `sonic-rs`'s (JSON text, parsed with SIMD into an arena, about six
+//! times cheaper than `serde_json`'s `Value` on row text).
+//!
+//! Numbers are read as `serde_json`'s [`Number`] from either parser, and every value is
+//! written back as text by `serde_json`'s serializer, so both give the same bytes. Where
+//! `sonic-rs` reads a text differently from `serde_json` (a duplicated key is kept twice, `-0`
+//! loses its sign, nesting deeper than `serde_json` allows is accepted), [`plain`] says so and
+//! the text goes to `serde_json`.
+
+use serde_json::{Map, Number, Value};
+use sonic_rs::{JsonContainerTrait, JsonNumberTrait, JsonType, JsonValueTrait};
+
+/// What a JSON value is, with what it holds.
+pub enum Node<'a, J: Json> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(&'a str),
+    Array(&'a [J]),
+    Object(&'a J::Object),
+}
+
+/// The members of a JSON object, in the order of the text.
+pub trait Members {
+    /// The values' type.
+    type Value: Json;
+    /// The members in order.
+    fn members(&self) -> impl Iterator<Item = (&str, &Self::Value)>;
+    /// The value of `key`.
+    fn member(&self, key: &str) -> Option<&Self::Value>;
+    /// How many members.
+    fn count(&self) -> usize;
+}
+
+/// A parsed JSON value.
+pub trait Json: serde::Serialize + Sized {
+    /// Its objects' type.
+    type Object: Members<Value = Self>;
+
+    /// What the value is.
+    fn node(&self) -> Node<'_, Self>;
+
+    fn is_null(&self) -> bool {
+        matches!(self.node(), Node::Null)
+    }
+
+    fn is_object(&self) -> bool {
+        matches!(self.node(), Node::Object(_))
+    }
+
+    fn is_boolean(&self) -> bool {
+        matches!(self.node(), Node::Bool(_))
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self.node() {
+            Node::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn as_i64(&self) -> Option<i64> {
+        match self.node() {
+            Node::Number(n) => n.as_i64(),
+            _ => None,
+        }
+    }
+
+    /// The value of `key` when this is an object.
+    fn get(&self, key: &str) -> Option<&Self> {
+        match self.node() {
+            Node::Object(o) => o.member(key),
+            _ => None,
+        }
+    }
+
+    /// Compact JSON text, as `serde_json` writes it.
+    fn text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Members for Map<String, Value> {
+    type Value = Value;
+
+    fn members(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    fn member(&self, key: &str) -> Option<&Value> {
+        self.get(key)
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Json for Value {
+    type Object = Map<String, Value>;
+
+    fn node(&self) -> Node<'_, Self> {
+        match self {
+            Value::Null => Node::Null,
+            Value::Bool(b) => Node::Bool(*b),
+            Value::Number(n) => Node::Number(n.clone()),
+            Value::String(s) => Node::String(s),
+            Value::Array(items) => Node::Array(items),
+            Value::Object(map) => Node::Object(map),
+        }
+    }
+}
+
+impl Members for sonic_rs::Object {
+    type Value = sonic_rs::Value;
+
+    fn members(&self) -> impl Iterator<Item = (&str, &sonic_rs::Value)> {
+        self.iter()
+    }
+
+    fn member(&self, key: &str) -> Option<&sonic_rs::Value> {
+        self.get(&key)
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Json for sonic_rs::Value {
+    type Object = sonic_rs::Object;
+
+    fn node(&self) -> Node<'_, Self> {
+        let node = match self.get_type() {
+            JsonType::Null => Some(Node::Null),
+            JsonType::Boolean => self.as_bool().map(Node::Bool),
+            JsonType::Number => self.as_number().and_then(|n| {
+                n.as_u64()
+                    .map(Number::from)
+                    .or_else(|| n.as_i64().map(Number::from))
+                    .or_else(|| n.as_f64().and_then(Number::from_f64))
+                    .map(Node::Number)
+            }),
+            JsonType::String => JsonValueTrait::as_str(self).map(Node::String),
+            JsonType::Array => self.as_array().map(|a| Node::Array(a)),
+            JsonType::Object => self.as_object().map(Node::Object),
+        };
+        // Every arm matches its type; the parser builds no other value.
+        node.unwrap_or(Node::Null)
+    }
+}
+
+/// Deeper than this, a text goes to `serde_json`, which refuses nesting past 127 levels.
+const MAX_DEPTH: usize = 100;
+
+/// Whether `sonic-rs` read `v` (parsed from `text`) as `serde_json` reads it: no object holds
+/// a key twice, the nesting is within `serde_json`'s limit, no float is 2<sup>63</sup> or over
+/// in size (what a wide integer becomes; see [`super::wide`]), and a float that is 0 was
+/// written neither as `-0` (`sonic-rs` drops the sign) nor with a negative exponent (a literal
+/// too small for a float).
+pub(super) fn plain(v: &sonic_rs::Value, text: &[u8]) -> bool {
+    /// What the walk found: `None` for a reason to go to `serde_json`, else whether a float is 0.
+    fn walk(v: &sonic_rs::Value, depth: usize) -> Option<bool> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match v.get_type() {
+            JsonType::Number => match v.as_number() {
+                Some(n) if n.is_f64() => match n.as_f64() {
+                    Some(0.0) => Some(true),
+                    Some(x) if x.abs() < 9.2e18 => Some(false),
+                    _ => None,
+                },
+                _ => Some(false),
+            },
+            JsonType::Array => v.as_array().and_then(|items| {
+                items
+                    .iter()
+                    .try_fold(false, |zero, i| walk(i, depth + 1).map(|z| zero | z))
+            }),
+            JsonType::Object => v.as_object().filter(|o| distinct_keys(o)).and_then(|o| {
+                o.iter()
+                    .try_fold(false, |zero, (_, m)| walk(m, depth + 1).map(|z| zero | z))
+            }),
+            _ => Some(false),
+        }
+    }
+    match walk(v, 0) {
+        None => false,
+        Some(zero) => !zero || !signed_zero_or_tiny(text),
+    }
+}
+
+/// Whether `text` may hold a number written `-0...` or with a negative exponent: a `-0` after
+/// `:`, `,` or `[` (white space between), or `e-`/`E-` after a digit. Inside a string such a
+/// sequence only sends the line to `serde_json`.
+fn signed_zero_or_tiny(text: &[u8]) -> bool {
+    memchr::memchr_iter(b'-', text).any(|i| {
+        let next = text.get(i + 1).copied();
+        let before = text[..i].iter().rev().find(|b| !b.is_ascii_whitespace());
+        let exponent =
+            i > 0 && matches!(text[i - 1], b'e' | b'E') && i > 1 && text[i - 2].is_ascii_digit();
+        exponent || (next == Some(b'0') && matches!(before, Some(b':' | b',' | b'[')))
+    })
+}
+
+/// Whether every key of `o` is there once.
+fn distinct_keys(o: &sonic_rs::Object) -> bool {
+    let n = o.len();
+    if n <= 24 {
+        let keys: Vec<&str> = o.iter().map(|(k, _)| k).collect();
+        return keys.iter().enumerate().all(|(i, k)| !keys[..i].contains(k));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    o.iter().all(|(k, _)| seen.insert(k))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::super::{decode_text, decode_text_serde};
+    use super::plain;
+
+    /// Whether the fast parser takes `text` (so a test of it is not vacuous).
+    fn fast(text: &[u8]) -> bool {
+        sonic_rs::from_slice::<sonic_rs::Value>(text).is_ok_and(|v| plain(&v, text))
+    }
+
+    #[test]
+    fn every_fixture_line_decodes_alike_by_both_parsers() {
+        let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+        let (mut lines, mut fast_lines) = (0, 0);
+        let mut files = vec![std::path::PathBuf::from(&dir)];
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(
+                    std::fs::read_dir(&path)
+                        .expect("dir")
+                        .map(|e| e.expect("entry").path()),
+                );
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "jsonl") {
+                continue;
+            }
+            let text = std::fs::read(&path).expect("fixture");
+            for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                lines += 1;
+                fast_lines += usize::from(fast(line));
+                assert_eq!(
+                    decode_text(line),
+                    decode_text_serde(line),
+                    "{}: {}",
+                    path.display(),
+                    String::from_utf8_lossy(line)
+                );
+            }
+        }
+        assert!(lines > 500, "{lines} lines");
+        assert!(
+            fast_lines * 10 > lines * 9,
+            "{fast_lines} of {lines} on the fast path"
+        );
+    }
+
+    #[test]
+    fn what_sonic_reads_otherwise_goes_to_serde_json() {
+        let deep = format!(
+            "{{\"prompt\":\"p\",\"x\":{}{}}}",
+            "[".repeat(120),
+            "]".repeat(120)
+        );
+        let deeper = format!(
+            "{{\"prompt\":\"p\",\"x\":{}{}}}",
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        let sent_on: [&[u8]; 8] = [
+            br#"{"prompt":"p","reward":0,"prompt":"q"}"#,
+            br#"{"prompt":"p","steps":[{"tool":"t","arguments":{"a":1,"a":2}}]}"#,
+            br#"{"prompt":"p","x":-0}"#,
+            br#"{"prompt":"p","x":[1, -0.0],"reward":1}"#,
+            br#"{"prompt":"p","x":1e-400,"reward":1}"#,
+            br#"{"prompt":"p","x":18446744073709551616}"#,
+            // Beyond a 64-bit float: kept verbatim in `extra` (see `wide`).
+            br#"{"prompt":"p","x":1e400}"#,
+            deep.as_bytes(),
+        ];
+        for text in sent_on {
+            assert!(!fast(text), "{}", String::from_utf8_lossy(text));
+            assert_eq!(decode_text(text), decode_text_serde(text));
+        }
+        // What both refuse, serde_json explains.
+        for text in [
+            &b"{\"prompt\":\"\xff\"}"[..],
+            br#"{"prompt":"\ud800"}"#,
+            br#"{"prompt":"p","reward":1e400}"#,
+            br#"{"prompt":"p"} x"#,
+            br#"{"prompt":"p",}"#,
+            deeper.as_bytes(),
+        ] {
+            let got = decode_text(text);
+            assert_eq!(got, decode_text_serde(text));
+            assert!(got.is_err(), "{}", String::from_utf8_lossy(text));
+        }
+        // A float 0 written plainly, and `-0` or `e-` in a string, stay on the fast path.
+        for text in [
+            &br#"{"prompt":"p","reward":0.0,"x":[0.0, 1.5]}"#[..],
+            br#"{"prompt":"on 2026-01-05 at -0","reward":0.0}"#,
+        ] {
+            assert!(fast(text), "{}", String::from_utf8_lossy(text));
+            assert_eq!(decode_text(text), decode_text_serde(text));
+        }
+        assert!(!fast(br#"{"prompt":"p","reward":0.0,"x":"a: -0"}"#));
+        // Escapes as Python writes them, on the fast path.
+        let escaped = br#"{"prompt":"caf\u00e9 \ud83d\ude00 \/ \t","steps":[{"tool":"t","arguments":{"q":"\u00e9"},"result":"\n"}],"lineage":{"k":"\u001f"}}"#;
+        assert!(fast(escaped));
+        assert_eq!(decode_text(escaped), decode_text_serde(escaped));
+        assert_eq!(
+            decode_text(escaped).expect("row").prompt.as_deref(),
+            Some("café 😀 / \t")
+        );
+        // A sign, a wide literal and a duplicate are read as serde_json reads them.
+        let r = decode_text(br#"{"prompt":"p","x":-0,"y":1.5,"x":-0.0}"#).expect("row");
+        assert_eq!(r.extra.as_deref(), Some(r#"{"x":-0.0,"y":1.5}"#));
+    }
+
+    /// A JSON value of any shape, a few levels deep, its leaves including the numbers and
+    /// strings the two parsers might read differently.
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|i| json!(i)),
+            any::<u64>().prop_map(|u| json!(u)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            prop_oneof![Just(0.5), Just(1e-7), Just(2.5e300), Just(-1.25)].prop_map(|f| json!(f)),
+            "(\\PC|[\\x00-\\x1f\"\\\\\\x7f])*".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 24, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::vec(("[a-z]{1,3}", inner), 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A row: the columns' keys with values of the right shape or of any shape.
+    fn any_row() -> impl Strategy<Value = Value> {
+        let keys = prop::sample::select(vec![
+            "prompt",
+            "final_text",
+            "task_id",
+            "scenario_id",
+            "reward",
+            "markers",
+            "steps",
+            "messages",
+            "tools_used",
+            "lineage",
+            "dims",
+            "scenario_dimensions",
+            "tier",
+            "eval_run",
+            "rollout_index",
+            "schema_version",
+            "arm",
+            "extra_field",
+        ]);
+        let step = (
+            prop::option::of("[a-z_]{1,8}"),
+            any_value(),
+            any_value(),
+            prop::option::of("\\PC{0,12}"),
+        )
+            .prop_map(|(tool, arguments, result, text)| {
+                json!({"tool": tool, "arguments": arguments, "result": result, "text": text})
+            });
+        let value = prop_oneof![
+            any_value(),
+            "\\PC{0,20}".prop_map(Value::String),
+            prop::collection::vec(step, 0..4).prop_map(Value::Array),
+            prop_oneof![Just(json!(0)), Just(json!(1)), Just(json!(0.5))],
+        ];
+        prop::collection::vec((keys, value), 1..10)
+            .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
+    }
+
+    proptest! {
+        #[test]
+        fn any_row_decodes_alike_by_both_parsers(row in any_row(), pretty in any::<bool>()) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&row).expect("JSON")
+            } else {
+                serde_json::to_string(&row).expect("JSON")
+            };
+            prop_assert_eq!(decode_text(text.as_bytes()), decode_text_serde(text.as_bytes()));
+        }
+    }
+}
