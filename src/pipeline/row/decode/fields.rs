@@ -11,8 +11,7 @@ use super::{AXES, FieldError, Res};
 /// reference also lets `0` fall through, which merges task 0 of a benchmark with prompt-less rows).
 pub(super) fn key_text<J: Json>(field: &str, v: &J) -> Res<Option<String>> {
     Ok(match v.node() {
-        Node::Null => None,
-        Node::String("") => None,
+        Node::Null | Node::String("") => None,
         Node::String(s) => Some(s.to_owned()),
         Node::Number(n) => Some(n.to_string()),
         _ => return Err(expected(field, "a string or a number", v)),
