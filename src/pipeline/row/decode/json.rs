@@ -6,8 +6,9 @@
 //! Numbers are read as `serde_json`'s [`Number`] from either parser, and every value is
 //! written back as text by `serde_json`'s serializer, so both give the same bytes. Where
 //! `sonic-rs` reads a text differently from `serde_json` (a duplicated key is kept twice, `-0`
-//! loses its sign, nesting deeper than `serde_json` allows is accepted), [`plain`] says so and
-//! the text goes to `serde_json`.
+//! loses its sign, nesting deeper than `serde_json` allows is accepted, a literal of hundreds of
+//! digits is read as another float) or may (floats of 2<sup>63</sup> and over), [`plain`] says
+//! so and the text goes to `serde_json`.
 
 use serde_json::{Map, Number, Value};
 use sonic_rs::{JsonContainerTrait, JsonNumberTrait, JsonType, JsonValueTrait};
@@ -157,40 +158,57 @@ const MAX_DEPTH: usize = 100;
 
 /// Whether `sonic-rs` read `v` (parsed from `text`) as `serde_json` reads it: no object holds
 /// a key twice, the nesting is within `serde_json`'s limit, no float is 2<sup>63</sup> or over
-/// in size (what a wide integer becomes; see [`super::wide`]), and a float that is 0 was
-/// written neither as `-0` (`sonic-rs` drops the sign) nor with a negative exponent (a literal
-/// too small for a float).
+/// in size (what a wide integer becomes; see [`super::wide`]), a float that is 0 was not
+/// written as `-0` (`sonic-rs` drops the sign) or with a negative exponent, and no float comes
+/// from a run of 300 digits or more (a literal too small for a float without an exponent, or
+/// one whose exponent `sonic-rs` reads only in part).
 pub(super) fn plain(v: &sonic_rs::Value, text: &[u8]) -> bool {
-    /// What the walk found: `None` for a reason to go to `serde_json`, else whether a float is 0.
-    fn walk(v: &sonic_rs::Value, depth: usize) -> Option<bool> {
+    /// A float was read.
+    const FLOAT: u8 = 1;
+    /// A float of 0 was read.
+    const ZERO: u8 = 2;
+    /// What the walk found: `None` for a reason to go to `serde_json`, else `FLOAT | ZERO` bits.
+    fn walk(v: &sonic_rs::Value, depth: usize) -> Option<u8> {
         if depth > MAX_DEPTH {
             return None;
         }
         match v.get_type() {
             JsonType::Number => match v.as_number() {
                 Some(n) if n.is_f64() => match n.as_f64() {
-                    Some(0.0) => Some(true),
-                    Some(x) if x.abs() < 9.2e18 => Some(false),
+                    Some(0.0) => Some(FLOAT | ZERO),
+                    Some(x) if x.abs() < 9.2e18 => Some(FLOAT),
                     _ => None,
                 },
-                _ => Some(false),
+                _ => Some(0),
             },
             JsonType::Array => v.as_array().and_then(|items| {
                 items
                     .iter()
-                    .try_fold(false, |zero, i| walk(i, depth + 1).map(|z| zero | z))
+                    .try_fold(0, |seen, i| walk(i, depth + 1).map(|s| seen | s))
             }),
             JsonType::Object => v.as_object().filter(|o| distinct_keys(o)).and_then(|o| {
                 o.iter()
-                    .try_fold(false, |zero, (_, m)| walk(m, depth + 1).map(|z| zero | z))
+                    .try_fold(0, |seen, (_, m)| walk(m, depth + 1).map(|s| seen | s))
             }),
-            _ => Some(false),
+            _ => Some(0),
         }
     }
     match walk(v, 0) {
         None => false,
-        Some(zero) => !zero || !signed_zero_or_tiny(text),
+        Some(seen) => {
+            (seen & FLOAT == 0 || !long_digit_run(text))
+                && (seen & ZERO == 0 || !signed_zero_or_tiny(text))
+        }
     }
+}
+
+/// Whether `text` holds a run of 300 ASCII digits or more.
+fn long_digit_run(text: &[u8]) -> bool {
+    let mut run = 0usize;
+    text.iter().any(|b| {
+        run = if b.is_ascii_digit() { run + 1 } else { 0 };
+        run >= 300
+    })
 }
 
 /// Whether `text` may hold a number written `-0...` or with a negative exponent: a `-0` after
@@ -200,8 +218,7 @@ fn signed_zero_or_tiny(text: &[u8]) -> bool {
     memchr::memchr_iter(b'-', text).any(|i| {
         let next = text.get(i + 1).copied();
         let before = text[..i].iter().rev().find(|b| !b.is_ascii_whitespace());
-        let exponent =
-            i > 0 && matches!(text[i - 1], b'e' | b'E') && i > 1 && text[i - 2].is_ascii_digit();
+        let exponent = i > 1 && matches!(text[i - 1], b'e' | b'E') && text[i - 2].is_ascii_digit();
         exponent || (next == Some(b'0') && matches!(before, Some(b':' | b',' | b'[')))
     })
 }
@@ -279,7 +296,14 @@ mod tests {
             "[".repeat(130),
             "]".repeat(130)
         );
-        let sent_on: [&[u8]; 8] = [
+        let tiny = format!("{{\"prompt\":\"p\",\"x\":0.{}1}}", "0".repeat(400));
+        let tiny_reward = format!("{{\"prompt\":\"p\",\"reward\":0.{}1}}", "0".repeat(400));
+        let long_exponent = format!(
+            "{{\"prompt\":\"p\",\"reward\":1{}e-10000}}",
+            "0".repeat(1000)
+        );
+        let long_mantissa = format!("{{\"prompt\":\"p\",\"x\":0.{}1e10000}}", "0".repeat(1000));
+        let sent_on: [&[u8]; 12] = [
             br#"{"prompt":"p","reward":0,"prompt":"q"}"#,
             br#"{"prompt":"p","steps":[{"tool":"t","arguments":{"a":1,"a":2}}]}"#,
             br#"{"prompt":"p","x":-0}"#,
@@ -289,6 +313,11 @@ mod tests {
             // Beyond a 64-bit float: kept verbatim in `extra` (see `wide`).
             br#"{"prompt":"p","x":1e400}"#,
             deep.as_bytes(),
+            // Literals of hundreds of digits, which sonic-rs reads as other floats.
+            tiny.as_bytes(),
+            tiny_reward.as_bytes(),
+            long_exponent.as_bytes(),
+            long_mantissa.as_bytes(),
         ];
         for text in sent_on {
             assert!(!fast(text), "{}", String::from_utf8_lossy(text));

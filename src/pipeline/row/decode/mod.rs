@@ -189,9 +189,9 @@ fn object_text<J: Json>(members: &[(&str, &J)]) -> String {
 /// Decodes one row from its JSON text. A number no 64-bit type holds (see [`wide`]) is kept
 /// verbatim in `extra` when its field has no column, and refused, naming the field, when it has.
 ///
-/// The text is parsed with `sonic-rs`; what it cannot read as `serde_json` does (see
-/// [`json::plain`]), and any text it refuses, is parsed again by `serde_json`, whose reading and
-/// messages are the rule.
+/// The text is parsed with `sonic-rs`; what it may not read as `serde_json` does (a key twice,
+/// `-0`, literals of hundreds of digits, deep nesting), and any text it refuses, is parsed again
+/// by `serde_json`, whose reading and messages are the rule.
 pub fn decode_text(text: &[u8]) -> Res<Record> {
     if let Ok(v) = sonic_rs::from_slice::<sonic_rs::Value>(text)
         && json::plain(&v, text)
