@@ -5,10 +5,14 @@ use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
-/// The crates whose assertions a corrupt Parquet file reaches: the decoder, the Arrow arrays it
-/// builds from what it decoded, and the byte buffers it slices.
+/// The crates whose assertions a corrupt Parquet file reaches: the decoder, the Arrow schema it
+/// reads from the footer's `ARROW:schema` (an IPC flatbuffer, whose reader panics on a field
+/// without a type), the Arrow arrays it builds from what it decoded, and the byte buffers it
+/// slices.
 const DECODER_CRATES: &[&str] = &[
     "/parquet-",
+    "/arrow-ipc-",
+    "/flatbuffers-",
     "/arrow-array-",
     "/arrow-data-",
     "/arrow-buffer-",
@@ -21,10 +25,11 @@ static DECODER_PANIC: Mutex<Option<String>> = Mutex::new(None);
 /// Whether the panic `info` was raised by a Parquet decoding (its assertions on a corrupt file,
 /// not a bug of wai's); when it was, its words are kept for the error that names the file.
 ///
-/// A panic counts when it is raised in the parquet crate, or in the arrow or bytes crates while
-/// the parquet crate is on the stack (it slices the bytes it read and builds arrays of them). wai's
-/// own code calls arrow's panicking accessors too (`as_string`, `value(i)`): a panic there, with
-/// no parquet frame under it, is a bug and prints as one.
+/// A panic counts when it is raised in the parquet crate, or in the arrow, flatbuffers or bytes
+/// crates while the parquet crate is on the stack (it reads the footer's Arrow schema, slices the
+/// bytes it read and builds arrays of them). wai's own code calls arrow's panicking accessors too
+/// (`as_string`, `value(i)`): a panic there, with no parquet frame under it, is a bug and prints
+/// as one.
 ///
 /// A panic hook calls this: the `wai` binary's, which prints nothing for such a panic, and the
 /// fuzz targets', which let it unwind. Most decoder panics unwind to a reading of wai's that
