@@ -311,11 +311,13 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
     .await;
     let Ok(config) = inferred else {
         // Caught and named here: not a later error's.
-        let _ = crate::pipeline::read::take_decoder_panic();
+        let why = crate::pipeline::read::take_decoder_panic()
+            .map(|w| format!(": {w}"))
+            .unwrap_or_default();
         return Err(Error::Input {
             stage: "read".into(),
             message: format!(
-                "a Parquet footer is not readable (its decoder failed) in {}",
+                "a Parquet footer is not readable (its decoder failed{why}) in {}",
                 inputs
                     .iter()
                     .map(|i| format!("`{}`", i.display))

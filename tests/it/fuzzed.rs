@@ -91,11 +91,12 @@ fn json_text_columns_that_hold_no_json_are_bad_input() {
     }
 }
 
-/// The Parquet files of `docs/upstream/arrow-rs-parquet-panics.md`, each of which makes the
-/// parquet crate panic (a footer length past the start of the file; a dictionary page of
+/// Four of the Parquet files of `docs/upstream/arrow-rs-parquet-panics.md`, each of which makes
+/// the parquet crate panic (a footer length past the start of the file; a dictionary page of
 /// bit width 33; a map whose children decode to unequal lengths; a footer whose `ARROW:schema`
-/// holds a field without a type, which the arrow-ipc crate panics on): every reader of wai stops
-/// with exit 65 naming the file and what the decoder said, never exit 101, and prints no panic.
+/// holds a field without a type, which the arrow-ipc crate panics on): the row readers stop with
+/// exit 65 naming the file and what the decoder said, never exit 101, and print no panic; the
+/// last file through DataFusion's schema inference as well.
 #[test]
 fn files_that_panic_the_parquet_crate_are_bad_input() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,6 +132,31 @@ fn files_that_panic_the_parquet_crate_are_bad_input() {
             );
         }
     }
+    // The footer's Arrow schema is read by DataFusion's schema inference too (`pass-at`, `sql`).
+    let file = dir.path().join("arrow_schema_field_without_type.parquet");
+    refused(
+        dir.path(),
+        &file,
+        &["pass-at"],
+        &[
+            "a Parquet footer is not readable",
+            "its decoder failed: not implemented: Type NONE not supported",
+        ],
+    );
+    let out = wai()
+        .current_dir(dir.path())
+        .args(["sql", "SELECT count(*) FROM rows", "--table"])
+        .arg(format!("rows={}", file.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(
+        err.contains("arrow_schema_field_without_type.parquet")
+            && err.contains("Type NONE not supported")
+            && !err.contains("panicked"),
+        "{err}"
+    );
 }
 
 /// Found by the `parquet_inputs` fuzz target on its first CI run: a corrupt page makes the bytes
