@@ -99,6 +99,12 @@ fn short_hash(parts: &[&str]) -> String {
 pub struct Identity {
     seen: HashSet<u128>,
     per_task: HashMap<String, u32>,
+    /// For a derived id that was taken, the last salt a row of its task and index took: the
+    /// next such row starts after it. Every salt up to it is taken (each row took the first
+    /// free one, and ids are never given back), so this gives the ids a search from 1 gives,
+    /// without trying every earlier salt again: rows that share a task and index (every row of
+    /// a task at `rollout_index` 0, say) cost a hash each, not one per row before them.
+    salted: HashMap<u128, u32>,
     hasher: std::hash::RandomState,
 }
 
@@ -141,13 +147,20 @@ impl Identity {
             parts.push(&run);
         }
         let mut id = short_hash(&parts);
-        let mut n = 0u32;
-        while !self.seen.insert(self.fingerprint(&id)) {
-            n += 1;
-            let salt = n.to_string();
-            let mut salted = parts.clone();
-            salted.push(&salt);
-            id = short_hash(&salted);
+        let base = self.fingerprint(&id);
+        if !self.seen.insert(base) {
+            let mut n = self.salted.get(&base).copied().unwrap_or(0);
+            loop {
+                n += 1;
+                let salt = n.to_string();
+                let mut salted = parts.clone();
+                salted.push(&salt);
+                id = short_hash(&salted);
+                if self.seen.insert(self.fingerprint(&id)) {
+                    break;
+                }
+            }
+            self.salted.insert(base, n);
         }
         record.rollout_id = Some(id);
         Ok(())
@@ -188,5 +201,36 @@ mod tests {
                 .unwrap_err()
                 .contains("duplicate rollout_id")
         );
+    }
+
+    /// Rows sharing a task and an index take the first free salt each, as a search from salt 1
+    /// gives: the ids are the reference's salted hashes in order, whatever else took a salt.
+    #[test]
+    fn rows_sharing_a_task_and_index_take_the_first_free_salts_in_order() {
+        let mut ids = Identity::default();
+        // An id given outright takes salt 3 of the shared (task, index) before any row needs it.
+        let mut given = Record {
+            task_id: "t".into(),
+            rollout_id: Some(short_hash(&["t", "0", "3"])),
+            ..Record::default()
+        };
+        ids.assign(&mut given).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..300 {
+            let mut r = Record {
+                task_id: "t".into(),
+                rollout_index: Some(0),
+                ..Record::default()
+            };
+            ids.assign(&mut r).unwrap();
+            got.push(r.rollout_id.unwrap());
+        }
+        let mut want = vec![short_hash(&["t", "0"])];
+        want.extend(
+            (1..=300)
+                .filter(|n| *n != 3)
+                .map(|n| short_hash(&["t", "0", &n.to_string()])),
+        );
+        assert_eq!(got, want);
     }
 }
