@@ -309,24 +309,25 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
             .infer_schema(&ctx.state()),
     ))
     .await;
-    let Ok(config) = inferred else {
-        // Caught and named here: not a later error's.
-        let why = crate::pipeline::read::take_decoder_panic()
-            .map(|w| format!(": {w}"))
-            .unwrap_or_default();
-        return Err(Error::Input {
-            stage: "read".into(),
-            message: format!(
-                "a Parquet footer is not readable (its decoder failed{why}) in {}",
-                inputs
-                    .iter()
-                    .map(|i| format!("`{}`", i.display))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        });
-    };
-    let config = config?;
+    let config = match inferred {
+        Ok(config) => config,
+        Err(panic) => {
+            // Caught and named here: not a later error's.
+            let _ = crate::pipeline::read::take_decoder_panic();
+            return Err(Error::Input {
+                stage: "read".into(),
+                message: format!(
+                    "a Parquet footer is not readable ({}) in {}",
+                    crate::pipeline::read::panic_text(&*panic),
+                    inputs
+                        .iter()
+                        .map(|i| format!("`{}`", i.display))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }?;
     // The row schema's columns have the row schema's kinds, as when rows are read one by one
     // (in a table of rows: one with a `task_id`; other tables, as a datasets folder, are not
     // rows).

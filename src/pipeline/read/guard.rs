@@ -107,7 +107,7 @@ pub(super) fn corrupt(display: &str, why: &str) -> Error {
     }
 }
 
-pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     format!("its decoder failed: {}", panic_words(panic))
 }
 

@@ -12,7 +12,7 @@ mod widen;
 mod tests;
 
 pub use guard::decoder_panic;
-pub(crate) use guard::take_decoder_panic;
+pub(crate) use guard::{panic_text, take_decoder_panic};
 pub use reader::{LocalParquet, Reader};
 #[cfg(test)]
 pub(crate) use widen::row_schema_with_views;
