@@ -318,10 +318,12 @@ impl Judge for LlmJudge {
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
         let view = BatchView::new(batch)?;
-        let rows: Vec<Map<String, Value>> = (0..batch.num_rows())
-            .map(|i| encode(&view, i))
+        // Each row is made a JSON object on its own core and let go once its payload is
+        // written: the objects weigh several times the payloads.
+        let users: Vec<String> = (0..batch.num_rows())
+            .into_par_iter()
+            .map(|i| encode(&view, i).map(|r| self.user_message(&r)))
             .collect::<Result<_>>()?;
-        let users: Vec<String> = rows.par_iter().map(|r| self.user_message(r)).collect();
         // What the cache holds is settled on all cores, with no call; the rest is asked.
         let asks: Vec<(ChatRequest, u32)> = users
             .par_iter()
