@@ -6,7 +6,8 @@
 //!   rows/s);
 //! - `models/call/cache=on|off`: one chat call at a time to a server with no latency: the wall
 //!   time per call, an upper bound on the client's CPU per call (target under 200 µs);
-//! - `models/simulate_model/rollouts=10k/concurrency=64/WAVE` (the default wave, 256, and 1024):
+//! - `models/simulate_model/rollouts=10k/concurrency=64/WAVE` (the default waves, 64 doubling to
+//!   1024, then one size for every wave: 256, the old default, and 1024):
 //!   `wai simulate --agent endpoint:` on the demo world at 20 ms per call, no cache, no simulated
 //!   person (`--user-model none`); each rollout is two turns (a tool call, then the reply), so the
 //!   latency bound is 10k × 2 × 0.02 s / 64 = 6.25 s (target within 1.25× of it).
@@ -149,7 +150,7 @@ fn call(b: Bencher, cache: &str) {
     });
 }
 
-#[divan::bench(name = "simulate_model/rollouts=10k/concurrency=64", args = ["256", "1024"], sample_count = 3)]
+#[divan::bench(name = "simulate_model/rollouts=10k/concurrency=64", args = ["default", "256", "1024"], sample_count = 3)]
 fn simulate_model(b: Bencher, wave: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let tools = dir.path().join("tools.json");
@@ -187,12 +188,17 @@ fn simulate_model(b: Bencher, wave: &str) {
             // say.
             "--user-model",
             "none",
-            // The model agent's own wave (256), and a larger one: fewer barriers a run.
-            "--wave",
-            wave,
             "--no-cache",
             "--out",
             path(&out),
-        ]);
+        ]
+        .into_iter()
+        // The model agent's own waves (64 doubling to 1024), and one size for every wave.
+        .chain(if wave == "default" {
+            Vec::new()
+        } else {
+            vec!["--wave", wave]
+        })
+        .collect::<Vec<_>>());
     });
 }

@@ -112,8 +112,9 @@ pub(crate) struct SimulateArgs {
     /// How rollouts are allocated to an ask (default: none in explore, successive in rl).
     #[arg(long, value_enum)]
     pub repeat_policy: Option<SimRepeat>,
-    /// Rollouts per wave, the unit the schedule is decided in (default: 2048 for the seeded
-    /// agent, 64 for a command agent). The same seed and wave give the same rows at any
+    /// Rollouts per wave, the unit the schedule is decided in, one size for every wave
+    /// (default: 2048 for the seeded agent, 64 for a command agent, and for a model agent 64
+    /// doubling each wave to 1024). The same seed and wave give the same rows at any
     /// `--workers`; a checkpoint resumes only under the wave it was written with.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub wave: Option<u64>,

@@ -1690,7 +1690,7 @@ fn a_model_agents_progress_comes_within_a_wave() {
         latency: std::time::Duration::from_millis(20),
         ..Config::default()
     });
-    // 60 rollouts: one wave (a model agent's are 256).
+    // 60 rollouts: one wave (a model agent's first is 64).
     let out = simulate_with_model(
         dir.path(),
         &server,

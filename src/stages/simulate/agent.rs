@@ -155,11 +155,19 @@ pub trait Agent: Send {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
-    /// Rollouts per wave (`--wave` overrides it). A constant of the agent, never of the
-    /// machine or the worker count, so the schedule is the same everywhere: the seeded agent
-    /// keeps [`super::WAVE`]; a slow agent takes small waves, so the checkpoint keeps up.
+    /// Rollouts per wave once the waves have grown ([`Agent::first_wave`]; `--wave` sets one
+    /// size for every wave). A constant of the agent, never of the machine or the worker
+    /// count, so the schedule is the same everywhere: the seeded agent keeps [`super::WAVE`];
+    /// a slow agent takes small waves, so the checkpoint keeps up.
     fn wave(&self) -> usize {
         super::WAVE
+    }
+    /// Rollouts in a run's first wave: each wave after it doubles, up to [`Agent::wave`]. The
+    /// same as the wave by default; an agent whose waves are large starts small, so a run of a
+    /// few hundred rollouts is still decided in several steps (under `--mode rl` the groups
+    /// grow from what their probes showed, not all the budget spent on probes).
+    fn first_wave(&self) -> usize {
+        self.wave()
     }
 }
 

@@ -32,8 +32,13 @@ use super::world::{Memory, World};
 use crate::error::{Error, Result};
 use crate::models::{CallError, ChatRequest, Message, Model, ToolCall};
 
-/// Rollouts per wave: a constant, so the schedule does not follow `--concurrency`.
-pub const MODEL_WAVE: usize = 256;
+/// Rollouts per wave once the waves have grown: a constant, so the schedule does not follow
+/// `--concurrency`. Nothing is in flight between two waves, so a small wave leaves the calls
+/// idle at each wave's end (at 256 and `--concurrency 64`, 1.31x the latency bound).
+pub const MODEL_WAVE: usize = 1024;
+/// Rollouts in a model agent's first wave: the waves double from it to [`MODEL_WAVE`] (64, 128,
+/// 256, 512, then 1024), so a short run is decided in several steps.
+pub const MODEL_FIRST_WAVE: usize = 64;
 /// Tool calls one rollout may make by default.
 pub const MAX_STEPS: usize = 16;
 /// The reply budget of one agent turn by default, in tokens.
@@ -883,6 +888,10 @@ impl Agent for ModelAgent {
 
     fn wave(&self) -> usize {
         MODEL_WAVE
+    }
+
+    fn first_wave(&self) -> usize {
+        MODEL_FIRST_WAVE
     }
 
     fn play(

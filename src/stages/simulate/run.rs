@@ -55,6 +55,8 @@ pub(super) struct Run<'s> {
     asked: HashMap<(String, String), usize>,
     /// Every ask's text, lowercased (an ask made from a failed row says something new).
     said: HashSet<String>,
+    /// Waves opened so far in this run (the next wave's size follows from it).
+    waves: usize,
 }
 
 /// The first phrasing number of an ask made from a failed row: past every sweep's.
@@ -103,6 +105,7 @@ impl<'s> Run<'s> {
             mutated: HashSet::new(),
             asked: HashMap::new(),
             said: HashSet::new(),
+            waves: 0,
         }
     }
 
@@ -171,11 +174,13 @@ impl<'s> Run<'s> {
         report: &mut Report,
     ) {
         let opts = self.opts;
+        let size = self.setup.wave.size(self.waves);
+        self.waves += 1;
         // The asks chosen for the wave, in order, and their pins.
         let mut chosen: Vec<(Ask, Option<Pinned>)> = Vec::new();
         // Asks made from failed rows are asked after the sweeps are used up too (without
         // telling the allocation that asks are left: its end-of-run growth goes on).
-        while wave.len() < self.setup.wave
+        while wave.len() < size
             && *budget_left > 0
             && (!self.alloc.exhausted || self.feed.has_queued())
         {

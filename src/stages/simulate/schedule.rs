@@ -90,6 +90,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             resumed: report.resumed,
         };
         let stopped = loop {
+            let planning = Instant::now();
             let mut wave: Vec<Slot> = std::mem::take(&mut r.alloc.retry);
             let mut budget_left = r.alloc.room.saturating_sub(wave.len() as u64);
             r.alloc.decide(&mut wave, &mut budget_left);
@@ -112,6 +113,7 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
                     progress(&at.clone().played(done as u64, (since.job, since.run)));
                 }
             };
+            let wave_started = Instant::now();
             let (records, fresh) = r.play(
                 &wave,
                 agent,
@@ -123,7 +125,15 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             )?;
             r.alloc.rows += records.len() as u64;
             r.alloc.room = opts.budget.saturating_sub(r.alloc.rows);
+            let played = wave_started.elapsed();
             let failed = emit(&records, &fresh, &mut land, steer.as_mut())?;
+            tracing::debug!(
+                rollouts = wave.len(),
+                plan_ms = wave_started.saturating_duration_since(planning).as_millis(),
+                play_ms = played.as_millis(),
+                land_ms = wave_started.elapsed().saturating_sub(played).as_millis(),
+                "wave"
+            );
             if steer.as_ref().is_some_and(|s| s.mutate) {
                 for i in failed {
                     r.mutate(&records[i]);

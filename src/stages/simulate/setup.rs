@@ -49,7 +49,7 @@ pub(super) struct Setup {
     /// The rows' `user_model` ([`Agent::user_model`]).
     user_model: Option<String>,
     /// Rollouts per wave.
-    pub(super) wave: usize,
+    pub(super) wave: Waves,
     /// The digest of the settings that decide the schedule.
     pub(super) settings: String,
     /// The first 16 hex digits of the policy's SHA-256.
@@ -82,7 +82,8 @@ impl Setup {
         let seeds = seeds(opts, k, &mut warnings);
         let known_ids = known_ids(opts, &seeds);
         let agent_name = agent.name().to_owned();
-        let wave = opts.wave.unwrap_or_else(|| agent.wave()).max(1);
+        let own = Waves::new(agent.first_wave(), agent.wave());
+        let wave = opts.wave.map_or(own, |n| Waves::new(n, n));
         // The agent's policy, not only its name: a checkpoint of `seeded:0.35` must not resume
         // under `seeded:0.10` and mix two policies in one file.
         // The writer too: asks in a model's words are other asks.
@@ -90,7 +91,7 @@ impl Setup {
             Some(w) => format!("{} writer={w}", agent.policy()),
             None => agent.policy(),
         };
-        let settings = digest(opts, &seeds, &decides, wave, agent.wave());
+        let settings = digest(opts, &seeds, &decides, wave, own);
         Ok(Self {
             policy,
             k,
@@ -233,9 +234,50 @@ fn known_ids(opts: &Options, seeds: &[String]) -> Vec<String> {
     known
 }
 
+/// The sizes of a run's waves: `first`, doubling each wave up to `cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Waves {
+    first: usize,
+    cap: usize,
+}
+
+impl Waves {
+    /// Waves from `first` (at least 1) up to `cap` (at least `first`).
+    pub(super) fn new(first: usize, cap: usize) -> Self {
+        let first = first.max(1);
+        Self {
+            first,
+            cap: cap.max(first),
+        }
+    }
+
+    /// The size of a run's wave number `n` (from 0).
+    pub(super) fn size(self, n: usize) -> usize {
+        let mut size = self.first;
+        for _ in 0..n {
+            if size >= self.cap {
+                break;
+            }
+            size = size.saturating_mul(2);
+        }
+        size.min(self.cap)
+    }
+}
+
+impl std::fmt::Display for Waves {
+    /// `wave=N` for one size (as `--wave N` was always written), `waves=FIRST..CAP` otherwise.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.cap {
+            write!(f, "wave={}", self.cap)
+        } else {
+            write!(f, "waves={}..{}", self.first, self.cap)
+        }
+    }
+}
+
 /// The digest of what decides the schedule and the rows (not the budget: a resumed run may go
 /// further): 12 hex digits of a SHA-256.
-fn digest(opts: &Options, seeds: &[String], agent: &str, wave: usize, agent_wave: usize) -> String {
+fn digest(opts: &Options, seeds: &[String], agent: &str, wave: Waves, own: Waves) -> String {
     let tools: Vec<&Value> = opts.tools.iter().map(|t| &t.function).collect();
     let pinned: Vec<&str> = opts
         .tasks
@@ -264,11 +306,12 @@ fn digest(opts: &Options, seeds: &[String], agent: &str, wave: usize, agent_wave
         opts.runs,
         agent,
         // Only a wave other than the agent's own is written in, so checkpoints from before
-        // `--wave` existed resume.
-        if wave == agent_wave {
+        // `--wave` existed resume; so is a growing schedule, so a checkpoint of a model agent's
+        // waves of 256 (before they grew) is refused, not replayed under another schedule.
+        if wave == own && wave.first == wave.cap {
             String::new()
         } else {
-            format!("|wave={wave}")
+            format!("|{wave}")
         }
     );
     sha256_hex(&text)[..12].to_owned()
@@ -318,15 +361,43 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn the_digest_names_a_wave_only_when_it_is_not_the_agents() {
+    fn the_digest_names_a_wave_only_when_it_is_not_the_agents_or_grows() {
         let opts = Options::new(demo::tools(), "p".into());
-        let own = digest(&opts, &[], "a", 64, 64);
+        let one = |n| Waves::new(n, n);
+        let own = digest(&opts, &[], "a", one(64), one(64));
         assert_eq!(own.len(), 12);
-        assert_ne!(own, digest(&opts, &[], "a", 32, 64));
-        assert_ne!(own, digest(&opts, &[], "b", 64, 64));
+        assert_ne!(own, digest(&opts, &[], "a", one(32), one(64)));
+        assert_ne!(own, digest(&opts, &[], "b", one(64), one(64)));
         let mut budget = opts.clone();
         budget.budget += 1;
-        assert_eq!(own, digest(&budget, &[], "a", 64, 64));
+        assert_eq!(own, digest(&budget, &[], "a", one(64), one(64)));
+        // A growing schedule is always written in: a checkpoint made under one size is refused.
+        let growing = Waves::new(64, 1024);
+        let of_growing = digest(&opts, &[], "a", growing, growing);
+        assert_ne!(of_growing, digest(&opts, &[], "a", one(256), one(256)));
+        assert_ne!(of_growing, digest(&opts, &[], "a", one(1024), growing));
+        assert_ne!(of_growing, own);
+    }
+
+    #[test]
+    fn waves_double_from_the_first_to_the_cap() {
+        let sizes = |w: Waves| (0..7).map(|n| w.size(n)).collect::<Vec<_>>();
+        assert_eq!(
+            sizes(Waves::new(64, 1024)),
+            [64, 128, 256, 512, 1024, 1024, 1024]
+        );
+        // A cap that is no power of two of the first is reached, not passed.
+        assert_eq!(sizes(Waves::new(3, 20)), [3, 6, 12, 20, 20, 20, 20]);
+        assert_eq!(sizes(Waves::new(8, 8)), [8; 7]);
+        assert_eq!(Waves::new(0, 0).size(0), 1);
+        assert_eq!(Waves::new(64, 1024).size(usize::MAX), 1024);
+        assert_eq!(
+            (
+                Waves::new(8, 8).to_string(),
+                Waves::new(64, 1024).to_string()
+            ),
+            ("wave=8".to_owned(), "waves=64..1024".to_owned())
+        );
     }
 
     #[test]
