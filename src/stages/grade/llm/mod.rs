@@ -91,6 +91,8 @@ pub struct LlmJudge {
     runtime: tokio::runtime::Runtime,
     opts: Options,
     system: String,
+    /// The system prompt's digest, once (every verdict records it).
+    prompt_sha: String,
     name: String,
     version: String,
     rubric_sha: Option<String>,
@@ -106,13 +108,15 @@ impl LlmJudge {
         let runtime = crate::models::runtime()?;
         let system = prompt::system(opts.rubric.as_ref(), opts.use_privileged);
         let name = format!("llm:{}", model.spec().model);
-        let version = format!("{}@{}", model.spec().model, prompt::sha12(&system));
+        let prompt_sha = prompt::sha12(&system);
+        let version = format!("{}@{prompt_sha}", model.spec().model);
         Ok(Self {
             rubric_sha: opts.rubric.as_ref().map(|r| prompt::sha12(&r.text)),
             model,
             runtime,
             opts,
             system,
+            prompt_sha,
             name,
             version,
         })
@@ -219,7 +223,7 @@ impl LlmJudge {
         } = *spent;
         let mut v = v
             .with_meta("model", json!(self.model.spec().model))
-            .with_meta("prompt_sha", json!(prompt::sha12(&self.system)))
+            .with_meta("prompt_sha", json!(self.prompt_sha))
             .with_meta("prompt_version", json!(prompt::PROMPT_VERSION))
             .with_meta("temperature", json!(0.0))
             .with_meta("max_tokens", json!(self.opts.max_tokens))
@@ -319,11 +323,13 @@ impl Judge for LlmJudge {
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
         let view = BatchView::new(batch)?;
         // Each row is made a JSON object on its own core and let go once its payload is
-        // written: the objects weigh several times the payloads.
-        let users: Vec<String> = (0..batch.num_rows())
+        // written: the objects weigh several times the payloads. The first bad row in order
+        // is the one told, whichever core met it.
+        let users: Vec<Result<String>> = (0..batch.num_rows())
             .into_par_iter()
             .map(|i| encode(&view, i).map(|r| self.user_message(&r)))
-            .collect::<Result<_>>()?;
+            .collect();
+        let users: Vec<String> = users.into_iter().collect::<Result<_>>()?;
         // What the cache holds is settled on all cores, with no call; the rest is asked.
         let asks: Vec<(ChatRequest, u32)> = users
             .par_iter()
