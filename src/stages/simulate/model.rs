@@ -34,7 +34,8 @@ use crate::models::{CallError, ChatRequest, Message, Model, ToolCall};
 
 /// Rollouts per wave once the waves have grown: a constant, so the schedule does not follow
 /// `--concurrency`. Nothing is in flight between two waves, so a small wave leaves the calls
-/// idle at each wave's end (at 256 and `--concurrency 64`, 1.31x the latency bound).
+/// idle at each wave's end (at 256 and `--concurrency 64`, 1.41x the latency bound; 1.26x
+/// with these waves, docs/benchmarks.md).
 pub const MODEL_WAVE: usize = 1024;
 /// Rollouts in a model agent's first wave: the waves double from it to [`MODEL_WAVE`] (64, 128,
 /// 256, 512, then 1024), so a short run is decided in several steps.

@@ -166,6 +166,11 @@ impl<'s> Run<'s> {
         });
     }
 
+    /// Waves opened so far in this run.
+    pub(super) fn waves(&self) -> usize {
+        self.waves
+    }
+
     /// Opens new asks into `wave` while it has room, the budget lasts and asks are left.
     pub(super) fn open(
         &mut self,

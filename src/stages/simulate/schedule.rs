@@ -128,6 +128,8 @@ pub(super) fn simulate(opts: &Options, inputs: Inputs<'_>) -> Result<Report> {
             let played = wave_started.elapsed();
             let failed = emit(&records, &fresh, &mut land, steer.as_mut())?;
             tracing::debug!(
+                run,
+                wave = r.waves(),
                 rollouts = wave.len(),
                 plan_ms = wave_started.saturating_duration_since(planning).as_millis(),
                 play_ms = played.as_millis(),
