@@ -1723,6 +1723,46 @@ fn a_model_agents_progress_comes_within_a_wave() {
     );
 }
 
+/// A model agent's waves grow: 64, then 128, then 256, each landed before the next is chosen,
+/// so the progress line after each wave reads 64, 192 and 448 rows (the lines within a wave
+/// come every 10 finished rollouts, and under one size of 256 none would read 64 or 192).
+#[test]
+fn a_model_agents_waves_double_from_64() {
+    use wai::testing::model_server::{Config, ModelServer};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let out = simulate_with_model(
+        dir.path(),
+        &server,
+        "rows.jsonl",
+        &[
+            "--budget",
+            "448",
+            "--phrasings",
+            "16",
+            "--user-model",
+            "none",
+            "--concurrency",
+            "16",
+            "--progress-json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<u64> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|p| p["rows"].as_u64())
+        .collect();
+    for landed in [64, 192, 448] {
+        assert!(rows.contains(&landed), "{landed} not in {rows:?}");
+    }
+    assert_eq!(read_jsonl(&dir.path().join("rows.jsonl")).len(), 448);
+}
+
 /// The writer's calls for a wave go out together, as many as `--concurrency` lets.
 #[test]
 fn a_writer_model_words_a_waves_asks_together() {
