@@ -1705,22 +1705,27 @@ fn a_model_agents_progress_comes_within_a_wave() {
             "--progress-json",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<u64> = String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|p| p["rows"].as_u64())
-        .collect();
+    let rows = progress_rows(&out);
     assert!(rows.len() >= 4, "a line every 10 rollouts: {rows:?}");
     assert_eq!(rows.last(), Some(&60));
     assert!(
         rows[0] < 60 && rows.windows(2).all(|w| w[0] <= w[1]),
         "{rows:?}"
     );
+}
+
+/// The `rows` of each `--progress-json` line of a run that succeeded.
+fn progress_rows(out: &std::process::Output) -> Vec<u64> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|p| p["rows"].as_u64())
+        .collect()
 }
 
 /// A model agent's waves grow: 64, then 128, then 256, each landed before the next is chosen,
@@ -1747,16 +1752,7 @@ fn a_model_agents_waves_double_from_64() {
             "--progress-json",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<u64> = String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|p| p["rows"].as_u64())
-        .collect();
+    let rows = progress_rows(&out);
     for landed in [64, 192, 448] {
         assert!(rows.contains(&landed), "{landed} not in {rows:?}");
     }
