@@ -48,7 +48,7 @@ pub(super) struct Setup {
     sampling: Option<String>,
     /// The rows' `user_model` ([`Agent::user_model`]).
     user_model: Option<String>,
-    /// Rollouts per wave.
+    /// The sizes of the run's waves: the agent's own, or one size from `--wave`.
     pub(super) wave: Waves,
     /// The digest of the settings that decide the schedule.
     pub(super) settings: String,
