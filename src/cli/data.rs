@@ -63,6 +63,10 @@ pub(crate) struct SqlArgs {
     /// A table: `PATH` (named `rows`) or `NAME=PATH`. PATH is a file, folder, glob or URL.
     #[arg(long = "table", short = 't', value_name = "[NAME=]PATH")]
     pub tables: Vec<String>,
+    /// A lake (from `wai run`): its results tables (`results_pass_at`, `results_compare`, ...)
+    /// and rows (`rows`, `scored`, `guarded`, `selected`), as its committed runs wrote them.
+    #[arg(long, value_name = "LAKE")]
+    pub lake: Option<PathBuf>,
     /// Run a canned query from `queries/` by name (see `--list`).
     #[arg(
         long = "query",

@@ -10,12 +10,14 @@
 use clap::{Args, Parser, Subcommand};
 
 mod data;
+mod lake;
 mod measure;
 mod shared;
 mod simulate;
 mod training;
 
 pub(crate) use data::{CacheAction, CacheArgs, ConvertArgs, GenArgs, IngestArgs, SqlArgs};
+pub(crate) use lake::{LakeCommand, RunArgs};
 pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,
@@ -193,4 +195,14 @@ pub(crate) enum Command {
     /// interval holds the truth. Seeded and deterministic at any thread count.
     #[command(name = "coverage-study", hide = true)]
     CoverageStudy(CoverageStudyArgs),
+    /// The batch job over a lake: a pipeline file's stages (ingest, grade, measures, compare,
+    /// guard, select, export) on the input files no earlier run read, every report landed as
+    /// rows for `wai sql --lake`, gates checked.
+    ///
+    /// A killed run resumes at its stage when started again; a run with no new input file does
+    /// nothing. Exits 1 when a gate (or a stage's own check) fails, 2 when a stage is hollow.
+    Run(RunArgs),
+    /// A lake: make one (`init`), see what it holds (`status`).
+    #[command(subcommand)]
+    Lake(LakeCommand),
 }

@@ -21,8 +21,10 @@ pub(crate) mod ingest;
 pub(crate) mod init_evals;
 pub(crate) mod judge_trust;
 pub(crate) mod labels;
+pub(crate) mod lake;
 pub(crate) mod markers;
 pub(crate) mod pass_at;
+pub(crate) mod run;
 pub(crate) mod select;
 pub(crate) mod simulate;
 pub(crate) mod sql;
@@ -211,6 +213,7 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         runtime,
         progress,
         json: cli.global.json,
+        quiet: cli.global.quiet,
     };
     let started = std::time::Instant::now();
     session::forget_files();
@@ -262,7 +265,7 @@ fn files_read() -> Option<String> {
 }
 
 /// Runs `command`.
-fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<Outcome> {
+pub(crate) fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<Outcome> {
     match command {
         Command::Convert(args) => convert::run(ctx, &args),
         Command::Sql(args) => sql::run(ctx, &args, out),
@@ -289,6 +292,8 @@ fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<Outc
         Command::Decontaminate(args) => decontaminate::run(ctx, &args),
         Command::HackScan(args) => hack_scan::run(ctx, &args),
         Command::CoverageStudy(args) => coverage_study::run(&args),
+        Command::Run(args) => run::run(ctx, &args),
+        Command::Lake(command) => lake::run(ctx, &command),
     }
 }
 

@@ -88,6 +88,58 @@ fn to_json<R: serde::Serialize>(envelope: Envelope<R>) -> Result<Value> {
         .map_err(|e| Error::Internal(format!("the sql report does not serialize: {e}")))
 }
 
+/// Registers a lake's tables in `context`: each results folder as `results_<stage>` (its committed
+/// files, their columns merged), and each rows folder (`rows`, `scored`, `guarded`, `selected`)
+/// as a table of its committed files. Files of runs not committed are not read.
+fn lake_tables(
+    ctx: &Context,
+    context: &datafusion::execution::context::SessionContext,
+    root: &std::path::Path,
+    scratch: &std::path::Path,
+) -> Result<Vec<String>> {
+    use crate::pipeline::lake::{self, Lake};
+    let lake = Lake::open(root)?;
+    let manifest = lake.manifest()?;
+    let mut results: std::collections::BTreeMap<String, Vec<std::path::PathBuf>> =
+        std::collections::BTreeMap::new();
+    let mut rows: std::collections::BTreeMap<String, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for run in &manifest.runs {
+        for stage in &run.stages {
+            let table = format!("results_{}", stage.kind.replace('-', "_"));
+            results
+                .entry(table)
+                .or_default()
+                .push(lake.path(&stage.results));
+            for out in &stage.outputs {
+                let folder = out.split('/').next().unwrap_or_default();
+                if lake::FOLDERS.contains(&folder)
+                    && !matches!(folder, "exports" | "results")
+                    && std::path::Path::new(out)
+                        .extension()
+                        .is_some_and(|e| e == "parquet")
+                {
+                    rows.entry(folder.to_owned())
+                        .or_default()
+                        .push(lake.path(out).display().to_string());
+                }
+            }
+        }
+    }
+    let mut names = Vec::new();
+    for (name, files) in results {
+        let (schema, batches) = lake::read_merged(&files)?;
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
+        context.register_table(name.as_str(), std::sync::Arc::new(table))?;
+        names.push(name);
+    }
+    for (name, files) in rows {
+        super::load_table(ctx, context, &name, &files, scratch)?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
 /// Runs `wai sql`.
 pub(crate) fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Result<Outcome> {
     if args.list {
@@ -102,6 +154,9 @@ pub(crate) fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Resu
     let context = session::limited_context(None, &limits)?;
     let scratch = super::scratch()?;
     let mut tables = Vec::new();
+    if let Some(root) = &args.lake {
+        tables.extend(lake_tables(ctx, &context, root, scratch.path())?);
+    }
     for (name, paths) in query::table_specs(&args.tables) {
         if let Some(out) = &args.out {
             let inputs = ctx

@@ -10,6 +10,8 @@ pub struct Context {
     pub progress: bool,
     /// Whether the report is the `--json` document (data goes into it, not beside it).
     pub json: bool,
+    /// Whether only errors are printed (`--quiet`).
+    pub quiet: bool,
 }
 
 impl Context {
@@ -59,6 +61,7 @@ impl Context {
             runtime,
             progress: false,
             json: false,
+            quiet: false,
         })
     }
 }

@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod io;
 pub mod json_lines;
 pub mod judges;
+pub mod lake;
 pub mod limits;
 pub mod lines_out;
 pub mod output;

@@ -62,6 +62,9 @@ const COMMANDS: &[&str] = &[
     "init-evals|--tools|{F}/example_tools.json|--policy|{F}/example_policy.md|--dir|evals",
     "cache|stats|--cache|model-cache",
     "cache|clear|--cache|model-cache",
+    "run|pipe.toml",
+    "lake|status|lake",
+    "lake|init|lake2",
 ];
 
 #[test]
@@ -76,6 +79,11 @@ fn every_command_prints_the_envelope() {
         })
         .collect();
     crate::support::write_rows(&d.join("gold.jsonl"), &gold);
+    std::fs::write(
+        d.join("pipe.toml"),
+        "lake = \"lake\"\n[input]\npaths = [\"gold.jsonl\"]\n[[stage]]\nrun = \"pass-at\"\n",
+    )
+    .unwrap();
     let fixtures = fixture("");
     let fixtures = fixtures.to_str().unwrap().trim_end_matches('/');
     let mut seen = std::collections::BTreeSet::new();

@@ -1,0 +1,651 @@
+//! `wai run PIPELINE.toml`: the batch job over a lake (`docs/lake.md`).
+//!
+//! A pipeline file names its inputs, its stages (each a wai command, its options spelled as the
+//! command's flags) and its gates. A run reads the input files no committed run of the same
+//! pipeline has read, runs the stages in order, each writing under the lake and landing its
+//! report as rows in `results/<stage>/`, and commits the run to the manifest last. Data stages
+//! (ingest, convert, grade, decontaminate, select, export) work on the new rows; measures
+//! (pass-at, markers, gate, variance, judge-trust, hack-scan) read every row the pipeline has
+//! taken in so far, unless `over = "new"`; compare reads the new rows against a baseline. A killed
+//! run resumes at the stage it was in.
+
+mod gates;
+mod pipeline;
+mod results;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::Path;
+
+use clap::Parser as _;
+use serde_json::{Map, Value, json};
+
+use super::{Context, Outcome};
+use crate::cli::{Cli, RunArgs};
+use crate::error::{Error, ExitStatus, Result};
+use crate::pipeline::lake::{self, Lake, RunRecord, SeenFile, StageRecord};
+use crate::report::envelope::Envelope;
+use crate::report::plural;
+use crate::stages::simulate::hash::sha256_hex;
+use pipeline::{Baseline, Over, Pipeline, Role, Stage, command_line, output_of, quoted};
+use results::rows_of;
+
+/// What an input file is now.
+fn seen(path: &str) -> Result<SeenFile> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(Path::new(path), e))?;
+    let modified_ns = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| u64::try_from(d.as_nanos()).ok());
+    Ok(SeenFile {
+        path: path.to_owned(),
+        size: meta.len(),
+        modified_ns,
+    })
+}
+
+/// The input files now, and which no committed run of the pipeline has read.
+fn new_inputs(
+    ctx: &Context,
+    pipeline: &Pipeline,
+    history: &[&RunRecord],
+) -> Result<(Vec<SeenFile>, usize)> {
+    let traces = pipeline.stages.first().is_some_and(|s| s.kind == "ingest");
+    let found = ctx.runtime.block_on(async {
+        if traces {
+            crate::pipeline::source::resolve_traces(&pipeline.inputs).await
+        } else {
+            crate::pipeline::source::resolve(&pipeline.inputs).await
+        }
+    })?;
+    let mut known: BTreeMap<&str, &SeenFile> = BTreeMap::new();
+    for run in history {
+        for file in &run.inputs {
+            known.insert(file.path.as_str(), file);
+        }
+    }
+    let mut new = Vec::new();
+    let mut old = 0;
+    for input in found {
+        let crate::pipeline::source::Location::Local(_) = &input.location else {
+            return Err(Error::Usage(format!(
+                "`{}`: a pipeline reads local files for now (copy objects into a folder first)",
+                input.display
+            )));
+        };
+        let now = seen(&input.display)?;
+        match known.get(now.path.as_str()) {
+            Some(was) if **was == now => old += 1,
+            Some(was) => {
+                return Err(Error::Input {
+                    stage: "run".into(),
+                    message: format!(
+                        "`{}` changed after a run read it ({} bytes then, {} now): a lake's inputs are added to, never rewritten; add the new rows as a new file",
+                        now.path, was.size, now.size
+                    ),
+                });
+            }
+            None => new.push(now),
+        }
+    }
+    Ok((new, old))
+}
+
+/// A run id: the time and the pipeline's digest.
+fn run_id(digest: &str, taken: &[&RunRecord]) -> String {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+    let base = format!("{stamp}-{}", &digest[..8]);
+    let mut id = base.clone();
+    let mut n = 1;
+    while taken.iter().any(|r| r.run_id == id) {
+        n += 1;
+        id = format!("{base}-{n}");
+    }
+    id
+}
+
+/// Prints a progress event: a line for a person on a terminal, else a JSON line.
+fn progress(ctx: &Context, event: &Value, line: &str) {
+    if ctx.quiet || ctx.json {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    if std::io::stderr().is_terminal() {
+        let _ = writeln!(err, "{line}");
+    } else {
+        let _ = writeln!(err, "{event}");
+    }
+}
+
+/// Runs `wai run`.
+pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
+    let text = std::fs::read_to_string(&args.pipeline).map_err(|e| Error::io(&args.pipeline, e))?;
+    let pipeline = pipeline::parse(&args.pipeline, &text)?;
+    let lake = if args.dry_run {
+        // A dry run makes nothing: a lake that is not there yet has no history.
+        if pipeline.lake.join("_wai").join("lake.json").exists() {
+            Some(Lake::open(&pipeline.lake)?)
+        } else {
+            None
+        }
+    } else {
+        Some(Lake::init(&pipeline.lake)?.0)
+    };
+    let _lock = match (&lake, args.dry_run) {
+        (Some(l), false) => Some(l.lock()?),
+        _ => None,
+    };
+    let manifest = match &lake {
+        Some(l) => l.manifest()?,
+        None => lake::Manifest::default(),
+    };
+    let history: Vec<&RunRecord> = manifest
+        .runs
+        .iter()
+        .filter(|r| r.pipeline_digest == pipeline.digest)
+        .collect();
+    let pending = match &lake {
+        Some(l) => l.pending(&pipeline.digest)?,
+        None => None,
+    };
+    let resumed = pending.is_some();
+    let record = if let Some(p) = pending {
+        p
+    } else {
+        let (new, old) = new_inputs(ctx, &pipeline, &history)?;
+        if new.is_empty() && !args.again {
+            return up_to_date(&pipeline, &history, old);
+        }
+        let taken: Vec<&RunRecord> = manifest.runs.iter().collect();
+        RunRecord {
+            run_id: run_id(&pipeline.digest, &taken),
+            pipeline: args.pipeline.display().to_string(),
+            pipeline_digest: pipeline.digest.clone(),
+            started: lake::now(),
+            finished: None,
+            inputs: new,
+            stages: Vec::new(),
+            gates: Vec::new(),
+            exit: 0,
+        }
+    };
+    if args.dry_run {
+        return Ok(plan(&pipeline, &record, &history, resumed, lake.is_some()));
+    }
+    let Some(lake) = lake else {
+        return Err(Error::Internal("the lake was not opened".into()));
+    };
+    lake.save_pending(&record)?;
+    let mut runner = Runner::new(ctx, args, &pipeline, &lake, &manifest, &history, record);
+    for i in 0..pipeline.stages.len() {
+        runner.stage(i)?;
+    }
+    let mut record = runner.record;
+    let status = gates::verdict(&mut record, &pipeline);
+    record.exit = i32::from(status.code());
+    record.finished = Some(lake::now());
+    let summary = summary(&record, &pipeline, resumed);
+    let report = json!({
+        "up_to_date": false,
+        "run_id": record.run_id,
+        "lake": pipeline.lake.display().to_string(),
+        "resumed": resumed,
+        "new_files": record.inputs.len(),
+        "stages": record.stages.iter().map(|s| json!({"name": s.name, "kind": s.kind,
+            "exit": s.status, "elapsed_s": s.elapsed_s, "rows": s.rows,
+            "bytes_read": s.bytes_read, "outputs": s.outputs, "results": s.results,
+            "headline": s.headline})).collect::<Vec<_>>(),
+        "gates": record.gates,
+    });
+    lake.commit(record)?;
+    let json = Envelope::new("run", report)
+        .inputs(&pipeline.inputs)
+        .to_json()?;
+    Ok(Outcome {
+        text: summary,
+        json,
+        status,
+    })
+}
+
+/// The outcome of a run with no new input file: nothing ran.
+fn up_to_date(pipeline: &Pipeline, history: &[&RunRecord], old: usize) -> Result<Outcome> {
+    let last = history
+        .last()
+        .map_or(String::new(), |r| format!(" (last run `{}`)", r.run_id));
+    let text = format!(
+        "up to date: no input file is new ({} read before){last}; nothing ran (`--again` runs the measures anyway)",
+        plural(old as u64, "file")
+    );
+    let json = Envelope::new(
+        "run",
+        json!({"up_to_date": true, "run_id": null, "new_files": 0, "stages": [], "gates": []}),
+    )
+    .inputs(&pipeline.inputs)
+    .to_json()?;
+    Ok(Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    })
+}
+
+/// A run under way: its record, and the rows the next stage reads.
+struct Runner<'a> {
+    ctx: &'a Context,
+    args: &'a RunArgs,
+    pipeline: &'a Pipeline,
+    lake: &'a Lake,
+    manifest: &'a lake::Manifest,
+    history: &'a [&'a RunRecord],
+    record: RunRecord,
+    /// This run's rows: the new input files, then the last data stage's output.
+    current_new: Vec<String>,
+    /// Every row so far: `current_new` and what the committed runs had at the same point.
+    current_all: Vec<String>,
+    /// The digest of the new input files.
+    input_digest: String,
+}
+
+impl<'a> Runner<'a> {
+    fn new(
+        ctx: &'a Context,
+        args: &'a RunArgs,
+        pipeline: &'a Pipeline,
+        lake: &'a Lake,
+        manifest: &'a lake::Manifest,
+        history: &'a [&'a RunRecord],
+        record: RunRecord,
+    ) -> Self {
+        let current_new: Vec<String> = record.inputs.iter().map(|f| f.path.clone()).collect();
+        let mut current_all: Vec<String> = history
+            .iter()
+            .flat_map(|r| r.inputs.iter().map(|f| f.path.clone()))
+            .collect();
+        current_all.extend(current_new.iter().cloned());
+        let input_digest = sha256_hex(&serde_json::to_string(&record.inputs).unwrap_or_default());
+        Self {
+            ctx,
+            args,
+            pipeline,
+            lake,
+            manifest,
+            history,
+            record,
+            current_new,
+            current_all,
+            input_digest,
+        }
+    }
+
+    /// `rel` under the lake, as a path the commands take.
+    fn in_lake(&self, rel: &str) -> String {
+        self.lake.path(rel).display().to_string()
+    }
+
+    /// The rows stage `i` of this run wrote at `out`: they are what the next stages read.
+    fn wrote(&mut self, i: usize, out: &str) {
+        let mut all: Vec<String> = (self.history.iter())
+            .filter_map(|r| r.stages.get(i))
+            .filter_map(|s| s.outputs.first())
+            .map(|o| self.in_lake(o))
+            .collect();
+        all.push(self.in_lake(out));
+        self.current_new = vec![self.in_lake(out)];
+        self.current_all = all;
+    }
+
+    /// A compare stage's before arm, or why it is skipped.
+    fn before_arm(&self, i: usize) -> Result<std::result::Result<String, String>> {
+        let stage = &self.pipeline.stages[i];
+        if self.current_new.len() != 1 {
+            return Err(pipeline::at(
+                &self.args.pipeline,
+                stage.line,
+                format!(
+                    "stage `{}`: compare reads one file of this run's rows and there are {}: put a grade or convert stage before it",
+                    stage.name,
+                    self.current_new.len()
+                ),
+            ));
+        }
+        // The same rows of the baseline run: the output of the last data stage before this one.
+        let data_before = self.pipeline.stages[..i]
+            .iter()
+            .rposition(|s| output_of(s, "").is_some() && s.role != Role::Export);
+        let arm_of = |run: &RunRecord| -> Option<String> {
+            match data_before {
+                Some(j) => (run.stages.get(j))
+                    .and_then(|s| s.outputs.first())
+                    .map(|o| self.in_lake(o)),
+                None if run.inputs.len() == 1 => Some(run.inputs[0].path.clone()),
+                None => None,
+            }
+        };
+        let refused = |why: String| {
+            pipeline::at(
+                &self.args.pipeline,
+                stage.line,
+                format!("stage `{}`: {why}", stage.name),
+            )
+        };
+        Ok(match stage.baseline.as_ref() {
+            Some(Baseline::Path(p)) => Ok(p.clone()),
+            Some(Baseline::Previous) => {
+                let Some(run) = self.history.last() else {
+                    return Ok(Err(
+                        "no earlier run of this pipeline to compare against".into()
+                    ));
+                };
+                Ok(arm_of(run).ok_or_else(|| {
+                    refused("the previous run has no single file of rows to compare".into())
+                })?)
+            }
+            Some(Baseline::Run(id)) => {
+                let run = (self.manifest.runs.iter())
+                    .find(|r| &r.run_id == id)
+                    .ok_or_else(|| refused(format!("no committed run `{id}` in the lake")))?;
+                Ok(arm_of(run).ok_or_else(|| {
+                    refused(format!("run `{id}` has no single file of rows to compare"))
+                })?)
+            }
+            None => Err("no baseline".into()),
+        })
+    }
+
+    /// Runs stage `i`, or takes its outputs when a killed run committed it before.
+    fn stage(&mut self, i: usize) -> Result<()> {
+        let stage = &self.pipeline.stages[i];
+        let total = self.pipeline.stages.len();
+        let position = format!("[{}/{total}] {}", i + 1, stage.name);
+        let out_rel = output_of(stage, &self.record.run_id);
+        if let Some(done) = self.record.stages.get(i) {
+            if let (Some(out), Some(_)) = (done.outputs.first().cloned(), &out_rel) {
+                self.wrote(i, &out);
+            }
+            progress(
+                self.ctx,
+                &json!({"stage": stage.name, "index": i + 1, "of": total, "event": "done_before"}),
+                &format!("{position}: done before the run was stopped"),
+            );
+            return Ok(());
+        }
+        let inputs = match stage.role {
+            Role::Measure if stage.over == Over::All => self.current_all.clone(),
+            _ => self.current_new.clone(),
+        };
+        let before = match stage.role {
+            Role::Compare => Some(self.before_arm(i)?),
+            _ => None,
+        };
+        progress(
+            self.ctx,
+            &json!({"stage": stage.name, "index": i + 1, "of": total, "event": "start",
+                    "files": inputs.len()}),
+            &format!(
+                "{position}: reading {}",
+                plural(inputs.len() as u64, "file")
+            ),
+        );
+        let started = std::time::Instant::now();
+        let bytes_read: u64 = (inputs.iter())
+            .chain(before.iter().filter_map(|b| b.as_ref().ok()))
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
+        let (status, doc, headline) = match &before {
+            Some(Err(why)) => (
+                ExitStatus::Success,
+                json!({"report": {"skipped": why}}),
+                format!("skipped: {why}"),
+            ),
+            _ => self.command(stage, &inputs, out_rel.as_deref(), before.as_ref())?,
+        };
+        let elapsed = started.elapsed().as_secs_f64();
+        let mut common = Map::new();
+        common.insert("run_id".into(), json!(self.record.run_id));
+        common.insert("run_time".into(), json!(self.record.started));
+        common.insert("pipeline".into(), json!(self.record.pipeline));
+        common.insert("stage".into(), json!(stage.name));
+        common.insert("status".into(), json!(status.code()));
+        common.insert("input_digest".into(), json!(self.input_digest));
+        common.insert(
+            "settings_digest".into(),
+            json!(sha256_hex(&stage.flags.join("\u{1f}"))),
+        );
+        common.insert("rows_read".into(), json!(rows_of(&doc)));
+        common.insert("bytes_read".into(), json!(bytes_read));
+        common.insert("elapsed_s".into(), json!(elapsed));
+        let mut rows = results::rows(stage.kind, &doc["report"], &common);
+        if rows.is_empty() {
+            rows.push(common);
+        }
+        let results_rel = format!(
+            "{}/run={}-{}.parquet",
+            lake::results_folder(stage.kind),
+            self.record.run_id,
+            stage.name
+        );
+        lake::write_parquet(&self.lake.path(&results_rel), &lake::results_batch(&rows)?)?;
+        let mut outputs: Vec<String> = out_rel.iter().cloned().collect();
+        for extra in doc["outputs"].as_array().into_iter().flatten() {
+            let Some(p) = extra["path"].as_str() else {
+                continue;
+            };
+            if let Ok(rel) = Path::new(p).strip_prefix(self.lake.root()) {
+                let rel = rel.display().to_string();
+                if !outputs.contains(&rel) {
+                    outputs.push(rel);
+                }
+            }
+        }
+        if !matches!(before, Some(Err(_)))
+            && let Some(out) = &out_rel
+        {
+            self.wrote(i, out);
+        }
+        progress(
+            self.ctx,
+            &json!({"stage": stage.name, "index": i + 1, "of": total, "event": "done",
+                    "elapsed_s": elapsed, "rows": rows_of(&doc), "bytes_read": bytes_read,
+                    "exit": status.code()}),
+            &format!("{position}: {headline} ({elapsed:.1} s)"),
+        );
+        self.record.stages.push(StageRecord {
+            name: stage.name.clone(),
+            kind: stage.kind.to_owned(),
+            status: i32::from(status.code()),
+            elapsed_s: elapsed,
+            rows: rows_of(&doc),
+            bytes_read,
+            outputs,
+            results: results_rel,
+            headline,
+            report: Some(doc["report"].clone()),
+        });
+        self.lake.save_pending(&self.record)
+    }
+
+    /// Runs `stage`'s command in this process: its status, `--json` document and first line.
+    fn command(
+        &self,
+        stage: &Stage,
+        inputs: &[String],
+        out_rel: Option<&str>,
+        before: Option<&std::result::Result<String, String>>,
+    ) -> Result<(ExitStatus, Value, String)> {
+        let out = out_rel.map(|o| {
+            let path = self.lake.path(o);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            Ok::<_, Error>(path.display().to_string())
+        });
+        let out = out.transpose()?;
+        let before = before.and_then(|b| b.as_ref().ok()).map(String::as_str);
+        let words = command_line(stage, inputs, out.as_deref(), before);
+        let cli = Cli::try_parse_from(&words).map_err(|e| {
+            let first = e.to_string();
+            pipeline::at(
+                &self.args.pipeline,
+                stage.line,
+                format!(
+                    "stage `{}`: {}",
+                    stage.name,
+                    first.lines().next().unwrap_or("")
+                ),
+            )
+        })?;
+        let mut sink = std::io::sink();
+        let outcome = super::dispatch(cli.command, self.ctx, &mut sink)
+            .map_err(|e| stage_error(e, &stage.name))?;
+        let headline = (outcome.text.lines())
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_owned();
+        Ok((outcome.status, outcome.json, headline))
+    }
+}
+
+/// A stage's error, naming the stage (the run stays pending: run again to resume).
+fn stage_error(e: Error, stage: &str) -> Error {
+    match e {
+        Error::Usage(m) => Error::Usage(format!("stage `{stage}`: {m}")),
+        Error::Input { stage: s, message } => Error::Input {
+            stage: s,
+            message: format!(
+                "stage `{stage}`: {message} (the run is kept: run again to resume at this stage)"
+            ),
+        },
+        e => e,
+    }
+}
+
+/// The summary a person reads.
+fn summary(record: &RunRecord, pipeline: &Pipeline, resumed: bool) -> String {
+    let mut text = format!(
+        "run `{}` on `{}`{}: {} new",
+        record.run_id,
+        pipeline.lake.display(),
+        if resumed { " (resumed)" } else { "" },
+        plural(record.inputs.len() as u64, "file")
+    );
+    let width = record
+        .stages
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0);
+    for s in &record.stages {
+        let _ = write!(
+            text,
+            "\n  {:width$}  exit {}  {:>6.1} s  {}",
+            s.name, s.status, s.elapsed_s, s.headline
+        );
+    }
+    if !record.gates.is_empty() {
+        text.push_str("\ngates:");
+        for g in &record.gates {
+            let word = match (g.passed, g.value.as_str()) {
+                (true, Some("skipped")) => "SKIP",
+                (true, _) => "PASS",
+                (false, _) => "FAIL",
+            };
+            let _ = write!(text, "\n  {word} {} (read {})", g.gate, g.value);
+        }
+    }
+    let _ = write!(
+        text,
+        "\ncommitted; query the results with `wai sql --lake {} \"SELECT * FROM results_{}\"`",
+        pipeline.lake.display(),
+        record
+            .stages
+            .iter()
+            .find(|s| s.kind != "grade")
+            .map_or("grade".into(), |s| s.kind.replace('-', "_"))
+    );
+    text
+}
+
+/// `--dry-run`: what would be read and written, and the command each stage runs.
+fn plan(
+    pipeline: &Pipeline,
+    record: &RunRecord,
+    history: &[&RunRecord],
+    resumed: bool,
+    lake_exists: bool,
+) -> Outcome {
+    let mut text = format!(
+        "lake `{}`{}; pipeline {} ({} earlier {})",
+        pipeline.lake.display(),
+        if lake_exists { "" } else { " (not made yet)" },
+        &pipeline.digest[..12],
+        history.len(),
+        if history.len() == 1 { "run" } else { "runs" }
+    );
+    if resumed {
+        let _ = write!(
+            text,
+            "\nresumes run `{}` after its stage {}",
+            record.run_id,
+            record.stages.len()
+        );
+    }
+    let bytes: u64 = record.inputs.iter().map(|f| f.size).sum();
+    let _ = write!(
+        text,
+        "\nnew: {} ({bytes} bytes)",
+        plural(record.inputs.len() as u64, "file")
+    );
+    for f in record.inputs.iter().take(10) {
+        let _ = write!(text, "\n  {}", f.path);
+    }
+    if record.inputs.len() > 10 {
+        let _ = write!(text, "\n  ... and {} more", record.inputs.len() - 10);
+    }
+    let mut stages = Vec::new();
+    for (i, stage) in pipeline.stages.iter().enumerate() {
+        let reads = match (stage.role, stage.over) {
+            (Role::Intake, _) => "the new input files",
+            (Role::Measure, Over::All) => "every row so far",
+            (Role::Compare, _) => "the baseline and this run's rows",
+            _ => "this run's rows",
+        };
+        let writes = output_of(stage, &record.run_id).unwrap_or_else(|| "its report only".into());
+        let done = if i < record.stages.len() {
+            " (done)"
+        } else {
+            ""
+        };
+        let argv = command_line(
+            stage,
+            &["ROWS".into()],
+            output_of(stage, "RUN").as_deref(),
+            (stage.role == Role::Compare).then_some("BEFORE"),
+        );
+        let _ = write!(
+            text,
+            "\n[{}] {}{done}: reads {reads}; writes {writes} and {}/\n    {}",
+            i + 1,
+            stage.name,
+            lake::results_folder(stage.kind),
+            argv.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" ")
+        );
+        stages.push(json!({"name": stage.name, "kind": stage.kind, "reads": reads, "writes": writes, "command": argv, "done": i < record.stages.len()}));
+    }
+    for gate in &pipeline.gates {
+        let _ = write!(text, "\ngate: {}", gate.text);
+    }
+    let json = Envelope::new("run", json!({"dry_run": true, "run_id": record.run_id, "new_files": record.inputs, "stages": stages,
+        "gates": pipeline.gates.iter().map(|g| g.text.clone()).collect::<Vec<_>>()}))
+        .inputs(&pipeline.inputs)
+        .to_json()
+        .unwrap_or(Value::Null);
+    Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    }
+}

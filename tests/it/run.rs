@@ -1,0 +1,388 @@
+//! `wai run` and its lake: a pipeline end to end, incremental runs measuring what one full run
+//! does, a run killed with SIGKILL at several stages and resumed to the same outputs, and the
+//! results read back with `wai sql --lake`.
+
+use std::io::BufRead as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::{gen_rows, refused, succeeded, wai};
+
+/// `wai gen` rows whose rollout ids start with `prefix` (each night's traces are other rollouts
+/// of the same tasks).
+fn gen_night(path: &Path, rows: u64, seed: u64, prefix: &str) {
+    gen_rows(path, rows, seed);
+    let renamed: Vec<Value> = crate::support::read_jsonl(path)
+        .into_iter()
+        .map(|mut row| {
+            let id = row["rollout_id"].as_str().unwrap_or_default().to_owned();
+            row["rollout_id"] = Value::String(format!("{prefix}{id}"));
+            row
+        })
+        .collect();
+    crate::support::write_rows(path, &renamed);
+}
+
+/// A nightly pipeline over `in/*.jsonl` into `lake`.
+fn pipeline(dir: &Path, name: &str, lake: &str) {
+    let text = format!(
+        r#"lake = "{lake}"
+gates = ["pass_at.pass_at_1 >= 0.2", "compare.ok", "hack_scan.regime != 'reward_hack'"]
+
+[input]
+paths = ["in/*.jsonl"]
+
+[[stage]]
+run = "grade"
+judge = ["sql:CASE WHEN reward > 0.5 THEN 1 ELSE 0 END"]
+
+[[stage]]
+run = "pass-at"
+by = ["dims.tier"]
+
+[[stage]]
+run = "markers"
+
+[[stage]]
+run = "compare"
+baseline = "previous"
+
+[[stage]]
+run = "hack-scan"
+seed = 3
+
+[[stage]]
+run = "select"
+mode = "rl"
+
+[[stage]]
+run = "export"
+format = "openai"
+"#
+    );
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// `wai --json sql --lake LAKE QUERY`'s rows.
+fn query(dir: &Path, lake: &str, sql: &str) -> Vec<Value> {
+    let out = succeeded(
+        wai()
+            .current_dir(dir)
+            .args(["--json", "sql", "--lake", lake, sql]),
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["report"]["result"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The manifest of the lake at `dir/lake`.
+fn manifest(dir: &Path, lake: &str) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(dir.join(lake).join("_wai/manifest.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+/// The export the lake's last run wrote.
+fn last_export(dir: &Path, lake: &str) -> String {
+    let m = manifest(dir, lake);
+    let run = m["runs"].as_array().unwrap().last().unwrap();
+    let export = run["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "export")
+        .unwrap();
+    std::fs::read_to_string(dir.join(lake).join(export["outputs"][0].as_str().unwrap())).unwrap()
+}
+
+#[test]
+fn a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("in")).unwrap();
+    gen_rows(&d.join("in/a.jsonl"), 600, 1);
+    pipeline(d, "nightly.toml", "lake");
+    let dry = succeeded(
+        wai()
+            .current_dir(d)
+            .args(["run", "nightly.toml", "--dry-run"]),
+    );
+    let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert!(
+        dry.contains("new: 1 file") && dry.contains("in/a.jsonl"),
+        "{dry}"
+    );
+    assert!(dry.contains("wai pass-at --by=dims.tier"), "{dry}");
+    assert!(!d.join("lake").exists(), "a dry run makes nothing");
+
+    let out = succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("PASS pass_at.pass_at_1 >= 0.2"), "{text}");
+    // The first night has no previous run: the compare is skipped, not failed.
+    assert!(text.contains("SKIP compare.ok"), "{text}");
+    assert!(!last_export(d, "lake").is_empty());
+
+    // Per slice and overall, with intervals and n, as rows.
+    let rows = query(
+        d,
+        "lake",
+        "SELECT slice, pass_at_1, ci_low, ci_high, n_groups FROM results_pass_at ORDER BY slice NULLS FIRST",
+    );
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(rows[0]["slice"].is_null());
+    for r in &rows {
+        let (lo, p, hi) = (
+            r["ci_low"].as_f64().unwrap(),
+            r["pass_at_1"].as_f64().unwrap(),
+            r["ci_high"].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= p && p <= hi && r["n_groups"].as_i64().unwrap() > 0,
+            "{r}"
+        );
+    }
+    let scored = query(d, "lake", "SELECT count(*) AS n FROM scored");
+    assert_eq!(scored[0]["n"], 600);
+
+    let again = succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("up to date"));
+    assert_eq!(manifest(d, "lake")["runs"].as_array().unwrap().len(), 1);
+
+    // The second night: one new file, compared against the first night's rows.
+    gen_night(&d.join("in/b.jsonl"), 600, 2, "night2-");
+    let out = succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("1 file new") && text.contains("PASS compare.ok"),
+        "{text}"
+    );
+    let compare = query(
+        d,
+        "lake",
+        "SELECT ok, n_paired_tasks FROM results_compare WHERE ok IS NOT NULL",
+    );
+    assert_eq!(compare.len(), 1, "{compare:?}");
+    let status = succeeded(wai().current_dir(d).args(["lake", "status", "lake"]));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("2 runs committed"));
+}
+
+#[test]
+fn incremental_runs_measure_what_one_full_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("in")).unwrap();
+    gen_rows(&d.join("in/a.jsonl"), 500, 11);
+    pipeline(d, "nightly.toml", "nightly");
+    succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    gen_night(&d.join("in/b.jsonl"), 700, 12, "night2-");
+    succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    // The same two files at once, into another lake.
+    pipeline(d, "full.toml", "full");
+    succeeded(wai().current_dir(d).args(["run", "full.toml"]));
+    let last = |lake: &str| {
+        manifest(d, lake)["runs"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for (table, columns) in [
+        (
+            "results_pass_at",
+            "slice, k, pass_at_1, ci_low, ci_high, pass_pow_k, pass_at_k, n_groups, n_rows",
+        ),
+        (
+            "results_markers",
+            "marker, mean, ci_low, ci_high, n_tasks, n_rows",
+        ),
+        (
+            "results_hack_scan",
+            "regime, n_rows, n_groups, top_feature, rho_max",
+        ),
+    ] {
+        let sql = |lake: &str| {
+            format!(
+                "SELECT {columns} FROM {table} WHERE run_id = '{}' ORDER BY 1 NULLS FIRST",
+                last(lake)
+            )
+        };
+        let incremental = query(d, "nightly", &sql("nightly"));
+        let full = query(d, "full", &sql("full"));
+        assert!(!full.is_empty(), "{table}");
+        assert_eq!(
+            incremental, full,
+            "{table}: two nights against one run over both files"
+        );
+    }
+    assert_eq!(manifest(d, "nightly")["runs"].as_array().unwrap().len(), 2);
+}
+
+/// Starts `wai run PIPELINE` in `dir` and kills it with SIGKILL when it reports `event` for
+/// `stage` (its progress lines on stderr); returns whether it was still running then.
+fn kill_at(dir: &Path, pipeline: &str, stage: &str, event: &str) -> bool {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .current_dir(dir)
+        .args(["run", pipeline])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    for line in err.lines() {
+        let Ok(line) = line else { break };
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if v["stage"] == stage && v["event"] == event {
+            child.kill().unwrap(); // SIGKILL
+            break;
+        }
+    }
+    let status = child.wait().unwrap();
+    !status.success()
+}
+
+#[test]
+fn a_run_killed_at_any_stage_resumes_to_the_same_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("in")).unwrap();
+    gen_rows(&d.join("in/a.jsonl"), 800, 5);
+    pipeline(d, "whole.toml", "whole");
+    succeeded(wai().current_dir(d).args(["run", "whole.toml"]));
+    let whole = last_export(d, "whole");
+    let whole_results = query(
+        d,
+        "whole",
+        "SELECT stage, status, rows_read FROM results_select",
+    );
+    for (i, (stage, event)) in [
+        ("grade", "start"),
+        ("pass_at", "done"),
+        ("select", "start"),
+        ("export", "done"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let lake = format!("killed{i}");
+        let file = format!("{lake}.toml");
+        pipeline(d, &file, &lake);
+        assert!(
+            kill_at(d, &file, stage, event),
+            "{stage} {event}: the run ended before the kill"
+        );
+        assert!(
+            std::fs::read_dir(d.join(&lake).join("_wai/pending"))
+                .unwrap()
+                .next()
+                .is_some(),
+            "{stage} {event}: the killed run is pending"
+        );
+        assert_eq!(
+            manifest(d, &lake)["runs"].as_array().unwrap().len(),
+            0,
+            "nothing committed yet"
+        );
+        // A second kill, one stage later, before the run is let finish.
+        let out = succeeded(wai().current_dir(d).args(["run", &file]));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.contains("(resumed)"), "{stage} {event}: {text}");
+        assert_eq!(
+            last_export(d, &lake),
+            whole,
+            "{stage} {event}: the export differs"
+        );
+        let runs = manifest(d, &lake)["runs"].as_array().unwrap().len();
+        assert_eq!(runs, 1, "{stage} {event}: one run, nothing duplicated");
+        for table in [
+            "results_grade",
+            "results_pass_at",
+            "results_select",
+            "results_export",
+        ] {
+            let n = query(
+                d,
+                &lake,
+                &format!("SELECT count(DISTINCT run_id) AS n, count(*) AS rows FROM {table}"),
+            );
+            assert_eq!(n[0]["n"], 1, "{stage} {event}: {table} {n:?}");
+        }
+        assert_eq!(
+            query(
+                d,
+                &lake,
+                "SELECT stage, status, rows_read FROM results_select"
+            ),
+            whole_results
+        );
+        // And the resumed run's scored rows are the whole run's, once.
+        assert_eq!(
+            query(d, &lake, "SELECT count(*) AS n FROM scored")[0]["n"],
+            800
+        );
+    }
+}
+
+#[test]
+fn a_bad_pipeline_is_refused_before_any_work_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("in")).unwrap();
+    gen_rows(&d.join("in/a.jsonl"), 50, 1);
+    pipeline(d, "p.toml", "lake");
+    let text = std::fs::read_to_string(d.join("p.toml")).unwrap();
+    std::fs::write(
+        d.join("bad.toml"),
+        text.replace("mode = \"rl\"", "mdoe = \"rl\""),
+    )
+    .unwrap();
+    refused(
+        wai().current_dir(d).args(["run", "bad.toml"]),
+        "bad.toml, line 28: `mdoe` is not an option of `wai select`",
+    );
+    std::fs::write(d.join("bad.toml"), text.replace("seed = 3", "seed = \"x\"")).unwrap();
+    refused(
+        wai().current_dir(d).args(["run", "bad.toml"]),
+        "stage `hack_scan`",
+    );
+    std::fs::write(
+        d.join("bad.toml"),
+        text.replace("compare.ok", "comparre.ok"),
+    )
+    .unwrap();
+    refused(
+        wai().current_dir(d).args(["run", "bad.toml"]),
+        "no stage `comparre`",
+    );
+    assert!(!d.join("lake").exists(), "nothing was made");
+}
+
+#[test]
+fn a_failed_gate_exits_1_and_still_commits_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("in")).unwrap();
+    gen_rows(&d.join("in/a.jsonl"), 200, 1);
+    pipeline(d, "p.toml", "lake");
+    let text = std::fs::read_to_string(d.join("p.toml")).unwrap();
+    std::fs::write(d.join("p.toml"), text.replace(">= 0.2", ">= 0.99")).unwrap();
+    let out = wai()
+        .current_dir(d)
+        .args(["run", "p.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL pass_at.pass_at_1 >= 0.99"));
+    let m = manifest(d, "lake");
+    assert_eq!(m["runs"][0]["exit"], 1);
+    assert_eq!(m["runs"][0]["gates"][0]["passed"], false);
+}
