@@ -61,9 +61,12 @@ impl Query {
 }
 
 /// Every canned query, by name.
-pub const QUERIES: [Query; 7] = [
+pub const QUERIES: [Query; 10] = [
     query!("failures_by_tool_tier"),
     query!("judge_status"),
+    query!("lake_compare_history"),
+    query!("lake_judge_versions"),
+    query!("lake_pass_at_trend"),
     query!("marker_rates"),
     query!("pass_at_k_by_slice"),
     query!("pass_rate_by_dim"),

@@ -40,9 +40,15 @@ judge = ["sql:CASE WHEN reward > 0.5 THEN 1 ELSE 0 END"]
 [[stage]]
 run = "pass-at"
 by = ["dims.tier"]
+over = "all"
 
 [[stage]]
 run = "markers"
+over = "all"
+
+[[stage]]
+run = "pass-at"
+name = "tonight"
 
 [[stage]]
 run = "compare"
@@ -51,6 +57,7 @@ baseline = "previous"
 [[stage]]
 run = "hack-scan"
 seed = 3
+over = "all"
 
 [[stage]]
 run = "select"
@@ -130,7 +137,7 @@ fn a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date() {
     let rows = query(
         d,
         "lake",
-        "SELECT slice, pass_at_1, ci_low, ci_high, n_groups FROM results_pass_at ORDER BY slice NULLS FIRST",
+        "SELECT slice, pass_at_1, ci_low, ci_high, n_groups FROM results_pass_at WHERE stage = 'pass_at' ORDER BY slice NULLS FIRST",
     );
     assert_eq!(rows.len(), 4, "{rows:?}");
     assert!(rows[0]["slice"].is_null());
@@ -166,6 +173,50 @@ fn a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date() {
         "SELECT ok, n_paired_tasks FROM results_compare WHERE ok IS NOT NULL",
     );
     assert_eq!(compare.len(), 1, "{compare:?}");
+    // `over = "all"` measures both nights' rows, the default only tonight's.
+    let n = query(
+        d,
+        "lake",
+        "SELECT stage, n_rows FROM results_pass_at WHERE slice IS NULL ORDER BY run_time, stage",
+    );
+    let n: Vec<(String, i64)> = n
+        .iter()
+        .map(|r| {
+            (
+                r["stage"].as_str().unwrap().to_owned(),
+                r["n_rows"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("pass_at", 600),
+        ("tonight", 600),
+        ("pass_at", 1200),
+        ("tonight", 600),
+    ];
+    assert_eq!(n, want.map(|(s, n)| (s.to_owned(), n)));
+    // The canned questions over the lake's history.
+    for q in wai::queries::QUERIES
+        .iter()
+        .filter(|q| q.name.starts_with("lake_"))
+    {
+        let out = succeeded(
+            wai()
+                .current_dir(d)
+                .args(["--json", "sql", "--lake", "lake", "--query", q.name]),
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = doc["report"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let want = match q.name {
+            "lake_pass_at_trend" => 10, // 2 runs x (overall + 3 tiers, and tonight's overall)
+            "lake_compare_history" => 2,
+            _ => 2, // one scoring run a night
+        };
+        assert_eq!(rows.len(), want, "{}: {rows:?}", q.name);
+    }
     let status = succeeded(wai().current_dir(d).args(["lake", "status", "lake"]));
     assert!(String::from_utf8_lossy(&status.stdout).contains("2 runs committed"));
 }
@@ -209,7 +260,7 @@ fn incremental_runs_measure_what_one_full_run_does() {
     ] {
         let sql = |lake: &str| {
             format!(
-                "SELECT {columns} FROM {table} WHERE run_id = '{}' ORDER BY 1 NULLS FIRST",
+                "SELECT {columns} FROM {table} WHERE run_id = '{}' AND stage <> 'tonight' ORDER BY 1 NULLS FIRST",
                 last(lake)
             )
         };
@@ -345,9 +396,10 @@ fn a_bad_pipeline_is_refused_before_any_work_naming_its_line() {
         text.replace("mode = \"rl\"", "mdoe = \"rl\""),
     )
     .unwrap();
+    let line = 1 + text.lines().position(|l| l == "mode = \"rl\"").unwrap();
     refused(
         wai().current_dir(d).args(["run", "bad.toml"]),
-        "bad.toml, line 28: `mdoe` is not an option of `wai select`",
+        &format!("bad.toml, line {line}: `mdoe` is not an option of `wai select`"),
     );
     std::fs::write(d.join("bad.toml"), text.replace("seed = 3", "seed = \"x\"")).unwrap();
     refused(

@@ -10,7 +10,11 @@ fn every_canned_query_runs_on_generated_and_reference_rows() {
     let rows = dir.path().join("rows.parquet");
     gen_rows(&rows, 2000, 4);
     for table in [rows.as_path(), fixture("example_scored.jsonl").as_path()] {
-        for q in wai::queries::QUERIES {
+        // The lake's queries read a lake's tables: tests/it/run.rs runs them on one.
+        for q in wai::queries::QUERIES
+            .iter()
+            .filter(|q| !q.name.starts_with("lake_"))
+        {
             let mut cmd = wai();
             cmd.args(["sql", "--query", q.name, "--table"]).arg(table);
             for p in q.params() {

@@ -4,9 +4,9 @@
 //! command's flags) and its gates. A run reads the input files no committed run of the same
 //! pipeline has read, runs the stages in order, each writing under the lake and landing its
 //! report as rows in `results/<stage>/`, and commits the run to the manifest last. Data stages
-//! (ingest, convert, grade, decontaminate, select, export) work on the new rows; measures
-//! (pass-at, markers, gate, variance, judge-trust, hack-scan) read every row the pipeline has
-//! taken in so far, unless `over = "new"`; compare reads the new rows against a baseline. A killed
+//! (ingest, convert, grade, decontaminate, select, export) and measures (pass-at, markers, gate,
+//! variance, judge-trust, hack-scan) work on the new rows, a measure with `over = "all"` on every
+//! row the pipeline has taken in so far; compare reads the new rows against a baseline. A killed
 //! run resumes at the stage it was in.
 
 mod gates;
@@ -398,7 +398,8 @@ impl<'a> Runner<'a> {
         let (status, doc, headline) = match &before {
             Some(Err(why)) => (
                 ExitStatus::Success,
-                json!({"report": {"skipped": why}}),
+                // The columns a compare's history is read by, null: its table keeps them.
+                json!({"report": {"skipped": why, "ok": null, "headline_word": "SKIPPED"}}),
                 format!("skipped: {why}"),
             ),
             _ => self.command(stage, &inputs, out_rel.as_deref(), before.as_ref())?,

@@ -81,7 +81,7 @@ struct InputSpec {
 pub(super) enum Over {
     /// Every row the pipeline has taken in, in every committed run and this one.
     All,
-    /// This run's new rows.
+    /// This run's new rows (the default).
     New,
 }
 
@@ -262,7 +262,7 @@ fn own_options(
     role: Role,
 ) -> Result<(Over, Option<Baseline>)> {
     let over = match get(table, "over") {
-        None => Over::All,
+        None => Over::New,
         Some(v) => match v.get_ref().as_str() {
             Some("all") if role == Role::Measure => Over::All,
             Some("new") if role == Role::Measure => Over::New,
@@ -277,7 +277,7 @@ fn own_options(
                 return Err(at(
                     file,
                     line_of(text, v.span().start),
-                    "`over` is \"all\" (every row so far, the default) or \"new\"",
+                    "`over` is \"new\" (this run's rows, the default) or \"all\" (every row so far)",
                 ));
             }
         },

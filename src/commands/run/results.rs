@@ -12,6 +12,12 @@ fn flatten(into: &mut Map<String, Value>, report: &Map<String, Value>) {
                 into.insert(format!("{prefix}ci_low"), pair[0].clone());
                 into.insert(format!("{prefix}ci_high"), pair[1].clone());
             }
+            // No interval: its two columns, null, so a query naming them reads every run.
+            Value::Null if key.ends_with("ci95") => {
+                let prefix = key.strip_suffix("ci95").unwrap_or_default();
+                into.insert(format!("{prefix}ci_low"), Value::Null);
+                into.insert(format!("{prefix}ci_high"), Value::Null);
+            }
             Value::Array(_) | Value::Object(_) => {
                 into.insert(key.clone(), Value::String(value.to_string()));
             }
@@ -89,6 +95,7 @@ mod tests {
         assert_eq!(rows[0]["ci_low"], json!(0.4));
         assert_eq!(rows[0]["pass_at_k_ci_high"], json!(0.9));
         assert_eq!(rows[1]["slice"], json!("edge"));
-        assert_eq!(rows[1]["ci95"], Value::Null);
+        assert_eq!(rows[1]["ci_low"], Value::Null);
+        assert!(!rows[1].contains_key("ci95"));
     }
 }
