@@ -501,6 +501,61 @@ fn sql(f: &Files, dir: &Path) -> Vec<Case> {
     ]
 }
 
+/// `wai run` and `wai lake`: each case a pipeline over its own lake in its own folder.
+fn batch(f: &Files, dir: &Path) -> Vec<Case> {
+    let pipeline = |name: &str, input: &Path, gate: &str| {
+        let folder = dir.join(format!("batch-{name}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        let text = format!(
+            "lake = \"lake\"\ngates = [{gate:?}]\n[input]\npaths = [{:?}]\n[[stage]]\nrun = \"pass-at\"\n",
+            input.display().to_string()
+        );
+        std::fs::write(folder.join("p.toml"), text).unwrap();
+        folder
+    };
+    let run = |code, folder: &Path| {
+        let mut c = case("batch", code, &[&"run", &"p.toml"]);
+        c.cmd.current_dir(folder);
+        c
+    };
+    let ok = pipeline("ok", &f.scored, "pass_at.pass_at_1 >= 0");
+    let failed = pipeline("failed", &f.scored, "pass_at.pass_at_1 > 1");
+    let hollow = pipeline("hollow", &f.unjudged, "pass_at.n_rows >= 0");
+    let bad = pipeline("bad", &f.scored, "pass_at.pass_at_1 >= 0");
+    std::fs::write(
+        bad.join("p.toml"),
+        std::fs::read_to_string(bad.join("p.toml")).unwrap() + "bye = [\"x\"]\n",
+    )
+    .unwrap();
+    // A night read `changing.jsonl`; then it was rewritten.
+    let changing = dir.join("changing.jsonl");
+    std::fs::copy(&f.scored, &changing).unwrap();
+    let changed = pipeline("changed", &changing, "pass_at.pass_at_1 >= 0");
+    wai()
+        .current_dir(&changed)
+        .args(["run", "p.toml"])
+        .assert()
+        .success();
+    let mut text = std::fs::read_to_string(&changing).unwrap();
+    text.push_str(&text.lines().next().unwrap().to_owned());
+    text.push('\n');
+    std::fs::write(&changing, text).unwrap();
+    let nothing = pipeline(
+        "nothing",
+        &dir.join("no-such-folder/*.jsonl"),
+        "pass_at.k >= 0",
+    );
+    vec![
+        run(0, &ok),
+        run(1, &failed),
+        run(2, &hollow),
+        run(64, &bad),
+        case("batch", 64, &[&"lake", &"status", &dir]),
+        run(65, &changed),
+        run(66, &nothing),
+    ]
+}
+
 /// Starts `cmd`, waits until `started` holds a line (the worker is busy), sends `signal`, and
 /// returns the exit code.
 fn stopped(mut cmd: Command, started: &Path, signal: &str) -> i32 {
@@ -577,6 +632,7 @@ fn every_code_of_the_family_table_is_what_the_binary_exits_with() {
         decontaminate,
         ingest,
         sql,
+        batch,
     ] {
         cases.extend(family(&f, dir.path()));
     }

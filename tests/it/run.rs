@@ -343,7 +343,6 @@ fn a_run_killed_at_any_stage_resumes_to_the_same_outputs() {
             0,
             "nothing committed yet"
         );
-        // A second kill, one stage later, before the run is let finish.
         let out = succeeded(wai().current_dir(d).args(["run", &file]));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(text.contains("(resumed)"), "{stage} {event}: {text}");
@@ -437,4 +436,25 @@ fn a_failed_gate_exits_1_and_still_commits_the_run() {
     let m = manifest(d, "lake");
     assert_eq!(m["runs"][0]["exit"], 1);
     assert_eq!(m["runs"][0]["gates"][0]["passed"], false);
+}
+
+#[test]
+fn the_example_pipeline_runs_on_the_demo() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    succeeded(wai().current_dir(d).args(["-q", "demo", "--budget", "600"]));
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/nightly.toml");
+    let out = succeeded(wai().current_dir(d).args(["run", example]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(text.matches("\n  PASS ").count(), 3, "{text}");
+    assert!(text.contains("markers; lowest `"), "{text}");
+    let again = succeeded(wai().current_dir(d).args(["run", example]));
+    assert!(String::from_utf8_lossy(&again.stdout).starts_with("up to date"));
+    let trend = query(
+        d,
+        "wai-lake",
+        "SELECT stage, n_rows FROM results_pass_at WHERE slice IS NULL ORDER BY stage",
+    );
+    assert_eq!(trend.len(), 2, "{trend:?}");
+    assert_eq!(trend[0]["n_rows"], 600);
 }

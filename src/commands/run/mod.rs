@@ -502,10 +502,7 @@ impl<'a> Runner<'a> {
         let mut sink = std::io::sink();
         let outcome = super::dispatch(cli.command, self.ctx, &mut sink)
             .map_err(|e| stage_error(e, &stage.name))?;
-        let headline = (outcome.text.lines())
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .to_owned();
+        let headline = results::headline(stage.kind, &outcome.json["report"], &outcome.text);
         Ok((outcome.status, outcome.json, headline))
     }
 }

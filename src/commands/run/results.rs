@@ -2,6 +2,35 @@
 
 use serde_json::{Map, Value, json};
 
+/// The line a run's summary gives a stage: the command's first line of text, but for markers
+/// (whose first line explains the table) the marker with the lowest mean, with its interval and n.
+pub(super) fn headline(kind: &str, report: &Value, text: &str) -> String {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    if kind != "markers" {
+        return first.to_owned();
+    }
+    let markers = report["markers"].as_object();
+    let lowest = markers.into_iter().flatten().min_by(|a, b| {
+        let mean = |m: &Value| m["mean"].as_f64().unwrap_or(f64::INFINITY);
+        mean(a.1).total_cmp(&mean(b.1))
+    });
+    let n = markers.map_or(0, Map::len);
+    match lowest {
+        Some((name, m)) if m["mean"].is_number() => {
+            let ci = match (m["ci95"][0].as_f64(), m["ci95"][1].as_f64()) {
+                (Some(lo), Some(hi)) => format!(" [{lo:.2}..{hi:.2}]"),
+                _ => String::new(),
+            };
+            format!(
+                "{n} markers; lowest `{name}` {:.2}{ci} ({} tasks)",
+                m["mean"].as_f64().unwrap_or_default(),
+                m["n_tasks"]
+            )
+        }
+        _ => format!("{n} markers"),
+    }
+}
+
 /// A flat results row from a report object: scalars as they are, two-number `*ci95` intervals as
 /// `*ci_low` and `*ci_high`, anything else as JSON text.
 fn flatten(into: &mut Map<String, Value>, report: &Map<String, Value>) {
@@ -85,6 +114,20 @@ pub(super) fn rows_of(doc: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_markers_headline_names_the_lowest_with_its_interval() {
+        let report = json!({"markers": {"a": {"mean": 0.9, "ci95": [0.8, 0.95], "n_tasks": 40},
+            "b": {"mean": 0.41, "ci95": [0.3, 0.52], "n_tasks": 38}}});
+        assert_eq!(
+            headline("markers", &report, "per task: ..."),
+            "2 markers; lowest `b` 0.41 [0.30..0.52] (38 tasks)"
+        );
+        assert_eq!(
+            headline("pass-at", &report, "\npass@1 0.5\nmore"),
+            "pass@1 0.5"
+        );
+    }
 
     #[test]
     fn results_rows_flatten_slices_and_intervals() {
