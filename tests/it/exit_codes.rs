@@ -537,7 +537,8 @@ fn batch(f: &Files, dir: &Path) -> Vec<Case> {
         .assert()
         .success();
     let mut text = std::fs::read_to_string(&changing).unwrap();
-    text.push_str(&text.lines().next().unwrap().to_owned());
+    let first = text.lines().next().unwrap().to_owned();
+    text.push_str(&first);
     text.push('\n');
     std::fs::write(&changing, text).unwrap();
     let nothing = pipeline(
