@@ -48,6 +48,10 @@
 //!
 //! Figures the models issue asks for: `models.rs`.
 //!
+//! Figures the batch-job issue asks for (small here; `benches/lake/moonshot.sh` for millions):
+//! - `lake/run/pipeline/rows=200k` against `lake/run/separate_commands/rows=200k`: the pipeline
+//!   as one `wai run` and as nine commands.
+//!
 //! Figures the select/export issue asks for:
 //! - `training/select_rl/rows=1M` (target: under 3 s);
 //! - `training/export_openai/rows=1M` (target: 200 MB/s written).
@@ -829,6 +833,130 @@ mod training {
         let bytes = std::fs::metadata(&out).map_or(0, |m| m.len());
         b.counter(BytesCount::new(bytes))
             .bench(|| run(&["-q", "export", path(&data.parquet_1m), "-o", path(&out)]));
+    }
+}
+
+/// `wai run` (docs/lake.md): the moonshot's pipeline on 200k rows, against the same nine
+/// commands run one after another on the same files. `benches/lake/moonshot.sh` runs it on
+/// millions of rows as separate processes, with peak memory.
+mod lake {
+    use divan::Bencher;
+    use divan::counter::ItemsCount;
+
+    use super::{SHAPES, data, path, run};
+
+    /// The pipeline, in a fresh folder of the shape's data: JSONL in, then every stage.
+    fn pipeline(shape: &str) -> std::path::PathBuf {
+        let data = data(shape);
+        let d = data.dir.path();
+        let text = format!(
+            r#"lake = "{lake}"
+[input]
+paths = ["{input}"]
+[[stage]]
+run = "convert"
+[[stage]]
+run = "grade"
+judge = ["sql:CASE WHEN reward > 0.5 THEN 1 ELSE 0 END"]
+[[stage]]
+run = "pass-at"
+by = ["dims.tier"]
+[[stage]]
+run = "markers"
+[[stage]]
+run = "compare"
+baseline = "{baseline}"
+[[stage]]
+run = "hack-scan"
+[[stage]]
+run = "decontaminate"
+against = ["{eval}"]
+[[stage]]
+run = "select"
+mode = "rl"
+[[stage]]
+run = "export"
+format = "openai"
+"#,
+            lake = path(&d.join("lake")),
+            input = path(&data.jsonl_200k),
+            baseline = path(&data.parquet_100k_b),
+            eval = path(&data.eval_5k),
+        );
+        let file = d.join("pipeline.toml");
+        std::fs::write(&file, text).expect("pipeline file");
+        file
+    }
+
+    /// The whole pipeline as one `wai run`, into a new lake each time.
+    #[divan::bench(name = "run/pipeline/rows=200k", sample_count = 3, args = SHAPES)]
+    fn whole(b: Bencher, shape: &str) {
+        let file = pipeline(shape);
+        let lake = data(shape).dir.path().join("lake");
+        b.counter(ItemsCount::new(200_000usize))
+            .with_inputs(|| {
+                let _ = std::fs::remove_dir_all(&lake);
+            })
+            .bench_values(|()| run(&["-q", "run", path(&file)]));
+    }
+
+    /// The same work as nine commands, each reading its input from the file the last wrote.
+    #[divan::bench(name = "run/separate_commands/rows=200k", sample_count = 3, args = SHAPES)]
+    fn separate(b: Bencher, shape: &str) {
+        let data = data(shape);
+        let d = data.dir.path();
+        let (rows, scored, kept, selected, train) = (
+            d.join("sep-rows.parquet"),
+            d.join("sep-scored.parquet"),
+            d.join("sep-kept.parquet"),
+            d.join("sep-selected.parquet"),
+            d.join("sep-train.jsonl"),
+        );
+        b.counter(ItemsCount::new(200_000usize)).bench(|| {
+            run(&["-q", "convert", path(&data.jsonl_200k), "-o", path(&rows)]);
+            let judge = "sql:CASE WHEN reward > 0.5 THEN 1 ELSE 0 END";
+            run(&[
+                "-q",
+                "grade",
+                path(&rows),
+                "--judge",
+                judge,
+                "-o",
+                path(&scored),
+            ]);
+            run(&["-q", "pass-at", path(&scored), "--by", "dims.tier"]);
+            run(&["-q", "markers", path(&scored)]);
+            run(&["-q", "compare", path(&data.parquet_100k_b), path(&scored)]);
+            run(&["-q", "hack-scan", path(&scored)]);
+            let against = path(&data.eval_5k);
+            run(&[
+                "-q",
+                "decontaminate",
+                path(&scored),
+                "--against",
+                against,
+                "-o",
+                path(&kept),
+            ]);
+            run(&[
+                "-q",
+                "select",
+                path(&kept),
+                "--mode",
+                "rl",
+                "-o",
+                path(&selected),
+            ]);
+            run(&[
+                "-q",
+                "export",
+                path(&selected),
+                "--format",
+                "openai",
+                "-o",
+                path(&train),
+            ]);
+        });
     }
 }
 

@@ -435,6 +435,26 @@ fn a_failed_gate_exits_1_and_still_commits_the_run() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL pass_at.pass_at_1 >= 0.99"));
     let m = manifest(d, "lake");
     assert_eq!(m["runs"][0]["exit"], 1);
+    // The same pipeline without the gate, on rows no judge graded: exit 2, said why.
+    let text = std::fs::read_to_string(d.join("p.toml")).unwrap();
+    let hollow = text
+        .replace("\"pass_at.pass_at_1 >= 0.99\", ", "")
+        .replace("\"lake\"", "\"lake2\"")
+        .replace(
+            "run = \"grade\"\njudge = [\"sql:CASE WHEN reward > 0.5 THEN 1 ELSE 0 END\"]",
+            "run = \"grade\"\njudge = [\"sql:NULL\"]",
+        );
+    std::fs::write(d.join("hollow.toml"), hollow).unwrap();
+    let out = wai()
+        .current_dir(d)
+        .args(["run", "hollow.toml"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.contains("stage `pass_at` is hollow (exit 2)"),
+        "{said}"
+    );
     assert_eq!(m["runs"][0]["gates"][0]["passed"], false);
 }
 

@@ -28,7 +28,9 @@ use crate::pipeline::lake::{self, Lake, RunRecord, SeenFile, StageRecord};
 use crate::report::envelope::Envelope;
 use crate::report::plural;
 use crate::stages::simulate::hash::sha256_hex;
-use pipeline::{Baseline, Over, Pipeline, Role, Stage, command_line, output_of, quoted};
+use pipeline::{
+    Baseline, KINDS as KIND_ROLES, Over, Pipeline, Role, Stage, command_line, output_of, quoted,
+};
 use results::rows_of;
 
 /// What an input file is now.
@@ -554,15 +556,38 @@ fn summary(record: &RunRecord, pipeline: &Pipeline, resumed: bool) -> String {
             let _ = write!(text, "\n  {word} {} (read {})", g.gate, g.value);
         }
     }
+    // A stage's own check counts as a gate: say which failed, so exit 1 is never unexplained.
+    for s in record
+        .stages
+        .iter()
+        .filter(|s| s.status == 1 || s.status == 2)
+    {
+        let word = if s.status == 1 {
+            "failed its check"
+        } else {
+            "is hollow"
+        };
+        let _ = write!(
+            text,
+            "\nstage `{}` {word} (exit {}): {}",
+            s.name, s.status, s.headline
+        );
+    }
     let _ = write!(
         text,
         "\ncommitted; query the results with `wai sql --lake {} \"SELECT * FROM results_{}\"`",
         pipeline.lake.display(),
-        record
-            .stages
-            .iter()
-            .find(|s| s.kind != "grade")
-            .map_or("grade".into(), |s| s.kind.replace('-', "_"))
+        // The table people ask first: pass@k's if the pipeline measures it, else the first
+        // measure's, else the first stage's.
+        (record.stages.iter())
+            .find(|s| s.kind == "pass-at")
+            .or_else(|| (record.stages.iter()).find(|s| {
+                KIND_ROLES
+                    .iter()
+                    .any(|(k, r)| *k == s.kind && matches!(r, Role::Measure | Role::Compare))
+            }))
+            .or_else(|| record.stages.first())
+            .map_or("pass_at".into(), |s| s.kind.replace('-', "_"))
     );
     text
 }

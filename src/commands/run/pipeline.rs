@@ -30,7 +30,7 @@ pub(super) enum Role {
 }
 
 /// The commands a pipeline may run, and what each does with rows.
-const KINDS: &[(&str, Role)] = &[
+pub(super) const KINDS: &[(&str, Role)] = &[
     ("ingest", Role::Intake),
     ("convert", Role::Intake),
     ("grade", Role::Data("scored")),
