@@ -17,6 +17,10 @@ pub(crate) struct RunArgs {
     /// Run even when no input file is new (the measures over every row so far, again).
     #[arg(long)]
     pub again: bool,
+    /// Drop this pipeline's stopped run, if one is pending, and start a new one (its files
+    /// stay, never published).
+    #[arg(long)]
+    pub restart: bool,
 }
 
 /// `wai lake`.

@@ -117,6 +117,9 @@ pub struct StageRecord {
     /// The command's first line of text, for the summary.
     #[serde(default)]
     pub headline: String,
+    /// Why the stage did not run (no earlier run to compare with, no new rows), if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     /// Its report (kept while the run is pending, for gates and a resumed run; the committed
     /// record leaves it to the results file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,7 +175,13 @@ impl Lake {
         if lake.marker_path().exists() {
             return Self::open(root).map(|l| (l, false));
         }
-        let holds = std::fs::read_dir(root).is_ok_and(|mut d| d.next().is_some());
+        // A folder holding only a lake's own folders is a lake whose making was stopped: it is
+        // made again. Anything else in it is the user's.
+        let skeleton = |e: &std::fs::DirEntry| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name == "_wai" || FOLDERS.contains(&name.as_str())
+        };
+        let holds = std::fs::read_dir(root).is_ok_and(|d| d.flatten().any(|e| !skeleton(&e)));
         if holds {
             return Err(Error::Usage(format!(
                 "`{}` holds files but is not a lake: name an empty or new folder",
@@ -328,6 +337,20 @@ impl Lake {
             return Ok(None);
         }
         read_json(&path).map(Some)
+    }
+
+    /// Forgets the pending run of pipeline `digest` (`wai run --restart`): the files it wrote
+    /// stay, unpublished, and the next run starts over.
+    ///
+    /// # Errors
+    /// Its state cannot be removed.
+    pub fn drop_pending(&self, digest: &str) -> Result<()> {
+        let path = self.pending_path(digest);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
     }
 
     /// Saves a run's state as far as it got.
@@ -613,6 +636,11 @@ mod tests {
         std::fs::create_dir_all(&other).expect("mkdir");
         std::fs::write(other.join("x.txt"), "x").expect("write");
         assert!(Lake::init(&other).is_err());
+        // Stopped after its folders and before its marker: made again.
+        let stopped = dir.path().join("stopped");
+        std::fs::create_dir_all(stopped.join("_wai/pending")).expect("mkdir");
+        std::fs::create_dir_all(stopped.join("scored")).expect("mkdir");
+        assert!(Lake::init(&stopped).expect("made again").1);
         assert!(Lake::open(&other).is_err());
     }
 }

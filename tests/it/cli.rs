@@ -25,7 +25,7 @@ fn usage_errors_exit_64() {
     exit_code: 64
     ----- stdout -----
     ----- stderr -----
-    error: no canned query `nope`; there are `failures_by_tool_tier`, `judge_status`, `marker_rates`, `pass_at_k_by_slice`, `pass_rate_by_dim`, `rewards_by_task`, `tool_errors`
+    error: no canned query `nope`; there are `failures_by_tool_tier`, `judge_status`, `lake_compare_history`, `lake_judge_versions`, `lake_pass_at_trend`, `marker_rates`, `pass_at_k_by_slice`, `pass_rate_by_dim`, `rewards_by_task`, `tool_errors`
     ");
     let out = outcome(
         wai()

@@ -106,6 +106,35 @@ fn last_export(dir: &Path, lake: &str) -> String {
     std::fs::read_to_string(dir.join(lake).join(export["outputs"][0].as_str().unwrap())).unwrap()
 }
 
+/// Runs the canned lake queries on the lake of [`a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date`]
+/// (two nights and an empty run between them) and checks their row counts.
+fn canned_lake_queries(d: &Path) {
+    for q in wai::queries::QUERIES
+        .iter()
+        .filter(|q| q.name.starts_with("lake_"))
+    {
+        let out = succeeded(
+            wai()
+                .current_dir(d)
+                .args(["--json", "sql", "--lake", "lake", "--query", q.name]),
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = doc["report"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let want = match q.name {
+            // Two nights x (overall + 3 tiers, and tonight's overall), and the empty run's
+            // measure of every row so far (overall + 3 tiers).
+            "lake_pass_at_trend" => 14,
+            // A compare each run (the first night's and the empty run's skipped).
+            "lake_compare_history" => 3,
+            _ => 2, // one scoring run a night with rows
+        };
+        assert_eq!(rows.len(), want, "{}: {rows:?}", q.name);
+    }
+}
+
 #[test]
 fn a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date() {
     let dir = tempfile::tempdir().unwrap();
@@ -155,9 +184,39 @@ fn a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date() {
     let scored = query(d, "lake", "SELECT count(*) AS n FROM scored");
     assert_eq!(scored[0]["n"], 600);
 
+    // Touched (its time moved, not its rows): still read before.
+    let file = std::fs::File::options()
+        .append(true)
+        .open(d.join("in/a.jsonl"))
+        .unwrap();
+    file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
     let again = succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
     assert!(String::from_utf8_lossy(&again.stdout).contains("up to date"));
     assert_eq!(manifest(d, "lake")["runs"].as_array().unwrap().len(), 1);
+    // `--again` with nothing new: the stages that read new rows are skipped, the run commits,
+    // and nothing is left pending.
+    let forced = succeeded(
+        wai()
+            .current_dir(d)
+            .args(["run", "nightly.toml", "--again"]),
+    );
+    let forced = String::from_utf8_lossy(&forced.stdout).into_owned();
+    assert!(
+        forced.contains("skipped: no new rows in this run"),
+        "{forced}"
+    );
+    assert!(
+        std::fs::read_dir(d.join("lake/_wai/pending"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    let m = manifest(d, "lake");
+    assert_eq!(m["runs"].as_array().unwrap().len(), 2);
+    // ... and the second night compares against the first night's rows, not the empty run's.
+    let runs = m["runs"].as_array().unwrap().clone();
+    let forced_run = runs[1]["run_id"].as_str().unwrap().to_owned();
 
     // The second night: one new file, compared against the first night's rows.
     gen_night(&d.join("in/b.jsonl"), 600, 2, "night2-");
@@ -173,11 +232,19 @@ fn a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date() {
         "SELECT ok, n_paired_tasks FROM results_compare WHERE ok IS NOT NULL",
     );
     assert_eq!(compare.len(), 1, "{compare:?}");
+    assert!(
+        query(
+            d,
+            "lake",
+            &format!("SELECT ok FROM results_compare WHERE run_id = '{forced_run}'")
+        )[0]["ok"]
+            .is_null()
+    );
     // `over = "all"` measures both nights' rows, the default only tonight's.
     let n = query(
         d,
         "lake",
-        "SELECT stage, n_rows FROM results_pass_at WHERE slice IS NULL ORDER BY run_time, stage",
+        "SELECT stage, n_rows FROM results_pass_at WHERE slice IS NULL AND n_rows IS NOT NULL ORDER BY run_time, stage",
     );
     let n: Vec<(String, i64)> = n
         .iter()
@@ -188,37 +255,18 @@ fn a_pipeline_runs_every_stage_lands_its_results_and_then_is_up_to_date() {
             )
         })
         .collect();
+    // (The empty `--again` run measured every row so far again: 600.)
     let want = [
         ("pass_at", 600),
         ("tonight", 600),
+        ("pass_at", 600),
         ("pass_at", 1200),
         ("tonight", 600),
     ];
     assert_eq!(n, want.map(|(s, n)| (s.to_owned(), n)));
-    // The canned questions over the lake's history.
-    for q in wai::queries::QUERIES
-        .iter()
-        .filter(|q| q.name.starts_with("lake_"))
-    {
-        let out = succeeded(
-            wai()
-                .current_dir(d)
-                .args(["--json", "sql", "--lake", "lake", "--query", q.name]),
-        );
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let rows = doc["report"]["result"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let want = match q.name {
-            "lake_pass_at_trend" => 10, // 2 runs x (overall + 3 tiers, and tonight's overall)
-            // One compare a night (the first skipped), one scoring run a night.
-            _ => 2,
-        };
-        assert_eq!(rows.len(), want, "{}: {rows:?}", q.name);
-    }
+    canned_lake_queries(d);
     let status = succeeded(wai().current_dir(d).args(["lake", "status", "lake"]));
-    assert!(String::from_utf8_lossy(&status.stdout).contains("2 runs committed"));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("3 runs committed"));
 }
 
 #[test]
@@ -343,9 +391,20 @@ fn a_run_killed_at_any_stage_resumes_to_the_same_outputs() {
             0,
             "nothing committed yet"
         );
-        let out = succeeded(wai().current_dir(d).args(["run", &file]));
+        // The last is started over (`--restart`) instead of resumed: the same outputs too.
+        let restart = i == 3;
+        let mut cmd = wai();
+        cmd.current_dir(d).args(["run", &file]);
+        if restart {
+            cmd.arg("--restart");
+        }
+        let out = succeeded(&mut cmd);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(text.contains("(resumed)"), "{stage} {event}: {text}");
+        assert_eq!(
+            text.contains("(resumed)"),
+            !restart,
+            "{stage} {event}: {text}"
+        );
         assert_eq!(
             last_export(d, &lake),
             whole,

@@ -116,10 +116,9 @@ pub(super) fn verdict(record: &mut RunRecord, pipeline: &Pipeline) -> ExitStatus
             let at = (pipeline.stages.iter())
                 .position(|s| s.name == gate.stage)
                 .unwrap_or(0);
-            let report = (record.stages.get(at))
-                .and_then(|s| s.report.clone())
-                .unwrap_or(Value::Null);
-            if report.get("skipped").is_some() {
+            let stage = record.stages.get(at);
+            let report = stage.and_then(|s| s.report.clone()).unwrap_or(Value::Null);
+            if stage.is_some_and(|s| s.skipped.is_some()) {
                 return GateRecord {
                     gate: gate.text.clone(),
                     value: json!("skipped"),

@@ -79,7 +79,13 @@ fn new_inputs(
         };
         let now = seen(&input.display)?;
         match known.get(now.path.as_str()) {
-            Some(was) if **was == now => old += 1,
+            // Touched or copied without its time, but as long: the rows read before.
+            Some(was) if was.size == now.size => {
+                if was.modified_ns != now.modified_ns {
+                    tracing::info!(file = %now.path, "an input's time changed, not its size: read before, not again");
+                }
+                old += 1;
+            }
             Some(was) => {
                 return Err(Error::Input {
                     stage: "run".into(),
@@ -149,6 +155,10 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
         .filter(|r| r.pipeline_digest == pipeline.digest)
         .collect();
     let pending = match &lake {
+        Some(l) if args.restart && !args.dry_run => {
+            l.drop_pending(&pipeline.digest)?;
+            None
+        }
         Some(l) => l.pending(&pipeline.digest)?,
         None => None,
     };
@@ -179,10 +189,17 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
     let Some(lake) = lake else {
         return Err(Error::Internal("the lake was not opened".into()));
     };
+    check_compares(&pipeline, &args.pipeline, record.inputs.len())?;
     lake.save_pending(&record)?;
     let mut runner = Runner::new(ctx, args, &pipeline, &lake, &manifest, &history, record);
     for i in 0..pipeline.stages.len() {
-        runner.stage(i)?;
+        runner.stage(i).inspect_err(|_| {
+            let line = format!(
+                "stage `{}` stopped the run; it is kept: run again to resume at this stage, or `wai run --restart` to start over",
+                pipeline.stages[i].name
+            );
+            progress(ctx, &json!({"stage": pipeline.stages[i].name, "event": "failed", "message": line}), &line);
+        })?;
     }
     let mut record = runner.record;
     let status = gates::verdict(&mut record, &pipeline);
@@ -210,6 +227,26 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
         json,
         status,
     })
+}
+
+/// Refuses, before any work, a compare that would read the new input files themselves when
+/// there are several (it reads one file of rows a side).
+fn check_compares(pipeline: &Pipeline, file: &Path, new_files: usize) -> Result<()> {
+    for (i, stage) in pipeline.stages.iter().enumerate() {
+        let rows_before = (pipeline.stages[..i].iter())
+            .any(|s| output_of(s, "").is_some() && s.role != Role::Export);
+        if stage.role == Role::Compare && !rows_before && new_files > 1 {
+            return Err(pipeline::at(
+                file,
+                stage.line,
+                format!(
+                    "stage `{}`: compare reads one file of this run's rows and {new_files} input files are new: put a convert or grade stage before it (nothing was run)",
+                    stage.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The outcome of a run with no new input file: nothing ran.
@@ -319,7 +356,14 @@ impl<'a> Runner<'a> {
             .rposition(|s| output_of(s, "").is_some() && s.role != Role::Export);
         let arm_of = |run: &RunRecord| -> Option<String> {
             match data_before {
-                Some(j) => (run.stages.get(j))
+                // The baseline run's stage of the same name and command (its pipeline may
+                // differ from this one).
+                Some(j) => (run.stages.iter())
+                    .find(|s| {
+                        s.name == self.pipeline.stages[j].name
+                            && s.kind == self.pipeline.stages[j].kind
+                            && s.skipped.is_none()
+                    })
                     .and_then(|s| s.outputs.first())
                     .map(|o| self.in_lake(o)),
                 None if run.inputs.len() == 1 => Some(run.inputs[0].path.clone()),
@@ -335,16 +379,11 @@ impl<'a> Runner<'a> {
         };
         Ok(match stage.baseline.as_ref() {
             Some(Baseline::Path(p)) => Ok(p.clone()),
-            Some(Baseline::Previous) => {
-                let Some(run) = self.history.last() else {
-                    return Ok(Err(
-                        "no earlier run of this pipeline to compare against".into()
-                    ));
-                };
-                Ok(arm_of(run).ok_or_else(|| {
-                    refused("the previous run has no single file of rows to compare".into())
-                })?)
-            }
+            // The last earlier run with rows there (a run with nothing new has none).
+            Some(Baseline::Previous) => match self.history.iter().rev().find_map(|r| arm_of(r)) {
+                Some(arm) => Ok(arm),
+                None => Err("no earlier run of this pipeline with rows to compare against".into()),
+            },
             Some(Baseline::Run(id)) => {
                 let run = (self.manifest.runs.iter())
                     .find(|r| &r.run_id == id)
@@ -364,7 +403,10 @@ impl<'a> Runner<'a> {
         let position = format!("[{}/{total}] {}", i + 1, stage.name);
         let out_rel = output_of(stage, &self.record.run_id);
         if let Some(done) = self.record.stages.get(i) {
-            if let (Some(out), Some(_)) = (done.outputs.first().cloned(), &out_rel) {
+            if let (Some(out), Some(_), None) =
+                (done.outputs.first().cloned(), &out_rel, &done.skipped)
+                && stage.role != Role::Export
+            {
                 self.wrote(i, &out);
             }
             progress(
@@ -378,10 +420,15 @@ impl<'a> Runner<'a> {
             Role::Measure if stage.over == Over::All => self.current_all.clone(),
             _ => self.current_new.clone(),
         };
-        let before = match stage.role {
-            Role::Compare => Some(self.before_arm(i)?),
+        // A stage with no rows to read (an `--again` run with nothing new) is skipped, as a
+        // compare with no earlier run is: its report says why.
+        let mut before = match stage.role {
+            Role::Compare if !inputs.is_empty() => Some(self.before_arm(i)?),
             _ => None,
         };
+        if inputs.is_empty() {
+            before = Some(Err("no new rows in this run".to_owned()));
+        }
         progress(
             self.ctx,
             &json!({"stage": stage.name, "index": i + 1, "of": total, "event": "start",
@@ -401,38 +448,17 @@ impl<'a> Runner<'a> {
             Some(Err(why)) => (
                 ExitStatus::Success,
                 // The columns a compare's history is read by, null: its table keeps them.
-                json!({"report": {"skipped": why, "ok": null, "headline_word": "SKIPPED"}}),
+                json!({"report": {"skipped": why, "ok": null, "headline_word": "SKIPPED",
+                    "headline_metric": null, "target_delta": null, "target_ci95": null,
+                    "n_paired_tasks": null}}),
                 format!("skipped: {why}"),
             ),
             _ => self.command(stage, &inputs, out_rel.as_deref(), before.as_ref())?,
         };
         let elapsed = started.elapsed().as_secs_f64();
-        let mut common = Map::new();
-        common.insert("run_id".into(), json!(self.record.run_id));
-        common.insert("run_time".into(), json!(self.record.started));
-        common.insert("pipeline".into(), json!(self.record.pipeline));
-        common.insert("stage".into(), json!(stage.name));
-        common.insert("status".into(), json!(status.code()));
-        common.insert("input_digest".into(), json!(self.input_digest));
-        common.insert(
-            "settings_digest".into(),
-            json!(sha256_hex(&stage.flags.join("\u{1f}"))),
-        );
-        common.insert("rows_read".into(), json!(rows_of(&doc)));
-        common.insert("bytes_read".into(), json!(bytes_read));
-        common.insert("elapsed_s".into(), json!(elapsed));
-        let mut rows = results::rows(stage.kind, &doc["report"], &common);
-        if rows.is_empty() {
-            rows.push(common);
-        }
-        let results_rel = format!(
-            "{}/run={}-{}.parquet",
-            lake::results_folder(stage.kind),
-            self.record.run_id,
-            stage.name
-        );
-        lake::write_parquet(&self.lake.path(&results_rel), &lake::results_batch(&rows)?)?;
-        let mut outputs: Vec<String> = out_rel.iter().cloned().collect();
+        let results_rel = self.land_results(stage, status, &doc, bytes_read, elapsed)?;
+        let ran = !matches!(before, Some(Err(_)));
+        let mut outputs: Vec<String> = out_rel.iter().filter(|_| ran).cloned().collect();
         for extra in doc["outputs"].as_array().into_iter().flatten() {
             let Some(p) = extra["path"].as_str() else {
                 continue;
@@ -444,7 +470,12 @@ impl<'a> Runner<'a> {
                 }
             }
         }
-        if !matches!(before, Some(Err(_)))
+        let skipped = match &before {
+            Some(Err(why)) => Some(why.clone()),
+            _ => None,
+        };
+        if skipped.is_none()
+            && stage.role != Role::Export
             && let Some(out) = &out_rel
         {
             self.wrote(i, out);
@@ -466,9 +497,53 @@ impl<'a> Runner<'a> {
             outputs,
             results: results_rel,
             headline,
+            skipped,
             report: Some(doc["report"].clone()),
         });
         self.lake.save_pending(&self.record)
+    }
+
+    /// Writes stage `stage`'s report as rows of its results table; returns the file, relative
+    /// to the lake.
+    fn land_results(
+        &self,
+        stage: &Stage,
+        status: ExitStatus,
+        doc: &Value,
+        bytes_read: u64,
+        elapsed: f64,
+    ) -> Result<String> {
+        let mut common = Map::new();
+        common.insert("run_id".into(), json!(self.record.run_id));
+        common.insert("run_time".into(), json!(self.record.started));
+        common.insert("pipeline".into(), json!(self.record.pipeline));
+        common.insert("stage".into(), json!(stage.name));
+        common.insert("status".into(), json!(status.code()));
+        common.insert("input_digest".into(), json!(self.input_digest));
+        common.insert(
+            "settings_digest".into(),
+            json!(sha256_hex(&format!(
+                "{}\u{1f}{:?}\u{1f}{:?}",
+                stage.flags.join("\u{1f}"),
+                stage.over,
+                stage.baseline
+            ))),
+        );
+        common.insert("rows_read".into(), json!(rows_of(doc)));
+        common.insert("bytes_read".into(), json!(bytes_read));
+        common.insert("elapsed_s".into(), json!(elapsed));
+        let mut rows = results::rows(stage.kind, &doc["report"], &common);
+        if rows.is_empty() {
+            rows.push(common);
+        }
+        let results_rel = format!(
+            "{}/run={}-{}.parquet",
+            lake::results_folder(stage.kind),
+            self.record.run_id,
+            stage.name
+        );
+        lake::write_parquet(&self.lake.path(&results_rel), &lake::results_batch(&rows)?)?;
+        Ok(results_rel)
     }
 
     /// Runs `stage`'s command in this process: its status, `--json` document and first line.
