@@ -39,3 +39,86 @@ pub(crate) struct LakeDirArgs {
     #[arg(value_name = "LAKE")]
     pub lake: PathBuf,
 }
+
+/// `wai collect`.
+#[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools, reason = "independent switches")]
+pub(crate) struct CollectArgs {
+    /// The lake to land rows in (made if missing): `collected/date=DAY/part-*.parquet`.
+    #[arg(long, value_name = "DIR")]
+    pub lake: PathBuf,
+    /// The address to serve OTLP/HTTP on (port 0: any free port, named in the first log line).
+    #[arg(long, default_value = "127.0.0.1:4318", value_name = "HOST:PORT")]
+    pub listen: String,
+    /// A file holding the bearer token every request must carry (`Authorization: Bearer ...`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without a token.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Serve TLS with this certificate chain (PEM); needs `--tls-key`.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM); needs `--tls-cert`.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A conversation nothing has joined for this long is written as rows.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
+    pub idle: std::time::Duration,
+    /// A conversation open this long is written even if spans still come.
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = duration)]
+    pub max_open: std::time::Duration,
+    /// The most bytes held between acknowledgement and their row partition; past it, requests
+    /// are answered 503 with `Retry-After`.
+    #[arg(long, default_value = "256MB", value_name = "SIZE", value_parser = crate::pipeline::limits::parse_size)]
+    pub max_buffer: u64,
+    /// The largest request body, compressed or not (larger: 413).
+    #[arg(long, default_value = "16MB", value_name = "SIZE", value_parser = crate::pipeline::limits::parse_size)]
+    pub max_body: u64,
+    /// How long a client may take to send its request headers (and a TLS handshake).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    pub header_timeout: std::time::Duration,
+    /// How long a client may take to send its body.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
+    pub body_timeout: std::time::Duration,
+    /// Keep the raw spans: written log segments go to `raw/otlp/` (valid `wai ingest` input).
+    #[arg(long)]
+    pub keep_raw: bool,
+    /// Stop (exit 0) once spans came, all of them are written, and nothing came for `--idle`.
+    #[arg(long)]
+    pub once: bool,
+    /// `OTel`: the span attribute holding the reward.
+    #[arg(long, default_value = "whileai.reward", value_name = "ATTR")]
+    pub reward_attr: String,
+    /// `OTel`: the span attribute holding the task id (else the prompt keys the task).
+    #[arg(long, default_value = "whileai.task_id", value_name = "ATTR")]
+    pub task_attr: String,
+}
+
+/// A duration: `30s`, `500ms`, `2m`, `1h`, or a number of seconds.
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "`{s}` is not a duration: write 30s, 500ms, 2m or 1h"
+            ));
+        }
+    };
+    let x: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration: write 30s, 500ms, 2m or 1h"))?;
+    let secs = x * scale;
+    if !(0.001..=31_536_000.0).contains(&secs) {
+        return Err(format!("`{s}` must be at least 1ms and at most a year"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}

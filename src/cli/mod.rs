@@ -17,7 +17,7 @@ mod simulate;
 mod training;
 
 pub(crate) use data::{CacheAction, CacheArgs, ConvertArgs, GenArgs, IngestArgs, SqlArgs};
-pub(crate) use lake::{LakeCommand, RunArgs};
+pub(crate) use lake::{CollectArgs, LakeCommand, RunArgs};
 pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,
@@ -205,4 +205,12 @@ pub(crate) enum Command {
     /// A lake: make one (`init`), see what it holds (`status`).
     #[command(subcommand)]
     Lake(LakeCommand),
+    /// Receive OpenTelemetry traces over OTLP/HTTP and land them in a lake as rows.
+    ///
+    /// Point an app's OTLP exporter at it (`OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`):
+    /// each request is fsynced to a write-ahead log before it is acknowledged, spans are
+    /// assembled into conversations, and a conversation quiet for `--idle` lands as a row in
+    /// `LAKE/collected/date=DAY/`, for `wai run`. Stops on SIGTERM or SIGINT after writing what
+    /// it holds (exit 0); a killed collector replays its log when started again.
+    Collect(CollectArgs),
 }

@@ -4,6 +4,7 @@
 //! people, a versioned JSON document for programs) and an exit status. `main.rs` prints it.
 
 pub(crate) mod cache;
+pub(crate) mod collect;
 mod compare;
 pub(crate) mod compare_judges;
 pub(crate) mod convert;
@@ -202,8 +203,11 @@ pub(crate) fn limits(args: &crate::cli::QueryLimits) -> Result<crate::pipeline::
 }
 
 pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
-    // A signal ends the workers this run starts, and the run.
-    crate::pipeline::signals::install()?;
+    // A signal ends the workers this run starts, and the run; a collector ends itself on one,
+    // after writing what it holds.
+    if !matches!(cli.command, crate::cli::Command::Collect(_)) {
+        crate::pipeline::signals::install()?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -294,6 +298,7 @@ pub(crate) fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> 
         Command::CoverageStudy(args) => coverage_study::run(&args),
         Command::Run(args) => run::run(ctx, &args),
         Command::Lake(command) => lake::run(ctx, &command),
+        Command::Collect(args) => collect::run(ctx, &args),
     }
 }
 

@@ -65,6 +65,7 @@ const COMMANDS: &[&str] = &[
     "run|pipe.toml",
     "lake|status|lake",
     "lake|init|lake2",
+    "collect|--lake|clake|--listen|127.0.0.1:0|--once|--idle|100ms",
 ];
 
 #[test]
@@ -84,6 +85,12 @@ fn every_command_prints_the_envelope() {
         "lake = \"lake\"\n[input]\npaths = [\"gold.jsonl\"]\n[[stage]]\nrun = \"pass-at\"\n",
     )
     .unwrap();
+    // A collector's log holding one span (as a killed collector leaves it): `--once` replays
+    // it, writes its row and stops.
+    let wal = d.join("clake/_wai/collect/wal");
+    std::fs::create_dir_all(&wal).unwrap();
+    let span = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","name":"chat","startTimeUnixNano":"1796400000000000000","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},{"key":"gen_ai.input.messages","value":{"stringValue":"[{\"role\":\"user\",\"content\":\"hi\"}]"}}]}]}]}]}"#;
+    std::fs::write(wal.join("00000000000000000000.jsonl"), format!("{span}\n")).unwrap();
     let fixtures = fixture("");
     let fixtures = fixtures.to_str().unwrap().trim_end_matches('/');
     let mut seen = std::collections::BTreeSet::new();

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli; // exit codes and messages of the binary, as snapshots
+mod collect; // wai collect: the real OTLP exporter into it, kill -9, backpressure, bad requests
 mod compare; // before/after comparisons and holdout sizing: reference vectors, properties
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod decontaminate; // train against eval: reference examples, planted copies, embedders

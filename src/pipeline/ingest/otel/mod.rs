@@ -65,7 +65,7 @@ impl Default for OtelFields {
     }
 }
 
-const CONVERSATION: [&str; 5] = [
+pub(crate) const CONVERSATION: [&str; 5] = [
     "gen_ai.conversation.id",
     "conversation.id",
     "session.id",
