@@ -99,10 +99,13 @@ fn config(ctx: &Context, args: &CollectArgs) -> Result<Config> {
             args.max_open, args.idle
         )));
     }
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|e| Error::Usage(format!("cannot listen on {listen}: {e}")))?;
     let max_body = usize::try_from(args.max_body)
         .map_err(|_| Error::Usage("--max-body is too large for this machine".into()))?;
     Ok(Config {
         listen,
+        listener,
         lake: args.lake.clone(),
         token,
         tls,

@@ -603,8 +603,11 @@ fn bad_requests_are_refused_with_the_status_otlp_defines() {
 fn options_are_checked_before_any_work() {
     let d = tempfile::tempdir().unwrap();
     let lake = d.path().join("lake");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
     for (args, needle) in [
         (vec!["--listen", "0.0.0.0:0"], "no --token-file"),
+        (vec!["--listen", taken.as_str()], "cannot listen on"),
         (vec!["--max-body", "1G"], "--max-body"),
         (vec!["--idle", "soon"], "not a duration"),
         (vec!["--token-file", "/nonexistent/token"], "cannot be read"),
@@ -630,11 +633,25 @@ fn a_damaged_log_is_refused_naming_its_file_and_line() {
     let d = tempfile::tempdir().unwrap();
     let lake = d.path().join("lake");
     let mut c = Collector::start(&lake, &["--idle", "1h"]);
+    // Values that serde writes as `null` and `{}` (a NaN, an empty value) read back on replay.
+    let mut odd = chat_span(1, 0);
+    odd.attributes.push(KeyValue {
+        key: "x.nan".into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::DoubleValue(f64::NAN)),
+        }),
+        ..KeyValue::default()
+    });
+    odd.attributes.push(KeyValue {
+        key: "x.empty".into(),
+        value: Some(AnyValue { value: None }),
+        ..KeyValue::default()
+    });
     let a = post(
         c.port,
         "/v1/traces",
         &protobuf_headers(None),
-        &batch(vec![chat_span(1, 0)]),
+        &batch(vec![odd]),
     );
     assert_eq!(a.status, 200);
     let a = post(

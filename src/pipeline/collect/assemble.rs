@@ -21,6 +21,13 @@ use crate::pipeline::context::Context;
 use crate::pipeline::ingest::{self, Destination, Options};
 use crate::pipeline::source::{self, Input, Location};
 
+fn sync_dir(dir: &std::path::Path) {
+    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+}
+
+/// The most bytes of log lines one partition is made from.
+const PART_BYTES: u64 = 16 << 20;
+
 /// What the log thread tells the assembler.
 pub enum Event {
     /// Lines made durable: sequence number, segment, piece.
@@ -115,7 +122,7 @@ impl<'a> Assembler<'a> {
         }
     }
 
-    fn add(&mut self, seq: u64, segment: u64, piece: Piece, now: Instant) {
+    fn add(&mut self, seq: u64, segment: u64, piece: Piece, now: Instant) -> u64 {
         *self.open_lines.entry(segment).or_default() += 1;
         let mut found: Vec<u64> = piece
             .keys
@@ -166,6 +173,7 @@ impl<'a> Assembler<'a> {
         self.metrics
             .open_groups
             .store(self.groups.len() as u64, Ordering::Relaxed);
+        id
     }
 
     /// Whether nothing is open.
@@ -233,10 +241,28 @@ impl<'a> Assembler<'a> {
                 .to_string();
             days.entry(day).or_default().push(g);
         }
-        let mut failed = None;
+        // A partition holds at most about PART_BYTES of lines: what one write holds in memory
+        // stays bounded however much went quiet at once.
+        let mut parts: Vec<(String, Vec<Group>)> = Vec::new();
         for (day, groups) in days {
+            let mut chunk: Vec<Group> = Vec::new();
+            let mut bytes = 0;
+            for g in groups {
+                if !chunk.is_empty() && bytes + g.bytes > PART_BYTES {
+                    parts.push((day.clone(), std::mem::take(&mut chunk)));
+                    bytes = 0;
+                }
+                bytes += g.bytes;
+                chunk.push(g);
+            }
+            if !chunk.is_empty() {
+                parts.push((day, chunk));
+            }
+        }
+        let mut failed = None;
+        for (day, groups) in parts {
             if failed.is_some() {
-                self.put_back(groups, now);
+                self.put_back(groups);
                 continue;
             }
             match self.write(&day, &groups) {
@@ -259,7 +285,7 @@ impl<'a> Assembler<'a> {
                         &serde_json::json!({"message": e.to_string(), "retry_in_s": 5}),
                     );
                     failed = Some(e);
-                    self.put_back(groups, now);
+                    self.put_back(groups);
                 }
             }
         }
@@ -280,14 +306,20 @@ impl<'a> Assembler<'a> {
         }
     }
 
-    fn put_back(&mut self, groups: Vec<Group>, now: Instant) {
+    /// Puts groups whose write failed back, as they were (their times kept, so they are due
+    /// again at the retry).
+    fn put_back(&mut self, groups: Vec<Group>) {
         for g in groups {
+            let mut id = None;
             for (seq, segment, piece) in g.pieces {
                 // `add` counts the line again; it was counted once already.
                 if let Some(n) = self.open_lines.get_mut(&segment) {
                     *n = n.saturating_sub(1);
                 }
-                self.add(seq, segment, piece, now);
+                id = Some(self.add(seq, segment, piece, g.last));
+            }
+            if let Some(group) = id.and_then(|id| self.groups.get_mut(&id)) {
+                group.opened = group.opened.min(g.opened);
             }
         }
     }
@@ -337,9 +369,33 @@ impl<'a> Assembler<'a> {
             format: source::Format::Parquet,
             rejects: Some(&rejects),
         };
-        let got = ingest::ingest_inputs(self.ctx, &[input], &self.settings.options, &to, &|_| {})?;
+        let got =
+            match ingest::ingest_inputs(self.ctx, &[input], &self.settings.options, &to, &|_| {}) {
+                Ok(got) => got,
+                Err(e) => {
+                    // The rows may have been renamed into place before the rejects failed: a
+                    // partition that is not done is not left behind (its lines are written again).
+                    let _ = std::fs::remove_file(&out);
+                    let _ = std::fs::remove_file(&staged);
+                    return Err(e);
+                }
+            };
         let rows = got.counts.rows;
-        self.marks.done(&part, rows)?;
+        // The partition's name in its folder survives a power cut before `done` does.
+        if let Some(dir) = out.parent() {
+            sync_dir(dir);
+            if let Some(up) = dir.parent() {
+                sync_dir(up);
+            }
+        }
+        if let Err(e) = self.marks.done(&part, rows) {
+            // The partition is whole and in place: it stands (a restart finds its file and
+            // takes its lines as written); only the record of it failed.
+            log_event(
+                "record_failed",
+                &serde_json::json!({"part": part, "message": e.to_string()}),
+            );
+        }
         if rows == 0 {
             let _ = std::fs::remove_file(&out);
         }

@@ -185,7 +185,7 @@ static QUIET: AtomicBool = AtomicBool::new(false);
 
 /// A structured log line on stderr: `{"ts", "event", ...fields}`.
 pub fn log_event(event: &str, fields: &serde_json::Value) {
-    if QUIET.load(Ordering::Relaxed) && event != "write_failed" {
+    if QUIET.load(Ordering::Relaxed) && !event.ends_with("_failed") {
         return;
     }
     let mut line = serde_json::json!({
@@ -203,8 +203,10 @@ pub fn log_event(event: &str, fields: &serde_json::Value) {
 
 /// How a collector runs.
 pub struct Config {
-    /// Where to listen.
+    /// The address asked for.
     pub listen: SocketAddr,
+    /// Bound to it already (so a port in use is refused before the lake is touched).
+    pub listener: std::net::TcpListener,
     /// The lake (made already).
     pub lake: PathBuf,
     /// The bearer token requests must carry.
@@ -306,6 +308,7 @@ fn log_thread(
         }
         let mut rejects = Vec::new();
         let mut made = Vec::with_capacity(batch.len());
+        let before = wal.mark();
         let mut failed: Option<String> = None;
         for a in &batch {
             rejects.extend(a.rejected.iter().map(|r| reject_line(a.signal, r)));
@@ -327,8 +330,12 @@ fn log_thread(
             // Lines written but not synced are not acknowledged; the segment is closed so the
             // next batch starts clean, and a restart replays whatever did reach the disk.
             log_event("log_failed", &serde_json::json!({"message": why}));
-            wal.close();
+            wal.undo(before);
             for a in batch {
+                // The handler answers 503; the bytes it reserved are let go here, whether or not
+                // its client is still waiting.
+                let bytes: u64 = a.pieces.iter().map(|p| p.line.len() as u64).sum();
+                metrics.buffer_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 let _ = a.ack.send(Err(why.clone()));
             }
         } else {
@@ -371,8 +378,10 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
     layout.make()?;
     let _lock = lock(&layout)?;
     let (marks, replayed) = wal::recover(&layout, cfg.keep_raw)?;
-    let listener = std::net::TcpListener::bind(cfg.listen)
-        .map_err(|e| Error::Usage(format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let listener = cfg
+        .listener
+        .try_clone()
+        .map_err(|e| Error::Internal(format!("cannot set up the listener: {e}")))?;
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::Internal(format!("cannot set up the listener: {e}")))?;
@@ -517,9 +526,11 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
         });
         // No more requests: the log thread drains its queue and ends, then the assembler
         // writes what is open and ends.
-        if let Ok(mut q) = shared.wal.lock() {
-            q.take();
-        }
+        shared
+            .wal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         let _ = log.join();
         let written = assembler
             .join()

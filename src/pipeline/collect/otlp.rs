@@ -173,26 +173,131 @@ fn enums_to_numbers(v: &mut serde_json::Value) -> bool {
 /// # Errors
 /// The line is not an OTLP/JSON document of one piece.
 pub fn reread(line: &[u8]) -> Result<Piece, String> {
-    let logs = line
-        .windows(b"\"resourceLogs\"".len())
-        .take(64)
-        .any(|w| w == b"\"resourceLogs\"");
-    let decoded = if logs {
-        decode(Signal::Logs, Encoding::Json, line)?
+    use serde_json::Value;
+    // Read as plain JSON, as `wai ingest` reads it: what serde wrote of any value (a NaN as
+    // `null`, an empty value as `{}`) reads back.
+    let doc: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let (top, scopes, items, time) = if doc.get("resourceLogs").is_some() {
+        (
+            "resourceLogs",
+            "scopeLogs",
+            "logRecords",
+            ["timeUnixNano", "observedTimeUnixNano"],
+        )
     } else {
-        decode(Signal::Traces, Encoding::Json, line)?
+        (
+            "resourceSpans",
+            "scopeSpans",
+            "spans",
+            ["startTimeUnixNano", "startTimeUnixNano"],
+        )
     };
-    let mut pieces = decoded.pieces;
-    match (pieces.len(), decoded.rejected.len()) {
-        (1, 0) => {
-            let mut piece = pieces.swap_remove(0);
-            // Keep the line as it was written, byte for byte.
-            line.clone_into(&mut piece.line);
-            Ok(piece)
+    let number = |v: Option<&Value>| -> u64 {
+        match v {
+            Some(Value::String(s)) => s.parse().unwrap_or(0),
+            Some(Value::Number(n)) => n.as_u64().unwrap_or(0),
+            _ => 0,
         }
-        (n, r) => Err(format!(
-            "a log line holds one trace's spans; this one gave {n} pieces and {r} rejected items"
-        )),
+    };
+    let list = |v: &Value, key: &str| -> Vec<Value> {
+        v.get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut part: Part<()> = Part::default();
+    let mut trace = String::new();
+    for r in list(&doc, top) {
+        for s in list(&r, scopes) {
+            for item in list(&s, items) {
+                let t = item.get("traceId").and_then(Value::as_str).unwrap_or("");
+                if !t.is_empty() && t.bytes().any(|b| b != b'0') {
+                    if !trace.is_empty() && trace != t {
+                        return Err(format!(
+                            "a log line holds one trace's items; this one holds `{trace}` and `{t}`"
+                        ));
+                    }
+                    t.clone_into(&mut trace);
+                }
+                let start = match number(item.get(time[0])) {
+                    0 => number(item.get(time[1])),
+                    n => n,
+                };
+                let conv = CONVERSATION.iter().find_map(|key| {
+                    let attrs = item.get("attributes")?.as_array()?;
+                    let kv = attrs
+                        .iter()
+                        .find(|kv| kv.get("key").and_then(Value::as_str) == Some(key))?;
+                    let v = kv.get("value")?;
+                    match (v.get("stringValue"), v.get("intValue")) {
+                        (Some(Value::String(s)), _) if !s.is_empty() => Some(s.clone()),
+                        (_, Some(n @ (Value::String(_) | Value::Number(_)))) => {
+                            Some(n.as_str().map_or_else(|| n.to_string(), str::to_owned))
+                        }
+                        _ => None,
+                    }
+                });
+                part.note(start, conv);
+            }
+        }
+    }
+    if part.items == 0 {
+        return Err(format!("no span or log record under `{top}`"));
+    }
+    Ok(Piece {
+        keys: part.keys(&trace),
+        start_ns: part.start_ns,
+        items: part.items,
+        line: line.to_vec(),
+    })
+}
+
+/// How deep a JSON text nests (objects and arrays), strings skipped.
+fn depth(text: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// The most a log line may nest: JSON readers (and `wai ingest`'s) stop at 128.
+const MAX_DEPTH: usize = 120;
+
+/// Sets aside the pieces whose line nests too deep to be read back.
+fn too_deep(out: &mut Decoded) {
+    let (keep, deep): (Vec<Piece>, Vec<Piece>) = std::mem::take(&mut out.pieces)
+        .into_iter()
+        .partition(|p| depth(&p.line) <= MAX_DEPTH);
+    out.pieces = keep;
+    for p in deep {
+        let trace = p.keys.first().cloned().unwrap_or_default();
+        for _ in 0..p.items {
+            out.rejected.push(Rejected {
+                reason: format!(
+                    "trace `{}`: its values nest deeper than {MAX_DEPTH} levels",
+                    trace.trim_start_matches("t:")
+                ),
+                item: serde_json::Value::Null,
+            });
+        }
     }
 }
 
@@ -390,6 +495,7 @@ fn split_traces(req: ExportTraceServiceRequest) -> Decoded {
             line: serde_json::to_vec(&doc).unwrap_or_default(),
         });
     }
+    too_deep(&mut out);
     out
 }
 
@@ -499,6 +605,7 @@ fn split_logs(req: ExportLogsServiceRequest) -> Decoded {
             line: serde_json::to_vec(&doc).unwrap_or_default(),
         });
     }
+    too_deep(&mut out);
     out
 }
 
@@ -593,6 +700,56 @@ mod tests {
         let json = serde_json::to_vec(&req).unwrap();
         let again = decode(Signal::Traces, Encoding::Json, &json).unwrap();
         assert_eq!(again.pieces, got.pieces);
+    }
+
+    #[test]
+    fn what_serde_writes_of_any_value_reads_back_and_deep_values_are_set_aside() {
+        let mut s = span(6, 1, Some("c-9"));
+        s.attributes.push(KeyValue {
+            key: "x.nan".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::DoubleValue(f64::NAN)),
+            }),
+            ..KeyValue::default()
+        });
+        s.attributes.push(KeyValue {
+            key: "x.empty".into(),
+            value: Some(AnyValue { value: None }),
+            ..KeyValue::default()
+        });
+        let got = decode(
+            Signal::Traces,
+            Encoding::Protobuf,
+            &request(vec![s]).encode_to_vec(),
+        )
+        .unwrap();
+        assert_eq!(got.pieces.len(), 1);
+        assert_eq!(reread(&got.pieces[0].line).unwrap(), got.pieces[0]);
+        let mut v = AnyValue {
+            value: Some(any_value::Value::StringValue("leaf".into())),
+        };
+        for _ in 0..42 {
+            v = AnyValue {
+                value: Some(any_value::Value::ArrayValue(
+                    opentelemetry_proto::tonic::common::v1::ArrayValue { values: vec![v] },
+                )),
+            };
+        }
+        let mut deep = span(7, 1, None);
+        deep.attributes.push(KeyValue {
+            key: "x.deep".into(),
+            value: Some(v),
+            ..KeyValue::default()
+        });
+        let got = decode(
+            Signal::Traces,
+            Encoding::Protobuf,
+            &request(vec![deep, span(8, 2, None)]).encode_to_vec(),
+        )
+        .unwrap();
+        assert_eq!(got.pieces.len(), 1);
+        assert_eq!(got.rejected.len(), 1);
+        assert!(got.rejected[0].reason.contains("nest deeper"));
     }
 
     #[test]

@@ -227,11 +227,29 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
     });
     let kept: u64 = decoded.pieces.iter().map(|p| p.items).sum();
     if !decoded.pieces.is_empty() || !decoded.rejected.is_empty() {
+        // The lines' bytes are reserved against the budget at once (not checked, then added),
+        // so requests arriving together cannot pass it between them.
         let bytes: u64 = decoded.pieces.iter().map(|p| p.line.len() as u64).sum();
-        m.buffer_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let reserved = m
+            .buffer_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held + bytes <= s.max_buffer || held == 0).then_some(held + bytes)
+            })
+            .is_ok();
+        if !reserved {
+            m.refused_busy.fetch_add(1, Ordering::Relaxed);
+            return busy(
+                encoding,
+                "the collector's buffer is full (--max-buffer): retry after the time given",
+            );
+        }
         let (ack, done) = tokio::sync::oneshot::channel();
-        let sent = s.wal.lock().ok().and_then(|q| {
-            q.as_ref().map(|q| {
+        let sent = s
+            .wal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|q| {
                 q.send(Append {
                     signal,
                     pieces: decoded.pieces,
@@ -239,16 +257,18 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
                     ack,
                 })
                 .is_ok()
-            })
-        });
-        let durable = match sent {
-            Some(true) => done
-                .await
-                .unwrap_or_else(|_| Err("the log thread stopped".into())),
-            _ => Err("the collector is stopping".into()),
-        };
-        if let Err(why) = durable {
+            });
+        if !sent {
             m.buffer_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            m.refused_busy.fetch_add(1, Ordering::Relaxed);
+            return busy(encoding, "not stored: the collector is stopping");
+        }
+        // On a failed write the log thread lets the reserved bytes go (this handler may be gone
+        // by then, its client having hung up).
+        let durable = done
+            .await
+            .unwrap_or_else(|_| Err("the log thread stopped".into()));
+        if let Err(why) = durable {
             m.refused_busy.fetch_add(1, Ordering::Relaxed);
             return busy(encoding, &format!("not stored: {why}"));
         }

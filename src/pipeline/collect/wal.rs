@@ -116,8 +116,10 @@ impl Marks {
     }
 
     fn put(&mut self, mark: &Mark) -> Result<()> {
-        let mut line = serde_json::to_vec(mark).map_err(|e| Error::Internal(e.to_string()))?;
-        line.push(b'\n');
+        // Each record starts a line of its own: a record a failed write cut short stays alone
+        // on its line (and is not read), never glued to the next.
+        let mut line = vec![b'\n'];
+        line.extend(serde_json::to_vec(mark).map_err(|e| Error::Internal(e.to_string()))?);
         self.file
             .write_all(&line)
             .and_then(|()| self.file.sync_data())
@@ -248,21 +250,15 @@ pub fn recover(layout: &Layout, keep_raw: bool) -> Result<(Marks, Replayed)> {
         .collect();
     segments.sort();
     let mut out = Replayed::default();
-    let last = segments.len().checked_sub(1);
-    for (i, (first, path)) in segments.iter().enumerate() {
+    for (first, path) in &segments {
         let mut text = Vec::new();
         File::open(path)
             .and_then(|mut f| f.read_to_end(&mut text))
             .map_err(|e| Error::read(path, e))?;
+        // A segment's last line cut short was never acknowledged: the crash came mid-write, or
+        // a write failed (and the segment was closed).
         if !text.is_empty() && !text.ends_with(b"\n") {
             let keep = text.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
-            if Some(i) != last {
-                return Err(bad(
-                    path,
-                    line_count(&text[..keep]) + 1,
-                    "a line cut short inside the log (only the last segment's last line can be torn)",
-                ));
-            }
             let f = OpenOptions::new()
                 .write(true)
                 .open(path)
@@ -275,8 +271,9 @@ pub fn recover(layout: &Layout, keep_raw: bool) -> Result<(Marks, Replayed)> {
         }
         let mut open = 0u64;
         let mut seq = *first;
+        let lines = line_count(&text);
         for (n, line) in text.split(|b| *b == b'\n').enumerate() {
-            if n as u64 == line_count(&text) {
+            if n as u64 == lines {
                 break;
             }
             if covers(&covered, seq) {
@@ -389,6 +386,22 @@ impl Wal {
             max_segment,
             closed: BTreeSet::new(),
         }
+    }
+
+    /// Where the open segment ends, and the next sequence number: what [`Wal::undo`] goes
+    /// back to.
+    pub fn mark(&self) -> (u64, u64) {
+        (self.size, self.next_seq)
+    }
+
+    /// Cuts the open segment back to `mark` after a failed batch (its lines were never
+    /// acknowledged), then closes it.
+    pub fn undo(&mut self, mark: (u64, u64)) {
+        if let Some((_, file)) = &self.file {
+            let _ = file.set_len(mark.0).and_then(|()| file.sync_data());
+        }
+        self.next_seq = mark.1;
+        self.close();
     }
 
     /// Appends `pieces`' lines (not yet synced); returns each one's sequence number and segment.
