@@ -769,6 +769,7 @@ fn tls_serves_with_the_given_certificate() {
             "--idle",
             "1s",
             "--once",
+            "--keep-raw",
             "--tls-cert",
             cert.to_str().unwrap(),
             "--tls-key",
@@ -802,4 +803,20 @@ fn tls_serves_with_the_given_certificate() {
     assert!(!buf.starts_with(b"HTTP/1.1 200"));
     assert!(c.wait(30).success());
     assert_eq!(collected_rows(d.path(), &lake).len(), 1);
+    // --keep-raw: the written log segment is kept as raw spans, which `wai ingest` reads.
+    let raw: Vec<_> = std::fs::read_dir(lake.join("raw/otlp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(raw.len(), 1, "{raw:?}");
+    let again = d.path().join("again.jsonl");
+    wai()
+        .args(["ingest", "--format", "otel"])
+        .arg(&raw[0])
+        .arg("--out")
+        .arg(&again)
+        .assert()
+        .success();
+    assert_eq!(read_jsonl(&again).len(), 1);
 }
