@@ -452,8 +452,11 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
                             asm.take(assemble::Event::Closed(s), start)?;
                         }
                         let mut stopped = false;
+                        // Groups are looked over once a tick, however many events come between.
+                        let mut next_tick = start;
                         loop {
-                            let event = asm_rx.recv_timeout(tick);
+                            let wait = next_tick.saturating_duration_since(Instant::now());
+                            let event = asm_rx.recv_timeout(wait.max(Duration::from_millis(1)));
                             let now = Instant::now();
                             match event {
                                 Ok(e) => {
@@ -466,6 +469,10 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
                                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
                             }
+                            if now < next_tick {
+                                continue;
+                            }
+                            next_tick = now + tick;
                             asm.tick(now, false)?;
                             if once
                                 && !stopped
