@@ -41,6 +41,9 @@ struct Args {
     /// A bearer token to send.
     #[arg(long)]
     token: Option<String>,
+    /// Send a request answered 503 again after its `Retry-After`, as exporters do.
+    #[arg(long)]
+    retry: bool,
 }
 
 fn kv(key: &str, value: String) -> KeyValue {
@@ -133,6 +136,7 @@ fn main() {
                     url.clone(),
                 );
                 let token = args.token.clone();
+                let retry = args.retry;
                 tokio::spawn(async move {
                     let mut latencies = Vec::new();
                     let mut statuses = std::collections::BTreeMap::new();
@@ -141,24 +145,36 @@ fn main() {
                         if i >= bodies.len() || Instant::now() > deadline {
                             break;
                         }
-                        let mut req = client
-                            .post(&url)
-                            .header("Content-Type", "application/x-protobuf")
-                            .body(bodies[i].clone());
-                        if let Some(t) = &token {
-                            req = req.bearer_auth(t);
-                        }
-                        let sent = Instant::now();
-                        let status = match req.send().await {
-                            Ok(r) => {
-                                let s = r.status().as_u16();
-                                let _ = r.bytes().await;
-                                s
+                        // As an exporter does: a 503 is sent again after its Retry-After.
+                        loop {
+                            let mut req = client
+                                .post(&url)
+                                .header("Content-Type", "application/x-protobuf")
+                                .body(bodies[i].clone());
+                            if let Some(t) = &token {
+                                req = req.bearer_auth(t);
                             }
-                            Err(_) => 0,
-                        };
-                        latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
-                        *statuses.entry(status).or_insert(0) += 1;
+                            let sent = Instant::now();
+                            let (status, after) = match req.send().await {
+                                Ok(r) => {
+                                    let s = r.status().as_u16();
+                                    let after = r
+                                        .headers()
+                                        .get("retry-after")
+                                        .and_then(|v| v.to_str().ok())
+                                        .and_then(|v| v.parse::<f64>().ok());
+                                    let _ = r.bytes().await;
+                                    (s, after)
+                                }
+                                Err(_) => (0, None),
+                            };
+                            latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
+                            *statuses.entry(status).or_insert(0) += 1;
+                            if status != 503 || !retry || Instant::now() > deadline {
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_secs_f64(after.unwrap_or(1.0))).await;
+                        }
                     }
                     (latencies, statuses)
                 })
@@ -191,7 +207,7 @@ fn main() {
         "spans_acknowledged": ok * args.spans as u64,
         "seconds": elapsed,
         "spans_per_s": (ok * args.spans as u64) as f64 / elapsed,
-        "mb_per_s": bytes as f64 / 1e6 / elapsed * (latencies.len() as f64 / args.batches as f64),
+        "mb_per_s": bytes as f64 / 1e6 / elapsed * (ok as f64 / args.batches as f64),
         "latency_ms": {"p50": at(0.5), "p99": at(0.99), "max": at(1.0)},
         "statuses": statuses,
         "connections": args.connections,

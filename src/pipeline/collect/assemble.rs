@@ -26,7 +26,7 @@ fn sync_dir(dir: &std::path::Path) {
 }
 
 /// The most bytes of log lines one partition is made from.
-const PART_BYTES: u64 = 16 << 20;
+const PART_BYTES: u64 = 4 << 20;
 
 /// What the log thread tells the assembler.
 pub enum Event {
@@ -75,6 +75,8 @@ pub struct Assembler<'a> {
     parts: u64,
     /// Not before this, after a failed write.
     retry_at: Option<Instant>,
+    /// The threads partitions are made on.
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl<'a> Assembler<'a> {
@@ -100,6 +102,11 @@ impl<'a> Assembler<'a> {
             boot: chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ").to_string(),
             parts: 0,
             retry_at: None,
+            pool: rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .thread_name(|_| "wai-collect-rows".into())
+                .build()
+                .ok(),
         }
     }
 
@@ -369,17 +376,24 @@ impl<'a> Assembler<'a> {
             format: source::Format::Parquet,
             rejects: Some(&rejects),
         };
-        let got =
-            match ingest::ingest_inputs(self.ctx, &[input], &self.settings.options, &to, &|_| {}) {
-                Ok(got) => got,
-                Err(e) => {
-                    // The rows may have been renamed into place before the rejects failed: a
-                    // partition that is not done is not left behind (its lines are written again).
-                    let _ = std::fs::remove_file(&out);
-                    let _ = std::fs::remove_file(&staged);
-                    return Err(e);
-                }
-            };
+        let run =
+            || ingest::ingest_inputs(self.ctx, &[input], &self.settings.options, &to, &|_| {});
+        // On one thread of its own, so the server and the log keep a core however much goes
+        // quiet at once.
+        let made = match &self.pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        };
+        let got = match made {
+            Ok(got) => got,
+            Err(e) => {
+                // The rows may have been renamed into place before the rejects failed: a
+                // partition that is not done is not left behind (its lines are written again).
+                let _ = std::fs::remove_file(&out);
+                let _ = std::fs::remove_file(&staged);
+                return Err(e);
+            }
+        };
         let rows = got.counts.rows;
         // The partition's name in its folder survives a power cut before `done` does.
         if let Some(dir) = out.parent() {

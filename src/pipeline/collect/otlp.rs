@@ -10,7 +10,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::{
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message as _;
@@ -252,53 +252,40 @@ pub fn reread(line: &[u8]) -> Result<Piece, String> {
     })
 }
 
-/// How deep a JSON text nests (objects and arrays), strings skipped.
-fn depth(text: &[u8]) -> usize {
-    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &b in text {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
+/// How deep a value nests (arrays and key-value lists in one another).
+fn value_depth(v: &AnyValue) -> usize {
+    match &v.value {
+        Some(any_value::Value::ArrayValue(a)) => {
+            1 + a.values.iter().map(value_depth).max().unwrap_or(0)
         }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
+        Some(any_value::Value::KvlistValue(k)) => 1 + attrs_depth(&k.values),
+        _ => 0,
     }
-    max
 }
 
-/// The most a log line may nest: JSON readers (and `wai ingest`'s) stop at 128.
-const MAX_DEPTH: usize = 120;
+fn attrs_depth(attrs: &[KeyValue]) -> usize {
+    attrs
+        .iter()
+        .filter_map(|kv| kv.value.as_ref())
+        .map(value_depth)
+        .max()
+        .unwrap_or(0)
+}
 
-/// Sets aside the pieces whose line nests too deep to be read back.
-fn too_deep(out: &mut Decoded) {
-    let (keep, deep): (Vec<Piece>, Vec<Piece>) = std::mem::take(&mut out.pieces)
-        .into_iter()
-        .partition(|p| depth(&p.line) <= MAX_DEPTH);
-    out.pieces = keep;
-    for p in deep {
-        let trace = p.keys.first().cloned().unwrap_or_default();
-        for _ in 0..p.items {
-            out.rejected.push(Rejected {
-                reason: format!(
-                    "trace `{}`: its values nest deeper than {MAX_DEPTH} levels",
-                    trace.trim_start_matches("t:")
-                ),
-                item: serde_json::Value::Null,
-            });
-        }
-    }
+/// The most a value may nest: each level is three levels of the log's JSON, under about a dozen
+/// of the document's own, and JSON readers (`wai ingest`'s too) stop at 128.
+const MAX_NESTING: usize = 32;
+
+/// Why an item's values cannot go into the log, if they cannot.
+fn too_deep(attrs: &[KeyValue], more: &[&[KeyValue]]) -> Option<String> {
+    let depth = more
+        .iter()
+        .map(|a| attrs_depth(a))
+        .max()
+        .unwrap_or(0)
+        .max(attrs_depth(attrs));
+    (depth > MAX_NESTING)
+        .then(|| format!("its values nest {depth} levels deep, more than {MAX_NESTING}"))
 }
 
 /// The response body for a request of `signal` that set `rejected` items aside, in `encoding`.
@@ -439,7 +426,16 @@ fn split_traces(req: ExportTraceServiceRequest) -> Decoded {
             for span in spans {
                 out.items += 1;
                 let why = bad_id(&span.trace_id, 16, "trace id")
-                    .or_else(|| bad_id(&span.span_id, 8, "span id"));
+                    .or_else(|| bad_id(&span.span_id, 8, "span id"))
+                    .or_else(|| {
+                        let mut more: Vec<&[KeyValue]> =
+                            span.events.iter().map(|e| &e.attributes[..]).collect();
+                        more.extend(span.links.iter().map(|l| &l.attributes[..]));
+                        if let Some(r) = &resource {
+                            more.push(&r.attributes);
+                        }
+                        too_deep(&span.attributes, &more)
+                    });
                 if let Some(reason) = why {
                     out.rejected.push(Rejected {
                         reason: format!("span `{}`: {reason}", span.name),
@@ -495,7 +491,6 @@ fn split_traces(req: ExportTraceServiceRequest) -> Decoded {
             line: serde_json::to_vec(&doc).unwrap_or_default(),
         });
     }
-    too_deep(&mut out);
     out
 }
 
@@ -526,7 +521,23 @@ fn split_logs(req: ExportLogsServiceRequest) -> Decoded {
                 out.items += 1;
                 // Log records may stand outside any trace: no ids, or ids of zeros.
                 let traced = !record.trace_id.is_empty() && record.trace_id.iter().any(|b| *b != 0);
-                let why = if traced {
+                let nested = {
+                    let body: Vec<KeyValue> = (record.body.clone())
+                        .map(|v| KeyValue {
+                            value: Some(v),
+                            ..KeyValue::default()
+                        })
+                        .into_iter()
+                        .collect();
+                    let mut more: Vec<&[KeyValue]> = vec![&body];
+                    if let Some(r) = &resource {
+                        more.push(&r.attributes);
+                    }
+                    too_deep(&record.attributes, &more)
+                };
+                let why = if nested.is_some() {
+                    nested
+                } else if traced {
                     bad_id(&record.trace_id, 16, "trace id").or_else(|| {
                         let has_span =
                             !record.span_id.is_empty() && record.span_id.iter().any(|b| *b != 0);
@@ -605,7 +616,6 @@ fn split_logs(req: ExportLogsServiceRequest) -> Decoded {
             line: serde_json::to_vec(&doc).unwrap_or_default(),
         });
     }
-    too_deep(&mut out);
     out
 }
 
@@ -728,7 +738,7 @@ mod tests {
         let mut v = AnyValue {
             value: Some(any_value::Value::StringValue("leaf".into())),
         };
-        for _ in 0..42 {
+        for _ in 0..40 {
             v = AnyValue {
                 value: Some(any_value::Value::ArrayValue(
                     opentelemetry_proto::tonic::common::v1::ArrayValue { values: vec![v] },
@@ -749,7 +759,11 @@ mod tests {
         .unwrap();
         assert_eq!(got.pieces.len(), 1);
         assert_eq!(got.rejected.len(), 1);
-        assert!(got.rejected[0].reason.contains("nest deeper"));
+        assert!(
+            got.rejected[0].reason.contains("nest 40 levels deep"),
+            "{:?}",
+            got.rejected[0]
+        );
     }
 
     #[test]
