@@ -270,21 +270,12 @@ impl Lake {
     /// # Errors
     /// Another run holds it.
     pub fn lock(&self) -> Result<std::fs::File> {
-        let path = self.root.join("_wai").join("lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
+        hold(&self.root.join("_wai").join("lock"), || {
+            format!(
                 "another `wai run` is writing the lake `{}`: wait for it to end",
                 self.root.display()
-            ))),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
-        }
+            )
+        })
     }
 
     /// The manifest.
@@ -556,6 +547,25 @@ pub fn read_merged(paths: &[PathBuf]) -> Result<(Arc<Schema>, Vec<RecordBatch>)>
         )?);
     }
     Ok((schema, out))
+}
+
+/// Holds the lock file at `path` (made if missing) until the returned file is dropped; the
+/// system lets it go if the process dies. Another holder: a usage error saying `busy()`.
+///
+/// # Errors
+/// Another process holds it; the file cannot be made.
+pub fn hold(path: &Path, busy: impl FnOnce() -> String) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Usage(busy())),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
 }
 
 #[cfg(test)]

@@ -367,17 +367,11 @@ run = "pass-at"
 "#,
     )
     .unwrap();
-    let out = wai()
-        .current_dir(d.path())
-        .args(["--json", "run", "nightly.toml"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = crate::support::envelope(&out.stdout);
+    let report = crate::support::json_of(wai().current_dir(d.path()).args([
+        "--json",
+        "run",
+        "nightly.toml",
+    ]));
     let stages = report["report"]["stages"].as_array().unwrap();
     assert!(
         stages[0]["headline"]

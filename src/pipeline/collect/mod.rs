@@ -262,21 +262,12 @@ pub struct Summary {
 
 /// Holds `_wai/collect/lock` (released by the system if the collector dies).
 fn lock(layout: &wal::Layout) -> Result<std::fs::File> {
-    let path = layout.home().join("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Usage(format!(
+    crate::pipeline::lake::hold(&layout.home().join("lock"), || {
+        format!(
             "another `wai collect` is writing the lake `{}`: one collector per lake",
             layout.lake.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
-    }
+        )
+    })
 }
 
 fn reject_line(signal: otlp::Signal, r: &otlp::Rejected) -> Vec<u8> {
