@@ -141,7 +141,7 @@ pub(crate) fn run(ctx: &Context, args: &CollectArgs) -> Result<Outcome> {
     let cfg = config(ctx, args)?;
     crate::pipeline::lake::Lake::init(&args.lake)?;
     let lake = args.lake.display().to_string();
-    let got = collect::collect(ctx, &cfg)?;
+    let got = collect::collect(ctx, cfg)?;
     let text = format!(
         "collected {} spans and {} log records on {} ({} set aside, {} replayed from the log); wrote {} rows in {} partitions under `{lake}/collected/`",
         got.spans,

@@ -21,10 +21,6 @@ use crate::pipeline::context::Context;
 use crate::pipeline::ingest::{self, Destination, Options};
 use crate::pipeline::source::{self, Input, Location};
 
-fn sync_dir(dir: &std::path::Path) {
-    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-}
-
 /// The most bytes of log lines one partition is made from.
 const PART_BYTES: u64 = 4 << 20;
 
@@ -397,9 +393,9 @@ impl<'a> Assembler<'a> {
         let rows = got.counts.rows;
         // The partition's name in its folder survives a power cut before `done` does.
         if let Some(dir) = out.parent() {
-            sync_dir(dir);
+            let _ = wal::sync_dir(dir);
             if let Some(up) = dir.parent() {
-                sync_dir(up);
+                let _ = wal::sync_dir(up);
             }
         }
         if let Err(e) = self.marks.done(&part, rows) {

@@ -361,7 +361,7 @@ fn log_thread(
 /// Another collector holds the lake; the log is damaged; the address cannot be bound; a
 /// partition cannot be written at shutdown (its lines stay in the log for the next start).
 #[allow(clippy::too_many_lines, reason = "the threads' wiring, in one place")]
-pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
+pub fn collect(ctx: &Context, cfg: Config) -> Result<Summary> {
     QUIET.store(cfg.quiet, Ordering::Relaxed);
     let layout = wal::Layout {
         lake: cfg.lake.clone(),
@@ -369,10 +369,13 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
     layout.make()?;
     let _lock = lock(&layout)?;
     let (marks, replayed) = wal::recover(&layout, cfg.keep_raw)?;
-    let listener = cfg
-        .listener
-        .try_clone()
-        .map_err(|e| Error::Internal(format!("cannot set up the listener: {e}")))?;
+    let Config {
+        listener,
+        options,
+        tls,
+        token,
+        ..
+    } = cfg;
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::Internal(format!("cannot set up the listener: {e}")))?;
@@ -388,7 +391,7 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
     let (wal_tx, wal_rx) = mpsc::channel::<server::Append>();
     let (asm_tx, asm_rx) = mpsc::channel::<assemble::Event>();
     let shared = Arc::new(server::Shared {
-        token: cfg.token.clone(),
+        token,
         max_body: cfg.max_body,
         max_buffer: cfg.max_buffer,
         body_timeout: cfg.body_timeout,
@@ -396,7 +399,7 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
         metrics: Arc::clone(&metrics),
     });
     let stop = Arc::new(tokio::sync::Notify::new());
-    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     log_event(
         "listening",
         &serde_json::json!({
@@ -412,7 +415,7 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
         idle: cfg.idle,
         max_open: cfg.max_open,
         keep_raw: cfg.keep_raw,
-        options: cfg.options.clone(),
+        options,
     };
     let tick = (cfg.idle / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
     let written = std::thread::scope(|scope| -> Result<()> {
@@ -492,7 +495,7 @@ pub fn collect(ctx: &Context, cfg: &Config) -> Result<Summary> {
         let served = ctx.runtime.block_on(async {
             let listener = tokio::net::TcpListener::from_std(listener)
                 .map_err(|e| Error::Internal(format!("cannot set up the listener: {e}")))?;
-            let tls = cfg.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+            let tls = tls.map(tokio_rustls::TlsAcceptor::from);
             let until = async {
                 let mut term =
                     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();

@@ -2,8 +2,6 @@
 //! maps them), each span checked, and the kept ones cut into one OTLP/JSON document per trace,
 //! the unit the write-ahead log holds and conversations are assembled from.
 
-use std::collections::BTreeMap;
-
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
 };
@@ -11,8 +9,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use opentelemetry_proto::tonic::logs::v1::{ResourceLogs, ScopeLogs};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
 use prost::Message as _;
 
 use crate::pipeline::ingest::otel::CONVERSATION;
@@ -276,14 +274,10 @@ fn attrs_depth(attrs: &[KeyValue]) -> usize {
 /// of the document's own, and JSON readers (`wai ingest`'s too) stop at 128.
 const MAX_NESTING: usize = 32;
 
-/// Why an item's values cannot go into the log, if they cannot.
-fn too_deep(attrs: &[KeyValue], more: &[&[KeyValue]]) -> Option<String> {
-    let depth = more
-        .iter()
-        .map(|a| attrs_depth(a))
-        .max()
-        .unwrap_or(0)
-        .max(attrs_depth(attrs));
+/// Why an item's values cannot go into the log, if they cannot: the deepest of `lists` and
+/// `depth` (its resource's, its body's).
+fn too_deep<'a>(depth: usize, lists: impl IntoIterator<Item = &'a [KeyValue]>) -> Option<String> {
+    let depth = lists.into_iter().map(attrs_depth).fold(depth, usize::max);
     (depth > MAX_NESTING)
         .then(|| format!("its values nest {depth} levels deep, more than {MAX_NESTING}"))
 }
@@ -379,6 +373,9 @@ fn hex(id: &[u8]) -> String {
 #[derive(Default)]
 struct Part<R> {
     resources: Vec<R>,
+    /// The request's (resource, scope) the last item came from: the next item of the same
+    /// pair goes into the same entry.
+    from: Option<(usize, usize)>,
     conversations: Vec<String>,
     start_ns: u64,
     items: u64,
@@ -405,19 +402,82 @@ impl<R> Part<R> {
         keys.extend(self.conversations.iter().map(|c| format!("c:{c}")));
         keys
     }
+
+    /// The scope entry an item from the request's resource `at.0`, scope `at.1` goes into:
+    /// the last one when the last item came from the same pair, else a new one (and a new
+    /// resource entry when the resource differs too).
+    fn scope<S>(
+        &mut self,
+        at: (usize, usize),
+        resource: impl FnOnce() -> R,
+        scopes: impl Fn(&mut R) -> &mut Vec<S>,
+        scope: impl FnOnce() -> S,
+    ) -> &mut S {
+        let last = self.from.replace(at);
+        if last.is_none_or(|(r, _)| r != at.0) || self.resources.is_empty() {
+            self.resources.push(resource());
+        }
+        let r = self.resources.last_mut().expect("pushed above");
+        if last != Some(at) || scopes(r).is_empty() {
+            scopes(r).push(scope());
+        }
+        scopes(r).last_mut().expect("pushed above")
+    }
+}
+
+/// The parts of a request, one per trace in order of first appearance; items outside any
+/// trace (log records without one) each a part of its own.
+struct Parts<R> {
+    list: Vec<(String, Part<R>)>,
+    at: std::collections::HashMap<String, usize>,
+}
+
+impl<R: Default> Parts<R> {
+    fn new() -> Self {
+        Self {
+            list: Vec::new(),
+            at: std::collections::HashMap::new(),
+        }
+    }
+
+    fn of(&mut self, trace: String) -> &mut Part<R> {
+        let i = if let Some(i) = self.at.get(&trace) {
+            *i
+        } else {
+            if !trace.is_empty() {
+                self.at.insert(trace.clone(), self.list.len());
+            }
+            self.list.push((trace, Part::default()));
+            self.list.len() - 1
+        };
+        &mut self.list[i].1
+    }
+
+    /// Each part as a piece: `doc` makes its OTLP document.
+    fn pieces<D: serde::Serialize>(self, doc: impl Fn(Vec<R>) -> D) -> Vec<Piece> {
+        self.list
+            .into_iter()
+            .map(|(trace, part)| Piece {
+                keys: part.keys(&trace),
+                start_ns: part.start_ns,
+                items: part.items,
+                line: serde_json::to_vec(&doc(part.resources)).unwrap_or_default(),
+            })
+            .collect()
+    }
 }
 
 fn split_traces(req: ExportTraceServiceRequest) -> Decoded {
     let mut out = Decoded::default();
-    // Trace id (hex) to its part, in order of first appearance.
-    let mut parts: BTreeMap<String, (usize, Part<ResourceSpans>)> = BTreeMap::new();
-    for rs in req.resource_spans {
+    let mut parts: Parts<ResourceSpans> = Parts::new();
+    for (ri, rs) in req.resource_spans.into_iter().enumerate() {
         let ResourceSpans {
             resource,
             scope_spans,
             schema_url,
         } = rs;
-        for ss in scope_spans {
+        let resource_depth = resource.as_ref().map_or(0, |r| attrs_depth(&r.attributes));
+        for (si, ss) in scope_spans.into_iter().enumerate() {
             let ScopeSpans {
                 scope,
                 spans,
@@ -428,13 +488,12 @@ fn split_traces(req: ExportTraceServiceRequest) -> Decoded {
                 let why = bad_id(&span.trace_id, 16, "trace id")
                     .or_else(|| bad_id(&span.span_id, 8, "span id"))
                     .or_else(|| {
-                        let mut more: Vec<&[KeyValue]> =
-                            span.events.iter().map(|e| &e.attributes[..]).collect();
-                        more.extend(span.links.iter().map(|l| &l.attributes[..]));
-                        if let Some(r) = &resource {
-                            more.push(&r.attributes);
-                        }
-                        too_deep(&span.attributes, &more)
+                        let events = span.events.iter().map(|e| &e.attributes[..]);
+                        let links = span.links.iter().map(|l| &l.attributes[..]);
+                        too_deep(
+                            resource_depth,
+                            events.chain(links).chain([&span.attributes[..]]),
+                        )
                     });
                 if let Some(reason) = why {
                     out.rejected.push(Rejected {
@@ -443,75 +502,41 @@ fn split_traces(req: ExportTraceServiceRequest) -> Decoded {
                     });
                     continue;
                 }
-                let trace = hex(&span.trace_id);
-                let next = parts.len();
-                let (_, part) = parts
-                    .entry(trace)
-                    .or_insert_with(|| (next, Part::default()));
+                let part = parts.of(hex(&span.trace_id));
                 part.note(span.start_time_unix_nano, conversation(&span.attributes));
-                // A new resource (or scope) entry when this span's differs from the last one's.
-                let same_resource = part
-                    .resources
-                    .last()
-                    .is_some_and(|r| r.resource == resource && r.schema_url == schema_url);
-                if !same_resource {
-                    part.resources.push(ResourceSpans {
+                let entry = part.scope(
+                    (ri, si),
+                    || ResourceSpans {
                         resource: resource.clone(),
                         scope_spans: Vec::new(),
                         schema_url: schema_url.clone(),
-                    });
-                }
-                let r = part.resources.last_mut().expect("pushed above");
-                let same_scope = r
-                    .scope_spans
-                    .last()
-                    .is_some_and(|s| s.scope == scope && s.schema_url == scope_schema);
-                if !same_scope {
-                    r.scope_spans.push(ScopeSpans {
+                    },
+                    |r| &mut r.scope_spans,
+                    || ScopeSpans {
                         scope: scope.clone(),
                         spans: Vec::new(),
                         schema_url: scope_schema.clone(),
-                    });
-                }
-                push_span(r, span);
+                    },
+                );
+                entry.spans.push(span);
             }
         }
     }
-    let mut parts: Vec<_> = parts.into_iter().collect();
-    parts.sort_by_key(|(_, (first, _))| *first);
-    for (trace, (_, part)) in parts {
-        let keys = part.keys(&trace);
-        let doc = ExportTraceServiceRequest {
-            resource_spans: part.resources,
-        };
-        out.pieces.push(Piece {
-            keys,
-            start_ns: part.start_ns,
-            items: part.items,
-            line: serde_json::to_vec(&doc).unwrap_or_default(),
-        });
-    }
+    out.pieces = parts.pieces(|resource_spans| ExportTraceServiceRequest { resource_spans });
     out
-}
-
-fn push_span(r: &mut ResourceSpans, span: Span) {
-    if let Some(s) = r.scope_spans.last_mut() {
-        s.spans.push(span);
-    }
 }
 
 fn split_logs(req: ExportLogsServiceRequest) -> Decoded {
     let mut out = Decoded::default();
-    // Trace id (hex; "" for records without one, each then a piece of its own).
-    let mut parts: Vec<(String, Part<ResourceLogs>)> = Vec::new();
-    let mut at: BTreeMap<String, usize> = BTreeMap::new();
-    for rl in req.resource_logs {
+    let mut parts: Parts<ResourceLogs> = Parts::new();
+    for (ri, rl) in req.resource_logs.into_iter().enumerate() {
         let ResourceLogs {
             resource,
             scope_logs,
             schema_url,
         } = rl;
-        for sl in scope_logs {
+        let resource_depth = resource.as_ref().map_or(0, |r| attrs_depth(&r.attributes));
+        for (si, sl) in scope_logs.into_iter().enumerate() {
             let ScopeLogs {
                 scope,
                 log_records,
@@ -521,33 +546,19 @@ fn split_logs(req: ExportLogsServiceRequest) -> Decoded {
                 out.items += 1;
                 // Log records may stand outside any trace: no ids, or ids of zeros.
                 let traced = !record.trace_id.is_empty() && record.trace_id.iter().any(|b| *b != 0);
-                let nested = {
-                    let body: Vec<KeyValue> = (record.body.clone())
-                        .map(|v| KeyValue {
-                            value: Some(v),
-                            ..KeyValue::default()
-                        })
-                        .into_iter()
-                        .collect();
-                    let mut more: Vec<&[KeyValue]> = vec![&body];
-                    if let Some(r) = &resource {
-                        more.push(&r.attributes);
-                    }
-                    too_deep(&record.attributes, &more)
-                };
-                let why = if nested.is_some() {
-                    nested
-                } else if traced {
-                    bad_id(&record.trace_id, 16, "trace id").or_else(|| {
-                        let has_span =
-                            !record.span_id.is_empty() && record.span_id.iter().any(|b| *b != 0);
-                        has_span
-                            .then(|| bad_id(&record.span_id, 8, "span id"))
+                let has_span = !record.span_id.is_empty() && record.span_id.iter().any(|b| *b != 0);
+                let body_depth = record.body.as_ref().map_or(0, value_depth);
+                let why = too_deep(resource_depth.max(body_depth), [&record.attributes[..]])
+                    .or_else(|| {
+                        traced
+                            .then(|| bad_id(&record.trace_id, 16, "trace id"))
                             .flatten()
                     })
-                } else {
-                    None
-                };
+                    .or_else(|| {
+                        (traced && has_span)
+                            .then(|| bad_id(&record.span_id, 8, "span id"))
+                            .flatten()
+                    });
                 if let Some(reason) = why {
                     out.rejected.push(Rejected {
                         reason: format!("log record: {reason}"),
@@ -560,75 +571,41 @@ fn split_logs(req: ExportLogsServiceRequest) -> Decoded {
                 } else {
                     String::new()
                 };
-                let i = match at.get(&trace) {
-                    Some(i) if traced => *i,
-                    _ => {
-                        parts.push((trace.clone(), Part::default()));
-                        if traced {
-                            at.insert(trace, parts.len() - 1);
-                        }
-                        parts.len() - 1
-                    }
-                };
-                let part = &mut parts[i].1;
+                let part = parts.of(trace);
                 let time = if record.time_unix_nano > 0 {
                     record.time_unix_nano
                 } else {
                     record.observed_time_unix_nano
                 };
                 part.note(time, conversation(&record.attributes));
-                let same_resource = part
-                    .resources
-                    .last()
-                    .is_some_and(|r| r.resource == resource && r.schema_url == schema_url);
-                if !same_resource {
-                    part.resources.push(ResourceLogs {
+                let entry = part.scope(
+                    (ri, si),
+                    || ResourceLogs {
                         resource: resource.clone(),
                         scope_logs: Vec::new(),
                         schema_url: schema_url.clone(),
-                    });
-                }
-                let r = part.resources.last_mut().expect("pushed above");
-                let same_scope = r
-                    .scope_logs
-                    .last()
-                    .is_some_and(|s| s.scope == scope && s.schema_url == scope_schema);
-                if !same_scope {
-                    r.scope_logs.push(ScopeLogs {
+                    },
+                    |r| &mut r.scope_logs,
+                    || ScopeLogs {
                         scope: scope.clone(),
                         log_records: Vec::new(),
                         schema_url: scope_schema.clone(),
-                    });
-                }
-                push_log(r, record);
+                    },
+                );
+                entry.log_records.push(record);
             }
         }
     }
-    for (trace, part) in parts {
-        let keys = part.keys(&trace);
-        let doc = ExportLogsServiceRequest {
-            resource_logs: part.resources,
-        };
-        out.pieces.push(Piece {
-            keys,
-            start_ns: part.start_ns,
-            items: part.items,
-            line: serde_json::to_vec(&doc).unwrap_or_default(),
-        });
-    }
+    out.pieces = parts.pieces(|resource_logs| ExportLogsServiceRequest { resource_logs });
     out
-}
-
-fn push_log(r: &mut ResourceLogs, record: LogRecord) {
-    if let Some(s) = r.scope_logs.last_mut() {
-        s.log_records.push(record);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use opentelemetry_proto::tonic::common::v1::AnyValue;
+    use opentelemetry_proto::tonic::logs::v1::LogRecord;
+    use opentelemetry_proto::tonic::trace::v1::Span;
 
     fn span(trace: u8, id: u8, conv: Option<&str>) -> Span {
         let mut attributes = vec![KeyValue {

@@ -67,11 +67,27 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn traces(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
-    export(&s, Signal::Traces, &headers, body).await
+    counted(&s, export(&s, Signal::Traces, &headers, body).await)
 }
 
 async fn logs(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
-    export(&s, Signal::Logs, &headers, body).await
+    counted(&s, export(&s, Signal::Logs, &headers, body).await)
+}
+
+/// Counts an export's answer, by its status, in the metrics.
+fn counted(s: &Shared, r: Response) -> Response {
+    let m = &s.metrics;
+    let counter = match r.status() {
+        StatusCode::OK => None,
+        StatusCode::SERVICE_UNAVAILABLE => Some(&m.refused_busy),
+        StatusCode::UNAUTHORIZED => Some(&m.refused_auth),
+        StatusCode::PAYLOAD_TOO_LARGE => Some(&m.refused_large),
+        _ => Some(&m.refused_bad),
+    };
+    if let Some(c) = counter {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    r
 }
 
 async fn healthz() -> Response {
@@ -177,7 +193,6 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
         "application/x-protobuf" | "application/protobuf" => Encoding::Protobuf,
         "application/json" => Encoding::Json,
         _ => {
-            m.refused_bad.fetch_add(1, Ordering::Relaxed);
             return fail(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 Encoding::Json,
@@ -189,7 +204,6 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
         }
     };
     if !authorized(s, headers) {
-        m.refused_auth.fetch_add(1, Ordering::Relaxed);
         return unauthorized(encoding);
     }
     let body = match read_body(s, headers, body, encoding).await {
@@ -199,7 +213,6 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
     // Backpressure: what is held between acknowledgement and the row partition stays under
     // the budget.
     if m.buffer_bytes.load(Ordering::Relaxed) + body.len() as u64 > s.max_buffer {
-        m.refused_busy.fetch_add(1, Ordering::Relaxed);
         return busy(
             encoding,
             "the collector's buffer is full (--max-buffer): retry after the time given",
@@ -208,7 +221,6 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
     let decoded = match otlp::decode(signal, encoding, &body) {
         Ok(d) => d,
         Err(message) => {
-            m.refused_bad.fetch_add(1, Ordering::Relaxed);
             return fail(
                 StatusCode::BAD_REQUEST,
                 encoding,
@@ -237,7 +249,6 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
             })
             .is_ok();
         if !reserved {
-            m.refused_busy.fetch_add(1, Ordering::Relaxed);
             return busy(
                 encoding,
                 "the collector's buffer is full (--max-buffer): retry after the time given",
@@ -260,7 +271,6 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
             });
         if !sent {
             m.buffer_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            m.refused_busy.fetch_add(1, Ordering::Relaxed);
             return busy(encoding, "not stored: the collector is stopping");
         }
         // On a failed write the log thread lets the reserved bytes go (this handler may be gone
@@ -269,7 +279,6 @@ async fn export(s: &Shared, signal: Signal, headers: &HeaderMap, body: Body) -> 
             .await
             .unwrap_or_else(|_| Err("the log thread stopped".into()));
         if let Err(why) = durable {
-            m.refused_busy.fetch_add(1, Ordering::Relaxed);
             return busy(encoding, &format!("not stored: {why}"));
         }
     }
@@ -299,13 +308,11 @@ async fn read_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > s.max_body as u64) {
-        m.refused_large.fetch_add(1, Ordering::Relaxed);
         return Err(too_large(encoding, s.max_body));
     }
     let raw =
         match tokio::time::timeout(s.body_timeout, axum::body::to_bytes(body, s.max_body)).await {
             Err(_) => {
-                m.refused_bad.fetch_add(1, Ordering::Relaxed);
                 return Err(fail(
                     StatusCode::REQUEST_TIMEOUT,
                     encoding,
@@ -318,10 +325,8 @@ async fn read_body(
                 let large = format!("{e:?}").contains("LengthLimitError")
                     || e.to_string().contains("length limit");
                 if large {
-                    m.refused_large.fetch_add(1, Ordering::Relaxed);
                     return Err(too_large(encoding, s.max_body));
                 }
-                m.refused_bad.fetch_add(1, Ordering::Relaxed);
                 return Err(fail(
                     StatusCode::BAD_REQUEST,
                     encoding,
@@ -342,7 +347,6 @@ async fn read_body(
         None | Some("" | "identity") => false,
         Some("gzip") => true,
         Some(other) => {
-            m.refused_bad.fetch_add(1, Ordering::Relaxed);
             return Err(fail(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 encoding,
@@ -359,12 +363,10 @@ async fn read_body(
             .read_to_end(&mut out)
         {
             Ok(_) if out.len() > s.max_body => {
-                m.refused_large.fetch_add(1, Ordering::Relaxed);
                 return Err(too_large(encoding, s.max_body));
             }
             Ok(_) => out,
             Err(e) => {
-                m.refused_bad.fetch_add(1, Ordering::Relaxed);
                 return Err(fail(
                     StatusCode::BAD_REQUEST,
                     encoding,

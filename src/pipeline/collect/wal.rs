@@ -90,7 +90,8 @@ enum Mark {
     Next { next_seq: u64 },
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
+/// Syncs a folder, so the names made or removed in it survive a power cut.
+pub(super) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))
