@@ -54,6 +54,7 @@ async fn main() -> wai::Result<()> {
             ..warnings::Options::default()
         },
         floor: Some(0.2),
+        by: Vec::new(),
     };
     let frame = wai::testing::frame(&session, graded)?;
     let report = run::<GateStage>(&session, gate::Inputs { rows: frame }, &options).await?;

@@ -122,3 +122,34 @@ fn duration(s: &str) -> Result<std::time::Duration, String> {
     }
     Ok(std::time::Duration::from_secs_f64(secs))
 }
+
+/// `wai report`.
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Scored rows (files, folders, globs, URLs), lake folders, or `--json` documents (`.json`).
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<String>,
+    /// The page to write (`.html`); written whole or not at all.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Slices of pass@1 drawn as forest plots: a column or `dims.KEY` (repeatable). Default:
+    /// every `dims` key with 2 to 50 values.
+    #[arg(long, value_name = "COLUMN|dims.KEY")]
+    pub by: Vec<String>,
+    /// Rows the transcript browser carries; a larger run is sampled (failures first, seeded).
+    /// 0 leaves the browser out.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_rows: usize,
+    /// Characters kept of each text a row shows (prompt, reply, a tool's arguments or result).
+    #[arg(long, default_value_t = 2000, value_name = "N", value_parser = clap::value_parser!(u64).range(80..))]
+    pub max_chars: u64,
+    /// The seed of the pass@k bootstrap and of the transcript sample.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The page's title (default: `wai report` and the first input).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Open the page in the default browser once written.
+    #[arg(long)]
+    pub open: bool,
+}

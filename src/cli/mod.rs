@@ -17,7 +17,7 @@ mod simulate;
 mod training;
 
 pub(crate) use data::{CacheAction, CacheArgs, ConvertArgs, GenArgs, IngestArgs, SqlArgs};
-pub(crate) use lake::{CollectArgs, LakeCommand, RunArgs};
+pub(crate) use lake::{CollectArgs, LakeCommand, ReportArgs, RunArgs};
 pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,
@@ -213,4 +213,13 @@ pub(crate) enum Command {
     /// `LAKE/collected/date=DAY/`, for `wai run`. Stops on SIGTERM or SIGINT after writing what
     /// it holds (exit 0); a killed collector replays its log when started again.
     Collect(CollectArgs),
+    /// One self-contained HTML page of a run, to look at: pass@k with intervals, pass@1 by
+    /// slice, failures by tool and tier, policy rules, compare, judge trust, hack scan, the
+    /// funnels of guard and select, trends over a lake's runs, and a transcript browser.
+    ///
+    /// INPUT is scored rows (files, folders, globs, URLs), a lake folder (its runs' results), or
+    /// the `--json` document of an earlier command (`wai --json compare A B > compare.json`).
+    /// The page needs no network: CSS, script, charts and data are inside it. Exits 0 when the
+    /// page is written, whatever the numbers say (`wai gate` is the check).
+    Report(ReportArgs),
 }

@@ -75,6 +75,20 @@ pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         _ => ExitStatus::Success,
     };
     let warnings: Vec<_> = super::gate::warnings_of(&check).collect();
+    // The page to look at, drawn from the scored rows as `wai report` draws it.
+    let page_path = dir.join("report.html");
+    let mut page = crate::report::page::Page::new(
+        "wai demo: a refund-support agent graded by a program judge of its policy".into(),
+        vec![scored_path.display().to_string()],
+    );
+    super::report::add_rows(
+        ctx,
+        &mut page,
+        &[scored_path.display().to_string()],
+        &super::report::Settings::demo(args.seed),
+    )?;
+    page.finish();
+    super::report::write(&page, &page_path)?;
     let report = world::Report {
         rate: args.rate,
         played,
@@ -85,6 +99,7 @@ pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
     };
     let json = Envelope::new("demo", &report)
         .output(Output::new(dir.display(), "folder"))
+        .output(Output::new(page_path.display(), "file"))
         .warnings(warnings)
         .to_json()?;
     Ok(Outcome {

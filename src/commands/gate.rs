@@ -27,6 +27,7 @@ pub(crate) fn validate(args: &HollowArgs, floor: Option<f64>) -> Result<gate::Op
             min_graded: args.min_graded,
         },
         floor,
+        by: Vec::new(),
     };
     crate::stages::Options::check(&opts).map_err(|e| match e {
         // The messages these flags have always had, with the value given.

@@ -25,6 +25,7 @@ pub(crate) mod labels;
 pub(crate) mod lake;
 pub(crate) mod markers;
 pub(crate) mod pass_at;
+pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod select;
 pub(crate) mod simulate;
@@ -299,6 +300,7 @@ pub(crate) fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> 
         Command::Run(args) => run::run(ctx, &args),
         Command::Lake(command) => lake::run(ctx, &command),
         Command::Collect(args) => collect::run(ctx, &args),
+        Command::Report(args) => report::run(ctx, &args),
     }
 }
 

@@ -91,7 +91,7 @@ fn to_json<R: serde::Serialize>(envelope: Envelope<R>) -> Result<Value> {
 /// Registers a lake's tables in `context`: each results folder as `results_<stage>` (its committed
 /// files, their columns merged), and each rows folder (`rows`, `scored`, `guarded`, `selected`)
 /// as a table of its committed files. Files of runs not committed are not read.
-fn lake_tables(
+pub(crate) fn lake_tables(
     ctx: &Context,
     context: &datafusion::execution::context::SessionContext,
     root: &std::path::Path,

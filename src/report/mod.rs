@@ -1,6 +1,7 @@
 //! Rendering results for people and programs: aligned tables, CSV, JSON, JSON Lines, Parquet.
 
 pub mod envelope;
+pub(crate) mod page;
 pub mod redact;
 pub mod table;
 

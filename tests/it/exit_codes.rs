@@ -557,6 +557,20 @@ fn batch(f: &Files, dir: &Path) -> Vec<Case> {
     ]
 }
 
+fn report(f: &Files, dir: &Path) -> Vec<Case> {
+    let page = dir.join("page.html");
+    let r = |code, input: &dyn AsRef<std::ffi::OsStr>, out: &Path| {
+        case("report", code, &[&"report", input, &"--out", &out])
+    };
+    vec![
+        r(0, &f.scored, &page),
+        r(64, &f.scored, &dir.join("page.txt")),
+        r(65, &f.not_json_tools, &page),
+        r(66, &f.missing, &page),
+        r(74, &f.scored, &dir.join("no-such-folder").join("page.html")),
+    ]
+}
+
 /// Starts `cmd`, waits until `started` holds a line (the worker is busy), sends `signal`, and
 /// returns the exit code.
 fn stopped(mut cmd: Command, started: &Path, signal: &str) -> i32 {
@@ -634,6 +648,7 @@ fn every_code_of_the_family_table_is_what_the_binary_exits_with() {
         ingest,
         sql,
         batch,
+        report,
     ] {
         cases.extend(family(&f, dir.path()));
     }

@@ -66,6 +66,7 @@ const COMMANDS: &[&str] = &[
     "lake|status|lake",
     "lake|init|lake2",
     "collect|--lake|clake|--listen|127.0.0.1:0|--once|--idle|100ms",
+    "report|demo/scored.parquet|lake|--out|page.html",
 ];
 
 #[test]

@@ -498,12 +498,14 @@ fn demo_runs_the_whole_loop_offline() {
     for f in [
         "rows.parquet",
         "scored.parquet",
+        "report.html",
         "tools.json",
         "policy.md",
         "seeds.txt",
     ] {
         assert!(dir.path().join(f).exists(), "{f}");
     }
+    assert!(text.contains("report.html (the page to look at"), "{text}");
     let rows = crate::support::sql_jsonl(
         &["SELECT count(*) AS n, count(reward) AS judged FROM rows"],
         &dir.path().join("scored.parquet"),

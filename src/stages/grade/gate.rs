@@ -21,6 +21,8 @@ pub struct Options {
     pub warnings: warnings::Options,
     /// The pass@1 the run must reach; none = report only (a hollow run still fails).
     pub floor: Option<f64>,
+    /// Slices of the pass@k report (`wai report` draws them); empty = none.
+    pub by: Vec<pass_at::Slice>,
 }
 
 impl crate::stages::Options for Options {
@@ -96,6 +98,7 @@ impl crate::stages::Stage for GateStage {
         let pass_opts = pass_at::Options {
             k: options.k.clone(),
             seed: options.seed,
+            by: options.by.clone(),
             ..pass_at::Options::default()
         };
         let scope = session.scope_with(&[("rows", inputs.rows.clone())])?;

@@ -413,7 +413,7 @@ impl fmt::Display for Report {
         f.write_str(self.markers.to_string().trim_end())?;
         write!(
             f,
-            "\n\noutputs in `{d}`: rows.parquet (simulated), scored.parquet (graded), tools.json, policy.md, seeds.txt\nnext:\n  wai sql --query failures_by_tool_tier --table {d}/scored.parquet\n  wai sql \"SELECT reason, count(*) AS n FROM rows WHERE reward < 1 GROUP BY reason ORDER BY n DESC\" --table {d}/scored.parquet\n  wai pass-at {d}/scored.parquet --by dims.tier\n  wai simulate --tools {d}/tools.json --policy {d}/policy.md --seeds {d}/seeds.txt --agent 'cmd:python3 my_agent.py' --out mine.parquet",
+            "\n\noutputs in `{d}`: rows.parquet (simulated), scored.parquet (graded), report.html (the page to look at: open it in a browser), tools.json, policy.md, seeds.txt\nnext:\n  wai sql --query failures_by_tool_tier --table {d}/scored.parquet\n  wai sql \"SELECT reason, count(*) AS n FROM rows WHERE reward < 1 GROUP BY reason ORDER BY n DESC\" --table {d}/scored.parquet\n  wai pass-at {d}/scored.parquet --by dims.tier\n  wai simulate --tools {d}/tools.json --policy {d}/policy.md --seeds {d}/seeds.txt --agent 'cmd:python3 my_agent.py' --out mine.parquet",
             d = self.dir
         )
     }
