@@ -13,4 +13,4 @@ SELECT
   target_ci_high,
   n_paired_tasks
 FROM results_compare
-ORDER BY run_time, stage
+ORDER BY run_time, run_id, stage

@@ -14,4 +14,4 @@ SELECT
   n_rows
 FROM results_pass_at
 WHERE pass_at_1 IS NOT NULL
-ORDER BY run_time, stage, slice_by NULLS FIRST, slice
+ORDER BY run_time, run_id, stage, slice_by NULLS FIRST, slice, k

@@ -52,6 +52,10 @@
 //! - `lake/run/pipeline/rows=200k` against `lake/run/separate_commands/rows=200k`: the pipeline
 //!   as one `wai run` and as nine commands.
 //!
+//! Figure the report issue asks for (`benches/report/render.sh` gives the page's size and how
+//! long headless Chromium takes to draw it):
+//! - `report/rows=1M`: `wai report` of a 1M-row run.
+//!
 //! Figures the select/export issue asks for:
 //! - `training/select_rl/rows=1M` (target: under 3 s);
 //! - `training/export_openai/rows=1M` (target: 200 MB/s written).
@@ -338,6 +342,19 @@ mod pass_at {
     fn markers_1m(b: Bencher, shape: &str) {
         let data = data(shape);
         b.bench(|| run(&["-q", "markers", path(&data.parquet_1m)]));
+    }
+}
+
+mod report {
+    use super::{Bencher, SHAPES, data, path, run};
+
+    /// `wai report` of 1M scored rows: pass@k with every default slice, markers, failures by
+    /// tool and tier, and the transcript browser's 1,000 sampled rows, written as one page.
+    #[divan::bench(name = "report/rows=1M", sample_count = 3, args = SHAPES)]
+    fn rows_1m(b: Bencher, shape: &str) {
+        let data = data(shape);
+        let out = data.dir.path().join("report.html");
+        b.bench(|| run(&["-q", "report", path(&data.parquet_1m), "--out", path(&out)]));
     }
 }
 

@@ -87,7 +87,7 @@ pub(crate) fn run(ctx: &Context, args: &DemoArgs) -> Result<Outcome> {
         &[scored_path.display().to_string()],
         &super::report::Settings::demo(args.seed),
     )?;
-    page.finish();
+    page.finish()?;
     super::report::write(&page, &page_path)?;
     let report = world::Report {
         rate: args.rate,

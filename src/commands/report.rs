@@ -116,7 +116,7 @@ pub(crate) fn run(ctx: &Context, args: &ReportArgs) -> Result<Outcome> {
     if !rows.is_empty() {
         add_rows(ctx, &mut page, &rows, &Settings::of(args))?;
     }
-    page.finish();
+    page.finish()?;
     let written = write(&page, &args.out)?;
     let summary = page::summary(&page, written);
     let mut text = format!(
@@ -262,10 +262,11 @@ async fn default_slices(context: &SessionContext) -> Result<Vec<String>> {
         .collect()
         .await?;
     let mut keys: Vec<String> = Vec::new();
-    for row in batches
-        .iter()
-        .flat_map(|b| transcripts::json_rows(b).unwrap_or_default())
-    {
+    let mut rows = Vec::new();
+    for b in &batches {
+        rows.extend(transcripts::json_rows(b)?);
+    }
+    for row in rows {
         let n = row.get("n").and_then(Value::as_i64).unwrap_or(0);
         if let Some(key) = row.get("key").and_then(Value::as_str)
             && (2..=MAX_SLICE_VALUES).contains(&n)
@@ -291,30 +292,42 @@ pub(crate) fn add_rows(
 ) -> Result<()> {
     let source = rows.join(", ");
     let (context, _scratch) = super::rows_session(ctx, rows)?;
-    let by = if settings.by.is_empty() {
+    // Rows from another writer may lack the optional columns: a section whose columns are not
+    // there is left out, not failed.
+    let columns: Vec<String> = ctx.runtime.block_on(async {
+        let frame = context.table("rows").await?;
+        Ok::<_, Error>(
+            frame
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+        )
+    })?;
+    let has = |c: &str| columns.iter().any(|x| x == c);
+    let by = if !settings.by.is_empty() {
+        settings.by.clone()
+    } else if has("dims") {
         ctx.runtime.block_on(default_slices(&context))?
     } else {
-        settings.by.clone()
+        Vec::new()
     };
-    let hollow = HollowArgs {
-        tools: None,
-        no_tools: false,
-        max_judge_failures: JUDGE_FAILURE_SHARE,
-        min_graded: MIN_GRADED_SHARE,
-        k: Vec::new(),
-        seed: settings.seed,
-    };
-    let mut opts = super::gate::validate(&hollow, None)?;
-    opts.by = by.iter().map(|b| Slice::parse(b)).collect();
-    let gate = super::gate::report(ctx, &context, &opts)?;
-    page.add_gate(&source, &to_value(&gate)?);
+    add_pass_at(ctx, &context, page, &source, settings.seed, &by, &has)?;
+    let with_failures = ["dims", "tools_used", "reward"].iter().all(|c| has(c));
+    let with_markers = has("markers");
     let (failures, markers) = ctx.runtime.block_on(async {
-        let q = crate::queries::find("failures_by_tool_tier")
-            .ok_or_else(|| Error::Internal("no canned query `failures_by_tool_tier`".into()))?;
-        let batches = context.sql(q.sql).await?.collect().await?;
         let mut failures = Vec::new();
-        for b in &batches {
-            failures.extend(transcripts::json_rows(b)?.into_iter().map(Value::Object));
+        if with_failures {
+            let q = crate::queries::find("failures_by_tool_tier")
+                .ok_or_else(|| Error::Internal("no canned query `failures_by_tool_tier`".into()))?;
+            let batches = context.sql(q.sql).await?.collect().await?;
+            for b in &batches {
+                failures.extend(transcripts::json_rows(b)?.into_iter().map(Value::Object));
+            }
+        }
+        if !with_markers {
+            return Ok::<_, Error>((failures, None));
         }
         let frame = context.table("rows").await?;
         let opts = crate::stages::markers::Options {
@@ -329,16 +342,18 @@ pub(crate) fn add_rows(
             &opts,
         )
         .await?;
-        Ok::<_, Error>((failures, markers))
+        Ok((failures, Some(markers)))
     })?;
     page.failures = Some(Sourced {
         source: source.clone(),
         report: failures,
     });
-    page.markers.push(Sourced {
-        source: source.clone(),
-        report: to_value(&markers)?,
-    });
+    if let Some(markers) = markers {
+        page.markers.push(Sourced {
+            source: source.clone(),
+            report: to_value(&markers)?,
+        });
+    }
     if settings.max_rows > 0 {
         let opts = transcripts::Options {
             max_rows: settings.max_rows,
@@ -355,6 +370,70 @@ pub(crate) fn add_rows(
             transcripts::collect(frame, &opts).await
         })?;
         page.transcripts = Some(t);
+    }
+    Ok(())
+}
+
+/// The gate's pass@k (with `by`'s slices) and warnings, or pass@k alone with a warning when the
+/// rows lack the columns the gate's warnings read.
+fn add_pass_at(
+    ctx: &Context,
+    context: &SessionContext,
+    page: &mut Page,
+    source: &str,
+    seed: u64,
+    by: &[String],
+    has: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let hollow = HollowArgs {
+        tools: None,
+        no_tools: false,
+        max_judge_failures: JUDGE_FAILURE_SHARE,
+        min_graded: MIN_GRADED_SHARE,
+        k: Vec::new(),
+        seed,
+    };
+    let mut opts = super::gate::validate(&hollow, None)?;
+    opts.by = by.iter().map(|b| Slice::parse(b)).collect();
+    let missing: Vec<&str> = crate::stages::grade::gate::GATE_COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| !has(c))
+        .collect();
+    if missing.is_empty() {
+        let gate = super::gate::report(ctx, context, &opts)?;
+        page.add_gate(source, &to_value(&gate)?);
+    } else {
+        // Rows another writer made without the columns the gate's warnings read: pass@k alone,
+        // and a warning that says what was not checked.
+        let pass_opts = crate::stages::pass_at::Options {
+            k: Vec::new(),
+            seed,
+            by: opts.by.clone(),
+            ..crate::stages::pass_at::Options::default()
+        };
+        let report = ctx.runtime.block_on(async {
+            let frame = context.table("rows").await?;
+            crate::stages::run::<crate::stages::pass_at::PassAtStage>(
+                &Session::from_context(context.clone()),
+                crate::stages::pass_at::Inputs::new(frame),
+                &pass_opts,
+            )
+            .await
+        })?;
+        page.pass_at.push(Sourced {
+            source: source.to_owned(),
+            report: to_value(&report)?,
+        });
+        page.warn(
+            source,
+            Some("not_checked".into()),
+            format!(
+                "the rows have no {} column, so the warnings that make a run hollow (`wai gate`) were not checked",
+                crate::report::backticked(&missing, "")
+            ),
+            false,
+        );
     }
     Ok(())
 }

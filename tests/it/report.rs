@@ -164,8 +164,11 @@ fn the_demo_page_holds_each_stages_own_figures() {
         .unwrap();
     let plot = &plot[..plot.find("</svg>").unwrap()];
     assert_eq!(plot.matches("<g class=\"mark\"").count(), tiers);
-    assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
-    assert!(!html.contains("https://"), "nothing is fetched");
+    let outside = html.replace("http://www.w3.org/2000/svg", "");
+    assert!(
+        !outside.contains("http://") && !outside.contains("https://"),
+        "the page names no address to fetch"
+    );
 }
 
 #[test]
@@ -335,6 +338,44 @@ fn a_large_run_is_sampled_failures_first_and_alike_for_a_seed() {
     assert!(html.contains("This page holds 100 of 3000 rows"));
 }
 
+#[test]
+fn rows_that_share_ids_are_sampled_alike_in_any_input_order() {
+    // Two `wai gen` files of other seeds: the same task ids and rollout ids, other rows.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    gen_rows(&a, 1500, 1);
+    gen_rows(&b, 1500, 2);
+    let page = |name: &str, first: &Path, second: &Path| {
+        let out = dir.path().join(name);
+        succeeded(
+            wai()
+                .arg("report")
+                .arg(first)
+                .arg(second)
+                .args(["--max-rows", "100", "--out"])
+                .arg(&out),
+        );
+        page_data(&out)["transcripts"].clone()
+    };
+    let ab = page("ab.html", &a, &b);
+    let ba = page("ba.html", &b, &a);
+    assert_eq!(
+        ab, ba,
+        "the sample is a function of the rows, not of their order"
+    );
+    let rows = ab["rows"].as_array().unwrap();
+    assert!(rows.len() <= 100, "{}", rows.len());
+    let keys: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    assert_eq!(keys.len(), rows.len(), "every row has its own key");
+    assert!(
+        rows.iter()
+            .any(|r| r["key"].as_str().unwrap().contains('#')),
+        "rows sharing an id are both carried, told apart"
+    );
+    assert_eq!(ab["n_rows"], 3000);
+}
+
 /// Rows whose every text is markup or script, and a key-shaped secret.
 fn hostile_rows(path: &Path) {
     let rows: Vec<Value> = (0..4)
@@ -356,14 +397,39 @@ fn hostile_rows(path: &Path) {
     write_rows(path, &rows);
 }
 
+/// A configured secret (an environment variable whose name ends in `_KEY`).
+const SECRET: &str = "zz-configured-secret-0123456789";
+
 #[test]
 fn hostile_rows_are_text_on_the_page_and_secrets_are_not_there() {
     let dir = tempfile::tempdir().unwrap();
-    let rows = dir.path().join("hostile.jsonl");
+    // The secret is in the rows' folder name (every section names its input) and in a row's
+    // prompt where `--max-chars 80` cuts it.
+    let folder = dir.path().join(SECRET);
+    std::fs::create_dir_all(&folder).unwrap();
+    let rows = folder.join("hostile.jsonl");
     hostile_rows(&rows);
+    let mut text = std::fs::read_to_string(&rows).unwrap();
+    let straddling = json!({"task_id": "s", "rollout_index": 0, "reward": 0.0,
+        "prompt": format!("{}{SECRET} and more", "x".repeat(70)), "final_text": "ok"});
+    text.push_str(&straddling.to_string());
+    text.push('\n');
+    std::fs::write(&rows, text).unwrap();
     let page = dir.path().join("page.html");
-    succeeded(wai().arg("report").arg(&rows).arg("--out").arg(&page));
+    succeeded(
+        wai()
+            .env("WAI_REPORT_TEST_KEY", SECRET)
+            .arg("report")
+            .arg(&rows)
+            .args(["--max-chars", "80", "--out"])
+            .arg(&page),
+    );
     let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("zz-configured"),
+        "a configured secret or a prefix of it reached the page"
+    );
+    assert!(html.contains("[redacted]"));
     for raw in [
         "<script>alert",
         "<img src=x",
@@ -382,8 +448,15 @@ fn hostile_rows_are_text_on_the_page_and_secrets_are_not_there() {
     );
     // The words are there, as data.
     let data = page_data(&page);
+    let hostile = data["transcripts"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["task"] == "t<b>0</b>")
+        .expect("a hostile row is carried")
+        .clone();
     assert!(
-        data["transcripts"]["rows"][0]["prompt"]
+        hostile["prompt"]
             .as_str()
             .unwrap()
             .contains("<script>alert(")
@@ -392,10 +465,16 @@ fn hostile_rows_are_text_on_the_page_and_secrets_are_not_there() {
         let seen = browser.check(
             &page,
             dir.path(),
-            &json!({"search": "refund", "id": data["transcripts"]["rows"][0]["id"]}),
+            &json!({"search": "refund", "id": hostile["key"], "bad_hash": "#row=%E0%A4%A"}),
         );
         assert_eq!(seen["dialogs"], json!([]), "no script from a row ran");
         assert_eq!(seen["page_errors"], json!([]));
+        assert_eq!(seen["console_errors"], json!([]));
+        assert_eq!(
+            seen["bad_hash_errors"],
+            json!([]),
+            "a malformed address is no error"
+        );
         let text = seen["row_text"].as_str().unwrap();
         assert!(
             text.contains("<script>alert("),
@@ -560,18 +639,73 @@ fn a_judges_disagreement_links_to_its_task_in_chromium() {
         .as_str()
         .expect("the judge disagrees with a label somewhere")
         .to_owned();
-    // The linked task's rows were carried even in a sample of 50.
-    assert!(
-        data["transcripts"]["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["task"] == task.as_str())
-    );
+    // Every linked task's rows were carried even in a sample of 50: two of each (or all it has).
+    let carried = data["transcripts"]["rows"].as_array().unwrap();
+    let all = crate::support::read_jsonl(&rows);
+    for d in data["judge_trust"][0]["report"]["disagreements"]
+        .as_array()
+        .unwrap()
+    {
+        let t = d["task"].as_str().unwrap();
+        let has = all.iter().filter(|r| r["task_id"] == t).count();
+        let shown = carried.iter().filter(|r| r["task"] == t).count();
+        assert!(
+            shown >= has.min(2),
+            "task {t}: {shown} of {has} rows carried"
+        );
+    }
     let seen = browser.check(&page, &shots("judge-trust"), &json!({"task_link": task}));
     assert_eq!(seen["console_errors"], json!([]), "{seen}");
     assert!(
         seen["task_link_row"].as_str().unwrap().contains(&task),
         "{seen}"
     );
+}
+
+#[test]
+fn rows_without_the_optional_columns_still_make_a_page() {
+    // A Parquet file another writer made: ids, an integer reward and a prompt, nothing else.
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    gen_rows(&rows, 200, 9);
+    let narrow = dir.path().join("narrow.parquet");
+    succeeded(
+        wai()
+            .arg("sql")
+            .arg("SELECT task_id, rollout_id, CAST(reward AS BIGINT) AS reward, prompt FROM rows")
+            .arg("--table")
+            .arg(&rows)
+            .args(["--format", "parquet", "--out"])
+            .arg(&narrow),
+    );
+    let page = dir.path().join("page.html");
+    let doc = json_of(
+        wai()
+            .arg("--json")
+            .arg("report")
+            .arg(&narrow)
+            .arg("--out")
+            .arg(&page),
+    );
+    let sections: Vec<&str> = doc["report"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(sections, ["warnings", "headline", "transcripts"]);
+    let data = page_data(&page);
+    assert_eq!(data["warnings"][0]["code"], "not_checked");
+    assert_eq!(data["transcripts"]["n_rows"], 200);
+    let cli = crate::support::report_of(wai().arg("--json").arg("pass-at").arg(&narrow));
+    assert_eq!(data["pass_at"][0]["report"]["results"], cli["results"]);
+    // `wai gate` on the same file names the column it cannot read (65), not a bug (70).
+    let out = wai()
+        .arg("gate")
+        .arg(&narrow)
+        .args(["--floor", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stage `gate`: column `reward`"));
 }

@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 pub(crate) const DATA_VERSION: u32 = 1;
 
 /// A section's data and where it came from (an input's name).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Sourced<T = Value> {
     /// The input it came from.
     pub source: String,
@@ -33,7 +33,7 @@ pub(crate) struct Sourced<T = Value> {
 }
 
 /// A warning shown before the numbers.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PageWarning {
     /// The input it came from.
     pub source: String,
@@ -46,7 +46,7 @@ pub(crate) struct PageWarning {
 }
 
 /// A lake's history: its canned queries' rows.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Trend {
     /// The lake.
     pub source: String,
@@ -57,7 +57,7 @@ pub(crate) struct Trend {
 }
 
 /// Everything the page shows; each section only when its data is there.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Page {
     /// [`DATA_VERSION`].
     pub version: u32,
@@ -272,43 +272,21 @@ impl Page {
         out
     }
 
-    /// Hollow warnings first, then in the order found; every string the page holds passed
-    /// through the redactor (a key a row or a server's reply quoted never reaches the page).
-    pub(crate) fn finish(&mut self) {
-        use crate::report::redact::{redact, redact_json};
+    /// Hollow warnings first, then in the order found; then every string the page holds (the
+    /// reports, the rows, the names of the inputs, the titles) passes through the redactor, so a
+    /// key a row, a file name or a server's reply quoted never reaches the page.
+    ///
+    /// # Errors
+    /// The page does not serialize (a bug).
+    pub(crate) fn finish(&mut self) -> Result<()> {
         self.warnings.sort_by_key(|w| !w.hollow);
-        self.title = redact(&self.title).into_owned();
-        for input in &mut self.inputs {
-            *input = redact(input).into_owned();
-        }
-        for w in &mut self.warnings {
-            w.message = redact(&w.message).into_owned();
-        }
-        for part in [
-            &mut self.pass_at,
-            &mut self.markers,
-            &mut self.compare,
-            &mut self.judge_trust,
-            &mut self.hack_scan,
-            &mut self.decontaminate,
-            &mut self.select,
-            &mut self.variance,
-        ] {
-            for sourced in part.iter_mut() {
-                redact_json(&mut sourced.report);
-            }
-        }
-        for row in self.failures.iter_mut().flat_map(|f| f.report.iter_mut()) {
-            redact_json(row);
-        }
-        for t in &mut self.trend {
-            for row in t.pass_at.iter_mut().chain(t.compare.iter_mut()) {
-                redact_json(row);
-            }
-        }
-        for row in self.transcripts.iter_mut().flat_map(|t| t.rows.iter_mut()) {
-            redact_json(row);
-        }
+        let bug = |e: serde_json::Error| {
+            Error::Internal(format!("the report's data does not serialize: {e}"))
+        };
+        let mut value = serde_json::to_value(&*self).map_err(bug)?;
+        crate::report::redact::redact_json(&mut value);
+        *self = serde_json::from_value(value).map_err(bug)?;
+        Ok(())
     }
 }
 
@@ -651,7 +629,7 @@ fn failures(out: &mut String, page: &Page) {
                     "{} × {}: fail rate {} (95% Wilson interval), {} failures of {} rollouts over {} tasks",
                     s(r, "tool"),
                     s(r, "tier"),
-                    with_interval(f(r, "fail_rate"), Some([f(r, "fail_low").unwrap_or(0.0), f(r, "fail_high").unwrap_or(0.0)])),
+                    with_interval(f(r, "fail_rate"), f(r, "fail_low").zip(f(r, "fail_high")).map(|(lo, hi)| [lo, hi])),
                     count(u(r, "failures")),
                     count(u(r, "rollouts")),
                     count(u(r, "tasks"))
@@ -1420,7 +1398,7 @@ mod tests {
         .unwrap();
         page.add_document("s.json", &doc("sql", &json!({})))
             .unwrap();
-        page.finish();
+        page.finish().unwrap();
         assert_eq!(page.compare.len(), 1);
         assert_eq!(page.pass_at.len(), 1);
         assert_eq!(page.warnings[0].message, "no rows");

@@ -44,6 +44,7 @@ const PER_LINKED_TASK: usize = 2;
 
 fn stratum(reward: Option<f64>) -> usize {
     match reward {
+        Some(r) if !r.is_finite() => 2,
         Some(r) if r >= 1.0 => 1,
         Some(_) => 0,
         None => 2,
@@ -99,7 +100,7 @@ fn key(seed: u64, id: &str) -> u64 {
 }
 
 /// What the sample holds against the run.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Counts {
     /// Rows in the run, by stratum (`fail`, `pass`, `unjudged`).
     pub total: BTreeMap<String, u64>,
@@ -108,7 +109,7 @@ pub(crate) struct Counts {
 }
 
 /// The transcripts section's data.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Transcripts {
     /// Rows in the run.
     pub n_rows: u64,
@@ -133,14 +134,21 @@ struct Chooser {
 }
 
 impl Chooser {
+    /// Offers row `id` of stratum `s` with sampling key `k`; a row whose id the heap holds
+    /// already (the same key) takes no second place.
     fn offer(&mut self, s: usize, k: u64, id: &str) {
         let heap = &mut self.heaps[s];
-        if heap.len() < self.quotas[s] {
-            heap.push((k, id.to_owned()));
-        } else if heap.peek().is_some_and(|(top, _)| k < *top) {
-            heap.pop();
-            heap.push((k, id.to_owned()));
+        let fits = heap.len() < self.quotas[s];
+        if !fits && heap.peek().is_none_or(|(top, _)| k >= *top) {
+            return;
         }
+        if heap.iter().any(|(held, h)| *held == k && h == id) {
+            return;
+        }
+        if !fits {
+            heap.pop();
+        }
+        heap.push((k, id.to_owned()));
     }
 }
 
@@ -166,37 +174,90 @@ fn ids_rewards_tasks(
 /// The rows of `rows` the page carries, shaped for the browser.
 ///
 /// # Errors
-/// A query fails.
+/// The rows have no `rollout_id` or `task_id`; a query fails.
 pub(crate) async fn collect(rows: DataFrame, opts: &Options) -> Result<Transcripts> {
+    use datafusion::arrow::datatypes::DataType;
+    let present: Vec<String> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    for needed in ["rollout_id", "task_id"] {
+        if !present.iter().any(|c| c == needed) {
+            return Err(Error::MissingColumn {
+                stage: "report".into(),
+                column: needed.into(),
+                found: present.clone(),
+            });
+        }
+    }
+    // The key columns as one type whatever wrote the file (a reward of int64, ids of
+    // large strings); a file without rewards is all unjudged.
+    let reward = if present.iter().any(|c| c == "reward") {
+        datafusion::prelude::cast(col("reward"), DataType::Float64)
+    } else {
+        datafusion::prelude::cast(
+            lit(datafusion::scalar::ScalarValue::Null),
+            DataType::Float64,
+        )
+    };
     let keys = rows
         .clone()
-        .select(vec![col("rollout_id"), col("reward"), col("task_id")])?
+        .select(vec![
+            datafusion::prelude::cast(col("rollout_id"), DataType::Utf8).alias("rollout_id"),
+            reward.alias("reward"),
+            datafusion::prelude::cast(col("task_id"), DataType::Utf8).alias("task_id"),
+        ])?
         .collect()
         .await?;
-    let (chosen, counts) = choose(&keys, opts)?;
-    drop(keys);
+    let mut counts = [0u64; 3];
+    for batch in &keys {
+        let (_, rewards, _) = ids_rewards_tasks(batch)?;
+        for i in 0..batch.num_rows() {
+            counts[stratum(reward_at(rewards, i))] += 1;
+        }
+    }
     let n_rows: u64 = counts.iter().sum();
-    let whole = chosen.len() as u64 == n_rows;
-    let batches = if chosen.is_empty() {
-        Vec::new()
+    // A run that fits is carried whole; a larger one is sampled by id.
+    let whole = usize::try_from(n_rows).is_ok_and(|n| n <= opts.max_rows);
+    let wanted = if whole {
+        Some(rows)
     } else {
-        let wanted = if whole {
-            rows
-        } else {
-            rows.filter(col("rollout_id").in_list(chosen.iter().map(lit).collect(), false))?
-        };
-        wanted
-            .select(COLUMNS.iter().map(|c| col(*c)).collect::<Vec<_>>())?
-            .collect()
-            .await?
+        let chosen = choose(&keys, counts, opts)?;
+        (!chosen.is_empty())
+            .then(|| {
+                rows.filter(col("rollout_id").in_list(chosen.iter().map(lit).collect(), false))
+            })
+            .transpose()?
     };
-    let mut shaped = Vec::with_capacity(chosen.len());
+    drop(keys);
+    let batches = match wanted {
+        Some(frame) => {
+            let columns: Vec<_> = COLUMNS
+                .iter()
+                .filter(|c| present.iter().any(|p| p == *c))
+                .map(|c| col(*c))
+                .collect();
+            frame.select(columns)?.collect().await?
+        }
+        None => Vec::new(),
+    };
+    let mut shaped = Vec::new();
     for batch in &batches {
         for row in json_rows(batch)? {
             shaped.push(shape(&row, opts.max_chars));
         }
     }
-    shaped.sort_by_cached_key(order_key);
+    // An order that is a function of the rows alone (not of file or batch order): by stratum,
+    // task, repeat and id, then by the whole row for rows that share an id.
+    shaped.sort_by_cached_key(|row| (order_key(row), row.to_string()));
+    // Rows that share an id (two inputs whose derived ids clash) are told apart by a key the
+    // browser links by; a sample holds at most `max_rows` of them.
+    if !whole {
+        shaped.truncate(opts.max_rows);
+    }
+    assign_keys(&mut shaped);
     let mut shown = [0u64; 3];
     for row in &shaped {
         shown[stratum(row["reward"].as_f64())] += 1;
@@ -204,19 +265,7 @@ pub(crate) async fn collect(rows: DataFrame, opts: &Options) -> Result<Transcrip
     let sampling = if whole {
         "every row of the run".to_owned()
     } else {
-        format!(
-            "a sample seeded with {} that gives failures 60% of the {} places, passes 30% and unjudged rows 10% (a stratum with fewer rows leaves its places to the others){}",
-            opts.seed,
-            opts.max_rows,
-            if opts.linked_tasks.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; rows of the {} tasks other sections link to were taken first",
-                    opts.linked_tasks.len()
-                )
-            }
-        )
+        sampling_words(opts)
     };
     let by = |c: [u64; 3]| {
         STRATA
@@ -239,16 +288,44 @@ pub(crate) async fn collect(rows: DataFrame, opts: &Options) -> Result<Transcrip
     })
 }
 
-/// The ids of the rows to carry (linked tasks' first, then each stratum's quota of smallest
-/// keys) and the rows per stratum.
-fn choose(keys: &[RecordBatch], opts: &Options) -> Result<(Vec<String>, [u64; 3])> {
-    let mut counts = [0u64; 3];
-    for batch in keys {
-        let (_, rewards, _) = ids_rewards_tasks(batch)?;
-        for i in 0..batch.num_rows() {
-            counts[stratum(rewards.is_valid(i).then(|| rewards.value(i)))] += 1;
-        }
+/// Gives each row its `key`: its id, or `ID#2`, `ID#3` for later rows that share it.
+fn assign_keys(rows: &mut [Value]) {
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for row in rows {
+        let id = row["id"].as_str().unwrap_or_default().to_owned();
+        let n = seen.entry(id.clone()).or_insert(0);
+        *n += 1;
+        row["key"] = Value::from(if *n == 1 { id } else { format!("{id}#{n}") });
     }
+}
+
+/// How a sampled run's rows were chosen, in words.
+fn sampling_words(opts: &Options) -> String {
+    format!(
+        "a sample seeded with {} that gives failures 60% of the {} places, passes 30% and unjudged rows 10% (a stratum with fewer rows leaves its places to the others){}",
+        opts.seed,
+        opts.max_rows,
+        if opts.linked_tasks.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; rows of the {} tasks other sections link to were taken first",
+                opts.linked_tasks.len()
+            )
+        }
+    )
+}
+
+/// A row's reward as the strata read it: a null or a value that is not finite (NaN, ±inf, which
+/// the page's JSON cannot hold) is no verdict.
+fn reward_at(rewards: &datafusion::arrow::array::Float64Array, i: usize) -> Option<f64> {
+    (rewards.is_valid(i) && rewards.value(i).is_finite()).then(|| rewards.value(i))
+}
+
+/// The ids of the rows to carry when the run is sampled: linked tasks' first, then each
+/// stratum's quota of smallest keys. `counts` is the rows per stratum. Rows without an id
+/// cannot be fetched and are not chosen; an id that several rows share is chosen once.
+fn choose(keys: &[RecordBatch], counts: [u64; 3], opts: &Options) -> Result<Vec<String>> {
     // Rows of linked tasks first: the two with the smallest keys per task.
     let linked: HashSet<&str> = opts.linked_tasks.iter().map(String::as_str).collect();
     let mut per_task: BTreeMap<String, BinaryHeap<(u64, String, usize)>> = BTreeMap::new();
@@ -256,13 +333,18 @@ fn choose(keys: &[RecordBatch], opts: &Options) -> Result<(Vec<String>, [u64; 3]
         for batch in keys {
             let (ids, rewards, tasks) = ids_rewards_tasks(batch)?;
             for i in 0..batch.num_rows() {
-                if tasks.is_valid(i) && linked.contains(tasks.value(i)) {
-                    let heap = per_task.entry(tasks.value(i).to_owned()).or_default();
-                    let s = stratum(rewards.is_valid(i).then(|| rewards.value(i)));
-                    heap.push((key(opts.seed, ids.value(i)), ids.value(i).to_owned(), s));
-                    if heap.len() > PER_LINKED_TASK {
-                        heap.pop();
-                    }
+                if ids.is_null(i) || tasks.is_null(i) || !linked.contains(tasks.value(i)) {
+                    continue;
+                }
+                let heap = per_task.entry(tasks.value(i).to_owned()).or_default();
+                let id = ids.value(i);
+                if heap.iter().any(|(_, held, _)| held == id) {
+                    continue;
+                }
+                let s = stratum(reward_at(rewards, i));
+                heap.push((key(opts.seed, id), id.to_owned(), s));
+                if heap.len() > PER_LINKED_TASK {
+                    heap.pop();
                 }
             }
         }
@@ -277,7 +359,7 @@ fn choose(keys: &[RecordBatch], opts: &Options) -> Result<(Vec<String>, [u64; 3]
         first_by[s] += 1;
         first.insert(id);
     }
-    let rest = [0, 1, 2].map(|s| counts[s] - first_by[s]);
+    let rest = [0, 1, 2].map(|s| counts[s].saturating_sub(first_by[s]));
     let quotas = quotas(rest, opts.max_rows - first.len().min(opts.max_rows));
     let mut chooser = Chooser {
         quotas,
@@ -286,19 +368,23 @@ fn choose(keys: &[RecordBatch], opts: &Options) -> Result<(Vec<String>, [u64; 3]
     for batch in keys {
         let (ids, rewards, _) = ids_rewards_tasks(batch)?;
         for i in 0..batch.num_rows() {
+            if ids.is_null(i) {
+                continue;
+            }
             let id = ids.value(i);
             if first.contains(id) {
                 continue;
             }
-            let s = stratum(rewards.is_valid(i).then(|| rewards.value(i)));
-            chooser.offer(s, key(opts.seed, id), id);
+            chooser.offer(stratum(reward_at(rewards, i)), key(opts.seed, id), id);
         }
     }
     let mut chosen: Vec<String> = first.into_iter().collect();
     for heap in chooser.heaps {
         chosen.extend(heap.into_vec().into_iter().map(|(_, id)| id));
     }
-    Ok((chosen, counts))
+    chosen.sort();
+    chosen.dedup();
+    Ok(chosen)
 }
 
 /// The columns a row view shows.
@@ -360,9 +446,11 @@ struct Cutter {
 
 impl Cutter {
     fn text(&mut self, s: &str) -> String {
+        // A secret is taken out before the cut, so no prefix of one survives it.
+        let s = crate::report::redact::redact(s);
         let n = s.chars().count();
         if n <= self.max {
-            return s.to_owned();
+            return s.into_owned();
         }
         self.cut += n - self.max;
         let mut out: String = s.chars().take(self.max).collect();

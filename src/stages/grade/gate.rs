@@ -85,6 +85,16 @@ impl Report {
     }
 }
 
+/// The columns the gate's warnings read.
+pub const GATE_COLUMNS: &[&str] = &[
+    crate::schema::col::TASK_ID,
+    crate::schema::col::PROMPT,
+    crate::schema::col::REWARD,
+    crate::schema::col::JUDGE_STATUS,
+    crate::schema::col::TOOLS_USED,
+    crate::schema::col::MARKERS,
+];
+
 /// The gate.
 pub struct GateStage;
 
@@ -95,6 +105,9 @@ impl crate::stages::Stage for GateStage {
     const NAME: &'static str = "gate";
 
     async fn run(session: &Session, inputs: Inputs, options: &Options) -> Result<Report> {
+        // The warnings read these: a file without one is named as such (a data error), not
+        // left to fail inside a query.
+        crate::schema::check_columns(inputs.rows.schema().as_arrow(), GATE_COLUMNS, "gate")?;
         let pass_opts = pass_at::Options {
             k: options.k.clone(),
             seed: options.seed,

@@ -10,10 +10,13 @@
   var root = document.getElementById("transcripts");
   if (!t || !root) return;
   var rows = t.rows;
-  var byId = {};
-  rows.forEach(function (r) { byId[r.id] = r; });
+  // Rows by their key (their id; `id#2` for a later row sharing an id).
+  var byKey = new Map();
+  rows.forEach(function (r) { byKey.set(r.key || r.id, r); });
   var PAGE = 100;
   var shown = PAGE;
+  // A task a link asked for (`#task=ID`): its rows exactly, until the search or a filter changes.
+  var taskFilter = null;
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -35,9 +38,12 @@
     });
   }
   function distinct(get) {
-    var seen = {};
-    rows.forEach(function (r) { get(r).forEach(function (v) { if (v !== null && v !== undefined && v !== "") seen[v] = true; }); });
-    return Object.keys(seen).sort();
+    var seen = new Set();
+    rows.forEach(function (r) { get(r).forEach(function (v) { if (typeof v === "string" && v !== "") seen.add(v); }); });
+    return Array.from(seen).sort();
+  }
+  function decoded(text) {
+    try { return decodeURIComponent(text); } catch (e) { return text; }
   }
 
   var q = $("t-search"), fv = $("t-verdict"), ft = $("t-tool"), fi = $("t-tier"),
@@ -45,13 +51,15 @@
   fill(ft, distinct(function (r) { return r.tools || []; }));
   fill(fi, distinct(function (r) { return [r.dims && r.dims.tier]; }));
   fill(fs, distinct(function (r) {
-    return Object.keys(r.dims || {}).filter(function (k) { return k !== "tier" && (t.slice_keys || []).indexOf(k) >= 0; })
-      .map(function (k) { return k + "=" + r.dims[k]; });
+    return Object.keys(r.dims || {}).filter(function (k) {
+      return k !== "tier" && typeof r.dims[k] === "string" && (t.slice_keys || []).indexOf(k) >= 0;
+    }).map(function (k) { return k + "=" + r.dims[k]; });
   }));
   fill(fj, distinct(function (r) { return [r.status]; }));
   fill(fm, distinct(function (r) { return r.failed_markers || []; }));
 
   function matches(r) {
+    if (taskFilter !== null && r.task !== taskFilter) return false;
     var needle = q.value.trim().toLowerCase();
     if (needle) {
       var hay = [r.prompt, r.final, r.reason, r.id, r.task].join("\n").toLowerCase();
@@ -77,8 +85,8 @@
     found.slice(0, shown).forEach(function (r) {
       var li = el("li", "t-item");
       var a = el("a");
-      a.href = "#row=" + encodeURIComponent(r.id);
-      a.dataset.id = r.id;
+      a.href = "#row=" + encodeURIComponent(r.key || r.id);
+      a.dataset.id = r.key || r.id;
       var v = verdictOf(r);
       a.appendChild(el("span", "badge " + v, v));
       a.appendChild(el("span", "t-prompt", r.prompt || "(no prompt)"));
@@ -89,7 +97,8 @@
       li.appendChild(a);
       list.appendChild(li);
     });
-    $("t-count").textContent = found.length + " of " + rows.length + " rows in this page match" +
+    $("t-count").textContent = (taskFilter !== null ? "task " + taskFilter + ": " : "") +
+      found.length + " of " + rows.length + " rows in this page match" +
       (found.length > shown ? " (first " + shown + " listed)" : "");
     $("t-more").hidden = found.length <= shown;
   }
@@ -106,7 +115,7 @@
   }
 
   function openRow(id, quiet) {
-    var r = byId[id];
+    var r = byKey.get(id);
     var view = $("t-row");
     view.replaceChildren();
     if (!r) {
@@ -181,26 +190,29 @@
 
   function fromHash() {
     var m = /^#row=(.*)$/.exec(location.hash);
-    if (m) { openRow(decodeURIComponent(m[1])); return; }
-    // A link from another section (a judge's disagreement) names a task: list its rows, open one.
+    if (m) { openRow(decoded(m[1])); return; }
+    // A link from another section (a judge's disagreement) names a task: list exactly its rows
+    // (the search and filters cleared), open the first.
     var task = /^#task=(.*)$/.exec(location.hash);
     if (task) {
-      q.value = decodeURIComponent(task[1]);
+      taskFilter = decoded(task[1]);
+      q.value = "";
+      [fv, ft, fi, fs, fj, fm].forEach(function (e) { e.value = ""; });
       shown = PAGE;
       render();
-      var first = rows.filter(function (r) { return r.task === q.value; })[0];
-      if (first) openRow(first.id);
+      var first = rows.filter(function (r) { return r.task === taskFilter; })[0];
+      if (first) openRow(first.key || first.id);
       else {
         var view = $("t-row");
-        view.replaceChildren(el("p", "muted", "No row of task " + q.value + " is among the rows this page holds."));
+        view.replaceChildren(el("p", "muted", "No row of task " + taskFilter + " is among the rows this page holds."));
         view.hidden = false;
         root.scrollIntoView({ block: "start" });
       }
     }
   }
 
-  [q].forEach(function (e) { e.addEventListener("input", function () { shown = PAGE; render(); }); });
-  [fv, ft, fi, fs, fj, fm].forEach(function (e) { e.addEventListener("change", function () { shown = PAGE; render(); }); });
+  [q].forEach(function (e) { e.addEventListener("input", function () { taskFilter = null; shown = PAGE; render(); }); });
+  [fv, ft, fi, fs, fj, fm].forEach(function (e) { e.addEventListener("change", function () { taskFilter = null; shown = PAGE; render(); }); });
   $("t-more").addEventListener("click", function () { shown += PAGE; render(); });
   $("t-list").addEventListener("click", function (ev) {
     var a = ev.target.closest("a[data-id]");
@@ -212,5 +224,5 @@
   window.addEventListener("hashchange", fromHash);
   render();
   if (/^#(row|task)=/.test(location.hash)) fromHash();
-  else if (rows.length) openRow(rows[0].id, true);
+  else if (rows.length) openRow(rows[0].key || rows[0].id, true);
 })();
