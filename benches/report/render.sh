@@ -6,8 +6,9 @@
 #
 #   benches/report/render.sh [ROWS]          # default 1,000,000
 #
-# Needs a release binary (cargo build --release --bin wai), Debian's chromium and a python with
-# Playwright's client: WAI_CHROMIUM and WAI_BROWSER_PYTHON, as .ci/run sets them.
+# Needs a wai binary (BIN, default target/release: cargo build --release --bin wai), Debian's
+# chromium and a python with Playwright's client: WAI_CHROMIUM and WAI_BROWSER_PYTHON, as .ci/run
+# sets them. The page's size and Chromium's time do not depend on how wai was built.
 set -euo pipefail
 rows=${1:-1000000}
 bin=${BIN:-target/release}
