@@ -7,7 +7,8 @@ use super::{
     Agreement, Confusion, LABEL_SEARCH_MAX, LENGTH_ALPHA, LENGTH_MIN_ROWS_PER_LABEL, Labeled,
     Length, LengthSide, MIN_GOLD,
 };
-use crate::stats::{kappa::kappa, round_places, wilson};
+use crate::stats::kappa::{kappa, kappa_interval};
+use crate::stats::{round_places, wilson};
 
 /// The half of task `task`: the parity of the 8th hex digit of its SHA-256.
 pub fn half(task: &str) -> u8 {
@@ -90,12 +91,14 @@ pub fn agreement(rows: &[&Labeled], considered: u64) -> Agreement {
     } else {
         kappa(c.tp, c.fp, c.fn_, c.tn)
     };
+    let kappa_ci95 = kappa.and_then(|_| kappa_interval(c.tp, c.fp, c.fn_, c.tn, wilson::Z_95));
     Agreement {
         n,
         n_skipped: considered.saturating_sub(n),
         n_unmatched: 0,
         agreement: ratio(c.tp + c.tn, n),
         kappa,
+        kappa_ci95,
         confusion: c,
         pass_when_gold_fail: ratio(c.fp, c.fp + c.tn),
         fail_when_gold_pass: ratio(c.fn_, c.fn_ + c.tp),

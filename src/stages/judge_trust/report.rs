@@ -67,6 +67,9 @@ pub struct Agreement {
     pub agreement: Option<f64>,
     /// Cohen's kappa (4 places); null when undefined (a one-valued gold set) or without pairs.
     pub kappa: Option<f64>,
+    /// Its 95% interval (Fleiss, Cohen and Everitt's large-sample variance); null with kappa, or
+    /// when every pair agrees.
+    pub kappa_ci95: Option<[f64; 2]>,
     /// The confusion table.
     pub confusion: Confusion,
     /// fp / (fp + tn): gold failures the judge passed.

@@ -17,9 +17,10 @@ impl std::fmt::Display for Report {
             } else {
                 String::new()
             };
-            let kappa = match a.kappa {
-                Some(k) => format!(", kappa {k:.2}"),
-                None => ", kappa undefined (one gold value)".to_owned(),
+            let kappa = match (a.kappa, a.kappa_ci95) {
+                (Some(k), Some([lo, hi])) => format!(", kappa {k:.2} (95% {lo:.2}..{hi:.2})"),
+                (Some(k), None) => format!(", kappa {k:.2}"),
+                (None, _) => ", kappa undefined (one gold value)".to_owned(),
             };
             writeln!(
                 f,
