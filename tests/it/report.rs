@@ -17,6 +17,16 @@ fn page_data(page: &Path) -> Value {
     serde_json::from_str(&html[start..end]).unwrap()
 }
 
+/// The anchors of the sections a `wai --json report` document says it drew.
+fn sections_of(doc: &Value) -> Vec<&str> {
+    doc["report"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect()
+}
+
 /// `wai --json ARGS`'s report.
 fn report_of(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Value {
     let mut cmd = wai();
@@ -234,12 +244,7 @@ fn documents_and_a_lake_each_make_their_section() {
             .arg("--out")
             .arg(&page),
     );
-    let sections: Vec<&str> = doc["report"]["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let sections = sections_of(&doc);
     for s in ["compare", "judge-trust", "hack-scan", "funnel", "trend"] {
         assert!(sections.contains(&s), "{s} not in {sections:?}");
     }
@@ -687,12 +692,7 @@ fn rows_without_the_optional_columns_still_make_a_page() {
             .arg("--out")
             .arg(&page),
     );
-    let sections: Vec<&str> = doc["report"]["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let sections = sections_of(&doc);
     assert_eq!(sections, ["warnings", "headline", "transcripts"]);
     let data = page_data(&page);
     assert_eq!(data["warnings"][0]["code"], "not_checked");

@@ -894,7 +894,7 @@ fn judge_trust(out: &mut String, page: &Page) {
         if a.is_object() {
             let _ = write!(
                 out,
-                "<p>{} (95% Wilson interval on agreement)</p>",
+                "<p>{} (95% intervals: Wilson on agreement, Fleiss, Cohen and Everitt on kappa)</p>",
                 escape(&agreement_line(a))
             );
             let c = &a["confusion"];

@@ -103,6 +103,23 @@
     $("t-more").hidden = found.length <= shown;
   }
 
+  // A text of more than FOLD lines is folded under its name and line count (click to open), so
+  // a long tool result does not push the rest of the conversation out of sight.
+  var FOLD = 12;
+  function folded(name, text, cls) {
+    var lines = String(text).split("\n").length;
+    if (lines <= FOLD) {
+      var box = el("div");
+      box.appendChild(el("div", "sub", name));
+      box.appendChild(el("pre", cls, text));
+      return box;
+    }
+    var details = el("details");
+    details.appendChild(el("summary", "sub", name + " (" + lines + " lines)"));
+    details.appendChild(el("pre", cls, text));
+    return details;
+  }
+
   function kv(parent, key, value) {
     parent.appendChild(el("dt", null, key));
     parent.appendChild(el("dd", null, value));
@@ -149,10 +166,8 @@
         if (turn.fault) who.appendChild(el("span", "fault", "fault injected: " + turn.fault));
         else if (turn.error) who.appendChild(el("span", "fault", "error"));
         d.appendChild(who);
-        d.appendChild(el("div", "sub", "arguments"));
-        d.appendChild(el("pre", "args", turn.args));
-        d.appendChild(el("div", "sub", "result"));
-        d.appendChild(el("pre", "result", turn.result === null || turn.result === undefined ? "(no result)" : turn.result));
+        d.appendChild(folded("arguments", turn.args, "args"));
+        d.appendChild(folded("result", turn.result === null || turn.result === undefined ? "(no result)" : turn.result, "result"));
         convo.appendChild(d);
       } else {
         convo.appendChild(block(turn.kind === "user" ? "user" : "agent", turn.text, turn.kind));
