@@ -142,6 +142,9 @@ pub(crate) fn run(ctx: &Context, args: &ReportArgs) -> Result<Outcome> {
             "\nnote: `{}` is a `wai {}` document, which has no section of its own (its warnings are shown)",
             d.source, d.report
         );
+        if d.report == "run" {
+            text.push_str("; give the lake folder instead: its runs' results are drawn over time");
+        }
     }
     if args.open
         && let Err(why) = open(&args.out)
