@@ -1,7 +1,6 @@
 //! `wai report`: one self-contained HTML page of a run (`docs/commands/report.md`).
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use datafusion::prelude::SessionContext;
@@ -10,7 +9,6 @@ use serde_json::Value;
 use super::{Context, Outcome};
 use crate::cli::{HollowArgs, ReportArgs};
 use crate::error::{Error, ExitStatus, Result};
-use crate::pipeline::io::AtomicFile;
 use crate::report::envelope::{Envelope, Output};
 use crate::report::page::{self, Page, Sourced, Trend, transcripts};
 use crate::stages::Session;
@@ -176,11 +174,7 @@ fn size_words(bytes: usize) -> String {
 /// Writes the page whole or not at all; returns its size.
 pub(crate) fn write(page: &Page, out: &Path) -> Result<usize> {
     let html = page::html(page)?;
-    let file = AtomicFile::create(out)?;
-    file.handle()?
-        .write_all(html.as_bytes())
-        .map_err(|e| Error::io(out, e))?;
-    file.commit()?;
+    crate::pipeline::shards::write_text(out, &html)?;
     Ok(html.len())
 }
 
@@ -202,12 +196,7 @@ fn open(path: &Path) -> std::result::Result<(), String> {
 }
 
 fn read_document(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::MissingInput {
-            path: path.display().to_string(),
-        },
-        _ => Error::io(path, e),
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
     serde_json::from_str(&text).map_err(|e| Error::Input {
         stage: "report".into(),
         message: format!(
@@ -255,20 +244,14 @@ impl Settings {
 /// The `dims` keys to slice on when `--by` names none: those with 2 to [`MAX_SLICE_VALUES`]
 /// values, `tier` first, at most [`MAX_DEFAULT_SLICES`].
 async fn default_slices(context: &SessionContext) -> Result<Vec<String>> {
-    let batches = context
-        .sql(
-            "SELECT e['key'] AS key, count(DISTINCT e['value']) AS n \
-             FROM (SELECT unnest(map_entries(dims)) AS e FROM rows WHERE dims IS NOT NULL) \
-             GROUP BY 1",
-        )
-        .await?
-        .collect()
-        .await?;
+    let rows = query_rows(
+        context,
+        "SELECT e['key'] AS key, count(DISTINCT e['value']) AS n \
+         FROM (SELECT unnest(map_entries(dims)) AS e FROM rows WHERE dims IS NOT NULL) \
+         GROUP BY 1",
+    )
+    .await?;
     let mut keys: Vec<String> = Vec::new();
-    let mut rows = Vec::new();
-    for b in &batches {
-        rows.extend(transcripts::json_rows(b)?);
-    }
     for row in rows {
         let n = row.get("n").and_then(Value::as_i64).unwrap_or(0);
         if let Some(key) = row.get("key").and_then(Value::as_str)
@@ -320,15 +303,11 @@ pub(crate) fn add_rows(
     let with_failures = ["dims", "tools_used", "reward"].iter().all(|c| has(c));
     let with_markers = has("markers");
     let (failures, markers) = ctx.runtime.block_on(async {
-        let mut failures = Vec::new();
-        if with_failures {
-            let q = crate::queries::find("failures_by_tool_tier")
-                .ok_or_else(|| Error::Internal("no canned query `failures_by_tool_tier`".into()))?;
-            let batches = context.sql(q.sql).await?.collect().await?;
-            for b in &batches {
-                failures.extend(transcripts::json_rows(b)?.into_iter().map(Value::Object));
-            }
-        }
+        let failures = if with_failures {
+            canned_rows(&context, "failures_by_tool_tier").await?
+        } else {
+            Vec::new()
+        };
         if !with_markers {
             return Ok::<_, Error>((failures, None));
         }
@@ -441,6 +420,26 @@ fn add_pass_at(
     Ok(())
 }
 
+/// The rows `sql` gives over `context`, as JSON objects.
+async fn query_rows(
+    context: &SessionContext,
+    sql: &str,
+) -> Result<Vec<serde_json::Map<String, Value>>> {
+    let batches = context.sql(sql).await?.collect().await?;
+    transcripts::json_rows(&batches)
+}
+
+/// The rows canned query `name` gives over `context`, as JSON values.
+async fn canned_rows(context: &SessionContext, name: &str) -> Result<Vec<Value>> {
+    let q = crate::queries::find(name)
+        .ok_or_else(|| Error::Internal(format!("no canned query `{name}`")))?;
+    Ok(query_rows(context, q.sql)
+        .await?
+        .into_iter()
+        .map(Value::Object)
+        .collect())
+}
+
 fn to_value<T: serde::Serialize>(report: &T) -> Result<Value> {
     serde_json::to_value(report)
         .map_err(|e| Error::Internal(format!("a report does not serialize: {e}")))
@@ -466,14 +465,7 @@ fn lake_trend(ctx: &Context, root: &Path) -> Result<Trend> {
         if !tables.iter().any(|t| t == table) {
             continue;
         }
-        let q = crate::queries::find(query)
-            .ok_or_else(|| Error::Internal(format!("no canned query `{query}`")))?;
-        let batches = ctx
-            .runtime
-            .block_on(async { context.sql(q.sql).await?.collect().await })?;
-        for b in &batches {
-            into.extend(transcripts::json_rows(b)?.into_iter().map(Value::Object));
-        }
+        *into = ctx.runtime.block_on(canned_rows(&context, query))?;
     }
     if trend.pass_at.is_empty() && trend.compare.is_empty() {
         return Err(Error::Input {

@@ -243,12 +243,11 @@ pub(crate) async fn collect(rows: DataFrame, opts: &Options) -> Result<Transcrip
         }
         None => Vec::new(),
     };
-    let mut shaped = Vec::new();
-    for batch in &batches {
-        for row in json_rows(batch)? {
-            shaped.push(shape(&row, opts.max_chars));
-        }
-    }
+    let mut shaped: Vec<Value> = json_rows(&batches)?
+        .iter()
+        .map(|row| shape(row, opts.max_chars))
+        .collect();
+    drop(batches);
     // An order that is a function of the rows alone (not of file or batch order): by stratum,
     // task, repeat and id, then by the whole row for rows that share an id.
     shaped.sort_by_cached_key(|row| (order_key(row), row.to_string()));
@@ -408,12 +407,14 @@ const COLUMNS: [&str; 17] = [
     "finish_reason",
 ];
 
-/// A batch's rows as JSON objects (arrow's JSON writer: maps as objects, nulls left out).
-pub(crate) fn json_rows(batch: &RecordBatch) -> Result<Vec<Map<String, Value>>> {
+/// The batches' rows as JSON objects (arrow's JSON writer: maps as objects, nulls left out).
+pub(crate) fn json_rows(batches: &[RecordBatch]) -> Result<Vec<Map<String, Value>>> {
     let mut buf = Vec::new();
     {
         let mut w = datafusion::arrow::json::ArrayWriter::new(&mut buf);
-        w.write(batch)?;
+        for batch in batches {
+            w.write(batch)?;
+        }
         w.finish()?;
     }
     if buf.is_empty() {
