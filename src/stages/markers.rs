@@ -65,6 +65,10 @@ pub struct Summary {
     pub ci95: Option<[f64; 2]>,
     /// Fewer tasks than [`interval::RELIABLE_TASKS`]: the interval is approximate.
     pub interval_approximate: bool,
+    /// From [`interval::RELIABLE_TASKS`] tasks, the interval sits within
+    /// [`interval::NEAR_END_TASKS`] tasks of 0 or 1 and is approximate there
+    /// ([`interval::near_end`]).
+    pub interval_near_end: bool,
     /// Every applicable row has the same value.
     pub degenerate: bool,
     /// Why there is no interval, when there is none and the marker is not degenerate; or that
@@ -187,6 +191,9 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
     };
     let approximate = ci95.and(interval::approximate_note(means.len()));
     let interval_approximate = approximate.is_some();
+    let near_end = ci95.and(interval::near_end(&means));
+    let near_end_note = near_end
+        .and_then(|e| interval::near_end_note(&[e.describe(name, ("did not fire", "fired"))]));
     let note = (ci95.is_none() && !degenerate)
         .then(|| {
             format!(
@@ -194,7 +201,8 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
                 means.len()
             )
         })
-        .or(approximate.filter(|_| opts.interval != Method::Percentile));
+        .or(approximate.filter(|_| opts.interval != Method::Percentile))
+        .or(near_end_note.filter(|_| opts.interval != Method::Percentile));
     let warning = degenerate.then(|| {
         format!(
             "every one of the {n_rows} rows where {name} applies scored {}: it has never been seen to vary, so make sure it can fire at all (a misspelt key looks the same) before reading its mean, and do not use it as a must-not-regress guard, which could never trip",
@@ -210,6 +218,7 @@ pub fn summarize(name: &str, tasks: &[Vec<f64>], opts: &Options) -> Summary {
         mean: sum::mean(&means),
         ci95,
         interval_approximate,
+        interval_near_end: near_end.is_some(),
         degenerate,
         note,
         warning,

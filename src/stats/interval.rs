@@ -108,18 +108,9 @@ pub fn wilson_tasks(values: &[f64], level: f64) -> Option<(f64, f64)> {
     if n < MIN_CI_TASKS {
         return None;
     }
-    let p = sum::mean(values)?;
-    let v = sum::population_var(values)?;
+    let (p, n_eff) = effective(values)?;
     #[allow(clippy::cast_precision_loss, reason = "a task count")]
     let nf = n as f64;
-    let spread = p * (1.0 - p);
-    // Exactly n when every value is 0 or 1 (v = p(1 − p) up to rounding), so a count at an end
-    // is the integer it is when the cut below reads it.
-    let n_eff = if v > 0.0 && spread > 0.0 && (spread - v).abs() > 1e-12 * spread {
-        (nf * spread / v).max(nf)
-    } else {
-        nf
-    };
     let q = quantile::t_quantile(nf - 1.0, level).ok()?;
     let (mut lo, mut hi) = wilson::interval(p * n_eff, n_eff, q)?;
     // Near either end the Wilson bound is too tight (Brown, Cai and DasGupta 2001, §4.1.1):
@@ -137,6 +128,92 @@ pub fn wilson_tasks(values: &[f64], level: f64) -> Option<(f64, f64)> {
         hi = hi.max(1.0 - poisson_lower(y, level)? / n_eff);
     }
     Some((lo, hi))
+}
+
+/// The mean `p̂` of `values` (each in `[0, 1]`) and their effective number of tasks
+/// `n_eff = n · p̂(1 − p̂)/v` (see the module docs), or `None` for no values.
+fn effective(values: &[f64]) -> Option<(f64, f64)> {
+    let p = sum::mean(values)?;
+    let v = sum::population_var(values)?;
+    #[allow(clippy::cast_precision_loss, reason = "a task count")]
+    let nf = values.len() as f64;
+    let spread = p * (1.0 - p);
+    // Exactly n when every value is 0 or 1 (v = p(1 − p) up to rounding), so a count at an end
+    // is the integer it is when the cut in `wilson_tasks` or [`near_end`] reads it.
+    let n_eff = if v > 0.0 && spread > 0.0 && (spread - v).abs() > 1e-12 * spread {
+        (nf * spread / v).max(nf)
+    } else {
+        nf
+    };
+    Some((p, n_eff))
+}
+
+/// Most (effective) tasks at the nearer end for which [`near_end`] calls a share's interval
+/// approximate.
+pub const NEAR_END_TASKS: f64 = 3.0;
+
+/// A share whose interval sits within [`NEAR_END_TASKS`] tasks of 0 or 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NearEnd {
+    /// Effective tasks at the nearer end: those that failed it when `high`, else those that
+    /// passed it (a whole count when every value is 0 or 1).
+    pub count: f64,
+    /// Tasks.
+    pub tasks: usize,
+    /// The end is 1 (the share is near 100%).
+    pub high: bool,
+}
+
+impl NearEnd {
+    /// "pass@8 (1 of 100 tasks failed)", for the quantity `what`, with `words` what a task at
+    /// the low end and at the high end did (`("failed", "passed")`).
+    pub fn describe(&self, what: &str, words: (&str, &str)) -> String {
+        let count = if self.count.fract() == 0.0 {
+            format!("{}", self.count)
+        } else {
+            format!("{:.1}", self.count)
+        };
+        let side = if self.high { words.0 } else { words.1 };
+        format!("{what} ({count} of {} tasks {side})", self.tasks)
+    }
+}
+
+/// The note for the numbers near an end ([`NEAR_END_TASKS`] or fewer tasks from 0% or 100%),
+/// from their [`NearEnd::describe`] texts: one note for all of them, or `None` for none.
+pub fn near_end_note(described: &[String]) -> Option<String> {
+    (!described.is_empty())
+        .then(|| format!("interval approximate near an end: {}", described.join(", ")))
+}
+
+/// Whether the default interval of the mean of `values` (each in `[0, 1]`) sits within
+/// [`NEAR_END_TASKS`] effective tasks of an end, from [`RELIABLE_TASKS`] tasks up (under it
+/// [`approximate_note`] already says the interval is approximate). With `x = p̂ · n_eff` tasks'
+/// worth of passes and `y = (1 − p̂) · n_eff` of failures, the count at the nearer end is
+/// `min(x, y)`.
+///
+/// Why (the coverage study, `docs/statistics.md` §4): with three or fewer tasks at an end the
+/// count there is a handful, and any interval that covers 95% at every truth covers nearly 100%
+/// at the truths that put about one task there (pass@8 of an easy eval, truth 0.9992, covers
+/// 99.9% at 100 tasks); no interval can cover 93–98% in those cells, so the line says so.
+pub fn near_end(values: &[f64]) -> Option<NearEnd> {
+    if values.len() < RELIABLE_TASKS || !values.iter().all(|v| (0.0..=1.0).contains(v)) {
+        return None;
+    }
+    let (p, n_eff) = effective(values)?;
+    let (x, y) = (p * n_eff, (1.0 - p) * n_eff);
+    let high = y < x;
+    // A whole count when every value is 0 or 1 (less the rounding of p̂ · n).
+    let count = x.min(y);
+    let count = if (count - count.round()).abs() < 1e-9 {
+        count.round()
+    } else {
+        count
+    };
+    (count <= NEAR_END_TASKS + 1e-9).then_some(NearEnd {
+        count,
+        tasks: values.len(),
+        high,
+    })
 }
 
 /// Garwood's lower bound on a Poisson mean from a count of `x`: the `(1 − level)/2` quantile of
@@ -273,5 +350,53 @@ mod tests {
                 .unwrap()
                 .starts_with("interval approximate: 8 tasks")
         );
+    }
+
+    #[test]
+    fn near_an_end_counts_the_tasks_there_from_twenty_tasks() {
+        // 1 of 100 binary tasks failed: 1 task from 100%.
+        let mut v = vec![1.0; 100];
+        v[0] = 0.0;
+        let e = near_end(&v).unwrap();
+        assert_eq!((e.count, e.tasks, e.high), (1.0, 100, true));
+        assert_eq!(
+            e.describe("pass@8", ("failed", "passed")),
+            "pass@8 (1 of 100 tasks failed)"
+        );
+        // 3 passed of 100 is still near 0%; 4 is not.
+        let mut w = vec![0.0; 100];
+        w[..3].fill(1.0);
+        let e = near_end(&w).unwrap();
+        assert_eq!((e.count, e.high), (3.0, false));
+        w[3] = 1.0;
+        assert_eq!(near_end(&w), None);
+        // Every task alike sits at the end, 0 tasks from it; under 20 tasks the task-count
+        // warning speaks instead, and values outside [0, 1] are not shares.
+        assert_eq!(near_end(&[1.0; 20]).map(|e| e.count), Some(0.0));
+        assert_eq!(near_end(&[1.0; 19]), None);
+        let mut odd = vec![0.0; 30];
+        odd[0] = 2.0;
+        assert_eq!(near_end(&odd), None);
+        // Fractional values count effective tasks: 40 tasks at 0.05 and 0.0 alternating have
+        // mean 0.025 and n_eff = 40 · 0.024375 / 0.000625 = 1560, so 39 effective passes.
+        let frac: Vec<f64> = (0..40)
+            .map(|i| if i % 2 == 0 { 0.05 } else { 0.0 })
+            .collect();
+        assert_eq!(near_end(&frac), None);
+        // One task at 0.1 among 39 at 0: mean 0.0025, plug-in variance 0.00024375, so
+        // n_eff = 40 · 0.0025 · 0.9975 / 0.00024375 = 409.2 and x = 1.02 effective passes.
+        let mut one = vec![0.0; 40];
+        one[0] = 0.1;
+        let e = near_end(&one).unwrap();
+        assert!(!e.high && (e.count - 1.023_077).abs() < 1e-6, "{e:?}");
+        assert_eq!(
+            e.describe("marker:m", ("did not fire", "fired")),
+            "marker:m (1.0 of 40 tasks fired)"
+        );
+        assert_eq!(
+            near_end_note(&["a (1)".to_owned(), "b (2)".to_owned()]).unwrap(),
+            "interval approximate near an end: a (1), b (2)"
+        );
+        assert_eq!(near_end_note(&[]), None);
     }
 }

@@ -4,7 +4,9 @@
 //! a task, n tasks, and the family's parameter), `runs` simulated eval runs drawn from a known
 //! truth, each scored by the stages' own code ([`sim`]); per (quantity, method), the share of runs
 //! whose printed interval holds the truth, its binomial standard error `sqrt(c(1−c)/runs)`, the
-//! mean width, and the share of runs that print no interval.
+//! mean width, the share of runs that print no interval, and the runs whose line says the interval
+//! is approximate (under 20 tasks, within 3 tasks of an end, under 50 labels), with the coverage
+//! of the runs left unwarned.
 //!
 //! Truths. Task pass rates are drawn from a Beta (the tasks are a sample from a population of
 //! tasks, the estimand Miller 2024 argues for); pass@1's truth is the population mean `E[p]`,
@@ -262,6 +264,8 @@ pub(crate) struct Outcome {
     printed: bool,
     hit: bool,
     width: f64,
+    /// The printed line says the interval is approximate (few tasks, or near an end).
+    warned: bool,
 }
 
 /// One (cell, quantity, method) of the table.
@@ -291,6 +295,11 @@ pub struct Row {
     pub printed: u32,
     /// Of those, runs whose interval held the truth (or whose event happened).
     pub hits: u32,
+    /// Of the printed runs, those whose line says the interval is approximate (under
+    /// [`crate::stats::interval::RELIABLE_TASKS`] tasks, or near an end).
+    pub warned: u32,
+    /// Of the runs printed without that warning, those whose interval held the truth.
+    pub hits_unwarned: u32,
     /// `hits / printed`.
     pub rate: Option<f64>,
     /// Its binomial standard error.
@@ -326,6 +335,14 @@ pub fn run_cell(cell: &Cell, runs: u32, draws: u32, seed: u64) -> Vec<Row> {
                 .iter()
                 .filter(|o| at(o).printed && at(o).hit)
                 .count();
+            let warned = outcomes
+                .iter()
+                .filter(|o| at(o).printed && at(o).warned)
+                .count();
+            let hits_unwarned = outcomes
+                .iter()
+                .filter(|o| at(o).printed && at(o).hit && !at(o).warned)
+                .count();
             let widths: Vec<f64> = outcomes
                 .iter()
                 .map(at)
@@ -349,6 +366,8 @@ pub fn run_cell(cell: &Cell, runs: u32, draws: u32, seed: u64) -> Vec<Row> {
                 runs,
                 printed: u32::try_from(printed).unwrap_or(u32::MAX),
                 hits: u32::try_from(hits).unwrap_or(u32::MAX),
+                warned: u32::try_from(warned).unwrap_or(u32::MAX),
+                hits_unwarned: u32::try_from(hits_unwarned).unwrap_or(u32::MAX),
                 rate,
                 se,
                 mean_width: crate::stats::sum::mean(&widths),
@@ -438,6 +457,32 @@ mod tests {
         let noise = run_cell(&cell_of("noise/uniform/k=4/runs=3/n=50"), 300, 200, 7);
         let alarm = noise[0].rate.unwrap();
         assert!(alarm < 0.11, "{alarm}");
+    }
+
+    /// A boundary cell, where no interval covers 93–98% (pass@8 of easy tasks, truth 0.9992, about
+    /// 0.08 failing tasks expected at 100 tasks): the default interval covers nearly every run,
+    /// and nearly every run's line says it is approximate near an end.
+    #[test]
+    fn a_boundary_cell_is_warned_in_most_runs() {
+        let rows = run_cell(&cell_of("pass/easy/k=8/n=100"), 300, 50, 7);
+        let at = rows
+            .iter()
+            .find(|r| r.quantity == "pass@k" && r.method == "wilson")
+            .unwrap();
+        assert!(at.rate.unwrap() > 0.98, "{at:?}");
+        assert!(f64::from(at.warned) > 0.9 * f64::from(at.printed), "{at:?}");
+        // pass@1 (truth 0.83) is far from both ends: no run warned.
+        let p1 = rows
+            .iter()
+            .find(|r| r.quantity == "pass@1" && r.method == "wilson")
+            .unwrap();
+        assert_eq!(p1.warned, 0, "{p1:?}");
+        // The reference's interval prints its own line, with no warning.
+        assert!(
+            rows.iter()
+                .filter(|r| r.method == "percentile")
+                .all(|r| r.warned == 0)
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Beta, Binomial, Distribution};
 
 use super::{Cell, Family, Outcome};
-use crate::stages::{markers, pass_at};
+use crate::stages::{judge_trust, markers, pass_at};
 use crate::stats::interval::Method;
 use crate::stats::{paired, quantile, sum, wilson};
 
@@ -20,12 +20,15 @@ pub(super) const SHARE_METHODS: [Method; 3] = [Method::Percentile, Method::Wilso
 /// The methods measured for paired deltas.
 pub(super) const DELTA_METHODS: [Method; 2] = [Method::Percentile, Method::T];
 
-fn held(ci: Option<[f64; 2]>, truth: f64) -> Outcome {
+/// Whether `ci` holds `truth`; `warned` is whether the printed line says the interval is
+/// approximate.
+fn held(ci: Option<[f64; 2]>, truth: f64, warned: bool) -> Outcome {
     match ci {
         Some([lo, hi]) => Outcome {
             printed: true,
             hit: lo - 1e-12 <= truth && truth <= hi + 1e-12,
             width: hi - lo,
+            warned,
         },
         None => Outcome::default(),
     }
@@ -78,10 +81,15 @@ pub(super) fn pass(
             Some(cell.k),
             &opts,
         );
-        out.push(held(r.ci95, truths[0]));
+        // What the line prints: `percentile` is the reference's, with neither warning.
+        let warned = |key| {
+            method != Method::Percentile
+                && (r.interval_approximate || r.interval_near_end.contains(&key))
+        };
+        out.push(held(r.ci95, truths[0], warned("pass_at_1")));
         if cell.k > 1 {
-            out.push(held(r.pass_pow_k_ci95, truths[1]));
-            out.push(held(r.pass_at_k_ci95, truths[2]));
+            out.push(held(r.pass_pow_k_ci95, truths[1], warned("pass_pow_k")));
+            out.push(held(r.pass_at_k_ci95, truths[2], warned("pass_at_k")));
         }
     }
     out
@@ -123,7 +131,10 @@ pub(super) fn marker(
                 draws,
                 interval: method,
             };
-            held(markers::summarize("m", &tasks, &opts).ci95, truth)
+            let m = markers::summarize("m", &tasks, &opts);
+            let warned =
+                method != Method::Percentile && (m.interval_approximate || m.interval_near_end);
+            held(m.ci95, truth, warned)
         })
         .collect()
 }
@@ -159,27 +170,30 @@ pub(super) fn compare(
         };
         let c = paired::compare(&a, &b, &opts);
         p_value = c.p_value;
-        out.push(held(c.ci95, truth));
+        let warned = method != Method::Percentile && c.interval_approximate;
+        out.push(held(c.ci95, truth, warned));
     }
     if cell.param == 0.0 {
         out.push(Outcome {
             printed: p_value.is_some(),
             hit: p_value.is_some_and(|p| p < 0.05),
             width: 0.0,
+            warned: false,
         });
     }
     out
 }
 
 /// `tasks` judge-versus-gold labels, each agreeing with chance `cell.param`: the Wilson
-/// interval `judge-trust` prints.
+/// interval `judge-trust` prints, and its warning under 50 labels.
 pub(super) fn agreement(cell: &Cell, rng: &mut ChaCha8Rng) -> Vec<Outcome> {
     let a = cell.param;
     let n = cell.tasks as u64;
     let agreed = Binomial::new(n, a).map_or(0, |b| b.sample(rng));
     #[allow(clippy::cast_precision_loss, reason = "label counts")]
     let ci = wilson::interval(agreed as f64, n as f64, wilson::Z_95).map(|(l, h)| [l, h]);
-    vec![held(ci, a)]
+    // judge-trust warns that the estimate is coarse under `MIN_GOLD` labels.
+    vec![held(ci, a, n < judge_trust::MIN_GOLD)]
 }
 
 /// `cell.runs_per_arm` eval runs a side of the same agent on the same tasks (no change): whether
@@ -228,11 +242,13 @@ pub(super) fn noise(cell: &Cell, beta: &Beta<f64>, rng: &mut ChaCha8Rng) -> Vec<
                     printed: true,
                     hit: outside,
                     width: 2.0 * b,
+                    warned: false,
                 },
                 Outcome {
                     printed: true,
                     hit: moved,
                     width: 0.0,
+                    warned: false,
                 },
             ]
         }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{Row, TASKS};
+use crate::stats::interval::RELIABLE_TASKS;
 
 /// Whether a quantity is a coverage (bold outside 93–98%) rather than an event rate.
 fn is_coverage(quantity: &str) -> bool {
@@ -27,29 +28,44 @@ fn title(r: &Row) -> String {
 }
 
 fn entry(r: &Row) -> String {
-    match r.rate {
-        None => "–".to_owned(),
-        Some(c) => {
-            let text = format!("{:.1}", c * 100.0);
-            let none = r.runs - r.printed;
-            let text = if none > 0 {
-                #[allow(clippy::cast_precision_loss, reason = "run counts")]
-                let share = f64::from(none) / f64::from(r.runs) * 100.0;
-                format!("{text} ({share:.0}% none)")
-            } else {
-                text
-            };
-            if is_coverage(r.quantity) && !(0.93..=0.98).contains(&c) {
-                format!("**{text}**")
-            } else {
-                text
-            }
+    let Some(c) = r.rate else {
+        return "–".to_owned();
+    };
+    let mut notes = Vec::new();
+    let none = r.runs - r.printed;
+    #[allow(clippy::cast_precision_loss, reason = "run counts")]
+    if none > 0 {
+        let share = f64::from(none) / f64::from(r.runs) * 100.0;
+        notes.push(format!("{share:.0}% none"));
+    }
+    // Under RELIABLE_TASKS every line of a method that warns carries the task-count warning, so
+    // only the share from there up is worth a note.
+    if r.warned > 0 && r.tasks >= RELIABLE_TASKS {
+        let share = f64::from(r.warned) / f64::from(r.printed) * 100.0;
+        if share < 0.5 {
+            notes.push("<1% warned".to_owned());
+        } else {
+            notes.push(format!("{share:.0}% warned"));
         }
+    }
+    let mut text = format!("{:.1}", c * 100.0);
+    if !notes.is_empty() {
+        let _ = write!(text, " ({})", notes.join(", "));
+    }
+    if !is_coverage(r.quantity) || (0.93..=0.98).contains(&c) {
+        text
+    } else if 2 * u64::from(r.warned) >= u64::from(r.printed) {
+        // Outside 93–98%, but most runs' lines say the interval is approximate.
+        format!("*{text}*")
+    } else {
+        format!("**{text}**")
     }
 }
 
-/// The rows as Markdown: coverage (or event rate) in percent; bold where a 95% interval covers
-/// under 93% or over 98%; `(x% none)` where some runs print no interval.
+/// The rows as Markdown: coverage (or event rate) in percent; where a 95% interval covers under
+/// 93% or over 98%, bold when most runs print it without a warning, italic when most runs' lines
+/// say it is approximate; `(x% none)` where some runs print no interval, `(x% warned)` (from
+/// [`RELIABLE_TASKS`] tasks) where some lines carry the warning.
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::new();
     let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();

@@ -599,7 +599,7 @@ fn gate_exit_codes() {
     insta::assert_snapshot!(run("0.7"), @r"
     exit_code: 0
     ----- stdout -----
-    pass@1 0.78 [0.70..0.84] | pass^4 (pass_pow_k) 0.40 [0.27..0.54] | pass@4 0.96 [0.86..1.00] | headroom 0.18 (50 groups, k=4)
+    pass@1 0.78 [0.70..0.84] | pass^4 (pass_pow_k) 0.40 [0.27..0.54] | pass@4 0.96 [0.86..1.00] | headroom 0.18 (50 groups, k=4; interval approximate near an end: pass@4 (2 of 50 tasks failed))
     == warnings (fix these before you report the number)
       ! marker 'looked_up_before_refund' was 0 on all 8 rows it applied to; a rate that never moves says nothing about the agent. Add a seed ask that goes the other way, or drop it from the report.
     GATE: pass pass@1 0.78 >= 0.70
@@ -608,7 +608,7 @@ fn gate_exit_codes() {
     insta::assert_snapshot!(run("0.9"), @r"
     exit_code: 1
     ----- stdout -----
-    pass@1 0.78 [0.70..0.84] | pass^4 (pass_pow_k) 0.40 [0.27..0.54] | pass@4 0.96 [0.86..1.00] | headroom 0.18 (50 groups, k=4)
+    pass@1 0.78 [0.70..0.84] | pass^4 (pass_pow_k) 0.40 [0.27..0.54] | pass@4 0.96 [0.86..1.00] | headroom 0.18 (50 groups, k=4; interval approximate near an end: pass@4 (2 of 50 tasks failed))
     == warnings (fix these before you report the number)
       ! marker 'looked_up_before_refund' was 0 on all 8 rows it applied to; a rate that never moves says nothing about the agent. Add a seed ask that goes the other way, or drop it from the report.
     GATE: FAIL pass@1 0.78 < 0.90

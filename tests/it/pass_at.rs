@@ -465,6 +465,53 @@ fn few_tasks_say_the_interval_is_approximate_and_percentile_is_the_reference() {
     );
 }
 
+#[test]
+fn a_number_within_three_tasks_of_an_end_says_so_and_percentile_keeps_the_reference_line() {
+    // 40 tasks of 4 rollouts; every task passes at least once but task 0, 7 pass all 4, and the
+    // marker fires once (task 1): pass@4 is 1 task from 100%, the marker 1.0 effective tasks
+    // from 0% (one task at 0.25 counts 4 times over: n_eff = 163), pass^4 7 tasks from 0%.
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Value> = (0..160)
+        .map(|i| {
+            let (task, roll) = (i / 4, i % 4);
+            let pass = task != 0 && (roll == 0 || task % 5 == 0 || (task + roll) % 3 == 0);
+            json!({"task_id": format!("t{task:02}"), "prompt": "q", "final_text": "a",
+                "reward": f64::from(u8::from(pass)),
+                "markers": {"rare": f64::from(u8::from(task == 1 && roll == 0))}})
+        })
+        .collect();
+    let path = dir.path().join("rows.jsonl");
+    write_rows(&path, &rows);
+    let (wilson, _) = pass_at_json(&path, &[]);
+    let w = &wilson["results"][0];
+    assert_eq!(w["pass_at_k"], json!(0.975));
+    assert_eq!(w["interval_near_end"], json!(["pass_at_k"]));
+    assert_eq!(w["interval_approximate"], json!(false));
+    let (reference, _) = pass_at_json(&path, &["--interval", "percentile"]);
+    assert_eq!(
+        reference["results"][0]["interval_near_end"],
+        json!(["pass_at_k"])
+    );
+    let text = |args: &[&str]| {
+        let out = wai().arg("pass-at").arg(&path).args(args).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let line = text(&[]);
+    assert!(
+        line.contains("; interval approximate near an end: pass@4 (1 of 40 tasks failed))"),
+        "{line}"
+    );
+    assert!(!text(&["--interval", "percentile"]).contains("approximate"));
+    let markers = report_of(wai().args(["--json", "markers"]).arg(&path));
+    let rare = &markers["markers"]["rare"];
+    assert_eq!(rare["interval_near_end"], json!(true));
+    assert!(
+        rare["note"].as_str().unwrap()
+            == "interval approximate near an end: rare (1.0 of 40 tasks fired)",
+        "{rare}"
+    );
+}
+
 /// Slices are read at the overall k unless a k is asked for (#30 item 11): a slice of long
 /// groups printed its own k (pass^28 beside an overall pass^4).
 #[test]

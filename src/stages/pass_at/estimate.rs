@@ -118,6 +118,10 @@ pub struct PassAt {
     /// The task count is under [`interval::RELIABLE_TASKS`]: the intervals are approximate
     /// (the coverage study finds under 93% in some cells there).
     pub interval_approximate: bool,
+    /// The numbers (`pass_at_1`, `pass_pow_k`, `pass_at_k`) whose interval sits within
+    /// [`interval::NEAR_END_TASKS`] tasks of 0% or 100%, from [`interval::RELIABLE_TASKS`] tasks
+    /// up: approximate there (see [`interval::near_end`]).
+    pub interval_near_end: Vec<&'static str>,
     /// Interval of pass^k.
     pub pass_pow_k_ci95: Option<[f64; 2]>,
     /// Interval of pass@k.
@@ -279,6 +283,7 @@ fn no_tasks(
         ci95: None,
         interval: opts.interval,
         interval_approximate: false,
+        interval_near_end: Vec::new(),
         pass_pow_k_ci95: None,
         pass_at_k_ci95: None,
         config: run_config(facts, 0, k),
@@ -404,16 +409,44 @@ pub fn estimate(
     let approximate = ci95.and(interval::approximate_note(tasks.len()));
     let interval_approximate = approximate.is_some();
     parts.extend(approximate.filter(|_| opts.interval != Method::Percentile));
+    let (pow, at) = (numbers.pow, numbers.at);
+    let pass_pow_k_ci95 = pow.and_then(|_| ci(&numbers.pow_vals, opts));
+    let pass_at_k_ci95 = at.and_then(|_| ci(&numbers.at_vals, opts));
+    let mut interval_near_end = Vec::new();
+    let mut described = Vec::new();
+    for (key, what, values, printed) in [
+        ("pass_at_1", "pass@1".to_owned(), &rates, ci95.is_some()),
+        (
+            "pass_pow_k",
+            format!("pass^{k}"),
+            &numbers.pow_vals,
+            pass_pow_k_ci95.is_some(),
+        ),
+        (
+            "pass_at_k",
+            format!("pass@{k}"),
+            &numbers.at_vals,
+            pass_at_k_ci95.is_some(),
+        ),
+    ] {
+        if let Some(end) = interval::near_end(values).filter(|_| printed) {
+            interval_near_end.push(key);
+            described.push(end.describe(&what, ("failed", "passed")));
+        }
+    }
+    let unanimous = degenerate_note(facts);
+    // A unanimous run's note already says every number sits at an end.
+    if opts.interval != Method::Percentile && unanimous.is_none() {
+        parts.extend(interval::near_end_note(&described));
+    }
     if n_partial > 0 {
         parts.push(format!(
             "{n_partial} row(s) carried a reward that is not 0 or 1 and are not in this number; give each Criterion kind='hard' for a 0/1 verdict"
         ));
     }
-    let unanimous = degenerate_note(facts);
     if let Some(d) = &unanimous {
         parts.insert(0, d.clone());
     }
-    let (pow, at) = (numbers.pow, numbers.at);
     PassAt {
         k,
         pass_at_1,
@@ -430,8 +463,9 @@ pub fn estimate(
         ci95,
         interval: opts.interval,
         interval_approximate,
-        pass_pow_k_ci95: pow.and_then(|_| ci(&numbers.pow_vals, opts)),
-        pass_at_k_ci95: at.and_then(|_| ci(&numbers.at_vals, opts)),
+        interval_near_end,
+        pass_pow_k_ci95,
+        pass_at_k_ci95,
         config: run_config(facts, tasks.len() as u64, k),
         per_task,
         unanimous,
@@ -519,6 +553,60 @@ mod tests {
                 .starts_with("no interval on pass@1: 2 tasks, and a bootstrap needs 3"),
             "{}",
             r.note
+        );
+    }
+
+    #[test]
+    fn a_number_within_three_tasks_of_an_end_says_its_interval_is_approximate() {
+        // 100 tasks of 8 rollouts: every task passes at least once but one. pass@8 = 0.99 is 1
+        // task from 100%; pass@1 and pass^8 are far from both ends.
+        let tasks: Vec<TaskCounts> = (0..100)
+            .map(|i| TaskCounts {
+                task_id: format!("t{i:03}"),
+                n: 8,
+                c: if i == 0 { 0 } else { 1 + i % 8 },
+            })
+            .collect();
+        let opts = crate::stages::pass_at::Options::default();
+        let r = estimate(&tasks, 0, 0, &Facts::default(), Some(8), &opts);
+        assert_eq!(r.pass_at_k, Some(0.99));
+        assert_eq!(r.interval_near_end, ["pass_at_k"]);
+        assert!(!r.interval_approximate);
+        assert!(
+            r.note
+                .ends_with("interval approximate near an end: pass@8 (1 of 100 tasks failed)"),
+            "{}",
+            r.note
+        );
+        // pass^8 is 12 tasks from 0% (those that passed all 8): not near an end.
+        assert_eq!(r.pass_pow_k, Some(0.12));
+        // The reference's interval prints the reference's line, and the JSON still says it.
+        let p = estimate(
+            &tasks,
+            0,
+            0,
+            &Facts::default(),
+            Some(8),
+            &crate::stages::pass_at::Options {
+                interval: Method::Percentile,
+                ..opts.clone()
+            },
+        );
+        assert_eq!(p.interval_near_end, ["pass_at_k"]);
+        assert!(!p.note.contains("near an end"), "{}", p.note);
+        // Four failing tasks of 100 are not near the end.
+        let far: Vec<TaskCounts> = (0..100)
+            .map(|i| TaskCounts {
+                task_id: format!("t{i:03}"),
+                n: 8,
+                c: if i < 4 { 0 } else { 1 + i % 8 },
+            })
+            .collect();
+        let f = estimate(&far, 0, 0, &Facts::default(), Some(8), &opts);
+        assert!(
+            !f.interval_near_end.contains(&"pass_at_k"),
+            "{:?}",
+            f.interval_near_end
         );
     }
 }
