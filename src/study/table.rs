@@ -42,11 +42,14 @@ fn entry(r: &Row) -> String {
     // only the share from there up is worth a note.
     if r.warned > 0 && r.tasks >= RELIABLE_TASKS {
         let share = f64::from(r.warned) / f64::from(r.printed) * 100.0;
-        if share < 0.5 {
-            notes.push("<1% warned".to_owned());
+        // Neither "0%" nor "100%" unless it is.
+        notes.push(if share < 1.0 {
+            "<1% warned".to_owned()
+        } else if share > 99.0 && r.warned < r.printed {
+            ">99% warned".to_owned()
         } else {
-            notes.push(format!("{share:.0}% warned"));
-        }
+            format!("{share:.0}% warned")
+        });
     }
     let mut text = format!("{:.1}", c * 100.0);
     if !notes.is_empty() {
