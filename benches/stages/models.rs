@@ -95,6 +95,7 @@ fn grade_llm(b: Bencher) {
     });
 }
 
+/// The cached rerun: every row found by the row memo.
 #[divan::bench(name = "grade_llm_cached/rows=100k", sample_count = 5)]
 fn grade_llm_cached(b: Bencher) {
     let d = &*DATA;
@@ -116,6 +117,37 @@ fn grade_llm_cached(b: Bencher) {
             path(&d.out),
         ]);
     });
+}
+
+/// The cached rerun as the first one after the row memo is gone (a cache written by an older
+/// wai, or the memo cleared): every request made again and looked up, the memo written anew.
+#[divan::bench(name = "grade_llm_cached_no_memo/rows=100k", sample_count = 5)]
+fn grade_llm_cached_no_memo(b: Bencher) {
+    let d = &*DATA;
+    let spec = judge(&FAST);
+    let db = d.cache.join(wai::models::cache::FILE);
+    b.counter(ItemsCount::new(100_000usize))
+        .with_inputs(|| {
+            rusqlite::Connection::open(&db)
+                .and_then(|c| c.execute("DELETE FROM memo", []))
+                .expect("the memo cleared");
+        })
+        .bench_values(|()| {
+            run(&[
+                "-q",
+                "grade",
+                path(&d.rows_100k),
+                "--judge",
+                &spec,
+                "--no-tools",
+                "--concurrency",
+                "64",
+                "--cache",
+                path(&d.cache),
+                "-o",
+                path(&d.out),
+            ]);
+        });
 }
 
 #[divan::bench(name = "call", args = ["off", "on"], sample_count = 5)]

@@ -9,6 +9,11 @@
 //!
 //! The key is the SHA-256 of (provider, model, URL, the exact request body, sample index); no key
 //! or header is part of it, and only the server's reply body is stored.
+//!
+//! Beside the replies, a memo maps a digest of a judge's row and settings to its first request's
+//! key, so a rerun finds a row's reply without making the request again (see
+//! [`crate::stages::grade::llm`]). A memo entry whose reply is gone is a miss; `clear` removes
+//! both. The file is read through a memory map (no system call a page).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -49,6 +54,29 @@ pub fn key(provider: &str, model: &str, url: &str, body: &[u8], sample: u32) -> 
     h.finalize().into()
 }
 
+/// A connection to the cache file, set up as every connection is.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let db = Connection::open(path)?;
+    db.busy_timeout(std::time::Duration::from_secs(30))?;
+    db.execute_batch("PRAGMA mmap_size = 1073741824;")?;
+    Ok(db)
+}
+
+/// The replies the memo leads to from `rows` on `db`, in one read transaction.
+fn memo_lookup(db: &Connection, rows: &[[u8; 32]]) -> rusqlite::Result<Vec<Option<Vec<u8>>>> {
+    db.execute_batch("BEGIN")?;
+    let got = (|| {
+        let mut stmt = db.prepare_cached(
+            "SELECT r.body FROM memo m JOIN replies r ON r.key = m.reply WHERE m.row = ?1",
+        )?;
+        rows.iter()
+            .map(|k| stmt.query_row(params![&k[..]], |r| r.get(0)).optional())
+            .collect()
+    })();
+    db.execute_batch("COMMIT")?;
+    got
+}
+
 /// What the cache holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
@@ -68,6 +96,8 @@ pub struct Stats {
 pub struct Cache {
     path: PathBuf,
     db: Mutex<Connection>,
+    /// A second connection for lookups split in two, opened when first needed.
+    reader: Mutex<Option<Connection>>,
 }
 
 fn db_error(path: &Path, e: &rusqlite::Error) -> Error {
@@ -88,11 +118,9 @@ impl Cache {
             source: e,
         })?;
         let path = dir.join(FILE);
-        let db = Connection::open(&path).map_err(|e| db_error(&path, &e))?;
-        db.busy_timeout(std::time::Duration::from_secs(30))
-            .and_then(|()| {
-                db.execute_batch(
-                    "PRAGMA journal_mode = WAL;
+        let db = connect(&path).map_err(|e| db_error(&path, &e))?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL;
                      PRAGMA synchronous = NORMAL;
                      CREATE TABLE IF NOT EXISTS replies (
                          key BLOB PRIMARY KEY,
@@ -100,13 +128,19 @@ impl Cache {
                          model TEXT NOT NULL,
                          created INTEGER NOT NULL,
                          body BLOB NOT NULL
+                     ) WITHOUT ROWID;
+                     CREATE TABLE IF NOT EXISTS memo (
+                         row BLOB PRIMARY KEY,
+                         reply BLOB NOT NULL,
+                         provider TEXT NOT NULL,
+                         model TEXT NOT NULL
                      ) WITHOUT ROWID;",
-                )
-            })
-            .map_err(|e| db_error(&path, &e))?;
+        )
+        .map_err(|e| db_error(&path, &e))?;
         Ok(Self {
             path,
             db: Mutex::new(db),
+            reader: Mutex::new(None),
         })
     }
 
@@ -154,6 +188,79 @@ impl Cache {
             got
         };
         read().map_err(|e| db_error(&self.path, &e))
+    }
+
+    /// The replies the memo leads to from `rows` (digests of a judge's rows and settings, see
+    /// [`crate::stages::grade::llm`]), in order, looked up in one read transaction: `None` where
+    /// the memo holds no such row, or its reply is gone.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn memo_replies(&self, rows: &[[u8; 32]]) -> Result<Vec<Option<Vec<u8>>>> {
+        // Two halves on two connections, each on its own core, when there are enough rows to
+        // pay for it (a second connection reads under the write-ahead log beside the first).
+        if rows.len() < 2048 {
+            return memo_lookup(&self.lock(), rows).map_err(|e| db_error(&self.path, &e));
+        }
+        let reader = || {
+            self.reader
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        {
+            let mut r = reader();
+            if r.is_none() {
+                *r = Some(connect(&self.path).map_err(|e| db_error(&self.path, &e))?);
+            }
+        }
+        let (a, b) = rows.split_at(rows.len() / 2);
+        let (got, rest) = rayon::join(
+            || memo_lookup(&self.lock(), a),
+            || match reader().as_ref() {
+                Some(second) => memo_lookup(second, b),
+                None => memo_lookup(&self.lock(), b),
+            },
+        );
+        let mut got = got.map_err(|e| db_error(&self.path, &e))?;
+        got.extend(rest.map_err(|e| db_error(&self.path, &e))?);
+        Ok(got)
+    }
+
+    /// Records, in one write transaction, that each row digest's first request has the reply key
+    /// beside it.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn memo_put_many(
+        &self,
+        pairs: &[([u8; 32], [u8; 32])],
+        provider: &str,
+        model: &str,
+    ) -> Result<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let db = self.lock();
+        let write = || -> rusqlite::Result<()> {
+            db.execute_batch("BEGIN IMMEDIATE")?;
+            let done = (|| {
+                let mut stmt = db.prepare_cached(
+                    "INSERT OR REPLACE INTO memo (row, reply, provider, model) VALUES (?1, ?2, ?3, ?4)",
+                )?;
+                for (row, reply) in pairs {
+                    stmt.execute(params![&row[..], &reply[..], provider, model])?;
+                }
+                Ok(())
+            })();
+            match done {
+                Ok(()) => db.execute_batch("COMMIT"),
+                Err(e) => {
+                    let _ = db.execute_batch("ROLLBACK");
+                    Err(e)
+                }
+            }
+        };
+        write().map_err(|e| db_error(&self.path, &e))
     }
 
     /// Stores `body` under `key` (committed before it returns).
@@ -217,11 +324,20 @@ impl Cache {
     pub fn clear(&self, model: Option<&str>) -> Result<u64> {
         let db = self.lock();
         let n = match model {
-            Some(m) => db.execute(
-                "DELETE FROM replies WHERE provider || ':' || model = ?1",
-                params![m],
-            ),
-            None => db.execute("DELETE FROM replies", []),
+            Some(m) => db
+                .execute(
+                    "DELETE FROM memo WHERE provider || ':' || model = ?1",
+                    params![m],
+                )
+                .and_then(|_| {
+                    db.execute(
+                        "DELETE FROM replies WHERE provider || ':' || model = ?1",
+                        params![m],
+                    )
+                }),
+            None => db
+                .execute("DELETE FROM memo", [])
+                .and_then(|_| db.execute("DELETE FROM replies", [])),
         }
         .map_err(|e| db_error(&self.path, &e))?;
         db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); VACUUM;")
@@ -270,5 +386,57 @@ mod tests {
         assert_eq!(c.clear(Some("openai:other")).unwrap(), 0);
         assert_eq!(c.clear(None).unwrap(), 1);
         assert_eq!(c.get(&k).unwrap(), None);
+    }
+
+    #[test]
+    fn the_memo_leads_rows_to_replies_and_is_cleared_with_its_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cache::open(dir.path()).unwrap();
+        let (r1, r2, r3, r4) = ([1u8; 32], [2u8; 32], [3u8; 32], [4u8; 32]);
+        let (k1, k2) = ([11u8; 32], [12u8; 32]);
+        c.put(&k1, "openai", "m", b"one").unwrap();
+        c.put(&k2, "openai", "m", b"two").unwrap();
+        assert_eq!(c.memo_replies(&[r1]).unwrap(), vec![None]);
+        c.memo_put_many(&[(r1, k1), (r2, k2)], "openai", "m")
+            .unwrap();
+        c.memo_put_many(&[(r3, k1), (r4, [13u8; 32])], "openai", "other")
+            .unwrap();
+        c.memo_put_many(&[], "openai", "m").unwrap();
+        // In order; a row the memo lacks, or whose reply is not stored, is a miss.
+        assert_eq!(
+            c.memo_replies(&[r2, r1, [9; 32], r4]).unwrap(),
+            vec![Some(b"two".to_vec()), Some(b"one".to_vec()), None, None]
+        );
+        // A model's clear takes its memo and its replies; the count is of replies.
+        assert_eq!(c.clear(Some("openai:m")).unwrap(), 2);
+        assert_eq!(c.memo_replies(&[r1, r3]).unwrap(), vec![None, None]);
+        c.put(&k1, "openai", "m", b"one").unwrap();
+        assert_eq!(
+            c.memo_replies(&[r1, r3]).unwrap(),
+            vec![None, Some(b"one".to_vec())]
+        );
+        c.clear(None).unwrap();
+        c.put(&k1, "openai", "m", b"one").unwrap();
+        assert_eq!(c.memo_replies(&[r3]).unwrap(), vec![None]);
+        // Many rows are looked up in two halves on two connections, still in order.
+        let rows: Vec<[u8; 32]> = (0..3000u32)
+            .map(|i| {
+                let mut r = [0u8; 32];
+                r[..4].copy_from_slice(&i.to_le_bytes());
+                r
+            })
+            .collect();
+        let pairs: Vec<([u8; 32], [u8; 32])> = rows
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 0)
+            .map(|(_, r)| (*r, k1))
+            .collect();
+        c.memo_put_many(&pairs, "openai", "m").unwrap();
+        let got = c.memo_replies(&rows).unwrap();
+        assert_eq!(got.len(), 3000);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(g.is_some(), i % 3 != 0, "{i}");
+        }
     }
 }

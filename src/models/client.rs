@@ -121,6 +121,9 @@ pub struct Answer {
     pub latency: Duration,
 }
 
+/// What [`Model::cached_chats`] found: an answer or none per request, and the requests' keys.
+pub type CachedChats = (Vec<Option<Answer>>, Vec<[u8; 32]>);
+
 /// A model to call.
 pub struct Model {
     spec: ModelSpec,
@@ -256,30 +259,72 @@ impl Model {
     ///
     /// # Errors
     /// The cache cannot be read.
-    pub fn cached_chats(&self, reqs: &[(ChatRequest, u32)]) -> Result<Vec<Option<Answer>>> {
+    ///
+    /// With the answers come the requests' cache keys (empty without a cache).
+    pub fn cached_chats(&self, reqs: &[(ChatRequest, u32)]) -> Result<CachedChats> {
         use rayon::prelude::*;
-        let Some(cache) = &self.cache else {
-            return Ok(vec![None; reqs.len()]);
-        };
-        let url = self.spec.chat_url();
+        if self.cache.is_none() {
+            return Ok((vec![None; reqs.len()], Vec::new()));
+        }
         let keys: Vec<[u8; 32]> = reqs
             .par_iter()
-            .map(|(req, sample)| {
-                let bytes = serde_json::to_vec(&self.chat_body(req))
-                    .map_err(|e| Error::Internal(format!("a request body: {e}")))?;
-                Ok(self.key_of(&url, &bytes, *sample))
-            })
+            .map(|(req, sample)| self.chat_key(req, *sample))
             .collect::<Result<_>>()?;
-        let bodies = cache.get_many(&keys)?;
-        let answers: Vec<Option<Answer>> = bodies
+        let answers = self.cached_replies(&keys)?;
+        self.count_cached(answers.iter().filter(|a| a.is_some()).count() as u64);
+        Ok((answers, keys))
+    }
+
+    /// The cache key of the chat request `req` with sample index `sample`.
+    ///
+    /// # Errors
+    /// The body cannot be written (not expected).
+    pub fn chat_key(&self, req: &ChatRequest, sample: u32) -> Result<[u8; 32]> {
+        let bytes = serde_json::to_vec(&self.chat_body(req))
+            .map_err(|e| Error::Internal(format!("a request body: {e}")))?;
+        Ok(self.key_of(&self.spec.chat_url(), &bytes, sample))
+    }
+
+    /// The replies the cache holds under `keys`, in order, read on all cores; `None` without a
+    /// cache. The caller counts those it uses ([`Model::count_cached`]).
+    fn cached_replies(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Answer>>> {
+        let Some(cache) = &self.cache else {
+            return Ok(vec![None; keys.len()]);
+        };
+        Ok(self.answers(cache.get_many(keys)?))
+    }
+
+    /// The replies the memo leads to from `rows` (see [`Cache::memo_replies`]), in order, read
+    /// on all cores; `None` without a cache. The caller counts those it uses
+    /// ([`Model::count_cached`]).
+    ///
+    /// # Errors
+    /// The cache cannot be read.
+    pub fn memo_replies(&self, rows: &[[u8; 32]]) -> Result<Vec<Option<Answer>>> {
+        let Some(cache) = &self.cache else {
+            return Ok(vec![None; rows.len()]);
+        };
+        Ok(self.answers(cache.memo_replies(rows)?))
+    }
+
+    /// Stored reply bodies read as answers, on all cores (one that cannot be read is `None`: a
+    /// call then reports it).
+    fn answers(&self, bodies: Vec<Option<Vec<u8>>>) -> Vec<Option<Answer>> {
+        use rayon::prelude::*;
+        bodies
             .into_par_iter()
             .map(|b| b.and_then(|b| self.answer(&b, true, Duration::ZERO).ok()))
-            .collect();
-        let hits = answers.iter().filter(|a| a.is_some()).count();
-        self.counters
-            .cached
-            .fetch_add(hits as u64, Ordering::Relaxed);
-        Ok(answers)
+            .collect()
+    }
+
+    /// Counts `n` replies taken from the cache by [`Model::cached_replies`].
+    pub fn count_cached(&self, n: u64) {
+        self.counters.cached.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The response cache, if the model has one.
+    pub fn cache(&self) -> Option<&Cache> {
+        self.cache.as_ref()
     }
 
     /// The request body of `req` in the provider's dialect.

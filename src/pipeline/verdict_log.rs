@@ -47,6 +47,25 @@ pub(crate) struct VerdictLog {
     unsynced: bool,
 }
 
+/// The log's line for the verdict of `row`.
+fn line(row: u64, rollout_id: &str, verdict: &Verdict) -> String {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        row: u64,
+        rollout_id: &'a str,
+        verdict: crate::stages::grade::verdict::Record<'a>,
+    }
+    let line = Line {
+        row,
+        rollout_id,
+        verdict: verdict.record(),
+    };
+    // A map with string keys and JSON values always serialises.
+    let mut text = serde_json::to_string(&line).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 /// The log's path for output `out`: `.NAME.verdicts.jsonl` beside it (a dot file, so a folder
 /// of outputs read as input skips it).
 pub(crate) fn path_for(out: &Path) -> PathBuf {
@@ -147,12 +166,26 @@ impl VerdictLog {
 
     /// Appends the verdict of `row` (one write, so the line reaches the system whole).
     pub(crate) fn append(&mut self, row: u64, rollout_id: &str, verdict: &Verdict) -> Result<()> {
-        let mut line =
-            json!({"row": row, "rollout_id": rollout_id, "verdict": verdict.to_record()})
-                .to_string();
-        line.push('\n');
+        self.write(line(row, rollout_id, verdict).as_bytes())
+    }
+
+    /// Appends the verdicts of many rows, known at once: the lines made on all cores, then
+    /// written in one write.
+    pub(crate) fn append_many(&mut self, entries: &[(u64, &str, &Verdict)]) -> Result<()> {
+        use rayon::prelude::*;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let lines: Vec<String> = entries
+            .par_iter()
+            .map(|(row, id, v)| line(*row, id, v))
+            .collect();
+        self.write(lines.concat().as_bytes())
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.file
-            .write_all(line.as_bytes())
+            .write_all(bytes)
             .map_err(|e| Error::io(&self.path, e))?;
         self.unsynced = true;
         if self.last_sync.elapsed() >= SYNC_EVERY {
@@ -213,18 +246,31 @@ pub(crate) fn judge_missing(
         } else {
             take_record_batch(batch, &UInt32Array::from(missing.clone()))?
         };
-        let mut failed = None;
-        let fresh = panel.judge_landing(&part, &mut |i, v| {
-            let row = missing[i] as usize;
-            if failed.is_none()
-                && let Err(e) = verdict_log.append(first + row as u64, id(row), v)
-            {
-                failed = Some(e);
+        let fresh = if panel.lands_one_by_one() {
+            let mut failed = None;
+            let fresh = panel.judge_landing(&part, &mut |i, v| {
+                let row = missing[i] as usize;
+                if failed.is_none()
+                    && let Err(e) = verdict_log.append(first + row as u64, id(row), v)
+                {
+                    failed = Some(e);
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
             }
-        })?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+            fresh
+        } else {
+            // Known all at once at the batch's end: logged all at once.
+            let fresh = panel.judge(&part)?;
+            let entries: Vec<(u64, &str, &Verdict)> = missing
+                .iter()
+                .zip(&fresh)
+                .map(|(&row, v)| (first + u64::from(row), id(row as usize), v))
+                .collect();
+            verdict_log.append_many(&entries)?;
+            fresh
+        };
         verdict_log.sync()?;
         *judged += fresh.len() as u64;
         for (i, v) in fresh.into_iter().enumerate() {

@@ -121,6 +121,83 @@ fn an_llm_judge_grades_each_row_and_a_rerun_calls_nothing() {
     assert!(scored(dir.path()).iter().all(|r| meta(r)["cached"] == true));
 }
 
+/// The memo (a digest of each row and the judge's settings, beside its request's key) lets a
+/// rerun skip making requests; a row, a rubric or a model that changed is asked again, and
+/// `cache clear` takes the memo with the replies.
+#[test]
+fn a_rerun_finds_rows_by_the_memo_and_asks_again_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(Config::default());
+    let input = rows(dir.path(), 10, pass_fail);
+    ok(&grade(dir.path(), &input, &server, &[]));
+    assert_eq!(server.requests(), 10);
+    let first = scored(dir.path());
+    let again = grade(dir.path(), &input, &server, &[]);
+    ok(&again);
+    assert_eq!(server.requests(), 10);
+    assert!(
+        envelope(&again.stdout)["report"]["notes"]
+            .to_string()
+            .contains("0 requests (0 retries, 0 failed), 10 replies from the cache"),
+        "{}",
+        envelope(&again.stdout)
+    );
+    // The same verdicts, read from the cache.
+    let second = scored(dir.path());
+    let strip = |rows: &[Value]| -> Vec<Value> {
+        rows.iter()
+            .map(|r| {
+                let mut m = meta(r);
+                m["cached"] = json!(null);
+                m["latency_ms"] = json!(null);
+                json!([
+                    r["rollout_id"],
+                    r["reward"],
+                    r["reason"],
+                    r["judge_status"],
+                    m
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(strip(&first), strip(&second));
+    assert!(second.iter().all(|r| meta(r)["cached"] == true));
+    // One row's reply changed (r3 now passes): that row alone is asked again.
+    let changed = rows(dir.path(), 10, |i| {
+        if i == 3 {
+            "PASS 3".into()
+        } else {
+            pass_fail(i)
+        }
+    });
+    ok(&grade(dir.path(), &changed, &server, &[]));
+    assert_eq!(server.requests(), 11);
+    let r3 = scored(dir.path())
+        .into_iter()
+        .find(|r| r["rollout_id"] == "r3")
+        .unwrap();
+    assert_eq!(
+        (r3["reward"].clone(), meta(&r3)["cached"].clone()),
+        (json!(1.0), json!(false))
+    );
+    // A rubric makes every request another: every row is asked, then found.
+    let rubric = ["--rubric", "Pass a reply that says PASS."];
+    ok(&grade(dir.path(), &changed, &server, &rubric));
+    assert_eq!(server.requests(), 21);
+    ok(&grade(dir.path(), &changed, &server, &rubric));
+    assert_eq!(server.requests(), 21);
+    // Clearing the cache clears the memo: the rows are asked again.
+    let cache = dir.path().join("cache");
+    let cleared = crate::support::report_of(
+        wai()
+            .args(["--json", "cache", "clear", "--cache"])
+            .arg(&cache),
+    );
+    assert_eq!(cleared["removed"], 21);
+    ok(&grade(dir.path(), &changed, &server, &[]));
+    assert_eq!(server.requests(), 31);
+}
+
 #[test]
 fn every_fault_the_server_injects_is_retried_and_no_row_is_lost() {
     let dir = tempfile::tempdir().unwrap();

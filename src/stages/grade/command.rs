@@ -106,6 +106,10 @@ impl Judge for CommandJudge {
         self.judge_landing(batch, &mut |_, _| {})
     }
 
+    fn lands_one_by_one(&self) -> bool {
+        true
+    }
+
     fn judge_landing(
         &mut self,
         batch: &RecordBatch,

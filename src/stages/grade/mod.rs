@@ -22,6 +22,7 @@ use datafusion::arrow::array::{
     StringArray, StringBuilder,
 };
 use datafusion::arrow::datatypes::{ArrowNativeType, Float64Type};
+use rayon::prelude::*;
 use serde_json::{Map, Value};
 
 pub use grader::{GradeStage, Graded, Grader, Inputs, Options, Report};
@@ -43,6 +44,13 @@ pub trait Judge: Send {
 
     /// One verdict per row of `batch`, in order.
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>>;
+
+    /// Whether [`Judge::judge_landing`] hands verdicts over one by one before the batch is done
+    /// (a command judge, as its workers answer); otherwise they are all known at the batch's end,
+    /// and a caller may take them from [`Judge::judge`] at once.
+    fn lands_one_by_one(&self) -> bool {
+        false
+    }
 
     /// As [`Judge::judge`], handing each verdict to `landed` (with its row in `batch`) as soon as
     /// it is known, so a caller can keep it before the batch is done. By default, after the
@@ -102,6 +110,11 @@ impl Judge for Panel {
 
     fn notes(&self) -> Vec<String> {
         self.judges.iter().flat_map(|j| j.notes()).collect()
+    }
+
+    fn lands_one_by_one(&self) -> bool {
+        // A row's verdict is known only when every judge has given its own.
+        self.judges.len() == 1 && self.judges[0].lands_one_by_one()
     }
 
     fn judge_landing(
@@ -250,10 +263,14 @@ pub fn apply(batch: &RecordBatch, verdicts: &[Verdict], stamp: &Stamp) -> Result
         .collect();
     let judge_name: StringArray = std::iter::repeat_n(Some(stamp.judge.as_str()), n).collect();
     let judge_status: StringArray = verdicts.iter().map(|v| Some(v.status.as_str())).collect();
-    let judge_meta: StringArray = verdicts
-        .iter()
-        .map(|v| (!v.meta.is_empty()).then(|| Value::Object(v.meta.clone()).to_string()))
+    let judge_meta: Vec<Option<String>> = verdicts
+        .par_iter()
+        .map(|v| {
+            // A map with string keys and JSON values always serialises.
+            (!v.meta.is_empty()).then(|| serde_json::to_string(&v.meta).unwrap_or_default())
+        })
         .collect();
+    let judge_meta = StringArray::from(judge_meta);
 
     let mut markers = MapBuilder::new(
         Some(map_names()),

@@ -52,6 +52,16 @@ impl Status {
     ];
 }
 
+/// A verdict's record, borrowed ([`Verdict::record`]); its fields in the record's order.
+#[derive(Debug, serde::Serialize)]
+pub struct Record<'a> {
+    reward: Option<f64>,
+    reason: &'a str,
+    status: &'a str,
+    markers: &'a [(String, Option<f64>)],
+    meta: &'a Map<String, Value>,
+}
+
 /// One row's verdict.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -125,13 +135,18 @@ impl Verdict {
     /// The verdict as a JSON record that [`Verdict::from_record`] reads back exactly (the
     /// verdict log of a resumable grade).
     pub fn to_record(&self) -> Value {
-        serde_json::json!({
-            "reward": self.reward,
-            "reason": self.reason,
-            "status": self.status.as_str(),
-            "markers": self.markers,
-            "meta": self.meta,
-        })
+        serde_json::to_value(self.record()).unwrap_or(Value::Null)
+    }
+
+    /// The record of [`Verdict::to_record`], borrowed: serialised without a copy of the meta.
+    pub fn record(&self) -> Record<'_> {
+        Record {
+            reward: self.reward,
+            reason: &self.reason,
+            status: self.status.as_str(),
+            markers: &self.markers,
+            meta: &self.meta,
+        }
     }
 
     /// Reads a record written by [`Verdict::to_record`]; `None` if it is not one.

@@ -5,6 +5,7 @@
 //! a refused key or an endpoint that fails every call stops the run (replies so far stay in the
 //! cache, so the rerun repeats none of them).
 
+mod memo;
 pub mod pairwise;
 pub mod payload;
 pub mod prompt;
@@ -96,6 +97,8 @@ pub struct LlmJudge {
     name: String,
     version: String,
     rubric_sha: Option<String>,
+    /// What every row's memo digest starts from ([`memo`]).
+    memo_salt: [u8; 32],
 }
 
 impl LlmJudge {
@@ -110,7 +113,25 @@ impl LlmJudge {
         let name = format!("llm:{}", model.spec().model);
         let prompt_sha = prompt::sha12(&system);
         let version = format!("{}@{prompt_sha}", model.spec().model);
+        let empty = ChatRequest {
+            messages: vec![
+                Message::new("system", system.clone()),
+                Message::new("user", String::new()),
+            ],
+            tools: Vec::new(),
+            temperature: 0.0,
+            max_tokens: opts.max_tokens,
+            logprobs: false,
+        };
+        let memo_salt = memo::salt(
+            &model.chat_key(&empty, 0)?,
+            &opts.policy,
+            &opts.tools,
+            opts.payload_chars,
+            opts.use_privileged,
+        );
         Ok(Self {
+            memo_salt,
             rubric_sha: opts.rubric.as_ref().map(|r| prompt::sha12(&r.text)),
             model,
             runtime,
@@ -122,6 +143,7 @@ impl LlmJudge {
         })
     }
 
+    /// A request of `messages` (the salt's empty request in `new` is made the same way).
     fn request(&self, messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
             messages,
@@ -321,13 +343,35 @@ impl Judge for LlmJudge {
     }
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
+        // Rows the memo knows are read from their cached reply, with no request made.
+        let digests = self
+            .model
+            .cache()
+            .and_then(|_| memo::digests(&self.memo_salt, batch));
+        let mut verdicts: Vec<Option<Verdict>> = match (self.model.cache(), &digests) {
+            (Some(_), Some(d)) => self
+                .model
+                .memo_replies(d)?
+                .par_iter()
+                .map(|a| a.as_ref().and_then(|a| self.settled(a)))
+                .collect(),
+            _ => vec![None; batch.num_rows()],
+        };
+        let memo_hits = verdicts.iter().filter(|v| v.is_some()).count();
+        self.model.count_cached(memo_hits as u64);
+        let rest: Vec<usize> = (0..batch.num_rows())
+            .filter(|i| verdicts[*i].is_none())
+            .collect();
+        if rest.is_empty() {
+            return Ok(verdicts.into_iter().flatten().collect());
+        }
         let view = BatchView::new(batch)?;
         // Each row is made a JSON object on its own core and let go once its payload is
         // written: the objects weigh several times the payloads. The first bad row in order
         // is the one told, whichever core met it.
-        let users: Vec<Result<String>> = (0..batch.num_rows())
-            .into_par_iter()
-            .map(|i| encode(&view, i).map(|r| self.user_message(&r)))
+        let users: Vec<Result<String>> = rest
+            .par_iter()
+            .map(|&i| encode(&view, i).map(|r| self.user_message(&r)))
             .collect();
         let users: Vec<String> = users.into_iter().collect::<Result<_>>()?;
         // What the cache holds is settled on all cores, with no call; the rest is asked.
@@ -335,19 +379,19 @@ impl Judge for LlmJudge {
             .par_iter()
             .map(|u| (self.request(self.first_ask(u.clone())), 0))
             .collect();
-        let firsts = self.model.cached_chats(&asks)?;
+        let (firsts, keys) = self.model.cached_chats(&asks)?;
         drop(asks);
-        let mut verdicts: Vec<Option<Verdict>> = firsts
+        let settled: Vec<Option<Verdict>> = firsts
             .par_iter()
             .map(|a| a.as_ref().and_then(|a| self.settled(a)))
             .collect();
-        let open: Vec<(usize, String, Option<Answer>)> = users
-            .into_iter()
-            .zip(firsts)
-            .enumerate()
-            .filter(|(i, _)| verdicts[*i].is_none())
-            .map(|(i, (u, a))| (i, u, a))
-            .collect();
+        let mut open: Vec<(usize, String, Option<Answer>)> = Vec::new();
+        for (((&i, u), a), v) in rest.iter().zip(users).zip(firsts).zip(settled) {
+            match v {
+                Some(v) => verdicts[i] = Some(v),
+                None => open.push((i, u, a)),
+            }
+        }
         let width = self.model.settings().concurrency;
         let this = &*self;
         let asked = crate::models::block_on(&this.runtime, async {
@@ -363,6 +407,22 @@ impl Judge for LlmJudge {
         })??;
         for (i, v) in asked {
             verdicts[i] = Some(v);
+        }
+        // Remember the rows just graded whose first reply is now in the cache (a failed call
+        // stored none).
+        if let (Some(cache), Some(d)) = (self.model.cache(), &digests) {
+            let pairs: Vec<([u8; 32], [u8; 32])> = rest
+                .iter()
+                .zip(&keys)
+                .filter(|(i, _)| {
+                    verdicts[**i]
+                        .as_ref()
+                        .is_some_and(|v| v.status != Status::Error)
+                })
+                .map(|(i, k)| (d[*i], *k))
+                .collect();
+            let spec = self.model.spec();
+            cache.memo_put_many(&pairs, spec.provider.as_str(), &spec.model)?;
         }
         verdicts
             .into_iter()
@@ -380,5 +440,42 @@ impl Judge for LlmJudge {
             notes.push(format!("{}: no rubric, so it graded the conduct floor only (honest, grounded, no skipped required step); pass a rubric to grade the task itself", self.name));
         }
         notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::{ModelSpec, Settings};
+
+    /// The memo takes a row's request on trust ([`memo`]): this pins the first request of a
+    /// fixed row, so a change to how requests are made from rows is seen here.
+    #[test]
+    fn a_fixed_rows_first_request_is_pinned_for_the_memo() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = ModelSpec::parse("endpoint:judge-m@http://127.0.0.1:9/v1").unwrap();
+        let settings = Settings {
+            cache: Some(dir.path().to_path_buf()),
+            ..Settings::default()
+        };
+        let model = Arc::new(Model::new(spec, settings).unwrap());
+        let opts = Options {
+            policy: "Be honest.".into(),
+            ..Options::default()
+        };
+        let judge = LlmJudge::new(model, opts).unwrap();
+        let rows = crate::testing::fixture("example_rows.jsonl");
+        let batch = crate::testing::batch_of(rows.into_iter().take(1));
+        let view = BatchView::new(&batch).unwrap();
+        let user = judge.user_message(&encode(&view, 0).unwrap());
+        let key = judge
+            .model
+            .chat_key(&judge.request(judge.first_ask(user)), 0)
+            .unwrap();
+        let hex = crate::stages::simulate::hash::hex(&key);
+        assert_eq!(
+            hex, "a47366eb4a9ce146f56cc9682ec0762b929a4811f60efd3cf2dc2847693080c0",
+            "a row's first request changed: bump memo::MEMO_VERSION (or a rerun would read the old request's reply), then update this key"
+        );
     }
 }
