@@ -101,22 +101,26 @@ fn grade_llm_cached(b: Bencher) {
     let d = &*DATA;
     // The cache was filled through the other server's URL; the key holds the URL, so use it.
     let spec = judge(&FAST);
-    b.counter(ItemsCount::new(100_000usize)).bench(|| {
-        run(&[
-            "-q",
-            "grade",
-            path(&d.rows_100k),
-            "--judge",
-            &spec,
-            "--no-tools",
-            "--concurrency",
-            "64",
-            "--cache",
-            path(&d.cache),
-            "-o",
-            path(&d.out),
-        ]);
-    });
+    b.counter(ItemsCount::new(100_000usize))
+        .bench(|| cached_grade(d, &spec));
+}
+
+/// The 100k rows graded by `spec` with the filled cache.
+fn cached_grade(d: &Data, spec: &str) {
+    run(&[
+        "-q",
+        "grade",
+        path(&d.rows_100k),
+        "--judge",
+        spec,
+        "--no-tools",
+        "--concurrency",
+        "64",
+        "--cache",
+        path(&d.cache),
+        "-o",
+        path(&d.out),
+    ]);
 }
 
 /// The cached rerun as the first one after the row memo is gone (a cache written by an older
@@ -132,22 +136,7 @@ fn grade_llm_cached_no_memo(b: Bencher) {
                 .and_then(|c| c.execute("DELETE FROM memo", []))
                 .expect("the memo cleared");
         })
-        .bench_values(|()| {
-            run(&[
-                "-q",
-                "grade",
-                path(&d.rows_100k),
-                "--judge",
-                &spec,
-                "--no-tools",
-                "--concurrency",
-                "64",
-                "--cache",
-                path(&d.cache),
-                "-o",
-                path(&d.out),
-            ]);
-        });
+        .bench_values(|()| cached_grade(d, &spec));
 }
 
 #[divan::bench(name = "call", args = ["off", "on"], sample_count = 5)]

@@ -325,8 +325,8 @@ impl Cache {
         })
     }
 
-    /// Removes every stored reply (or only those of `model`, as `provider:model`); returns how
-    /// many.
+    /// Removes every stored reply and memo entry (or only those of `model`, as
+    /// `provider:model`); returns how many replies.
     ///
     /// # Errors
     /// The database cannot be written.

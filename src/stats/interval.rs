@@ -160,21 +160,29 @@ pub struct NearEnd {
     pub count: f64,
     /// Tasks.
     pub tasks: usize,
+    /// The effective number of tasks the count is out of (`tasks` when every value is 0 or 1).
+    pub effective: f64,
     /// The end is 1 (the share is near 100%).
     pub high: bool,
 }
 
 impl NearEnd {
     /// "pass@8 (1 of 100 tasks failed)", for the quantity `what`, with `words` what a task at
-    /// the low end and at the high end did (`("failed", "passed")`).
+    /// the low end and at the high end did (`("failed", "passed")`). A count of effective tasks
+    /// (values between 0 and 1) says so: "pass@1 (1.0 of 409 effective tasks failed)".
     pub fn describe(&self, what: &str, words: (&str, &str)) -> String {
-        let count = if self.count.fract() == 0.0 {
-            format!("{}", self.count)
-        } else {
-            format!("{:.1}", self.count)
-        };
         let side = if self.high { words.0 } else { words.1 };
-        format!("{what} ({count} of {} tasks {side})", self.tasks)
+        #[allow(clippy::cast_precision_loss, reason = "a task count")]
+        let whole = self.count.fract() == 0.0 && self.effective == self.tasks as f64;
+        if whole {
+            format!("{what} ({} of {} tasks {side})", self.count, self.tasks)
+        } else {
+            let digits = if self.count < 1.0 { 2 } else { 1 };
+            format!(
+                "{what} ({:.digits$} of {:.0} effective tasks {side})",
+                self.count, self.effective
+            )
+        }
     }
 }
 
@@ -212,6 +220,7 @@ pub fn near_end(values: &[f64]) -> Option<NearEnd> {
     (count <= NEAR_END_TASKS + 1e-9).then_some(NearEnd {
         count,
         tasks: values.len(),
+        effective: n_eff,
         high,
     })
 }
@@ -358,7 +367,10 @@ mod tests {
         let mut v = vec![1.0; 100];
         v[0] = 0.0;
         let e = near_end(&v).unwrap();
-        assert_eq!((e.count, e.tasks, e.high), (1.0, 100, true));
+        assert_eq!(
+            (e.count, e.tasks, e.effective, e.high),
+            (1.0, 100, 100.0, true)
+        );
         assert_eq!(
             e.describe("pass@8", ("failed", "passed")),
             "pass@8 (1 of 100 tasks failed)"
@@ -391,7 +403,12 @@ mod tests {
         assert!(!e.high && (e.count - 1.023_077).abs() < 1e-6, "{e:?}");
         assert_eq!(
             e.describe("marker:m", ("did not fire", "fired")),
-            "marker:m (1.0 of 40 tasks fired)"
+            "marker:m (1.0 of 409 effective tasks fired)"
+        );
+        // Under one effective task, two digits: 40 tasks at 0.01 alike (n_eff = n) are 0.4.
+        assert_eq!(
+            near_end(&[0.01; 40]).unwrap().describe("m", ("no", "yes")),
+            "m (0.40 of 40 effective tasks yes)"
         );
         assert_eq!(
             near_end_note(&["a (1)".to_owned(), "b (2)".to_owned()]).unwrap(),

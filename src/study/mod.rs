@@ -296,7 +296,8 @@ pub struct Row {
     /// Of those, runs whose interval held the truth (or whose event happened).
     pub hits: u32,
     /// Of the printed runs, those whose line says the interval is approximate (under
-    /// [`crate::stats::interval::RELIABLE_TASKS`] tasks, or near an end).
+    /// [`crate::stats::interval::RELIABLE_TASKS`] tasks, near an end, or, for agreement, under
+    /// 50 labels).
     pub warned: u32,
     /// Of the runs printed without that warning, those whose interval held the truth.
     pub hits_unwarned: u32,

@@ -33,7 +33,6 @@ fn entry(r: &Row) -> String {
     };
     let mut notes = Vec::new();
     let none = r.runs - r.printed;
-    #[allow(clippy::cast_precision_loss, reason = "run counts")]
     if none > 0 {
         let share = f64::from(none) / f64::from(r.runs) * 100.0;
         notes.push(format!("{share:.0}% none"));

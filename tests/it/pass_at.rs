@@ -507,7 +507,7 @@ fn a_number_within_three_tasks_of_an_end_says_so_and_percentile_keeps_the_refere
     assert_eq!(rare["interval_near_end"], json!(true));
     assert!(
         rare["note"].as_str().unwrap()
-            == "interval approximate near an end: rare (1.0 of 40 tasks fired)",
+            == "interval approximate near an end: rare (1.0 of 163 effective tasks fired)",
         "{rare}"
     );
 }

@@ -500,7 +500,10 @@ fn headline(out: &mut String, page: &Page) {
                 );
             }
         }
-        if first["interval_approximate"].as_bool() == Some(true) {
+        // The note says it already, but for the reference's interval (`--interval percentile`).
+        if first["interval_approximate"].as_bool() == Some(true)
+            && !s(first, "note").contains("interval approximate:")
+        {
             let _ = write!(
                 out,
                 "<p class=\"note\">interval approximate: {} tasks (the coverage study finds intervals under 93% below 20 tasks).</p>",

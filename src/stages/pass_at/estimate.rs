@@ -429,7 +429,9 @@ pub fn estimate(
             pass_at_k_ci95.is_some(),
         ),
     ] {
-        if let Some(end) = interval::near_end(values).filter(|_| printed) {
+        // At k = 1, pass^1 and pass@1 are pass@1 again.
+        let again = k == 1 && key != "pass_at_1";
+        if let Some(end) = interval::near_end(values).filter(|_| printed && !again) {
             interval_near_end.push(key);
             described.push(end.describe(&what, ("failed", "passed")));
         }

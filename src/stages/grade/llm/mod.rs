@@ -408,17 +408,15 @@ impl Judge for LlmJudge {
         for (i, v) in asked {
             verdicts[i] = Some(v);
         }
-        // Remember the rows just graded whose first reply is now in the cache (a failed call
-        // stored none).
+        // Remember the rows just graded whose first reply is in the cache and settled them (a
+        // failed call stored none; a row that asked for a repair takes the full path anyway).
         if let (Some(cache), Some(d)) = (self.model.cache(), &digests) {
+            let settled_first =
+                |v: &Verdict| v.status != Status::Error && !v.meta.contains_key("repaired");
             let pairs: Vec<([u8; 32], [u8; 32])> = rest
                 .iter()
                 .zip(&keys)
-                .filter(|(i, _)| {
-                    verdicts[**i]
-                        .as_ref()
-                        .is_some_and(|v| v.status != Status::Error)
-                })
+                .filter(|(i, _)| verdicts[**i].as_ref().is_some_and(settled_first))
                 .map(|(i, k)| (d[*i], *k))
                 .collect();
             let spec = self.model.spec();
@@ -449,9 +447,11 @@ mod tests {
     use crate::models::{ModelSpec, Settings};
 
     /// The memo takes a row's request on trust ([`memo`]): this pins the first request of a
-    /// fixed row, so a change to how requests are made from rows is seen here.
+    /// fixed row under the conduct floor, under a rubric with the privileged block shown, and
+    /// cut to the smallest payload budget, so a change to how requests are made from rows is
+    /// seen here.
     #[test]
-    fn a_fixed_rows_first_request_is_pinned_for_the_memo() {
+    fn a_fixed_rows_first_requests_are_pinned_for_the_memo() {
         let dir = tempfile::tempdir().unwrap();
         let spec = ModelSpec::parse("endpoint:judge-m@http://127.0.0.1:9/v1").unwrap();
         let settings = Settings {
@@ -459,23 +459,49 @@ mod tests {
             ..Settings::default()
         };
         let model = Arc::new(Model::new(spec, settings).unwrap());
-        let opts = Options {
-            policy: "Be honest.".into(),
-            ..Options::default()
+        let mut row = crate::testing::fixture("example_rows.jsonl").remove(0);
+        let key_of = |opts: Options, row: &Value| {
+            let judge = LlmJudge::new(Arc::clone(&model), opts).unwrap();
+            let batch = crate::testing::batch_of([row.clone()]);
+            let view = BatchView::new(&batch).unwrap();
+            let user = judge.user_message(&encode(&view, 0).unwrap());
+            let key = judge
+                .model
+                .chat_key(&judge.request(judge.first_ask(user)), 0)
+                .unwrap();
+            crate::stages::simulate::hash::hex(&key)
         };
-        let judge = LlmJudge::new(model, opts).unwrap();
-        let rows = crate::testing::fixture("example_rows.jsonl");
-        let batch = crate::testing::batch_of(rows.into_iter().take(1));
-        let view = BatchView::new(&batch).unwrap();
-        let user = judge.user_message(&encode(&view, 0).unwrap());
-        let key = judge
-            .model
-            .chat_key(&judge.request(judge.first_ask(user)), 0)
-            .unwrap();
-        let hex = crate::stages::simulate::hash::hex(&key);
+        let floor = key_of(
+            Options {
+                policy: "Be honest.".into(),
+                ..Options::default()
+            },
+            &row,
+        );
+        let rubric = key_of(
+            Options {
+                rubric: Some(Rubric::parse("Pass a reply that answers the ask.")),
+                use_privileged: true,
+                ..Options::default()
+            },
+            &row,
+        );
+        row["final_text"] = Value::String("a long reply. ".repeat(400));
+        let cut = key_of(
+            Options {
+                payload_chars: 1000,
+                ..Options::default()
+            },
+            &row,
+        );
         assert_eq!(
-            hex, "a47366eb4a9ce146f56cc9682ec0762b929a4811f60efd3cf2dc2847693080c0",
-            "a row's first request changed: bump memo::MEMO_VERSION (or a rerun would read the old request's reply), then update this key"
+            [floor.as_str(), rubric.as_str(), cut.as_str()],
+            [
+                "a47366eb4a9ce146f56cc9682ec0762b929a4811f60efd3cf2dc2847693080c0",
+                "fbc788d7f2d39bdcd704da3269806086fc5b24cca40f9b24e42e3144e0c82b69",
+                "e3ef38dd5d51ad09580b72fb51218e9981350a62df3a2982952b375ea00c2790",
+            ],
+            "a row's first request changed: bump memo::MEMO_VERSION (or a rerun would read the old request's reply), then update these keys"
         );
     }
 }
