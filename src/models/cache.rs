@@ -67,18 +67,26 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
 /// grows).
 fn memo_lookup(db: &Connection, rows: &[[u8; 32]]) -> rusqlite::Result<Vec<Option<Vec<u8>>>> {
     db.execute_batch("PRAGMA mmap_size = 1073741824;")?;
-    let got = memo_lookup_in(db, rows);
+    let got = lookup_many(
+        db,
+        "SELECT r.body FROM memo m JOIN replies r ON r.key = m.reply WHERE m.row = ?1",
+        rows,
+    );
     db.execute_batch("PRAGMA mmap_size = 0;")?;
     got
 }
 
-fn memo_lookup_in(db: &Connection, rows: &[[u8; 32]]) -> rusqlite::Result<Vec<Option<Vec<u8>>>> {
+/// The blob `sql` (one `?1`) finds for each of `keys`, in order, in one read transaction: one
+/// snapshot for all of them, not a transaction a lookup each.
+fn lookup_many(
+    db: &Connection,
+    sql: &str,
+    keys: &[[u8; 32]],
+) -> rusqlite::Result<Vec<Option<Vec<u8>>>> {
     db.execute_batch("BEGIN")?;
     let got = (|| {
-        let mut stmt = db.prepare_cached(
-            "SELECT r.body FROM memo m JOIN replies r ON r.key = m.reply WHERE m.row = ?1",
-        )?;
-        rows.iter()
+        let mut stmt = db.prepare_cached(sql)?;
+        keys.iter()
             .map(|k| stmt.query_row(params![&k[..]], |r| r.get(0)).optional())
             .collect()
     })();
@@ -183,20 +191,12 @@ impl Cache {
     /// # Errors
     /// The database cannot be read.
     pub fn get_many(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<u8>>>> {
-        let db = self.lock();
-        let read = || -> rusqlite::Result<Vec<Option<Vec<u8>>>> {
-            // One snapshot for all of them, not a transaction a lookup each.
-            db.execute_batch("BEGIN")?;
-            let got = (|| {
-                let mut stmt = db.prepare_cached("SELECT body FROM replies WHERE key = ?1")?;
-                keys.iter()
-                    .map(|k| stmt.query_row(params![&k[..]], |r| r.get(0)).optional())
-                    .collect()
-            })();
-            db.execute_batch("COMMIT")?;
-            got
-        };
-        read().map_err(|e| db_error(&self.path, &e))
+        lookup_many(
+            &self.lock(),
+            "SELECT body FROM replies WHERE key = ?1",
+            keys,
+        )
+        .map_err(|e| db_error(&self.path, &e))
     }
 
     /// The replies the memo leads to from `rows` (digests of a judge's rows and settings, see

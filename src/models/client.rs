@@ -263,14 +263,14 @@ impl Model {
     /// With the answers come the requests' cache keys (empty without a cache).
     pub fn cached_chats(&self, reqs: &[(ChatRequest, u32)]) -> Result<CachedChats> {
         use rayon::prelude::*;
-        if self.cache.is_none() {
+        let Some(cache) = &self.cache else {
             return Ok((vec![None; reqs.len()], Vec::new()));
-        }
+        };
         let keys: Vec<[u8; 32]> = reqs
             .par_iter()
             .map(|(req, sample)| self.chat_key(req, *sample))
             .collect::<Result<_>>()?;
-        let answers = self.cached_replies(&keys)?;
+        let answers = self.answers(cache.get_many(&keys)?);
         self.count_cached(answers.iter().filter(|a| a.is_some()).count() as u64);
         Ok((answers, keys))
     }
@@ -283,15 +283,6 @@ impl Model {
         let bytes = serde_json::to_vec(&self.chat_body(req))
             .map_err(|e| Error::Internal(format!("a request body: {e}")))?;
         Ok(self.key_of(&self.spec.chat_url(), &bytes, sample))
-    }
-
-    /// The replies the cache holds under `keys`, in order, read on all cores; `None` without a
-    /// cache. The caller counts those it uses ([`Model::count_cached`]).
-    fn cached_replies(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Answer>>> {
-        let Some(cache) = &self.cache else {
-            return Ok(vec![None; keys.len()]);
-        };
-        Ok(self.answers(cache.get_many(keys)?))
     }
 
     /// The replies the memo leads to from `rows` (see [`Cache::memo_replies`]), in order, read
@@ -317,14 +308,28 @@ impl Model {
             .collect()
     }
 
-    /// Counts `n` replies taken from the cache by [`Model::cached_replies`].
+    /// Counts `n` replies taken from the cache by [`Model::memo_replies`].
     pub fn count_cached(&self, n: u64) {
         self.counters.cached.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// The response cache, if the model has one.
-    pub fn cache(&self) -> Option<&Cache> {
-        self.cache.as_ref()
+    /// Whether the model has a response cache (and so a memo).
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    /// Records in the memo that each row digest's first request has the key beside it (see
+    /// [`Cache::memo_put_many`]); nothing without a cache.
+    ///
+    /// # Errors
+    /// The cache cannot be written.
+    pub fn memo_put_many(&self, pairs: &[([u8; 32], [u8; 32])]) -> Result<()> {
+        match &self.cache {
+            Some(cache) => {
+                cache.memo_put_many(pairs, self.spec.provider.as_str(), &self.spec.model)
+            }
+            None => Ok(()),
+        }
     }
 
     /// The request body of `req` in the provider's dialect.

@@ -502,7 +502,7 @@ fn headline(out: &mut String, page: &Page) {
         }
         // The note says it already, but for the reference's interval (`--interval percentile`).
         if first["interval_approximate"].as_bool() == Some(true)
-            && !s(first, "note").contains("interval approximate:")
+            && s(first, "interval") == "percentile"
         {
             let _ = write!(
                 out,

@@ -113,25 +113,8 @@ impl LlmJudge {
         let name = format!("llm:{}", model.spec().model);
         let prompt_sha = prompt::sha12(&system);
         let version = format!("{}@{prompt_sha}", model.spec().model);
-        let empty = ChatRequest {
-            messages: vec![
-                Message::new("system", system.clone()),
-                Message::new("user", String::new()),
-            ],
-            tools: Vec::new(),
-            temperature: 0.0,
-            max_tokens: opts.max_tokens,
-            logprobs: false,
-        };
-        let memo_salt = memo::salt(
-            &model.chat_key(&empty, 0)?,
-            &opts.policy,
-            &opts.tools,
-            opts.payload_chars,
-            opts.use_privileged,
-        );
-        Ok(Self {
-            memo_salt,
+        let mut judge = Self {
+            memo_salt: [0; 32],
             rubric_sha: opts.rubric.as_ref().map(|r| prompt::sha12(&r.text)),
             model,
             runtime,
@@ -140,10 +123,20 @@ impl LlmJudge {
             prompt_sha,
             name,
             version,
-        })
+        };
+        // The salt holds the key of the request a row with an empty payload would make.
+        let empty = judge.request(judge.first_ask(String::new()));
+        judge.memo_salt = memo::salt(
+            &judge.model.chat_key(&empty, 0)?,
+            &judge.opts.policy,
+            &judge.opts.tools,
+            judge.opts.payload_chars,
+            judge.opts.use_privileged,
+        );
+        Ok(judge)
     }
 
-    /// A request of `messages` (the salt's empty request in `new` is made the same way).
+    /// A request of `messages`.
     fn request(&self, messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
             messages,
@@ -344,18 +337,17 @@ impl Judge for LlmJudge {
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
         // Rows the memo knows are read from their cached reply, with no request made.
-        let digests = self
-            .model
-            .cache()
-            .and_then(|_| memo::digests(&self.memo_salt, batch));
-        let mut verdicts: Vec<Option<Verdict>> = match (self.model.cache(), &digests) {
-            (Some(_), Some(d)) => self
+        let digests = (self.model.has_cache())
+            .then(|| memo::digests(&self.memo_salt, batch))
+            .flatten();
+        let mut verdicts: Vec<Option<Verdict>> = match &digests {
+            Some(d) => self
                 .model
                 .memo_replies(d)?
                 .par_iter()
                 .map(|a| a.as_ref().and_then(|a| self.settled(a)))
                 .collect(),
-            _ => vec![None; batch.num_rows()],
+            None => vec![None; batch.num_rows()],
         };
         let memo_hits = verdicts.iter().filter(|v| v.is_some()).count();
         self.model.count_cached(memo_hits as u64);
@@ -410,7 +402,7 @@ impl Judge for LlmJudge {
         }
         // Remember the rows just graded whose first reply is in the cache and settled them (a
         // failed call stored none; a row that asked for a repair takes the full path anyway).
-        if let (Some(cache), Some(d)) = (self.model.cache(), &digests) {
+        if let Some(d) = &digests {
             let settled_first =
                 |v: &Verdict| v.status != Status::Error && !v.meta.contains_key("repaired");
             let pairs: Vec<([u8; 32], [u8; 32])> = rest
@@ -419,8 +411,7 @@ impl Judge for LlmJudge {
                 .filter(|(i, _)| verdicts[**i].as_ref().is_some_and(settled_first))
                 .map(|(i, k)| (d[*i], *k))
                 .collect();
-            let spec = self.model.spec();
-            cache.memo_put_many(&pairs, spec.provider.as_str(), &spec.model)?;
+            self.model.memo_put_many(&pairs)?;
         }
         verdicts
             .into_iter()
