@@ -13,6 +13,7 @@ pub mod judges;
 pub mod lake;
 pub mod limits;
 pub mod lines_out;
+pub mod memory;
 pub mod output;
 pub mod pipe;
 pub mod project;

@@ -250,7 +250,7 @@ pub fn bounded_sql(sql: &str, what: &str) -> Result<()> {
 }
 
 /// The Parquet files this run registered as tables or read (errors must name them).
-static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+pub(crate) static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// Forgets the files earlier runs in this process read: a run's errors name its own.
 pub fn forget_files() {

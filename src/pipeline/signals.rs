@@ -36,7 +36,6 @@ const GROUP_WAIT: Duration = Duration::from_secs(2);
 pub fn install() -> Result<()> {
     // Once per process: a program that runs many commands in-process (the benches,
     // `run_command_line`) gets one handler thread, not one per command.
-    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     if INSTALLED.get().is_some() {
         return Ok(());
     }
@@ -54,6 +53,16 @@ pub fn install() -> Result<()> {
         .map_err(|e| Error::Internal(format!("cannot start the signal thread: {e}")))?;
     let _ = INSTALLED.set(());
     Ok(())
+}
+
+/// Set once the handler is installed, or once the host keeps signals ([`leave_to_host`]).
+static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+
+/// Leaves SIGTERM, SIGINT and SIGHUP to the program wai runs in (the Python package: Ctrl-C is
+/// the interpreter's `KeyboardInterrupt`, not the end of the process): [`install`] does nothing
+/// from then on. Worker processes still end with the pool that started them.
+pub fn leave_to_host() {
+    let _ = INSTALLED.set(());
 }
 
 /// Registers a worker that leads its own process group.

@@ -482,7 +482,9 @@ pub async fn resolve_traces(specs: &[String]) -> Result<Vec<Input>> {
 async fn resolve_as(specs: &[String], want: Want) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     for spec in specs {
-        if is_url(spec) {
+        if super::memory::is_memory(spec) {
+            out.push(super::memory::input(spec)?);
+        } else if is_url(spec) {
             out.extend(resolve_url(spec, want).await?);
         } else {
             out.extend(resolve_local(spec, want)?);

@@ -56,6 +56,18 @@ pub fn load_table(
     specs: &[String],
     scratch: &std::path::Path,
 ) -> Result<()> {
+    // Rows in memory are a table of their own, their columns shared (`pipeline::memory`).
+    if let [spec] = specs
+        && super::memory::is_memory(spec)
+    {
+        let (display, schema, batches) = super::memory::rows(spec)?;
+        if let Ok(mut files) = session::REGISTERED.lock() {
+            files.push(display);
+        }
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.to_vec()])?;
+        context.register_table(name, std::sync::Arc::new(table))?;
+        return Ok(());
+    }
     let inputs = ctx.runtime.block_on(source::resolve(specs))?;
     // One folder per table: tables loaded into one scratch must not share converted files.
     let folder = scratch.join(format!("table-{name}"));

@@ -35,6 +35,14 @@ pub fn conform_to(
     for field in schema.fields() {
         match batch.column_by_name(field.name()) {
             Some(c) if c.data_type() == field.data_type() => columns.push(Arc::clone(c)),
+            // Another writer's names for list items and map entries (`element`, `entries`):
+            // the same values, relabeled without a copy.
+            Some(c) if same_layout(c.data_type(), field.data_type()) => {
+                columns.push(datafusion::arrow::array::make_array(relabel(
+                    c.to_data(),
+                    field.data_type(),
+                )?));
+            }
             Some(c) => {
                 // The same rules as JSONL: a number column takes numbers (not text, not
                 // booleans: a string reward is not read as a number, nor a boolean as 1/0);
@@ -82,6 +90,65 @@ pub fn conform_to(
         }
     }
     Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// Whether `from` and `to` hold values laid out alike: equal but for the names and metadata of
+/// list items and map entries (struct fields must have the same names, in the same order, and
+/// every field the same nullability).
+fn same_layout(
+    from: &datafusion::arrow::datatypes::DataType,
+    to: &datafusion::arrow::datatypes::DataType,
+) -> bool {
+    use datafusion::arrow::datatypes::DataType as T;
+    match (from, to) {
+        (T::List(a), T::List(b))
+        | (T::LargeList(a), T::LargeList(b))
+        | (T::Map(a, _), T::Map(b, _)) => {
+            a.is_nullable() == b.is_nullable()
+                && same_layout(a.data_type(), b.data_type())
+                && match (from, to) {
+                    (T::Map(_, x), T::Map(_, y)) => x == y,
+                    _ => true,
+                }
+        }
+        (T::Struct(a), T::Struct(b)) => {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(a, b)| {
+                    a.name() == b.name()
+                        && a.is_nullable() == b.is_nullable()
+                        && same_layout(a.data_type(), b.data_type())
+                })
+        }
+        _ => from == to,
+    }
+}
+
+/// `data` under type `to`, which [`same_layout`] found to hold the same values: its buffers
+/// shared, its children relabeled in turn.
+fn relabel(
+    data: datafusion::arrow::array::ArrayData,
+    to: &datafusion::arrow::datatypes::DataType,
+) -> Result<datafusion::arrow::array::ArrayData> {
+    use datafusion::arrow::datatypes::DataType as T;
+    if data.data_type() == to {
+        return Ok(data);
+    }
+    let child_types: Vec<&T> = match to {
+        T::List(f) | T::LargeList(f) | T::Map(f, _) => vec![f.data_type()],
+        T::Struct(fields) => fields.iter().map(|f| f.data_type()).collect(),
+        _ => Vec::new(),
+    };
+    let children = data
+        .child_data()
+        .iter()
+        .zip(child_types)
+        .map(|(child, t)| relabel(child.clone(), t))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(data
+        .into_builder()
+        .data_type(to.clone())
+        .child_data(children)
+        .build()?)
 }
 
 #[cfg(test)]
@@ -133,5 +200,47 @@ mod tests {
             .expect_err("text is not a reward")
             .to_string();
         assert!(err.contains("`t`: column `reward` is Utf8"), "{err}");
+    }
+
+    #[test]
+    fn list_items_named_otherwise_are_relabeled_not_copied() {
+        use datafusion::arrow::datatypes::Fields;
+        let full = batch_of(fixture("example_rows.jsonl"));
+        let schema = full.schema();
+        // `steps` as another writer names its items (`element`), the values the same.
+        let steps_at = schema.index_of(col::STEPS).expect("steps");
+        let DataType::List(item) = schema.field(steps_at).data_type() else {
+            panic!("steps is a list");
+        };
+        let renamed = DataType::List(Arc::new(item.as_ref().clone().with_name("element")));
+        let data = full.column(steps_at).to_data();
+        let values_at = data.child_data()[0].child_data()[0].buffers()[1].as_ptr();
+        let other = data
+            .into_builder()
+            .data_type(renamed.clone())
+            .build()
+            .expect("relabeled");
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields[steps_at] = fields[steps_at].clone().with_data_type(renamed);
+        let mut columns = full.columns().to_vec();
+        columns[steps_at] = datafusion::arrow::array::make_array(other);
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(Fields::from(fields))), columns)
+            .expect("batch");
+        let rows = conform(&batch, "t").expect("conformed");
+        assert_eq!(rows.schema(), row_schema());
+        let steps = rows.column(steps_at).to_data();
+        assert_eq!(
+            steps.child_data()[0].child_data()[0].buffers()[1].as_ptr(),
+            values_at,
+            "the step texts are the same bytes"
+        );
+        assert_eq!(
+            rows.column(steps_at).as_ref(),
+            full.column(steps_at).as_ref()
+        );
+        // A struct whose fields are named otherwise is not the same layout: it is not relabeled.
+        let a = DataType::Struct(Fields::from(vec![Field::new("a", DataType::Utf8, true)]));
+        let b = DataType::Struct(Fields::from(vec![Field::new("b", DataType::Utf8, true)]));
+        assert!(!same_layout(&a, &b));
     }
 }

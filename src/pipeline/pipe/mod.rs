@@ -25,7 +25,9 @@ use serde_json::{Map, Value};
 use super::signals;
 use crate::error::{Error, Result};
 
+mod in_process;
 mod reply;
+pub use in_process::{InProcess, InProcessHandle, Lines, Replies, register};
 #[cfg(feature = "fuzzing")]
 pub(crate) use reply::{parse_object, reply};
 mod run;
@@ -125,9 +127,12 @@ enum Event {
 }
 
 struct Worker {
-    /// Shared with the signal thread, which ends it if wai is told to stop.
-    child: signals::SharedChild,
+    /// Shared with the signal thread, which ends it if wai is told to stop; `None` for a program
+    /// in this process (its thread ends when its input closes).
+    child: Option<signals::SharedChild>,
     pid: u32,
+    /// A program in this process: its serving thread.
+    thread: Option<std::thread::JoinHandle<()>>,
     input: Sender<Request>,
     stderr: Tail,
     /// Hangs up when the worker's stderr is closed (read to its end).
@@ -186,8 +191,15 @@ impl Worker {
 
     /// Kills the worker and what it started (it leads its own process group).
     fn kill(&mut self) {
+        let Some(child) = &self.child else {
+            // A thread cannot be killed: its input closes, which ends its serving loop, and what
+            // it answers after this is not read (its generation is gone).
+            let (input, _) = mpsc::channel();
+            drop(std::mem::replace(&mut self.input, input));
+            return;
+        };
         signals::kill_group(self.pid, "-KILL");
-        if let Ok(mut child) = self.child.lock() {
+        if let Ok(mut child) = child.lock() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -196,9 +208,13 @@ impl Worker {
 
     /// Whether the worker has exited.
     fn exited(&self) -> bool {
-        self.child
-            .lock()
-            .is_ok_and(|mut c| matches!(c.try_wait(), Ok(Some(_))))
+        match (&self.child, &self.thread) {
+            (Some(child), _) => child
+                .lock()
+                .is_ok_and(|mut c| matches!(c.try_wait(), Ok(Some(_)))),
+            (None, Some(thread)) => thread.is_finished(),
+            (None, None) => true,
+        }
     }
 }
 
@@ -224,12 +240,16 @@ impl Pool {
         if opts.command.trim().is_empty() {
             return Err(Error::Usage(format!("the {} command is empty", opts.role)));
         }
-        let name = opts
-            .command
-            .split_whitespace()
-            .find(|w| !matches!(*w, "python" | "python3" | "node" | "uv" | "run" | "-u"))
-            .map_or("command", |w| w.rsplit('/').next().unwrap_or(w))
-            .to_owned();
+        let name = in_process::lookup(&opts.command).map_or_else(
+            || {
+                opts.command
+                    .split_whitespace()
+                    .find(|w| !matches!(*w, "python" | "python3" | "node" | "uv" | "run" | "-u"))
+                    .map_or("command", |w| w.rsplit('/').next().unwrap_or(w))
+                    .to_owned()
+            },
+            |(name, _)| name,
+        );
         let (sender, events) = mpsc::channel();
         let mut pool = Self {
             workers: (0..opts.workers.max(1)).map(|_| None).collect(),
@@ -252,6 +272,34 @@ impl Pool {
     fn spawn(&mut self, w: usize) -> Result<()> {
         self.generation += 1;
         let generation = self.generation;
+        if let Some((_, program)) = in_process::lookup(&self.opts.command) {
+            let (input, lines) = mpsc::channel::<Request>();
+            let replies = Replies::new(self.sender.clone(), w, generation);
+            let thread = std::thread::Builder::new()
+                .name(format!("wai-{}-{w}", self.opts.role.replace(' ', "-")))
+                .spawn(move || {
+                    let closed = replies.closer();
+                    program.serve(Lines::new(lines), replies);
+                    closed();
+                })
+                .map_err(|e| Error::Internal(format!("cannot start a worker thread: {e}")))?;
+            // Nothing is written to a stderr: a program in this process says what failed in its
+            // error replies.
+            let (_, stderr_done) = mpsc::channel();
+            self.workers[w] = Some(Worker {
+                child: None,
+                pid: 0,
+                thread: Some(thread),
+                input,
+                stderr: Arc::default(),
+                stderr_done,
+                generation,
+                in_flight: VecDeque::new(),
+                solo: None,
+                progress: Instant::now(),
+            });
+            return Ok(());
+        }
         let mut child = Process::new("sh")
             .arg("-c")
             .arg(&self.opts.command)
@@ -314,8 +362,9 @@ impl Pool {
         let child = Arc::new(Mutex::new(child));
         signals::add_group(&child);
         self.workers[w] = Some(Worker {
-            child,
+            child: Some(child),
             pid,
+            thread: None,
             input,
             stderr: tail,
             stderr_done,
