@@ -21,6 +21,7 @@ mod library; // the library on its own: a stage run from Rust, its option checks
 mod models; // LLM judges and the model layer against a deterministic model server on 127.0.0.1
 mod outputs; // where outputs may go: never over inputs or data, rejects with their output, temp files
 mod pass_at; // pass@k and markers: reference vectors, τ-bench, SQL, determinism
+mod python; // the Python package: its pytest suite and mypy --strict
 mod report; // wai report: the page's figures against the stages', every input kind, hostile rows, Chromium
 mod run; // wai run and its lake: pipelines, incremental runs, kill and resume, results in SQL
 mod s3; // object-store inputs against real servers on 127.0.0.1 (moto for S3, http.server)
