@@ -87,13 +87,30 @@ def _as_list(value: str | Sequence[str] | None) -> list[str]:
 _R = typing.TypeVar("_R", bound=WithRows)
 
 
-def _rows_out(args: list[str], scratch: Scratch, *, ok: Sequence[int] = (0, 1, 2), cls: type[_R]) -> _R:
-    out = scratch.file("out.parquet")
+def _rows_out(args: list[str], scratch: Scratch, *, ok: Sequence[int] = (0, 1, 2), cls: type[_R], lines: bool = False) -> _R:
+    """Runs a command that writes rows (or, with `lines`, JSON lines such as preference pairs)
+    to `--out`, and returns its report with what it wrote as `.rows`."""
+    out = scratch.file("out.jsonl" if lines else "out.parquet")
     outcome = run([*args, "--out", out], ok=ok)
-    rows = Rows._read(out) if os.path.exists(out) else Rows(_empty())
+    if not os.path.exists(out):
+        rows = Rows(_empty())
+    elif lines:
+        import pyarrow as pa
+
+        with open(out, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        # As a table, a nested value (a conversation, a tool call) is its JSON text; the records
+        # themselves are the result's `.pairs`.
+        flat = [{k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in r.items()} for r in records]
+        rows = Rows(pa.Table.from_pylist(flat))
+    else:
+        rows = Rows._read(out)
     # The rows are the result's `.rows`, not a file: the text says so.
     text = outcome.text.replace(f"`{out}`", "`.rows`")
-    return cls(text, outcome.envelope, rows, outcome.code)
+    result = cls(text, outcome.envelope, rows, outcome.code)
+    if lines:
+        result.pairs = records
+    return result
 
 
 def _empty() -> Any:
@@ -145,12 +162,13 @@ def compare(
     before: Data,
     after: Data,
     *,
-    target: str | Sequence[str] | None = None,
+    target: str | None = None,
     must_not_regress: str | Sequence[str] | None = None,
     lower_is_better: str | Sequence[str] | None = None,
     by: str | None = None,
     proxy: str | None = None,
-    run_std: float | str | None = None,
+    run_std: float | Mapping[str, float] | None = None,
+    run_std_runs: int | None = None,
     changed: str | Sequence[str] | None = None,
     alpha: float | None = None,
     power: float | None = None,
@@ -159,15 +177,18 @@ def compare(
     interval: str | None = None,
 ) -> Report:
     """Is the change real? Before against after, task by task, with a noise floor
-    (`wai compare`). `report.ok` is the gate; `report.verdict` the headline word."""
+    (`wai compare`). `report.ok` is the gate; `report.headline_word` the headline. `run_std` is
+    one number for every metric or a mapping metric -> number."""
+    run_std_flag = ",".join(f"{m}={x}" for m, x in run_std.items()) if isinstance(run_std, Mapping) else run_std
     with Scratch() as scratch:
         b = rows_spec(before, scratch, "before")
         a = rows_spec(after, scratch, "after")
         if len(b) != 1 or len(a) != 1:
             raise UsageError("compare takes one input for before and one for after (a folder or glob is one)")
         o = run(["compare", b[0], a[0], *flags(
-            target=_as_list(target), must_not_regress=_as_list(must_not_regress),
-            lower_is_better=_as_list(lower_is_better), by=by, proxy=proxy, run_std=run_std,
+            target=target, must_not_regress=_as_list(must_not_regress),
+            lower_is_better=_as_list(lower_is_better), by=by, proxy=proxy, run_std=run_std_flag,
+            run_std_runs=run_std_runs,
             changed=_as_list(changed), alpha=alpha, power=power, seed=seed, draws=n_boot, interval=interval,
         )])
         return Report(o.text, o.envelope, o.code)
@@ -330,14 +351,15 @@ def select(
     length_match: bool = False,
 ) -> WithRows:
     """The rows worth training on (`wai select`): `rl` keeps whole mixed groups, `sft` diverse
-    passing demonstrations, `preference` chosen/rejected pairs. `.rows` and the report."""
+    passing demonstrations, `preference` chosen/rejected pairs (then `.pairs` holds them as
+    written, and `.rows` as a table, nested values as JSON text). `.rows` and the report."""
     band = f"{lo if lo is not None else 0.2},{hi if hi is not None else 0.8}" if (lo is not None or hi is not None) else None
     with Scratch() as scratch:
         return _rows_out(["select", *rows_spec(rows, scratch), *flags(
             mode=mode, target=target, band=band, truncated=truncated, min_reward=min_reward,
             no_tools=not has_tools, endorsed=list(endorsed), min_margin=min_margin,
             max_pairs_per_prompt=max_pairs_per_prompt, length_match=length_match,
-        )], scratch, cls=WithRows)
+        )], scratch, cls=WithRows, lines=mode == "preference")
 
 
 def export(rows: Data, output: str | os.PathLike[str], *, format: str = "openai", system_prompt: str | None = None, tools: Any = None, strip_think: bool = True, validate: bool = True, mask_mode: str | None = None, unroll: bool = False, max_tool_output_chars: int | None = None, force: bool = False) -> Report:

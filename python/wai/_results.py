@@ -43,8 +43,13 @@ class Rows:
         return frame
 
     def rows(self) -> list[dict[str, Any]]:
-        """The rows as dicts in the reference's row format (JSON values, ids included)."""
+        """The rows as dicts in the reference's row format (JSON values, ids included); records
+        that are not rows (preference pairs) as they are."""
         from . import _core
+
+        if "rollout_id" not in self._table.column_names:
+            records: list[dict[str, Any]] = self._table.to_pylist()
+            return records
 
         with _core.Scratch() as scratch:
             spec = _core.rows_spec(self._table, scratch)
@@ -91,7 +96,7 @@ class Report:
         return list(found) if isinstance(found, list) else [found]
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in ("text", "envelope", "code"):
+        if name.startswith("_") or name in ("text", "envelope", "code", "rows", "pairs"):
             raise AttributeError(name)
         report = self.to_dict()
         if name in report:
@@ -133,6 +138,7 @@ class WithRows(Report):
     def __init__(self, text: str, envelope: dict[str, Any], rows: Rows, code: int = 0) -> None:
         super().__init__(text, envelope, code)
         self.rows = rows
+        self.pairs: list[dict[str, Any]] = []
 
     def to_arrow(self) -> pa.Table:
         return self.rows.to_arrow()
