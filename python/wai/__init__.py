@@ -262,6 +262,7 @@ def judge_trust(
     max_skipped_share: float | None = None,
     concurrency: int = 8,
     timeout: float | None = None,
+    **options: Any,
 ) -> Report:
     """Can the judge be trusted? Agreement with hand labels and whether it holds
     (`wai judge-trust`). With `judge` (a function or a spec), also perturbation and probes."""
@@ -273,17 +274,17 @@ def judge_trust(
         o = run(["judge-trust", *rows_spec(rows, scratch), *extra, *flags(
             sample=sample, seed=seed, probes=probe, rubric=rubric, min_agreement=min_agreement,
             min_kappa=min_kappa, allow_model_gold=allow_model_gold, length_gap_flag=length_gap_flag,
-            flip_flag=flip_flag, max_skipped_share=max_skipped_share, timeout=timeout,
+            flip_flag=flip_flag, max_skipped_share=max_skipped_share, timeout=timeout, **options,
         )])
         return Report(o.text, o.envelope, o.code)
 
 
-def compare_judges(rows: Data, judges: Mapping[str, Any], *, rubric: str | None = None, min_agreement: float = 0.8, min_kappa: float = 0.6, allow_model_gold: bool = False, concurrency: int = 8, timeout: float | None = None) -> Report:
+def compare_judges(rows: Data, judges: Mapping[str, Any], *, rubric: str | None = None, min_agreement: float = 0.8, min_kappa: float = 0.6, allow_model_gold: bool = False, concurrency: int = 8, timeout: float | None = None, **options: Any) -> Report:
     """Several judges (name -> function or spec) on the same hand-labeled rows, ranked by kappa
     (`wai compare-judges`)."""
     with Scratch() as scratch:
         specs = [f"{name}={_judge_spec(j, scratch, concurrency, name)}" for name, j in judges.items()]
-        o = run(["compare-judges", *rows_spec(rows, scratch), *flags(judge=specs, rubric=rubric, min_agreement=min_agreement, min_kappa=min_kappa, allow_model_gold=allow_model_gold, timeout=timeout)])
+        o = run(["compare-judges", *rows_spec(rows, scratch), *flags(judge=specs, rubric=rubric, min_agreement=min_agreement, min_kappa=min_kappa, allow_model_gold=allow_model_gold, timeout=timeout, **options)])
         return Report(o.text, o.envelope, o.code)
 
 
@@ -327,11 +328,11 @@ def gate(rows: Data, floor: float, *, tools: Any = None, no_tools: bool = False,
 # ---- data ---------------------------------------------------------------------------------
 
 
-def decontaminate(rows: Data, against: Data, *, n: int = 8, fields: Sequence[str] = ("prompt",), overlap: float = 0.8, embedder: str | None = None, similarity: float = 0.85) -> tuple[Rows, Report]:
+def decontaminate(rows: Data, against: Data, *, n: int = 8, fields: Sequence[str] = ("prompt",), overlap: float = 0.8, embedder: str | None = None, similarity: float = 0.85, **options: Any) -> tuple[Rows, Report]:
     """Training rows without what overlaps the eval set (`wai decontaminate`): `(kept, report)`."""
     with Scratch() as scratch:
         against_specs = rows_spec(against, scratch, "against")
-        got = _rows_out(["decontaminate", *rows_spec(rows, scratch), *flags(against=against_specs, fields=",".join(fields), n=n, overlap=overlap, embedder=embedder, similarity=similarity if embedder else None)], scratch, cls=WithRows)
+        got = _rows_out(["decontaminate", *rows_spec(rows, scratch), *flags(against=against_specs, fields=",".join(fields), n=n, overlap=overlap, embedder=embedder, similarity=similarity if embedder else None, **options)], scratch, cls=WithRows)
         return got.rows, Report(got.text, got.envelope, got.code)
 
 
@@ -349,6 +350,7 @@ def select(
     min_margin: float | None = None,
     max_pairs_per_prompt: int | None = None,
     length_match: bool = False,
+    **options: Any,
 ) -> WithRows:
     """The rows worth training on (`wai select`): `rl` keeps whole mixed groups, `sft` diverse
     passing demonstrations, `preference` chosen/rejected pairs (then `.pairs` holds them as
@@ -358,7 +360,7 @@ def select(
         return _rows_out(["select", *rows_spec(rows, scratch), *flags(
             mode=mode, target=target, band=band, truncated=truncated, min_reward=min_reward,
             no_tools=not has_tools, endorsed=list(endorsed), min_margin=min_margin,
-            max_pairs_per_prompt=max_pairs_per_prompt, length_match=length_match,
+            max_pairs_per_prompt=max_pairs_per_prompt, length_match=length_match, **options,
         )], scratch, cls=WithRows, lines=mode == "preference")
 
 
@@ -426,11 +428,13 @@ def sql(query: str, **tables: Data) -> Any:
 # ---- simulate and grade -------------------------------------------------------------------
 
 
-def evaluate(data: Data, judge: Any = None, *, grader: Any = None, judge_name: str | None = None, run_id: str | None = None, concurrency: int = 8, timeout: float | None = None, tools: Any = None, version: str | None = None, rubric: str | None = None) -> Scored:
+def evaluate(data: Data, judge: Any = None, *, grader: Any = None, judge_name: str | None = None, run_id: str | None = None, concurrency: int = 8, timeout: float | None = None, tools: Any = None, version: str | None = None, rubric: str | None = None, **options: Any) -> Scored:
     """Grades every row with `judge` (a function `row -> verdict`, or a spec string as
-    `wai grade --judge` takes: `verify:...`, `sql:...`, `cmd:...`, a model). A function runs on
-    `concurrency` threads; one that raises, returns garbage or hangs past `timeout` marks only
-    its rows (`judge_status`). Returns the scored rows and the grade's report."""
+    `wai grade --judge` takes: `verify:...`, `sql:...`, `cmd:...`, `llm:MODEL`). A function runs
+    on `concurrency` threads (a model judge makes `concurrency` calls at a time); one that
+    raises, returns garbage or hangs past `timeout` marks only its rows (`judge_status`).
+    Any other `wai grade` option goes by its name (`cache=`, `max_calls=`, `no_tools=True`,
+    ...). Returns the scored rows and the grade's report."""
     if judge is not None and grader is not None:
         raise UsageError("evaluate() takes `judge` or `grader`, not both")
     judge = judge if judge is not None else grader
@@ -440,9 +444,11 @@ def evaluate(data: Data, judge: Any = None, *, grader: Any = None, judge_name: s
         data = data.rows
     with Scratch() as scratch:
         spec = _judge_spec(judge, scratch, concurrency, judge_name)
+        model = isinstance(judge, str) and judge.startswith("llm:")
         return _rows_out(["grade", *rows_spec(data, scratch), *flags(
             judge=spec, workers=1 if not isinstance(judge, str) else None, timeout=timeout,
             run_id=run_id, judge_version=version, tools=_tools_file(tools, scratch), rubric=rubric,
+            concurrency=concurrency if model else None, **options,
         )], scratch, cls=Scored)
 
 
@@ -473,6 +479,7 @@ def simulate(
     runs: int | None = None,
     tasks: Data | None = None,
     grade: Any = None,
+    **options: Any,
 ) -> Simulation:
     """Simulates rollouts offline (`wai simulate`): asks from a covering grid over the tools
     and policy, played by `agent` against the mock tool world with scheduled faults.
@@ -481,7 +488,8 @@ def simulate(
     `wai.call_tool(name, arguments)`, which the mock world answers, faults included), run on
     `concurrency` threads; or a spec string (`"seeded"`, `"seeded:0.35"`, `"cmd:..."`, a model).
     `simulator=True` is not offline (a model plays the user) and is refused here: give
-    `agent` a model spec instead. The run is reproducible for any `agent` that is.
+    `agent` a model spec instead. The run is reproducible for any `agent` that is. Any other
+    `wai simulate` option goes by its name (`user_model=`, `max_calls=`, `axis=[...]`, ...).
     """
     if simulator:
         raise UsageError("simulator=True needs a model to play the user; offline, the asks come from the grid (pass a `user_model` through the CLI)")
@@ -503,9 +511,12 @@ def simulate(
             seeds=seeds_file, mode=mode, repeats=repeats, repeat_policy=repeat_policy,
             checkpoint=os.fspath(checkpoint) if checkpoint else None, budget=budget, seed=seed,
             workers=1 if callable(agent) else None, timeout=timeout, fault_rate=fault_rate,
+            # A model agent makes `concurrency` calls at a time.
+            concurrency=concurrency if isinstance(agent, str) and not agent.startswith(("seeded", "cmd:")) else None,
             hard_share=hard_share, phrasings=phrasings, runs=runs,
             tasks=rows_spec(tasks, scratch, "tasks")[0] if tasks is not None else None,
             grade=_judge_spec(grade, scratch, concurrency) if grade is not None else None,
+            **options,
         )]
         got: Simulation = _rows_out(args, scratch, cls=Simulation)
         return got

@@ -30,6 +30,8 @@ fn the_python_package_passes_its_tests() {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
         .current_dir(package_dir())
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        // The model tests' deterministic server (`src/bin/model_server.rs`).
+        .env("WAI_MODEL_SERVER", env!("CARGO_BIN_EXE_wai-model-server"))
         .output()
         .unwrap();
     assert!(
