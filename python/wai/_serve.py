@@ -14,7 +14,6 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 _local = threading.local()
@@ -34,22 +33,36 @@ def _error(e: BaseException) -> str:
 
 
 class _Server:
-    """One function served to the engine; `serve` runs once per worker, on the engine's thread."""
+    """One function served to the engine; `serve` runs once per worker, on the engine's thread.
+
+    The worker's request lines go to `concurrency` threads through a queue: a judge's lines are
+    parsed on those threads; an agent's on the serving thread, which must route the answers to
+    its tool calls. Threads are daemons and are not joined: a function that hangs cannot be
+    stopped, so its thread is left to finish, and its answer is not read (the engine marked its
+    request when the timeout passed)."""
+
+    #: Whether request lines are parsed on the serving thread (to route `result` lines).
+    routes_results = False
 
     def __init__(self, fn: Callable[..., Any], concurrency: int) -> None:
         self.fn = fn
         self.concurrency = max(1, int(concurrency))
 
     def serve(self, lines: Any, replies: Any) -> None:
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="wai-py")
+        work: queue.SimpleQueue[Any] = queue.SimpleQueue()
         waiting: dict[Any, queue.Queue[Any]] = {}
         lock = threading.Lock()
+        for i in range(self.concurrency):
+            threading.Thread(target=self._work, args=(work, replies, waiting, lock), name=f"wai-py-{i}", daemon=True).start()
         try:
             while True:
                 batch = lines.next_batch(0.25)
                 if batch is None:
                     break
                 for line in batch:
+                    if not self.routes_results:
+                        work.put(line)
+                        continue
                     msg = json.loads(line)
                     if "result" in msg:
                         with lock:
@@ -57,16 +70,23 @@ class _Server:
                         if answer is not None:
                             answer.put(msg["result"])
                         continue
-                    pool.submit(self._one, msg, replies, waiting, lock)
+                    work.put(msg)
         finally:
             with lock:
                 pending = list(waiting.values())
                 waiting.clear()
             for answer in pending:
                 answer.put(_closed)
-            # A function that hangs cannot be stopped: its thread is left to finish, and its
-            # answer is not read (the engine marked its row when the timeout passed).
-            pool.shutdown(wait=False, cancel_futures=True)
+            for _ in range(self.concurrency):
+                work.put(_closed)
+
+    def _work(self, work: queue.SimpleQueue[Any], replies: Any, waiting: Any, lock: threading.Lock) -> None:
+        while True:
+            item = work.get()
+            if item is _closed:
+                return
+            msg = json.loads(item) if isinstance(item, str) else item
+            self._one(msg, replies, waiting, lock)
 
     def _one(self, msg: dict[str, Any], replies: Any, waiting: Any, lock: threading.Lock) -> None:
         raise NotImplementedError
@@ -116,6 +136,8 @@ def call_tool(tool: str, arguments: dict[str, Any] | str | None = None) -> Any:
 
 class AgentServer(_Server):
     """An agent: `fn(ask) -> str | {"final_text", "steps"}`; tools through `wai.call_tool`."""
+
+    routes_results = True
 
     def _one(self, msg: dict[str, Any], replies: Any, waiting: Any, lock: threading.Lock) -> None:
         rid = msg.get("id")
