@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use arrow::array::{Array, ArrayData, RecordBatch, RecordBatchIterator, RecordBatchReader};
 use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyCapsuleMethods};
 
@@ -37,19 +37,54 @@ fn outcome_error(e: &wai::Error) -> (u8, String) {
     )
 }
 
-/// Runs one command line (`argv[0]` is the program name) in this process, the GIL released.
-/// Returns `(exit code, text, json, streamed, error)`: the report as the CLI prints it, its
-/// `--json` envelope as text, what the command wrote to stdout (rows or lines), and the error
-/// message when the command failed (then the code is the CLI's exit code for it).
+/// What a command gave: exit code, text, JSON envelope, what it streamed, and its error.
+type Ran = (u8, String, String, Py<PyBytes>, Option<String>);
+
+/// Runs one command line (`argv[0]` is the program name) in this process, on a thread of its
+/// own, the GIL released. Returns `(exit code, text, json, streamed, error)`: the report as the
+/// CLI prints it, its `--json` envelope as text, what the command wrote to stdout (rows or
+/// lines), and the error message when the command failed (then the code is the CLI's exit code
+/// for it).
+///
+/// Signals are checked every tenth of a second while it runs: Ctrl-C raises
+/// `KeyboardInterrupt` at once and ends the worker processes the command started; the command
+/// itself is abandoned (its thread ends at its next failed step or when its work is done, and
+/// its result is dropped).
 #[pyfunction]
-fn run(py: Python<'_>, argv: Vec<String>) -> (u8, String, String, Py<PyBytes>, Option<String>) {
-    let (result, streamed) = py.detach(move || {
-        let mut streamed = Vec::new();
-        let result = wai::run_command_line(argv, &mut streamed);
-        (result, streamed)
-    });
+fn run(py: Python<'_>, argv: Vec<String>) -> PyResult<Ran> {
+    let (sender, done) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("wai-command".into())
+        .spawn(move || {
+            let mut streamed = Vec::new();
+            let result = wai::run_command_line(argv, &mut streamed);
+            let _ = sender.send((result, streamed));
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the command's thread: {e}")))?;
+    // A receiver is not shared between threads; the lock lets the wait run without the GIL.
+    let done = Mutex::new(done);
+    let (result, streamed) = loop {
+        let got = py.detach(|| match done.lock() {
+            Ok(done) => done.recv_timeout(Duration::from_millis(100)),
+            Err(_) => Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
+        });
+        match got {
+            Ok(finished) => break finished,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupted) = py.check_signals() {
+                    wai::pipeline::signals::end_all_workers();
+                    return Err(interrupted);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "the command's thread ended without a result (a bug in wai)",
+                ));
+            }
+        }
+    };
     let streamed = PyBytes::new(py, &streamed).unbind();
-    match result {
+    Ok(match result {
         Ok(outcome) => (
             outcome.status.code(),
             outcome.text,
@@ -61,7 +96,7 @@ fn run(py: Python<'_>, argv: Vec<String>) -> (u8, String, String, Py<PyBytes>, O
             let (code, message) = outcome_error(&e);
             (code, String::new(), String::new(), streamed, Some(message))
         }
-    }
+    })
 }
 
 /// Rows held in memory under a spec a command takes as a path.
@@ -132,7 +167,7 @@ fn register_arrow(py: Python<'_>, data: &Bound<'_, PyAny>, display: String) -> P
     let schema = reader.schema();
     let batches: Vec<RecordBatch> = reader
         .collect::<Result<_, _>>()
-        .map_err(|e| PyValueError::new_err(format!("`{display}`: {e}")))?;
+        .map_err(|e| python_error(py, 65, &format!("`{display}`: {e}")))?;
     let rows = py
         .detach(|| memory::register(&display, &schema, &batches))
         .map_err(|e| error_of(py, &e))?;
@@ -141,22 +176,27 @@ fn register_arrow(py: Python<'_>, data: &Bound<'_, PyAny>, display: String) -> P
 
 /// Takes the Arrow stream `data` exports through `__arrow_c_stream__` (the `PyCapsule` interface).
 fn import_stream(data: &Bound<'_, PyAny>) -> PyResult<ArrowArrayStreamReader> {
+    let py = data.py();
     let Some(method) = data.getattr_opt("__arrow_c_stream__")? else {
-        return Err(PyTypeError::new_err(format!(
-            "a {} is not Arrow data (it has no `__arrow_c_stream__`)",
-            data.get_type().name()?
-        )));
+        return Err(python_error(
+            py,
+            64,
+            &format!(
+                "a {} is not Arrow data (it has no `__arrow_c_stream__`)",
+                data.get_type().name()?
+            ),
+        ));
     };
     let capsule = method.call0()?;
     let capsule = capsule
         .cast::<PyCapsule>()
-        .map_err(|_| PyTypeError::new_err("`__arrow_c_stream__` did not return a capsule"))?;
+        .map_err(|_| python_error(py, 64, "`__arrow_c_stream__` did not return a capsule"))?;
     let pointer = capsule.pointer_checked(Some(c"arrow_array_stream"))?;
     // SAFETY: the capsule holds an `ArrowArrayStream` (its name says so, as the `PyCapsule`
     // interface requires); `from_raw` moves it out and leaves a released one in its place, which
     // the capsule's destructor then leaves alone.
     let stream = unsafe { FFI_ArrowArrayStream::from_raw(pointer.as_ptr().cast()) };
-    ArrowArrayStreamReader::try_new(stream).map_err(|e| PyValueError::new_err(e.to_string()))
+    ArrowArrayStreamReader::try_new(stream).map_err(|e| python_error(py, 65, &e.to_string()))
 }
 
 /// Brings rows given as JSON Lines (the reference's rows, one per line) into memory.
@@ -172,13 +212,18 @@ fn register_json(py: Python<'_>, text: &[u8], display: String) -> PyResult<Rows>
 /// A Python `wai.Error` subclass for the error's exit code (`wai._errors.from_code`).
 fn error_of(py: Python<'_>, e: &wai::Error) -> PyErr {
     let (code, message) = outcome_error(e);
+    python_error(py, code, &message)
+}
+
+/// The `wai.Error` subclass for exit code `code`, with `message`.
+fn python_error(py: Python<'_>, code: u8, message: &str) -> PyErr {
     match py
         .import("wai._errors")
         .and_then(|m| m.getattr("from_code"))
-        .and_then(|f| f.call1((code, message.clone())))
+        .and_then(|f| f.call1((code, message)))
     {
         Ok(err) => PyErr::from_value(err),
-        Err(_) => PyRuntimeError::new_err(message),
+        Err(_) => PyRuntimeError::new_err(message.to_owned()),
     }
 }
 
@@ -260,11 +305,12 @@ fn register_program(server: Py<PyAny>, name: String) -> Program {
     Program { handle }
 }
 
-/// Leaves signals to the host: a command run from Python does not install the binary's handler
-/// (which ends the process on Ctrl-C); Python keeps its own.
+/// Leaves Ctrl-C to the host: a command run from Python does not install the binary's SIGINT
+/// handler (which ends the process); Python keeps its own. SIGTERM and SIGHUP still end the
+/// worker processes and remove temporary files before the process exits.
 #[pyfunction]
-fn leave_signals_to_host() {
-    wai::pipeline::signals::leave_to_host();
+fn leave_signals_to_host(py: Python<'_>) -> PyResult<()> {
+    wai::pipeline::signals::leave_to_host().map_err(|e| error_of(py, &e))
 }
 
 /// The version of the engine.

@@ -34,6 +34,11 @@ def test_a_bad_row_names_its_line_and_field() -> None:
     assert "line 2" in text and "reward" in text, text
 
 
+def test_a_nan_in_a_dict_names_its_row() -> None:
+    with pytest.raises(wai.DataError, match="line 2"):
+        wai.pass_at([{"prompt": "a", "reward": 1.0}, {"prompt": "b", "reward": float("nan")}])
+
+
 def test_something_that_is_not_rows_is_refused() -> None:
     with pytest.raises(wai.UsageError, match="not a row"):
         wai.pass_at([{"prompt": "a"}, 3])

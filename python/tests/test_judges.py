@@ -71,3 +71,52 @@ def test_spec_strings_work_where_the_cli_takes_them() -> None:
     scored = wai.evaluate(rows(10), "sql:CASE WHEN final_text LIKE '%1%' THEN 1.0 ELSE 0.0 END")
     got = by_prompt(scored)
     assert got["ask 1"]["reward"] == 1.0 and got["ask 2"]["reward"] == 0.0
+
+
+def test_numpy_verdicts_and_an_escaping_base_exception() -> None:
+    import numpy as np
+
+    def judge(row: dict[str, Any]) -> Any:
+        n = int(row["prompt"].split()[1])
+        if n == 2:
+            raise SystemExit("a judge that calls exit()")
+        if n == 4:
+            return np.bool_(True)
+        return {"reward": np.float32(n % 2), "markers": {"odd": np.float64(n % 2)}}
+
+    got = by_prompt(wai.evaluate(rows(8), judge, concurrency=2, timeout=5))
+    assert got["ask 2"]["judge_status"] == "error"
+    assert "SystemExit" in str(got["ask 2"].get("reason"))
+    assert got["ask 4"]["judge_status"] == "ok" and got["ask 4"]["reward"] == 1.0
+    for n in (0, 1, 3, 5, 6, 7):
+        assert got[f"ask {n}"]["judge_status"] == "ok", got[f"ask {n}"]
+        assert got[f"ask {n}"]["reward"] == n % 2
+
+
+def test_ctrl_c_stops_a_long_grade_at_once_and_the_judge_soon_after() -> None:
+    calls: list[float] = []
+
+    def slow(row: dict[str, Any]) -> float:
+        calls.append(time.monotonic())
+        time.sleep(0.2)
+        return 1.0
+
+    import _thread
+
+    timer = threading.Timer(0.6, _thread.interrupt_main)
+    timer.start()
+    started = time.monotonic()
+    try:
+        wai.evaluate(rows(200), slow, concurrency=1)  # 40 s if it ran to the end
+        raise AssertionError("the grade was not interrupted")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 2.0
+    # The abandoned command stops asking: the judge is called at most once more.
+    time.sleep(1.0)
+    seen = len(calls)
+    time.sleep(1.0)
+    assert len(calls) == seen, "the judge is still being called"
+    assert seen < 20

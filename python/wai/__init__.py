@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import typing
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,13 +55,24 @@ Data = Any
 (`pyarrow.Table`/`RecordBatchReader`, `polars.DataFrame`/`LazyFrame`, `pandas.DataFrame`)."""
 
 
+# Requests in flight on one worker of the engine's pool: a Python function's `concurrency` is
+# spread over enough workers that each holds at most this many.
+_WINDOW = 64
+
+
+def _workers(fn: Any, concurrency: int) -> int | None:
+    """The `--workers` for a Python function (None for a spec: the command's own default)."""
+    return -(-max(1, concurrency) // _WINDOW) if callable(fn) and not isinstance(fn, str) else None
+
+
 def _judge_spec(judge: Any, scratch: Scratch, concurrency: int, name: str | None = None) -> str:
     """A judge spec: a callable served in this process, or a spec string as the CLI takes it."""
     if isinstance(judge, str):
         return judge
     if callable(judge):
         label = name or _name_of(judge)
-        program = _wai.register_program(JudgeServer(judge, concurrency), label)
+        threads = -(-max(1, concurrency) // (_workers(judge, concurrency) or 1))
+        program = _wai.register_program(JudgeServer(judge, threads), label)
         scratch.keep.append(program)
         return "cmd:" + program.command
     raise UsageError(f"a judge is a function or a spec string (`verify:...`, `sql:...`, `cmd:...`, a model), not a {type(judge).__name__}")
@@ -270,6 +282,9 @@ def judge_trust(
         extra: list[str] = []
         if judge is not None:
             extra += ["--judge", _judge_spec(judge, scratch, concurrency)]
+            workers = _workers(judge, concurrency)
+            if workers is not None:
+                extra += ["--workers", str(workers)]
         probe = probes if isinstance(probes, str) or probes is None else ",".join(probes)
         o = run(["judge-trust", *rows_spec(rows, scratch), *extra, *flags(
             sample=sample, seed=seed, probes=probe, rubric=rubric, min_agreement=min_agreement,
@@ -284,7 +299,8 @@ def compare_judges(rows: Data, judges: Mapping[str, Any], *, rubric: str | None 
     (`wai compare-judges`)."""
     with Scratch() as scratch:
         specs = [f"{name}={_judge_spec(j, scratch, concurrency, name)}" for name, j in judges.items()]
-        o = run(["compare-judges", *rows_spec(rows, scratch), *flags(judge=specs, rubric=rubric, min_agreement=min_agreement, min_kappa=min_kappa, allow_model_gold=allow_model_gold, timeout=timeout, **options)])
+        workers = max((_workers(j, concurrency) or 0 for j in judges.values()), default=0) or None
+        o = run(["compare-judges", *rows_spec(rows, scratch), *flags(judge=specs, rubric=rubric, min_agreement=min_agreement, min_kappa=min_kappa, allow_model_gold=allow_model_gold, timeout=timeout, workers=workers, **options)])
         return Report(o.text, o.envelope, o.code)
 
 
@@ -306,7 +322,7 @@ def hack_scan(
     expression over the row."""
     with Scratch() as scratch:
         o = run(["hack-scan", *rows_spec(rows, scratch), *flags(
-            endorsed=",".join(endorsed) or None, feature=[f"{n}={e}" for n, e in (features or {}).items()],
+            endorsed=",".join(_as_list(endorsed)) or None, feature=[f"{n}={e}" for n, e in (features or {}).items()],
             no_auto=not auto, top_k=top_k, perms=n_perm, min_obs=min_obs, seeds=seeds, seed=seed,
             top=top_features, alpha=alpha,
         )])
@@ -332,7 +348,7 @@ def decontaminate(rows: Data, against: Data, *, n: int = 8, fields: Sequence[str
     """Training rows without what overlaps the eval set (`wai decontaminate`): `(kept, report)`."""
     with Scratch() as scratch:
         against_specs = rows_spec(against, scratch, "against")
-        got = _rows_out(["decontaminate", *rows_spec(rows, scratch), *flags(against=against_specs, fields=",".join(fields), n=n, overlap=overlap, embedder=embedder, similarity=similarity if embedder else None, **options)], scratch, cls=WithRows)
+        got = _rows_out(["decontaminate", *rows_spec(rows, scratch), *flags(against=against_specs, fields=",".join(_as_list(fields)), n=n, overlap=overlap, embedder=embedder, similarity=similarity if embedder else None, **options)], scratch, cls=WithRows)
         return got.rows, Report(got.text, got.envelope, got.code)
 
 
@@ -359,7 +375,7 @@ def select(
     with Scratch() as scratch:
         return _rows_out(["select", *rows_spec(rows, scratch), *flags(
             mode=mode, target=target, band=band, truncated=truncated, min_reward=min_reward,
-            no_tools=not has_tools, endorsed=list(endorsed), min_margin=min_margin,
+            no_tools=not has_tools, endorsed=_as_list(endorsed), min_margin=min_margin,
             max_pairs_per_prompt=max_pairs_per_prompt, length_match=length_match, **options,
         )], scratch, cls=WithRows, lines=mode == "preference")
 
@@ -400,11 +416,16 @@ def coverage_gap(asks: Any, *, tools: Any, system_prompt: str = "", rows: Data |
         return Report(o.text, o.envelope, o.code)
 
 
-def rows_from_otel(source: str | os.PathLike[str] | Sequence[str], *, reward_keys: Sequence[str] = ("whileai.reward",)) -> Rows:
-    """Rows from OpenTelemetry GenAI spans (OTLP JSON files; `wai ingest --format otel`)."""
+def rows_from_otel(source: str | os.PathLike[str] | Sequence[str], *, reward_keys: str | Sequence[str] = ("whileai.reward",)) -> Rows:
+    """Rows from OpenTelemetry GenAI spans (OTLP JSON files; `wai ingest --format otel`). wai
+    reads the reward from one attribute (and from `gen_ai.evaluation.result` events); no span
+    with a conversation gives no rows."""
+    keys = _as_list(reward_keys)
+    if len(keys) != 1:
+        raise UsageError(f"rows_from_otel reads the reward from one attribute, not {len(keys)}: pass one key")
     with Scratch() as scratch:
         specs = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(s) for s in source]
-        got = _rows_out(["ingest", *specs, "--format", "otel", *flags(reward_attr=list(reward_keys))], scratch, ok=(0,), cls=WithRows)
+        got = _rows_out(["ingest", *specs, "--format", "otel", *flags(reward_attr=keys[0])], scratch, ok=(0, 2), cls=WithRows)
         rows: Rows = got.rows
         return rows
 
@@ -445,8 +466,11 @@ def evaluate(data: Data, judge: Any = None, *, grader: Any = None, judge_name: s
     with Scratch() as scratch:
         spec = _judge_spec(judge, scratch, concurrency, judge_name)
         model = isinstance(judge, str) and judge.startswith("llm:")
+        # The reference's default: a fresh scoring run id per call (the engine's would be made
+        # from the inputs' names, which for rows in memory are the same in every process).
+        run_id = run_id or "score_" + uuid.uuid4().hex[:12]
         return _rows_out(["grade", *rows_spec(data, scratch), *flags(
-            judge=spec, workers=1 if not isinstance(judge, str) else None, timeout=timeout,
+            judge=spec, workers=_workers(judge, concurrency), timeout=timeout,
             run_id=run_id, judge_version=version, tools=_tools_file(tools, scratch), rubric=rubric,
             concurrency=concurrency if model else None, **options,
         )], scratch, cls=Scored)
@@ -496,7 +520,8 @@ def simulate(
     del reproducible  # every run is: the same seed gives the same rows
     with Scratch() as scratch:
         if callable(agent):
-            program = _wai.register_program(AgentServer(agent, concurrency), _name_of(agent))
+            threads = -(-max(1, concurrency) // (_workers(agent, concurrency) or 1))
+            program = _wai.register_program(AgentServer(agent, threads), _name_of(agent))
             scratch.keep.append(program)
             agent_spec = "cmd:" + program.command
         else:
@@ -510,7 +535,8 @@ def simulate(
             policy=text_file(scratch, "policy.md", system_prompt) if system_prompt else None,
             seeds=seeds_file, mode=mode, repeats=repeats, repeat_policy=repeat_policy,
             checkpoint=os.fspath(checkpoint) if checkpoint else None, budget=budget, seed=seed,
-            workers=1 if callable(agent) else None, timeout=timeout, fault_rate=fault_rate,
+            workers=_workers(agent, concurrency) or (_workers(grade, concurrency) if grade is not None else None),
+            timeout=timeout, fault_rate=fault_rate,
             # A model agent makes `concurrency` calls at a time.
             concurrency=concurrency if isinstance(agent, str) and not agent.startswith(("seeded", "cmd:")) else None,
             hard_share=hard_share, phrasings=phrasings, runs=runs,

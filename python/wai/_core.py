@@ -78,7 +78,7 @@ def rows_spec(data: Any, scratch: Scratch, what: str = "rows") -> list[str]:
         bad = next((i for i, r in enumerate(items) if not isinstance(r, Mapping)), None)
         if bad is not None:
             raise from_code(64, f"{what}: item {bad} is a {type(items[bad]).__name__}, not a row (a dict)")
-        text = "".join(json.dumps(r, default=str, allow_nan=False) + "\n" for r in items)
+        text = "".join(_row_line(r, i, what) for i, r in enumerate(items))
         handle = _wai.register_json(text.encode(), f"{what} (list of {len(items)} dicts)")
         scratch.keep.append(handle)
         return [handle.spec]
@@ -87,6 +87,13 @@ def rows_spec(data: Any, scratch: Scratch, what: str = "rows") -> list[str]:
         f"{what}: cannot read a {type(data).__name__}: give a path, a glob, a URL, a list of dicts, "
         "or Arrow data (pyarrow, Polars, pandas)",
     )
+
+
+def _row_line(row: Mapping[str, Any], i: int, what: str) -> str:
+    try:
+        return json.dumps(row, default=str, allow_nan=False) + "\n"
+    except ValueError as e:  # NaN or infinity: JSON has no such number, and a row never holds one
+        raise from_code(65, f"{what}: line {i + 1}: {e} (a missing value is None)") from None
 
 
 def _pandas_spec(frame: Any, scratch: Scratch, what: str) -> list[str]:

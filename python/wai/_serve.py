@@ -20,9 +20,20 @@ _local = threading.local()
 _closed = object()
 
 
+def _plain(value: Any) -> Any:
+    """A value JSON has no word for: numpy's scalars as the numbers they hold, the rest as text."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            pass
+    return str(value)
+
+
 def _dumps(obj: dict[str, Any]) -> str:
     try:
-        return json.dumps(obj, default=str, allow_nan=False)
+        return json.dumps(obj, default=_plain, allow_nan=False)
     except (TypeError, ValueError) as e:
         return json.dumps({"id": obj.get("id"), "error": f"the reply is not JSON: {e}"})
 
@@ -50,10 +61,11 @@ class _Server:
 
     def serve(self, lines: Any, replies: Any) -> None:
         work: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        waiting: dict[Any, queue.Queue[Any]] = {}
+        waiting: dict[Any, Any] = {}
         lock = threading.Lock()
+        closed = threading.Event()
         for i in range(self.concurrency):
-            threading.Thread(target=self._work, args=(work, replies, waiting, lock), name=f"wai-py-{i}", daemon=True).start()
+            threading.Thread(target=self._work, args=(work, replies, waiting, lock, closed), name=f"wai-py-{i}", daemon=True).start()
         try:
             while True:
                 batch = lines.next_batch(0.25)
@@ -72,21 +84,37 @@ class _Server:
                         continue
                     work.put(msg)
         finally:
+            # The worker is ended (the run is over, or it was replaced after a timeout): what is
+            # queued is not started (the engine asks again elsewhere), and calls waiting on the
+            # mock world are released.
             with lock:
+                closed.set()
                 pending = list(waiting.values())
                 waiting.clear()
             for answer in pending:
                 answer.put(_closed)
+            while True:
+                try:
+                    work.get_nowait()
+                except queue.Empty:
+                    break
             for _ in range(self.concurrency):
                 work.put(_closed)
 
-    def _work(self, work: queue.SimpleQueue[Any], replies: Any, waiting: Any, lock: threading.Lock) -> None:
+    def _work(self, work: queue.SimpleQueue[Any], replies: Any, waiting: Any, lock: threading.Lock, closed: threading.Event) -> None:
         while True:
             item = work.get()
-            if item is _closed:
+            if item is _closed or closed.is_set():
                 return
-            msg = json.loads(item) if isinstance(item, str) else item
-            self._one(msg, replies, waiting, lock)
+            try:
+                msg = json.loads(item) if isinstance(item, str) else item
+            except ValueError:
+                continue  # not a request: the engine only sends JSON
+            _local.closed = closed
+            try:
+                self._one(msg, replies, waiting, lock)
+            except BaseException as e:  # noqa: BLE001 (the thread must live on to serve the next)
+                replies.send(_dumps({"id": msg.get("id"), "error": _error(e)}))
 
     def _one(self, msg: dict[str, Any], replies: Any, waiting: Any, lock: threading.Lock) -> None:
         raise NotImplementedError
@@ -103,7 +131,7 @@ class JudgeServer(_Server):
             verdict = self.fn(msg["row"])
             reply = dict(verdict) if isinstance(verdict, dict) else {"reward": verdict}
             reply["id"] = rid
-        except Exception as e:  # the row is marked `error`; the others go on
+        except BaseException as e:  # noqa: BLE001 (the row is marked `error`; the others go on)
             reply = {"id": rid, "error": _error(e)}
         replies.send(_dumps(reply))
 
@@ -125,11 +153,14 @@ def call_tool(tool: str, arguments: dict[str, Any] | str | None = None) -> Any:
     args: dict[str, Any] = dict(parsed or {})
     answer: queue.Queue[Any] = queue.Queue(maxsize=1)
     with _local.lock:
+        if _local.closed.is_set():
+            raise RuntimeError("the rollout was ended (the run is over, or it timed out)")
         _local.waiting[request["id"]] = answer
-    _local.replies.send(_dumps({"id": request["id"], "call": {"tool": tool, "arguments": args}}))
+    if not _local.replies.send(_dumps({"id": request["id"], "call": {"tool": tool, "arguments": args}})):
+        raise RuntimeError("the run is over: the call cannot be answered")
     result = answer.get()
     if result is _closed:
-        raise RuntimeError("the run ended before the call was answered")
+        raise RuntimeError("the rollout was ended before the call was answered")
     _local.steps.append({"tool": tool, "arguments": args, "result": result})
     return result
 
@@ -150,7 +181,7 @@ class AgentServer(_Server):
             else:
                 out = {"final_text": "" if reply is None else str(reply), "steps": _local.steps}
             out["id"] = rid
-        except Exception as e:  # the rollout failed; the others go on
+        except BaseException as e:  # noqa: BLE001 (the rollout failed; the others go on)
             out = {"id": rid, "error": _error(e)}
         finally:
             _local.request = None

@@ -158,7 +158,10 @@ pub(crate) fn run(ctx: &Context, args: &SqlArgs, stdout: &mut dyn Write) -> Resu
         tables.extend(lake_tables(ctx, &context, root, scratch.path())?);
     }
     for (name, paths) in query::table_specs(&args.tables) {
-        if let Some(out) = &args.out {
+        // Rows in memory are no file an output could land on (and resolving them writes a copy).
+        if let Some(out) = &args.out
+            && !paths.iter().all(|p| crate::pipeline::memory::is_memory(p))
+        {
             let inputs = ctx
                 .runtime
                 .block_on(crate::pipeline::source::resolve(&paths))?;

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -63,8 +63,9 @@ impl Drop for MemoryRows {
 struct Entry {
     display: String,
     batches: Arc<Vec<RecordBatch>>,
-    /// The Parquet copy for commands that stream files, written on first use.
-    file: OnceLock<std::result::Result<Copy, String>>,
+    /// The Parquet copy for commands that stream files, written on first use (a failure is not
+    /// kept: the next command tries again).
+    file: Mutex<Option<Copy>>,
 }
 
 /// A Parquet copy of rows in memory: its scratch folder (removed with it), path and size.
@@ -101,7 +102,7 @@ fn keep(display: &str, batches: Vec<RecordBatch>) -> Result<MemoryRows> {
     let entry = Entry {
         display: display.to_owned(),
         batches: Arc::new(batches),
-        file: OnceLock::new(),
+        file: Mutex::new(None),
     };
     TABLES
         .lock()
@@ -185,40 +186,41 @@ pub fn rows(spec: &str) -> Result<(String, SchemaRef, Arc<Vec<RecordBatch>>)> {
 }
 
 /// The rows `spec` names as a Parquet input, for commands that stream files: written to a
-/// scratch folder the first time, then reused while the rows are registered.
+/// scratch folder the first time, then reused while the rows are registered. The copy goes with
+/// the registration: keep the [`MemoryRows`] alive until the command that reads it has ended.
 ///
 /// # Errors
 /// `spec` names no registered rows, or the copy cannot be written.
 pub fn input(spec: &str) -> Result<Input> {
     let e = entry(spec)?;
-    let made = e.file.get_or_init(|| {
-        let write = || -> Result<Copy> {
-            let scratch = super::scratch::scratch()?;
-            let path = scratch.path().join("rows.parquet");
-            let mut sink = Box::new(ParquetSink::create(&path, row_schema())?);
-            for batch in e.batches.iter() {
-                sink.write(batch)?;
-            }
-            sink.finish()?;
-            let size = std::fs::metadata(&path)
-                .map_err(|err| Error::io(&path, err))?
-                .len();
-            Ok((scratch, path, size))
-        };
-        write().map_err(|err| err.to_string())
-    });
-    match made {
-        Ok((_, path, size)) => Ok(Input {
-            display: e.display.clone(),
-            location: Location::Local(path.clone()),
-            format: Format::Parquet,
-            size: Some(*size),
-        }),
-        Err(why) => Err(Error::Internal(format!(
-            "cannot write `{}` to a scratch file: {why}",
-            e.display
-        ))),
+    let mut file = e
+        .file
+        .lock()
+        .map_err(|_| Error::Internal("a copy of rows in memory is poisoned".into()))?;
+    if file.is_none() {
+        let scratch = super::scratch::scratch()?;
+        let path = scratch.path().join("rows.parquet");
+        let mut sink = Box::new(ParquetSink::create(&path, row_schema())?);
+        for batch in e.batches.iter() {
+            sink.write(batch)?;
+        }
+        sink.finish()?;
+        let size = std::fs::metadata(&path)
+            .map_err(|err| Error::io(&path, err))?
+            .len();
+        *file = Some((scratch, path, size));
     }
+    let Some((_, path, size)) = file.as_ref() else {
+        return Err(Error::Internal(
+            "a copy of rows in memory went missing".into(),
+        ));
+    };
+    Ok(Input {
+        display: e.display.clone(),
+        location: Location::Local(path.clone()),
+        format: Format::Parquet,
+        size: Some(*size),
+    })
 }
 
 #[cfg(test)]

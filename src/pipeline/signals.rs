@@ -34,12 +34,16 @@ const GROUP_WAIT: Duration = Duration::from_secs(2);
 /// # Errors
 /// The signal handlers cannot be installed.
 pub fn install() -> Result<()> {
+    install_for(&[SIGTERM, SIGINT, SIGHUP])
+}
+
+fn install_for(which: &[i32]) -> Result<()> {
     // Once per process: a program that runs many commands in-process (the benches,
     // `run_command_line`) gets one handler thread, not one per command.
     if INSTALLED.get().is_some() {
         return Ok(());
     }
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+    let mut signals = signal_hook::iterator::Signals::new(which)
         .map_err(|e| Error::Internal(format!("cannot install the signal handlers: {e}")))?;
     std::thread::Builder::new()
         .name("wai-signals".into())
@@ -58,11 +62,20 @@ pub fn install() -> Result<()> {
 /// Set once the handler is installed, or once the host keeps signals ([`leave_to_host`]).
 static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
 
-/// Leaves SIGTERM, SIGINT and SIGHUP to the program wai runs in (the Python package: Ctrl-C is
-/// the interpreter's `KeyboardInterrupt`, not the end of the process): [`install`] does nothing
-/// from then on. Worker processes still end with the pool that started them.
-pub fn leave_to_host() {
-    let _ = INSTALLED.set(());
+/// Leaves SIGINT to the program wai runs in (the Python package: Ctrl-C is the interpreter's
+/// `KeyboardInterrupt`, not the end of the process); SIGTERM and SIGHUP still end the worker
+/// process groups and remove temporary files before the process exits, as in the binary.
+/// [`install`] does nothing from then on.
+///
+/// # Errors
+/// The signal handlers cannot be installed.
+pub fn leave_to_host() -> Result<()> {
+    install_for(&[SIGTERM, SIGHUP])
+}
+
+/// Ends every worker process group a pool started (the host's Ctrl-C abandoned a command).
+pub fn end_all_workers() {
+    end_workers();
 }
 
 /// Registers a worker that leads its own process group.

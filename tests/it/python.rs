@@ -5,6 +5,7 @@
 use std::path::Path;
 
 /// The python with the package, or `None` (a skip) outside CI; CI must name it.
+#[allow(clippy::print_stderr, reason = "a skipped test says why")]
 fn python() -> Option<String> {
     let found = std::env::var("WAI_PY_PYTHON").ok();
     assert!(

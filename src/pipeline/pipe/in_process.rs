@@ -7,7 +7,7 @@
 //! and whatever it answers later is not read.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -25,9 +25,11 @@ pub trait InProcess: Send + Sync {
     fn serve(&self, lines: Lines, replies: Replies);
 }
 
-/// A registered program: its command is valid until this is dropped.
+/// A registered program: its command is valid until this is dropped. Dropping it also ends the
+/// workers serving it (their [`Lines`] end), so a command its caller abandoned stops asking.
 pub struct InProcessHandle {
     command: String,
+    ended: Arc<AtomicBool>,
 }
 
 impl InProcessHandle {
@@ -39,13 +41,15 @@ impl InProcessHandle {
 
 impl Drop for InProcessHandle {
     fn drop(&mut self) {
+        self.ended.store(true, Ordering::Relaxed);
         if let Ok(mut programs) = PROGRAMS.lock() {
             programs.remove(&self.command);
         }
     }
 }
 
-type Registered = (String, Arc<dyn InProcess>);
+/// A registered program: its name, the program, and whether its handle was dropped.
+type Registered = (String, Arc<dyn InProcess>, Arc<AtomicBool>);
 
 static PROGRAMS: LazyLock<Mutex<HashMap<String, Registered>>> = LazyLock::new(Mutex::default);
 static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -53,10 +57,14 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 /// Registers `program`, named `name` in reports (a judge's name, say).
 pub fn register(name: &str, program: Arc<dyn InProcess>) -> InProcessHandle {
     let command = format!("{PREFIX}{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let ended = Arc::new(AtomicBool::new(false));
     if let Ok(mut programs) = PROGRAMS.lock() {
-        programs.insert(command.clone(), (name.to_owned(), program));
+        programs.insert(
+            command.clone(),
+            (name.to_owned(), program, Arc::clone(&ended)),
+        );
     }
-    InProcessHandle { command }
+    InProcessHandle { command, ended }
 }
 
 /// The program a command names, if it is a registered one.
@@ -70,16 +78,21 @@ pub(super) fn lookup(command: &str) -> Option<Registered> {
 /// The request lines one worker receives.
 pub struct Lines {
     lines: Receiver<Request>,
+    ended: Arc<AtomicBool>,
 }
 
 impl Lines {
-    pub(super) fn new(lines: Receiver<Request>) -> Self {
-        Self { lines }
+    pub(super) fn new(lines: Receiver<Request>, ended: Arc<AtomicBool>) -> Self {
+        Self { lines, ended }
     }
 
     /// Waits up to `wait` for request lines and returns every one that has arrived (each without
-    /// its newline): an empty list when none came in time, `None` once the worker is ended.
+    /// its newline): an empty list when none came in time, `None` once the worker is ended (the
+    /// pool closed it, or the program's handle was dropped).
     pub fn next_batch(&self, wait: Duration) -> Option<Vec<String>> {
+        if self.ended.load(Ordering::Relaxed) {
+            return None;
+        }
         let first = match self.lines.recv_timeout(wait) {
             Ok(line) => line,
             Err(RecvTimeoutError::Timeout) => return Some(Vec::new()),
@@ -119,12 +132,29 @@ impl Replies {
                 .is_ok()
     }
 
-    /// What tells the pool this worker's thread has ended.
-    pub(super) fn closer(&self) -> impl FnOnce() + use<> {
-        let (events, worker, generation) = (self.events.clone(), self.worker, self.generation);
-        move || {
-            let _ = events.send(Event::Closed(worker, generation));
+    /// What tells the pool this worker's thread has ended, when it is dropped (at the end of
+    /// the thread, or as a panic unwinds it).
+    pub(super) fn closer(&self) -> Closer {
+        Closer {
+            events: self.events.clone(),
+            worker: self.worker,
+            generation: self.generation,
         }
+    }
+}
+
+/// Tells the pool, when dropped, that a worker's thread has ended.
+pub(super) struct Closer {
+    events: Sender<Event>,
+    worker: usize,
+    generation: u64,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        let _ = self
+            .events
+            .send(Event::Closed(self.worker, self.generation));
     }
 }
 

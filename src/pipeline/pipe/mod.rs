@@ -248,7 +248,7 @@ impl Pool {
                     .map_or("command", |w| w.rsplit('/').next().unwrap_or(w))
                     .to_owned()
             },
-            |(name, _)| name,
+            |(name, _, _)| name,
         );
         let (sender, events) = mpsc::channel();
         let mut pool = Self {
@@ -272,15 +272,15 @@ impl Pool {
     fn spawn(&mut self, w: usize) -> Result<()> {
         self.generation += 1;
         let generation = self.generation;
-        if let Some((_, program)) = in_process::lookup(&self.opts.command) {
+        if let Some((_, program, ended)) = in_process::lookup(&self.opts.command) {
             let (input, lines) = mpsc::channel::<Request>();
             let replies = Replies::new(self.sender.clone(), w, generation);
             let thread = std::thread::Builder::new()
                 .name(format!("wai-{}-{w}", self.opts.role.replace(' ', "-")))
                 .spawn(move || {
-                    let closed = replies.closer();
-                    program.serve(Lines::new(lines), replies);
-                    closed();
+                    // The pool hears of the end however the program ends: a panic too.
+                    let _closed = replies.closer();
+                    program.serve(Lines::new(lines, ended), replies);
                 })
                 .map_err(|e| Error::Internal(format!("cannot start a worker thread: {e}")))?;
             // Nothing is written to a stderr: a program in this process says what failed in its
