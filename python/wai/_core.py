@@ -62,7 +62,12 @@ def rows_spec(data: Any, scratch: Scratch, what: str = "rows") -> list[str]:
         if type(data).__name__ == "LazyFrame":
             data = data.collect()
         if hasattr(data, "to_arrow"):
-            data = data.to_arrow()
+            import polars as pl
+
+            try:  # Polars' own layout (text as views): no copy on the way out
+                data = data.to_arrow(compat_level=pl.CompatLevel.newest())
+            except (AttributeError, TypeError):  # a Polars before compat levels
+                data = data.to_arrow()
     if module == "pandas" and hasattr(data, "to_dict"):
         return _pandas_spec(data, scratch, what)
     if hasattr(data, "__arrow_c_stream__"):

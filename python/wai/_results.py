@@ -7,11 +7,12 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 if TYPE_CHECKING:
     import polars
+    import pyarrow as pa
+
+# pyarrow is imported when rows are made, not with `wai`: a call that reads a path and prints a
+# report (wai.pass_at("runs/*.parquet")) starts as fast as the command line.
 
 
 class Rows:
@@ -28,6 +29,8 @@ class Rows:
 
     @classmethod
     def _read(cls, path: str) -> Rows:
+        import pyarrow.parquet as pq
+
         return cls(pq.read_table(path))
 
     def to_arrow(self) -> pa.Table:

@@ -131,6 +131,8 @@ pub fn register(display: &str, schema: &SchemaRef, batches: &[RecordBatch]) -> R
     let is_rows = schema.field_with_name(col::TASK_ID).is_ok()
         && schema.field_with_name(col::ROLLOUT_ID).is_ok();
     if is_rows {
+        // Batches as they come (a slice of a list column would cast the whole list's values):
+        // each is conformed column by column on every core.
         let conformed = batches
             .par_iter()
             .map(|b| io::conform(b, display))

@@ -21,8 +21,8 @@ pub fn conform_to(
     schema: &datafusion::arrow::datatypes::SchemaRef,
 ) -> Result<RecordBatch> {
     use datafusion::arrow::datatypes::DataType;
+    use rayon::prelude::*;
     let schema = Arc::clone(schema);
-    let mut columns = Vec::with_capacity(schema.fields().len());
     let wrong =
         |field: &datafusion::arrow::datatypes::Field, found: &DataType, why: String| Error::Input {
             stage: "read".into(),
@@ -32,47 +32,45 @@ pub fn conform_to(
                 field.data_type()
             ),
         };
-    for field in schema.fields() {
-        match batch.column_by_name(field.name()) {
-            Some(c) if c.data_type() == field.data_type() => columns.push(Arc::clone(c)),
-            // Another writer's names for list items and map entries (`element`, `entries`):
-            // the same values, relabeled without a copy.
-            Some(c) if same_layout(c.data_type(), field.data_type()) => {
-                columns.push(datafusion::arrow::array::make_array(relabel(
-                    c.to_data(),
-                    field.data_type(),
-                )?));
-            }
-            Some(c) => {
-                // The same rules as JSONL: a number column takes numbers (not text, not
-                // booleans: a string reward is not read as a number, nor a boolean as 1/0);
-                // a text column takes text. A value that does not convert is an error, never a
-                // null.
-                let (to, from) = (field.data_type(), c.data_type());
-                if !column_fits(to, from) {
-                    return Err(wrong(field, from, String::new()));
-                }
-                let options = datafusion::arrow::compute::CastOptions {
-                    safe: false,
-                    ..Default::default()
-                };
-                columns.push(
+    // Column by column, on every core: a cast of a big text column is the whole cost.
+    let columns = schema
+        .fields()
+        .par_iter()
+        .map(|field| -> Result<datafusion::arrow::array::ArrayRef> {
+            match batch.column_by_name(field.name()) {
+                Some(c) if c.data_type() == field.data_type() => Ok(Arc::clone(c)),
+                // Another writer's names for list items and map entries (`element`,
+                // `entries`): the same values, relabeled without a copy.
+                Some(c) if same_layout(c.data_type(), field.data_type()) => Ok(
+                    datafusion::arrow::array::make_array(relabel(c.to_data(), field.data_type())?),
+                ),
+                Some(c) => {
+                    // The same rules as JSONL: a number column takes numbers (not text, not
+                    // booleans: a string reward is not read as a number, nor a boolean as 1/0);
+                    // a text column takes text. A value that does not convert is an error,
+                    // never a null.
+                    let (to, from) = (field.data_type(), c.data_type());
+                    if !column_fits(to, from) {
+                        return Err(wrong(field, from, String::new()));
+                    }
+                    let options = datafusion::arrow::compute::CastOptions {
+                        safe: false,
+                        ..Default::default()
+                    };
                     datafusion::arrow::compute::cast_with_options(c, to, &options)
-                        .map_err(|e| wrong(field, from, format!(": {e}")))?,
-                );
-            }
-            None if field.is_nullable() => {
-                columns.push(new_null_array(field.data_type(), batch.num_rows()));
-            }
-            None => {
-                return Err(Error::missing_column(
+                        .map_err(|e| wrong(field, from, format!(": {e}")))
+                }
+                None if field.is_nullable() => {
+                    Ok(new_null_array(field.data_type(), batch.num_rows()))
+                }
+                None => Err(Error::missing_column(
                     format!("read `{source}`"),
                     field.name(),
                     &batch.schema(),
-                ));
+                )),
             }
-        }
-    }
+        })
+        .collect::<Result<Vec<_>>>()?;
     // Rewards follow the judge contract, as in JSONL: 0 or 1, or a partial score in [0, 1].
     for name in [col::REWARD, col::GOLD_REWARD] {
         if let Some(i) = schema.index_of(name).ok()
