@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use arrow::array::RecordBatch;
-use wai::pipeline::io::{self, Identity, OnBadRow, ReadCounts};
+use wai::pipeline::io;
 use wai::{Error, ExitStatus};
 
 /// Holds `result`, the outcome of reading the input called `file`, to the rule.
@@ -59,21 +59,7 @@ fn path_text(path: &Path) -> String {
 /// If the fixture does not read (it does).
 pub fn transcripts() -> Vec<RecordBatch> {
     const ROWS: &[u8] = include_bytes!("../../tests/fixtures/grade_transcripts.jsonl");
-    let mut batches = Vec::new();
-    io::read_jsonl(
-        "grade_transcripts.jsonl",
-        ROWS,
-        &mut Identity::default(),
-        &mut OnBadRow::Fail,
-        &mut ReadCounts::default(),
-        &|_| {},
-        &mut |b| {
-            batches.push(b);
-            Ok(())
-        },
-    )
-    .expect("the fixture reads");
-    batches
+    io::jsonl_batches("grade_transcripts.jsonl", ROWS).expect("the fixture reads")
 }
 
 /// Lets a panic raised inside the Parquet decoder unwind to the read boundary that turns it into

@@ -17,7 +17,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use rayon::prelude::*;
 
-use super::io::{self, Identity, OnBadRow, ParquetSink, ReadCounts, Sink};
+use super::io::{self, ParquetSink, Sink};
 use super::scratch::Scratch;
 use super::source::{Format, Input, Location};
 use crate::error::{Error, Result};
@@ -162,20 +162,7 @@ pub fn register(display: &str, schema: &SchemaRef, batches: &[RecordBatch]) -> R
 /// # Errors
 /// A row a JSONL reading refuses (the error names the line and field).
 pub fn register_json(display: &str, text: &[u8]) -> Result<MemoryRows> {
-    let mut batches = Vec::new();
-    io::read_jsonl(
-        display,
-        text,
-        &mut Identity::default(),
-        &mut OnBadRow::Fail,
-        &mut ReadCounts::default(),
-        &|_| {},
-        &mut |b| {
-            batches.push(b);
-            Ok(())
-        },
-    )?;
-    keep(display, batches)
+    keep(display, io::jsonl_batches(display, text)?)
 }
 
 /// The rows `spec` names, with how they are named in messages.

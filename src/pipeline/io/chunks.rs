@@ -230,6 +230,28 @@ pub fn read_jsonl(
     accept.finish()
 }
 
+/// Every row of JSON Lines `text` (named `name` in errors), in order, in row-schema batches: a
+/// bad line is an error naming it.
+///
+/// # Errors
+/// A line that is not a row.
+pub fn jsonl_batches(name: &str, text: &[u8]) -> Result<Vec<RecordBatch>> {
+    let mut batches = Vec::new();
+    read_jsonl(
+        name,
+        text,
+        &mut Identity::default(),
+        &mut OnBadRow::Fail,
+        &mut ReadCounts::default(),
+        &|_| {},
+        &mut |b| {
+            batches.push(b);
+            Ok(())
+        },
+    )?;
+    Ok(batches)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
