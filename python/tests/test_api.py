@@ -125,3 +125,20 @@ def test_select_modes_and_export_formats(tmp_path: Path) -> None:
         out = tmp_path / f"{fmt}.jsonl"
         report = wai.export(sft.rows, out, format=fmt, tools=TOOLS, system_prompt=POLICY)
         assert report.n == len(out.read_text().splitlines()) > 0
+
+
+def test_simulate_takes_seed_asks_and_resumes_from_a_checkpoint(tmp_path: Path) -> None:
+    asks = ["Please refund order A1001, it arrived broken.", "Where is my order A1002?"]
+    checkpoint = tmp_path / "checkpoint.jsonl"
+
+    def agent(ask: str) -> dict[str, Any]:
+        result = wai.call_tool("lookup_order", {"order_id": "A1001" if "A1001" in ask else "A1002"})
+        return {"final_text": f"Looked it up: {result.get('status', 'unknown')}."}
+
+    first = wai.simulate(agent, tools=TOOLS, system_prompt=POLICY, seeds=asks, repeats=2, repeat_policy="fixed", budget=40, checkpoint=checkpoint)
+    prompts = {r["prompt"] for r in first.rows.rows()}
+    assert set(asks) <= prompts, "the seed asks are played"
+    assert checkpoint.read_text().count("\n") == len(first.rows)
+    again = wai.simulate(agent, tools=TOOLS, system_prompt=POLICY, seeds=asks, repeats=2, repeat_policy="fixed", budget=40, checkpoint=checkpoint)
+    assert f"({len(first.rows)} resumed)" in str(again), str(again).splitlines()[0]
+    assert again.rows.to_arrow().column("rollout_id").to_pylist() == first.rows.to_arrow().column("rollout_id").to_pylist()
