@@ -127,7 +127,7 @@ impl Rows {
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
         let _ = requested_schema;
-        let batches = self.rows.batches();
+        let batches = self.rows.batches().map_err(|e| error_of(py, &e))?;
         let reader =
             RecordBatchIterator::new(batches.into_iter().map(Ok), wai::schema::row_schema());
         let stream = FFI_ArrowArrayStream::new(Box::new(reader));
@@ -136,7 +136,7 @@ impl Rows {
 
     /// Where every buffer of every column starts (children included), in column order: for a
     /// test that rows were shared, not copied.
-    fn buffer_addresses(&self) -> Vec<usize> {
+    fn buffer_addresses(&self, py: Python<'_>) -> PyResult<Vec<usize>> {
         fn walk(data: &ArrayData, out: &mut Vec<usize>) {
             out.extend(
                 data.buffers()
@@ -149,12 +149,12 @@ impl Rows {
             }
         }
         let mut out = Vec::new();
-        for batch in self.rows.batches() {
+        for batch in self.rows.batches().map_err(|e| error_of(py, &e))? {
             for column in batch.columns() {
                 walk(&column.to_data(), &mut out);
             }
         }
-        out
+        Ok(out)
     }
 }
 

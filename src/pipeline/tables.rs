@@ -60,12 +60,11 @@ pub fn load_table(
     if let [spec] = specs
         && super::memory::is_memory(spec)
     {
-        let (display, schema, batches) = super::memory::rows(spec)?;
+        let (display, table) = super::memory::table(spec)?;
         if let Ok(mut files) = session::REGISTERED.lock() {
             files.push(display);
         }
-        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.to_vec()])?;
-        context.register_table(name, std::sync::Arc::new(table))?;
+        context.register_table(name, table)?;
         return Ok(());
     }
     let inputs = ctx.runtime.block_on(source::resolve(specs))?;

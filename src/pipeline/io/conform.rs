@@ -20,74 +20,86 @@ pub fn conform_to(
     source: &str,
     schema: &datafusion::arrow::datatypes::SchemaRef,
 ) -> Result<RecordBatch> {
-    use datafusion::arrow::datatypes::DataType;
     use rayon::prelude::*;
     let schema = Arc::clone(schema);
-    let wrong =
-        |field: &datafusion::arrow::datatypes::Field, found: &DataType, why: String| Error::Input {
-            stage: "read".into(),
-            message: format!(
-                "`{source}`: column `{}` is {found}, not {}{why}",
-                field.name(),
-                field.data_type()
-            ),
-        };
     // Column by column, on every core: a cast of a big text column is the whole cost.
     let columns = schema
         .fields()
         .par_iter()
-        .map(|field| -> Result<datafusion::arrow::array::ArrayRef> {
-            match batch.column_by_name(field.name()) {
-                Some(c) if c.data_type() == field.data_type() => Ok(Arc::clone(c)),
-                // Another writer's names for list items and map entries (`element`,
-                // `entries`): the same values, relabeled without a copy.
-                Some(c) if same_layout(c.data_type(), field.data_type()) => Ok(
-                    datafusion::arrow::array::make_array(relabel(c.to_data(), field.data_type())?),
-                ),
-                Some(c) => {
-                    // The same rules as JSONL: a number column takes numbers (not text, not
-                    // booleans: a string reward is not read as a number, nor a boolean as 1/0);
-                    // a text column takes text. A value that does not convert is an error,
-                    // never a null.
-                    let (to, from) = (field.data_type(), c.data_type());
-                    if !column_fits(to, from) {
-                        return Err(wrong(field, from, String::new()));
-                    }
-                    let options = datafusion::arrow::compute::CastOptions {
-                        safe: false,
-                        ..Default::default()
-                    };
-                    datafusion::arrow::compute::cast_with_options(c, to, &options)
-                        .map_err(|e| wrong(field, from, format!(": {e}")))
-                }
-                None if field.is_nullable() => {
-                    Ok(new_null_array(field.data_type(), batch.num_rows()))
-                }
-                None => Err(Error::missing_column(
-                    format!("read `{source}`"),
-                    field.name(),
-                    &batch.schema(),
-                )),
-            }
-        })
+        .map(|field| conform_column(batch, field, source))
         .collect::<Result<Vec<_>>>()?;
-    // Rewards follow the judge contract, as in JSONL: 0 or 1, or a partial score in [0, 1].
-    for name in [col::REWARD, col::GOLD_REWARD] {
-        if let Some(i) = schema.index_of(name).ok()
-            && let Some(values) = columns[i]
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::Float64Array>()
-            && let Some(x) = values.iter().flatten().find(|x| !(0.0..=1.0).contains(x))
-        {
-            return Err(Error::Input {
-                stage: "read".into(),
-                message: format!(
-                    "`{source}`: column `{name}` holds {x}: a reward is 0 or 1, or a partial score in [0, 1]"
-                ),
-            });
-        }
-    }
     Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// The column `field` of the row schema (or a layout of it) from `batch`, as [`conform_to`]
+/// makes it: the batch's own column when its type is the field's, relabeled when only the
+/// names of list items or map entries differ, cast when the type converts, nulls when the batch
+/// has no such column; a reward outside [0, 1] is an error.
+///
+/// # Errors
+/// A column whose type does not convert, a value that does not, a required column missing, or
+/// a reward outside [0, 1].
+pub fn conform_column(
+    batch: &RecordBatch,
+    field: &datafusion::arrow::datatypes::Field,
+    source: &str,
+) -> Result<datafusion::arrow::array::ArrayRef> {
+    use datafusion::arrow::datatypes::DataType;
+    let wrong = |found: &DataType, why: String| Error::Input {
+        stage: "read".into(),
+        message: format!(
+            "`{source}`: column `{}` is {found}, not {}{why}",
+            field.name(),
+            field.data_type()
+        ),
+    };
+    let column = match batch.column_by_name(field.name()) {
+        Some(c) if c.data_type() == field.data_type() => Arc::clone(c),
+        // Another writer's names for list items and map entries (`element`, `entries`): the
+        // same values, relabeled without a copy.
+        Some(c) if same_layout(c.data_type(), field.data_type()) => {
+            datafusion::arrow::array::make_array(relabel(c.to_data(), field.data_type())?)
+        }
+        Some(c) => {
+            // The same rules as JSONL: a number column takes numbers (not text, not booleans: a
+            // string reward is not read as a number, nor a boolean as 1/0); a text column takes
+            // text. A value that does not convert is an error, never a null.
+            let (to, from) = (field.data_type(), c.data_type());
+            if !column_fits(to, from) {
+                return Err(wrong(from, String::new()));
+            }
+            let options = datafusion::arrow::compute::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            datafusion::arrow::compute::cast_with_options(c, to, &options)
+                .map_err(|e| wrong(from, format!(": {e}")))?
+        }
+        None if field.is_nullable() => new_null_array(field.data_type(), batch.num_rows()),
+        None => {
+            return Err(Error::missing_column(
+                format!("read `{source}`"),
+                field.name(),
+                &batch.schema(),
+            ));
+        }
+    };
+    // Rewards follow the judge contract, as in JSONL: 0 or 1, or a partial score in [0, 1].
+    if [col::REWARD, col::GOLD_REWARD].contains(&field.name().as_str())
+        && let Some(values) = column
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Float64Array>()
+        && let Some(x) = values.iter().flatten().find(|x| !(0.0..=1.0).contains(x))
+    {
+        return Err(Error::Input {
+            stage: "read".into(),
+            message: format!(
+                "`{source}`: column `{}` holds {x}: a reward is 0 or 1, or a partial score in [0, 1]",
+                field.name()
+            ),
+        });
+    }
+    Ok(column)
 }
 
 /// Whether `from` and `to` hold values laid out alike: equal but for the names and metadata of

@@ -18,7 +18,7 @@ mod sink;
 pub use accept::{Accept, Decode, ReadCounts, decode_line, extra_keys, parse_json, split_array};
 pub use atomic::{AtomicFile, Writeback, is_temporary, remove_stale};
 pub use chunks::{jsonl_batches, read_jsonl, read_records};
-pub use conform::{conform, conform_to};
+pub use conform::{conform, conform_column, conform_to};
 pub use jsonl::{JsonlSink, render_jsonl};
 pub use parquet::{FREE_TEXT, ParquetSink, UNPRUNED, column_fits, written_to};
 pub use rejects::{Identity, OnBadRow, Reject, finish_with_rejects, write_rejects};
