@@ -51,3 +51,16 @@ def test_a_hollow_run_reports_its_code() -> None:
     result = wai.pass_at(rows)
     assert result.code == 2
     assert result.n_groups == 0
+
+
+def test_a_bad_value_in_arrow_rows_is_a_data_error_naming_the_column() -> None:
+    import pyarrow as pa
+
+    table = pa.table({"task_id": ["a", "a"], "rollout_id": ["r1", "r2"], "reward": [1.0, 1.5]})
+    with pytest.raises(wai.DataError) as caught:
+        wai.pass_at(table)
+    text = str(caught.value)
+    assert "reward" in text and "1.5" in text and "Parquet" not in text, text
+    nulls = pa.table({"task_id": ["a", None], "rollout_id": ["r1", "r2"], "reward": [1.0, 0.0]})
+    with pytest.raises(wai.DataError, match="task_id"):
+        wai.pass_at(nulls)

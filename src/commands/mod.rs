@@ -326,11 +326,36 @@ fn name_the_flag(e: crate::Error) -> crate::Error {
     }
 }
 
+/// The error of wai's a query carried out of a table it read (`DataFusionError::External`,
+/// maybe under a context), or `e` as it is.
+fn unwrap_ours(e: crate::Error) -> crate::Error {
+    use datafusion::error::DataFusionError;
+    let carried = |inner: &DataFusionError| match inner {
+        DataFusionError::External(b) => b.is::<crate::Error>(),
+        _ => false,
+    };
+    match e {
+        crate::Error::Engine(DataFusionError::Context(_, inner)) if carried(&inner) => {
+            unwrap_ours(crate::Error::Engine(*inner))
+        }
+        crate::Error::Engine(DataFusionError::External(inner)) => {
+            match inner.downcast::<crate::Error>() {
+                Ok(ours) => *ours,
+                Err(other) => crate::Error::Engine(DataFusionError::External(other)),
+            }
+        }
+        e => e,
+    }
+}
+
 /// A Parquet file that does not decode inside a query (DataFusion's error names no file): the
 /// error says which files the queries read.
 /// A row whose JSON text column holds no JSON, found after the row left its reader: the error
 /// says which Parquet files the run read (only a Parquet file can hold one).
 fn name_the_files(e: crate::Error) -> crate::Error {
+    // An error of wai's raised inside a query (rows in memory made at scan time) is itself, not
+    // an engine error.
+    let e = unwrap_ours(e);
     let engine = matches!(&e, crate::Error::Engine(_) | crate::Error::Arrow(_));
     // A decoder panic in a task DataFusion spawned ends the task, and the query with a join error
     // ("task ... panicked"), a bug by its looks; the panic hook kept the decoder's words.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{RecordBatch, new_null_array};
+use datafusion::arrow::array::{Array, RecordBatch, new_null_array};
 
 use super::parquet::column_fits;
 use crate::error::{Error, Result};
@@ -84,6 +84,16 @@ pub fn conform_column(
             ));
         }
     };
+    if !field.is_nullable() && column.null_count() > 0 {
+        return Err(Error::Input {
+            stage: "read".into(),
+            message: format!(
+                "`{source}`: column `{}` has {} empty values; every row needs one",
+                field.name(),
+                column.null_count()
+            ),
+        });
+    }
     // Rewards follow the judge contract, as in JSONL: 0 or 1, or a partial score in [0, 1].
     if [col::REWARD, col::GOLD_REWARD].contains(&field.name().as_str())
         && let Some(values) = column
