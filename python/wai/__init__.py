@@ -65,16 +65,21 @@ def _workers(fn: Any, concurrency: int) -> int | None:
     return -(-max(1, concurrency) // _WINDOW) if callable(fn) and not isinstance(fn, str) else None
 
 
+def _served(server: Callable[[Callable[..., Any], int], Any], fn: Callable[..., Any], concurrency: int, name: str, scratch: Scratch) -> str:
+    """`fn` served to the engine in this process (kept registered by `scratch`), its
+    `concurrency` threads spread over the workers `_workers` gives: the `cmd:` spec naming it."""
+    threads = -(-max(1, concurrency) // (_workers(fn, concurrency) or 1))
+    program = _wai.register_program(server(fn, threads), name)
+    scratch.keep.append(program)
+    return "cmd:" + program.command
+
+
 def _judge_spec(judge: Any, scratch: Scratch, concurrency: int, name: str | None = None) -> str:
     """A judge spec: a callable served in this process, or a spec string as the CLI takes it."""
     if isinstance(judge, str):
         return judge
     if callable(judge):
-        label = name or _name_of(judge)
-        threads = -(-max(1, concurrency) // (_workers(judge, concurrency) or 1))
-        program = _wai.register_program(JudgeServer(judge, threads), label)
-        scratch.keep.append(program)
-        return "cmd:" + program.command
+        return _served(JudgeServer, judge, concurrency, name or _name_of(judge), scratch)
     raise UsageError(f"a judge is a function or a spec string (`verify:...`, `sql:...`, `cmd:...`, a model), not a {type(judge).__name__}")
 
 
@@ -520,10 +525,7 @@ def simulate(
     del reproducible  # every run is: the same seed gives the same rows
     with Scratch() as scratch:
         if callable(agent):
-            threads = -(-max(1, concurrency) // (_workers(agent, concurrency) or 1))
-            program = _wai.register_program(AgentServer(agent, threads), _name_of(agent))
-            scratch.keep.append(program)
-            agent_spec = "cmd:" + program.command
+            agent_spec = _served(AgentServer, agent, concurrency, _name_of(agent), scratch)
         else:
             agent_spec = str(agent)
         seeds_file = None

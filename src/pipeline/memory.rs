@@ -300,15 +300,6 @@ pub fn register_json(display: &str, text: &[u8]) -> Result<MemoryRows> {
     keep(display, io::jsonl_batches(display, text)?)
 }
 
-/// The rows `spec` names, with how they are named in messages.
-///
-/// # Errors
-/// `spec` names no registered rows.
-pub fn rows(spec: &str) -> Result<(String, Vec<RecordBatch>)> {
-    let e = entry(spec)?;
-    Ok((e.display.clone(), e.all()?))
-}
-
 /// The rows `spec` names as a Parquet input, for commands that stream files: written to a
 /// scratch folder the first time, then reused while the rows are registered. The copy goes with
 /// the registration: keep the [`MemoryRows`] alive until the command that reads it has ended.
@@ -359,12 +350,13 @@ mod tests {
         )
         .expect("registered");
         let spec = rows.spec().to_owned();
-        let (display, batches) = super::rows(&spec).expect("found");
+        let (display, _) = table(&spec).expect("found");
+        let batches = rows.batches().expect("rows");
         assert_eq!(display, "rows (list)");
         assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         // Rows made from them again are rows already: their columns are shared, not copied.
         let again = register(&display, &row_schema(), &batches).expect("again");
-        let (_, shared) = super::rows(again.spec()).expect("found");
+        let shared = again.batches().expect("rows");
         assert!(std::ptr::eq(
             shared[0].column(0).to_data().buffers()[1].as_ptr(),
             batches[0].column(0).to_data().buffers()[1].as_ptr()
@@ -372,7 +364,7 @@ mod tests {
         let file = input(&spec).expect("a Parquet copy");
         assert_eq!(file.format, Format::Parquet);
         drop(rows);
-        let err = super::rows(&spec).expect_err("dropped");
+        let err = table(&spec).expect_err("dropped");
         assert!(err.to_string().contains("no longer registered"), "{err}");
     }
 
