@@ -18,3 +18,15 @@ pub fn judge_line(line: &str) -> Option<Verdict> {
     let (_, rest) = pipe::reply(object)?;
     Some(Verdict::from_json(Value::Object(rest)))
 }
+
+/// Holds the `OTel` reader's fast path (one line of canonical OTLP JSON read by typed
+/// deserialization) to its general path (the line parsed, then taken apart) on each line of
+/// `data`: when the fast path reads a line, both give the same spans.
+///
+/// # Panics
+/// When they differ.
+pub fn otlp_lines_alike(data: &[u8]) {
+    for line in data.split(|b| *b == b'\n') {
+        crate::pipeline::ingest::otel::assert_alike(line);
+    }
+}

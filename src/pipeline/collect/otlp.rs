@@ -780,4 +780,99 @@ mod tests {
         let back = reread(&got.pieces[1].line).unwrap();
         assert_eq!(back, got.pieces[1]);
     }
+
+    #[test]
+    fn pieces_take_the_ingest_readers_fast_path() {
+        use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
+        use opentelemetry_proto::tonic::trace::v1::{Status, span::Event, status::StatusCode};
+        let value = |v: any_value::Value| Some(AnyValue { value: Some(v) });
+        let attr = |key: &str, v: Option<AnyValue>| KeyValue {
+            key: key.into(),
+            value: v,
+            ..KeyValue::default()
+        };
+        let mut s = span(9, 1, Some("c-1"));
+        s.attributes.extend([
+            attr("n", value(any_value::Value::IntValue(-4))),
+            attr("d", value(any_value::Value::DoubleValue(0.25))),
+            attr("d.nan", value(any_value::Value::DoubleValue(f64::NAN))),
+            attr("b", value(any_value::Value::BoolValue(true))),
+            attr("bytes", value(any_value::Value::BytesValue(vec![0, 1]))),
+            attr("empty", Some(AnyValue { value: None })),
+            attr("none", None),
+            attr(
+                "gen_ai.input.messages",
+                value(any_value::Value::StringValue(
+                    r#"[{"role": "user", "content": "hi"}]"#.into(),
+                )),
+            ),
+            attr(
+                "list",
+                value(any_value::Value::ArrayValue(ArrayValue {
+                    values: vec![AnyValue {
+                        value: Some(any_value::Value::KvlistValue(KeyValueList {
+                            values: vec![attr(
+                                "k",
+                                value(any_value::Value::StringValue("v".into())),
+                            )],
+                        })),
+                    }],
+                })),
+            ),
+        ]);
+        s.events.push(Event {
+            name: "exception".into(),
+            attributes: vec![attr(
+                "exception.message",
+                value(any_value::Value::StringValue("x".into())),
+            )],
+            ..Event::default()
+        });
+        s.status = Some(Status {
+            message: "boom".into(),
+            code: StatusCode::Error.into(),
+        });
+        let traces = decode(
+            Signal::Traces,
+            Encoding::Protobuf,
+            &request(vec![s, span(9, 2, None)]).encode_to_vec(),
+        )
+        .unwrap();
+        let logs = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                scope_logs: vec![ScopeLogs {
+                    log_records: vec![LogRecord {
+                        trace_id: vec![9; 16],
+                        span_id: vec![1; 8],
+                        time_unix_nano: 5,
+                        event_name: "gen_ai.client.inference.operation.details".into(),
+                        attributes: vec![attr(
+                            "gen_ai.conversation.id",
+                            value(any_value::Value::StringValue("c-1".into())),
+                        )],
+                        body: Some(AnyValue {
+                            value: Some(any_value::Value::KvlistValue(KeyValueList {
+                                values: vec![attr(
+                                    "content",
+                                    value(any_value::Value::StringValue("hello".into())),
+                                )],
+                            })),
+                        }),
+                        ..LogRecord::default()
+                    }],
+                    ..ScopeLogs::default()
+                }],
+                ..ResourceLogs::default()
+            }],
+        };
+        let logs = decode(Signal::Logs, Encoding::Protobuf, &logs.encode_to_vec()).unwrap();
+        let pieces = traces.pieces.iter().chain(&logs.pieces).collect::<Vec<_>>();
+        assert_eq!(pieces.len(), 2);
+        for piece in pieces {
+            let line = String::from_utf8_lossy(&piece.line);
+            let spans = crate::pipeline::ingest::otel::line_spans(&piece.line, 1, &mut 0);
+            assert!(spans.is_some(), "{line}");
+            crate::pipeline::ingest::otel::assert_alike(&piece.line);
+        }
+    }
 }

@@ -160,6 +160,10 @@ fn read_all(
         let mut reader = std::io::Cursor::new(head).chain(reader);
         if format == Format::Otel {
             let start = otel_text.len();
+            // Sized once: growing by doubling would copy the text and hold it twice.
+            if let Some(size) = input.size.and_then(|n| usize::try_from(n).ok()) {
+                otel_text.reserve_exact(size + 1);
+            }
             reader
                 .read_to_end(&mut otel_text)
                 .map_err(|e| Error::io(&input.display, e))?;
@@ -186,7 +190,7 @@ fn read_all(
     if !otel_names.is_empty() {
         let name = otel_names.join(" + ");
         let (opts, progress) = (run.opts, run.progress);
-        run.accept(|accept| super::read_otel(&name, &otel_text, opts, accept, progress, notes))?;
+        run.accept(|accept| super::read_otel(&name, otel_text, opts, accept, progress, notes))?;
     }
     Ok(formats)
 }

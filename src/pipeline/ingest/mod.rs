@@ -252,7 +252,10 @@ pub fn read(
             reader
                 .read_to_end(&mut text)
                 .map_err(|e| Error::io(name, e))?;
-            read_otel(name, io::strip_bom(&text), opts, accept, progress, notes)
+            if text.starts_with(io::BOM) {
+                text.drain(..io::BOM.len());
+            }
+            read_otel(name, text, opts, accept, progress, notes)
         }
     }
 }
@@ -280,13 +283,17 @@ fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<OtelLine>> {
     lines
         .into_par_iter()
         .map(|(line, start, end)| {
-            let record: Value = serde_json::from_slice(&text[start..end]).ok()?;
+            let text = &text[start..end];
+            let mut order = 0usize;
+            if let Some(spans) = otel::line_spans(text, line, &mut order) {
+                return Some((line, spans, Vec::new()));
+            }
+            let record: Value = serde_json::from_slice(text).ok()?;
             let items = match record {
                 Value::Array(items) => items,
                 other => vec![other],
             };
             let (mut spans, mut empty) = (Vec::new(), Vec::new());
-            let mut order = 0usize;
             for item in items {
                 match otel::spans(item, line, &mut order) {
                     Ok(found) => spans.extend(found),
@@ -307,7 +314,7 @@ fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<OtelLine>> {
 /// of conversations at a time, taken in order.
 pub fn read_otel(
     name: &str,
-    text: &[u8],
+    text: Vec<u8>,
     opts: &Options,
     accept: &mut Accept<'_, '_>,
     progress: &dyn Fn(u64),
@@ -317,7 +324,8 @@ pub fn read_otel(
     const NO_SPANS: &str = "an OTLP document holding no span or log record (`resourceSpans`, `resourceLogs`, `spans`, or a span)";
     progress(text.len() as u64);
     let mut spans = Vec::new();
-    if let Some(lines) = otel_lines(text, notes.kept.is_some()) {
+    if let Some(lines) = otel_lines(&text, notes.kept.is_some()) {
+        spans.reserve_exact(lines.iter().map(|(_, found, _)| found.len()).sum());
         for (line, found, empty) in lines {
             for item in empty {
                 notes.skip("no_spans", name, line, NO_SPANS.into(), || item);
@@ -326,7 +334,7 @@ pub fn read_otel(
         }
     } else {
         let mut order = 0usize;
-        let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<Value>();
+        let mut stream = serde_json::Deserializer::from_slice(&text).into_iter::<Value>();
         loop {
             let offset = stream.byte_offset();
             let record = match stream.next() {
@@ -340,11 +348,11 @@ pub fn read_otel(
                         field: None,
                         message: format!("not valid JSON: {e}; the rest of the file is not read"),
                     };
-                    accept.take(name, line_at(text, offset), rest, Err(err))?;
+                    accept.take(name, line_at(&text, offset), rest, Err(err))?;
                     break;
                 }
             };
-            let line = line_at(text, offset);
+            let line = line_at(&text, offset);
             for item in record {
                 match otel::spans(item, line, &mut order) {
                     Ok(found) => spans.extend(found),
@@ -355,33 +363,39 @@ pub fn read_otel(
             }
         }
     }
+    // The text is done with: the spans hold what the rows are made of.
+    drop(text);
     otel::renumber(&mut spans);
-    let convs = otel::group(spans);
-    for chunk in convs.chunks(4096) {
+    let mut convs = otel::group(spans).into_iter();
+    loop {
+        let chunk: Vec<otel::Conversation> = convs.by_ref().take(4096).collect();
+        if chunk.is_empty() {
+            break;
+        }
         let made: Vec<_> = chunk
             .par_iter()
             .map(|conv| {
                 let line = conv.spans.first().map_or(1, |s| s.line);
                 let row = otel::to_row(conv, &opts.otel)?;
                 let no_content = row.get("no_content").is_some();
-                let text = serde_json::to_vec(&row).unwrap_or_default();
                 let first_span = conv
                     .spans
                     .first()
                     .and_then(|s| s.id.clone())
                     .unwrap_or_default();
-                let result = row::decode(row).map_err(|e| FieldError {
+                let result = row::decode_value(&row).map_err(|e| FieldError {
                     field: e.field,
                     message: format!(
                         "conversation `{}` (first span `{first_span}`): {}",
                         conv.id, e.message
                     ),
                 });
-                Some((line, no_content, text, result))
+                Some((line, no_content, row, result))
             })
             .collect();
+        let mut rows = Vec::with_capacity(chunk.len());
         for (conv, made) in chunk.iter().zip(made) {
-            let Some((line, no_content, text, result)) = made else {
+            let Some((line, no_content, row, result)) = made else {
                 notes.not_genai += 1;
                 notes.skip(
                     "not_genai",
@@ -398,8 +412,17 @@ pub fn read_otel(
             if no_content {
                 notes.no_content += 1;
             }
-            accept.take(name, line, &text, result)?;
+            // The row's text is made only for the rejects file.
+            let text = || serde_json::to_vec(&row).unwrap_or_default();
+            accept.take_made(name, line, &text, result)?;
+            rows.push(row);
         }
+        // Spans and rows were made on the workers: they are let go there too, not one by one
+        // here.
+        rayon::join(
+            || chunk.into_par_iter().for_each(drop),
+            || rows.into_par_iter().for_each(drop),
+        );
     }
     Ok(())
 }

@@ -74,6 +74,18 @@ impl<'a, 'b> Accept<'a, 'b> {
         text: &[u8],
         result: std::result::Result<Record, row::FieldError>,
     ) -> Result<()> {
+        self.take_keyed(file, line, &|| text.to_vec(), result, None)
+    }
+
+    /// [`Accept::take`], with the record's text made only when it is set aside (a record made
+    /// rather than read, whose text costs a serialization).
+    pub fn take_made(
+        &mut self,
+        file: &str,
+        line: u64,
+        text: &dyn Fn() -> Vec<u8>,
+        result: std::result::Result<Record, row::FieldError>,
+    ) -> Result<()> {
         self.take_keyed(file, line, text, result, None)
     }
 
@@ -82,7 +94,7 @@ impl<'a, 'b> Accept<'a, 'b> {
         &mut self,
         file: &str,
         line: u64,
-        text: &[u8],
+        text: &dyn Fn() -> Vec<u8>,
         result: std::result::Result<Record, row::FieldError>,
         keys: Option<Vec<String>>,
     ) -> Result<()> {
@@ -92,7 +104,8 @@ impl<'a, 'b> Accept<'a, 'b> {
             field,
             reason,
             kind: None,
-            text: String::from_utf8_lossy(text).into_owned(),
+            text: String::from_utf8(text())
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         };
         let reject = match result {
             Ok(mut record) => match self.identity.assign(&mut record) {
@@ -137,7 +150,8 @@ impl<'a, 'b> Accept<'a, 'b> {
         decoded: Vec<Decoded>,
     ) -> Result<()> {
         for d in decoded {
-            self.take_keyed(file, d.line, &text[d.span], d.result, d.keys)?;
+            let span = &text[d.span];
+            self.take_keyed(file, d.line, &|| span.to_vec(), d.result, d.keys)?;
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ pub use build::{BATCH_ROWS, Builder};
 pub use decode::wide;
 pub use decode::{
     AXES, FieldError, canonical_json, content_of, decode, decode_text, decode_text_serde,
-    derive_dims, derive_eval_run, json_eq, kind, prompt_task_id,
+    decode_value, derive_dims, derive_eval_run, json_eq, kind, prompt_task_id,
 };
 pub use encode::{BatchView, NOT_JSON_STAGE, encode, encode_keeping};
 pub(crate) use encode::{

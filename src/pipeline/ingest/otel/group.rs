@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use super::spans::{first, text_field};
 use super::{CONVERSATION, INPUT, OUTPUT, OtelFields, Span, TOOL_ARGS, TOOL_NAME, TOOL_RESULT};
 use serde_json::{Value, json};
@@ -78,39 +80,61 @@ pub struct Conversation {
 /// attributes fill what the span lacks, input and output messages appending. A log record
 /// without its span stays a record of its own.
 fn join_logs(spans: Vec<Span>) -> Vec<Span> {
-    let mut at: HashMap<(Option<String>, String), usize> = HashMap::new();
-    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
     let (logs, real): (Vec<Span>, Vec<Span>) = spans.into_iter().partition(|s| s.from_log);
-    for s in real {
-        if let Some(id) = &s.id {
-            at.insert((s.trace.clone(), id.clone()), out.len());
-        }
-        out.push(s);
-    }
     let mut logs = logs;
     logs.sort_by_key(|s| (s.start, s.order));
-    for log in logs {
-        let key = log.id.clone().map(|id| (log.trace.clone(), id));
-        match key.and_then(|k| at.get(&k).copied()) {
-            Some(i) => {
-                let span = &mut out[i];
-                for (k, v) in log.attrs {
-                    let list_key = INPUT.contains(&k.as_str()) || OUTPUT.contains(&k.as_str());
-                    match (span.attrs.get_mut(&k), v) {
-                        (Some(Value::Array(have)), Value::Array(more)) if list_key => {
-                            have.extend(more);
-                        }
-                        (None, v) => {
-                            span.attrs.insert(k, v);
-                        }
-                        _ => {}
-                    }
-                }
+    // Each log record's span, by trace and span id (the later of two spans of one id).
+    let targets: Vec<Option<usize>> = {
+        let mut at: HashMap<(Option<&str>, &str), usize> = HashMap::with_capacity(real.len());
+        for (i, s) in real.iter().enumerate() {
+            if let Some(id) = &s.id {
+                at.insert((s.trace.as_deref(), id), i);
             }
-            None => out.push(log),
+        }
+        logs.iter()
+            .map(|log| {
+                let id = log.id.as_deref()?;
+                at.get(&(log.trace.as_deref(), id)).copied()
+            })
+            .collect()
+    };
+    // Each span's log records, in time order; the others stay records of their own.
+    let mut joined: Vec<Vec<Span>> = std::iter::repeat_with(Vec::new).take(real.len()).collect();
+    let mut alone = Vec::new();
+    for (log, target) in logs.into_iter().zip(targets) {
+        match target {
+            Some(i) => joined[i].push(log),
+            None => alone.push(log),
         }
     }
+    let mut out = real;
+    out.par_iter_mut()
+        .zip(joined)
+        .with_min_len(256)
+        .for_each(|(span, logs)| {
+            for log in logs {
+                fill_from(span, log);
+            }
+        });
+    out.extend(alone);
     out
+}
+
+/// Fills `span` from a log record written beside it: attributes it lacks, and input and output
+/// messages appended.
+fn fill_from(span: &mut Span, log: Span) {
+    for (k, v) in log.attrs {
+        let list_key = INPUT.contains(&k.as_str()) || OUTPUT.contains(&k.as_str());
+        match (span.attrs.get_mut(&k), v) {
+            (Some(Value::Array(have)), Value::Array(more)) if list_key => {
+                have.extend(more);
+            }
+            (None, v) => {
+                span.attrs.insert(k, v);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Numbers spans in the order they were read (input order breaks ties of start time).
@@ -146,30 +170,45 @@ pub fn has_content(conv: &Conversation) -> bool {
 /// first appearance.
 pub fn group(spans: Vec<Span>) -> Vec<Conversation> {
     let spans = join_logs(spans);
-    let conv_of = |s: &Span| text_field(&s.attrs, &CONVERSATION);
-    let mut trace_conv: HashMap<String, String> = HashMap::new();
-    for s in &spans {
-        if let (Some(t), Some(c)) = (&s.trace, conv_of(s)) {
-            trace_conv.entry(t.clone()).or_insert(c);
+    let convs: Vec<Option<String>> = spans
+        .iter()
+        .map(|s| text_field(&s.attrs, &CONVERSATION))
+        .collect();
+    // Each span's conversation, numbered in order of first appearance.
+    let (mut ids, mut number): (Vec<String>, Vec<usize>) =
+        (Vec::new(), Vec::with_capacity(spans.len()));
+    {
+        let mut trace_conv: HashMap<&str, &str> = HashMap::new();
+        for (s, c) in spans.iter().zip(&convs) {
+            if let (Some(t), Some(c)) = (&s.trace, c) {
+                trace_conv.entry(t.as_str()).or_insert(c.as_str());
+            }
+        }
+        let mut at: HashMap<String, usize> = HashMap::new();
+        for (s, c) in spans.iter().zip(&convs) {
+            let key: std::borrow::Cow<'_, str> = match (c, &s.trace) {
+                (Some(c), _) => c.as_str().into(),
+                (None, Some(t)) => trace_conv.get(t.as_str()).copied().unwrap_or(t).into(),
+                (None, None) => format!("line-{}", s.line).into(),
+            };
+            let n = if let Some(n) = at.get(key.as_ref()) {
+                *n
+            } else {
+                let key = key.into_owned();
+                at.insert(key.clone(), ids.len());
+                ids.push(key);
+                ids.len() - 1
+            };
+            number.push(n);
         }
     }
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: HashMap<String, Vec<Span>> = HashMap::new();
-    for s in spans {
-        let key = conv_of(&s)
-            .or_else(|| s.trace.as_ref().and_then(|t| trace_conv.get(t).cloned()))
-            .or_else(|| s.trace.clone())
-            .unwrap_or_else(|| format!("line-{}", s.line));
-        let entry = groups.entry(key.clone()).or_default();
-        if entry.is_empty() {
-            order.push(key);
-        }
-        entry.push(s);
+    let mut groups: Vec<Vec<Span>> = std::iter::repeat_with(Vec::new).take(ids.len()).collect();
+    for (s, n) in spans.into_iter().zip(number) {
+        groups[n].push(s);
     }
-    order
-        .into_iter()
-        .map(|id| {
-            let mut spans = groups.remove(&id).unwrap_or_default();
+    ids.into_iter()
+        .zip(groups)
+        .map(|(id, mut spans)| {
             spans.sort_by_key(|s| (s.start, s.order));
             Conversation { id, spans }
         })

@@ -39,6 +39,7 @@ mod spans;
 mod steps;
 #[cfg(test)]
 mod tests;
+mod typed;
 
 pub use group::{Conversation, group, has_content, renumber, summary};
 pub use row::to_row;
@@ -124,6 +125,16 @@ pub struct Span {
     /// A log record (content the instrumentation wrote beside its span), not a span.
     from_log: bool,
 }
+
+/// The spans of one line of OTLP JSON in the canonical shape (`resourceSpans` or
+/// `resourceLogs` of attribute lists), read straight into spans numbered from `order` on; `None`
+/// when the line is in another shape, for [`spans`] to read it from its parsed value.
+pub fn line_spans(text: &[u8], line: u64, order: &mut usize) -> Option<Vec<Span>> {
+    typed::spans(text, line, order)
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+pub use typed::assert_alike;
 
 /// The spans in one OTLP record (a batch, `{"spans": [...]}`, or a span), taken apart; the
 /// record itself when it holds none (for the rejects file).

@@ -11,14 +11,11 @@ fn any_value(v: Value) -> Value {
     let Value::Object(mut obj) = v else {
         return v;
     };
-    if let Some(Value::String(s)) = obj.get("stringValue") {
-        let t = s.trim_start();
-        if (t.starts_with('{') || t.starts_with('['))
-            && let Ok(parsed) = serde_json::from_str(s)
-        {
-            return parsed;
-        }
-        return obj.swap_remove("stringValue").unwrap_or(Value::Null);
+    if matches!(obj.get("stringValue"), Some(Value::String(_))) {
+        return match obj.swap_remove("stringValue") {
+            Some(Value::String(s)) => json_in_string(s),
+            _ => Value::Null,
+        };
     }
     if let Some(i) = obj.swap_remove("intValue") {
         return match i {
@@ -44,6 +41,17 @@ fn any_value(v: Value) -> Value {
         ));
     }
     Value::Object(obj)
+}
+
+/// A string attribute: the JSON it holds when it is an object or list in JSON, else itself.
+pub(super) fn json_in_string(s: String) -> Value {
+    let t = s.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(parsed) = serde_json::from_str(&s)
+    {
+        return parsed;
+    }
+    Value::String(s)
 }
 
 /// An attribute list (`[{key, value}]`) or map as a map of plain values, taken apart.
@@ -176,35 +184,7 @@ pub(super) fn read_log(v: Value, line: u64, order: usize) -> Option<Span> {
         .or_else(|| text_field(&attrs, &["event.name"]))
         .unwrap_or_default();
     if let Some(body) = obj.swap_remove("body").map(any_value) {
-        match body {
-            Value::Object(fields) => {
-                // The v1.30 events: `gen_ai.user.message` {content}, `gen_ai.choice` {message}.
-                let role = event
-                    .strip_prefix("gen_ai.")
-                    .and_then(|e| e.strip_suffix(".message"));
-                if let Some(role) = role {
-                    let mut m = fields;
-                    m.entry("role").or_insert_with(|| Value::from(role));
-                    attrs
-                        .entry("gen_ai.input.messages")
-                        .or_insert_with(|| Value::Array(vec![Value::Object(m)]));
-                } else if event == "gen_ai.choice" && fields.contains_key("message") {
-                    let mut fields = fields;
-                    let message = fields.swap_remove("message").unwrap_or(Value::Null);
-                    attrs
-                        .entry("gen_ai.output.messages")
-                        .or_insert_with(|| Value::Array(vec![message]));
-                } else {
-                    for (k, v) in fields {
-                        attrs.entry(k).or_insert(v);
-                    }
-                }
-            }
-            Value::Null => {}
-            other => {
-                attrs.entry("log.body").or_insert(other);
-            }
-        }
+        log_body(&mut attrs, &event, body);
     }
     Some(Span {
         line,
@@ -219,4 +199,39 @@ pub(super) fn read_log(v: Value, line: u64, order: usize) -> Option<Span> {
         status_message: None,
         from_log: true,
     })
+}
+
+/// A log record's body (its `AnyValue`, read) into its attributes: the v1.30 events' message
+/// (`gen_ai.user.message` {content}, `gen_ai.choice` {message}) as the input or output list,
+/// another map's fields where the attributes lack them, any other value as `log.body`.
+pub(super) fn log_body(attrs: &mut Map<String, Value>, event: &str, body: Value) {
+    match body {
+        Value::Object(fields) => {
+            // The v1.30 events: `gen_ai.user.message` {content}, `gen_ai.choice` {message}.
+            let role = event
+                .strip_prefix("gen_ai.")
+                .and_then(|e| e.strip_suffix(".message"));
+            if let Some(role) = role {
+                let mut m = fields;
+                m.entry("role").or_insert_with(|| Value::from(role));
+                attrs
+                    .entry("gen_ai.input.messages")
+                    .or_insert_with(|| Value::Array(vec![Value::Object(m)]));
+            } else if event == "gen_ai.choice" && fields.contains_key("message") {
+                let mut fields = fields;
+                let message = fields.swap_remove("message").unwrap_or(Value::Null);
+                attrs
+                    .entry("gen_ai.output.messages")
+                    .or_insert_with(|| Value::Array(vec![message]));
+            } else {
+                for (k, v) in fields {
+                    attrs.entry(k).or_insert(v);
+                }
+            }
+        }
+        Value::Null => {}
+        other => {
+            attrs.entry("log.body").or_insert(other);
+        }
+    }
 }

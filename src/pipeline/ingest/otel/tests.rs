@@ -199,3 +199,150 @@ fn a_document_whose_resource_spans_is_no_list_is_read_for_its_logs() {
     let none = json!({"resourceSpans": "x"});
     assert_eq!(spans(none.clone(), 1, &mut order).unwrap_err(), none);
 }
+
+/// Lines of OTLP JSON, each with whether the fast path reads it (`true`) or leaves it to the
+/// general path: each rule of the general path's reading, once.
+fn edge_lines() -> Vec<(bool, String)> {
+    let kv_raw = |key: &str, value: Value| json!({"key": key, "value": value});
+    let spans_doc = |spans: Value| json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]});
+    let logs_doc =
+        |records: Value| json!({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]});
+    let read = [
+        // The usual shape, with every AnyValue kind and a JSON text in a string.
+        spans_doc(
+            json!([{"traceId": "t1", "spanId": "s1", "name": "chat", "startTimeUnixNano": "100",
+            "kind": "SPAN_KIND_CLIENT", "flags": 256, "status": {},
+            "attributes": [
+                kv("gen_ai.conversation.id", json!("c1")),
+                kv("gen_ai.input.messages", json!(r#" [{"role": "user", "content": "hi"}]"#)),
+                kv("not.json", json!("{broken")),
+                kv_raw("n", json!({"intValue": "12"})),
+                kv_raw("n.big", json!({"intValue": "99999999999999999999"})),
+                kv_raw("n.word", json!({"intValue": "twelve"})),
+                kv_raw("n.num", json!({"intValue": -3})),
+                kv_raw("d", json!({"doubleValue": 0.5})),
+                kv_raw("d.nan", json!({"doubleValue": "NaN"})),
+                kv_raw("b", json!({"boolValue": true})),
+                kv_raw("a", json!({"arrayValue": {"values": [{"stringValue": "x"}, {"intValue": "2"}, 7, [1]]}})),
+                kv_raw("a.none", json!({"arrayValue": {}})),
+                kv_raw("a.null", json!({"arrayValue": {"values": null}})),
+                kv_raw("m", json!({"kvlistValue": {"values": [kv("inner", json!("v")), kv_raw("deep", json!({"kvlistValue": {"values": null}}))]}})),
+                kv_raw("m.none", json!({"kvlistValue": {}})),
+                kv_raw("bytes", json!({"bytesValue": "AAE="})),
+                kv_raw("empty", json!({})),
+                kv_raw("s.num", json!({"stringValue": 5})),
+                kv_raw("plain", json!("as is")),
+                kv_raw("list", json!([1, {"stringValue": "y"}])),
+                kv_raw("null", Value::Null),
+                json!({"key": "missing"}),
+                kv("twice", json!("first")),
+                kv("twice", json!("second")),
+            ]}]),
+        ),
+        // Times, statuses and events of every kind the general path reads.
+        spans_doc(json!([
+            {"traceId": "t2", "spanId": "s2", "startTimeUnixNano": 7, "status": {"code": 2, "message": "boom"},
+             "events": [{"name": "exception", "attributes": [kv("exception.message", json!("db down"))]}, {}, {"name": ""}],
+             "attributes": [kv("gen_ai.tool.name", json!("lookup"))]},
+            {"traceId": "", "spanId": "s3", "name": "", "startTimeUnixNano": -5, "status": {"code": "STATUS_CODE_ERROR"}},
+            {"traceId": null, "startTimeUnixNano": 1.5, "status": {"code": "error", "message": ""}, "events": null, "attributes": null},
+            {"startTimeUnixNano": "soon", "status": {"code": 1}, "trace_id": null},
+            {}
+        ])),
+        // OpenLLMetry's indexed attributes, folded.
+        spans_doc(json!([{"traceId": "t4", "spanId": "s4", "attributes": [
+            kv("gen_ai.prompt.0.role", json!("user")), kv("gen_ai.prompt.0.content", json!("hello")),
+            kv("gen_ai.completion.0.content", json!("hi there"))]}])),
+        // Log records: times, event names and every body.
+        logs_doc(json!([
+            {"traceId": "t5", "spanId": "s5", "timeUnixNano": "0", "observedTimeUnixNano": "9",
+             "eventName": "gen_ai.user.message", "body": {"kvlistValue": {"values": [kv("content", json!("hello"))]}}},
+            {"timeUnixNano": "3", "attributes": [kv("event.name", json!("gen_ai.choice"))],
+             "body": {"kvlistValue": {"values": [kv_raw("message", json!({"kvlistValue": {"values": [kv("content", json!("hi"))]}}))]}}},
+            {"eventName": "", "body": {"kvlistValue": {"values": [kv("k", json!("v"))]}}},
+            {"eventName": "other", "body": {"stringValue": "plain text"}},
+            {"body": null}, {"body": {}}, {}
+        ])),
+        // Both lists: the spans are read.
+        json!({"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "s6"}]}]}],
+               "resourceLogs": [{"scopeLogs": [{"logRecords": [{"spanId": "l6"}]}]}]}),
+        json!({"resourceSpans": null, "resourceLogs": [{"scopeLogs": [{"logRecords": [{"spanId": "l7"}]}]}]}),
+        json!({"resourceSpans": [{"scopeSpans": null}, {"scopeSpans": [{"spans": null}, {"spans": [{"spanId": "s8"}]}]}]}),
+    ];
+    let general = [
+        // Other spellings of keys.
+        spans_doc(json!([{"trace_id": "t1", "spanId": "s1"}])),
+        spans_doc(json!([{"spanId": "s1", "startedMs": 5}])),
+        spans_doc(json!([{"spanId": "s1", "start_time_unix_nano": "5"}])),
+        json!({"resourceSpans": [{"instrumentationLibrarySpans": [{"spans": [{"spanId": "s1"}]}]}]}),
+        logs_doc(json!([{"span_id": "s1"}])),
+        // Values of other types.
+        spans_doc(json!([{"traceId": 12, "spanId": "s1"}])),
+        spans_doc(json!([{"spanId": "s1", "name": 3}])),
+        spans_doc(json!([{"spanId": "s1", "status": {"code": true}}])),
+        spans_doc(json!([{"spanId": "s1", "status": {"message": 4}}])),
+        spans_doc(json!([{"spanId": "s1", "startTimeUnixNano": true}])),
+        spans_doc(json!([{"spanId": "s1", "events": {}}])),
+        spans_doc(json!([{"spanId": "s1", "events": [{"name": 5}]}])),
+        spans_doc(json!([{"spanId": "s1", "attributes": {"plain": "map"}}])),
+        spans_doc(
+            json!([{"spanId": "s1", "attributes": [{"key": 5, "value": {"stringValue": "x"}}]}]),
+        ),
+        spans_doc(
+            json!([{"spanId": "s1", "attributes": [kv_raw("two", json!({"stringValue": "x", "intValue": "1"}))]}]),
+        ),
+        spans_doc(
+            json!([{"spanId": "s1", "attributes": [kv_raw("a", json!({"arrayValue": {"values": "x"}}))]}]),
+        ),
+        spans_doc(
+            json!([{"spanId": "s1", "attributes": [kv_raw("m", json!({"kvlistValue": {"values": {"k": "v"}}}))]}]),
+        ),
+        logs_doc(json!([{"eventName": 7}])),
+        // Lists where objects belong.
+        spans_doc(json!([["t1", "s1", "chat"]])),
+        spans_doc(json!([{"spanId": "s1", "status": [2, "boom"]}])),
+        spans_doc(json!([{"spanId": "s1", "attributes": [["k", {"stringValue": "v"}]]}])),
+        json!({"resourceSpans": [[[{"spanId": "s1"}]]]}),
+        json!([{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "s1"}]}]}]}]),
+        // No span at all, and the other document forms.
+        spans_doc(json!([])),
+        json!({"resourceSpans": [{"scopeSpans": [{"spans": [1, 2]}]}]}),
+        json!({"spans": [{"traceId": "t1", "spanId": "s1"}]}),
+        json!({"traceId": "t1", "spanId": "s1"}),
+        json!({"resourceSpans": "x"}),
+    ];
+    let mut lines: Vec<(bool, String)> = read.iter().map(|d| (true, d.to_string())).collect();
+    lines.extend(general.iter().map(|d| (false, d.to_string())));
+    // A key twice, which serde_json's maps keep the last of.
+    lines.push((
+        false,
+        r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "a", "spanId": "b"}]}]}]}"#
+            .into(),
+    ));
+    lines.push((false, r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "a", "attributes": [{"key": "k", "value": {"stringValue": "a", "stringValue": "b"}}]}]}]}]}"#.into()));
+    lines
+}
+
+#[test]
+fn the_fast_path_reads_what_the_general_one_reads() {
+    for (fast, line) in edge_lines() {
+        let mut order = 0;
+        let got = line_spans(line.as_bytes(), 1, &mut order);
+        assert_eq!(got.is_some(), fast, "{line}");
+        assert_alike(line.as_bytes());
+    }
+    // Every line of every fixture: the real exporters' output takes the fast path.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ingest/otel");
+    let mut fast = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read(entry.unwrap().path()).unwrap();
+        for line in text
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.trim_ascii().is_empty())
+        {
+            assert_alike(line);
+            fast += usize::from(line_spans(line, 1, &mut 0).is_some());
+        }
+    }
+    assert!(fast >= 7, "{fast} fixture lines took the fast path");
+}

@@ -75,6 +75,11 @@ pub fn decode(value: Value) -> Res<Record> {
     decode_json(&value)
 }
 
+/// [`decode`], of a row the caller keeps.
+pub fn decode_value(value: &Value) -> Res<Record> {
+    decode_json(value)
+}
+
 /// [`decode`], from either parser's value.
 fn decode_json<J: Json>(value: &J) -> Res<Record> {
     let Node::Object(obj) = value.node() else {
