@@ -545,6 +545,43 @@ fn otel_content_on_spans_in_logs_or_nowhere() {
 }
 
 #[test]
+fn the_older_event_shape_reads_from_its_log_records() {
+    // openai-v2 2.1b0 with the v1.30 conventions: each message a log record of its own
+    // (`gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.tool.message`, `gen_ai.choice`)
+    // with the content in its body, written through the Events API; no tool span.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rows.jsonl");
+    let o = wai()
+        .arg("ingest")
+        .arg(otel_fixture("openai_v2_v1_30_content.traces.jsonl"))
+        .arg(otel_fixture("openai_v2_v1_30_content.logs.jsonl"))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = read_jsonl(&out);
+    assert_eq!(rows.len(), 4);
+    let tasks: Vec<&str> = rows.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
+    assert_eq!(tasks, ["task-A1", "task-A1", "task-B2", "task-B2"]);
+    let rewards: Vec<&Value> = rows.iter().map(|r| &r["reward"]).collect();
+    assert_eq!(rewards, [&json!(1), &json!(1), &json!(1), &json!(0)]);
+    assert_eq!(rows[2]["prompt"], "Where is order B2?");
+    assert_eq!(rows[3]["final_text"], "Sorry, the lookup failed.");
+    assert_eq!(
+        rows[0]["steps"],
+        json!([{"tool": "lookup_order", "arguments": {"order_id": "A1"}, "result": {"order_id": "A1", "status": "shipped"}, "tool_call_id": "call_2"}])
+    );
+    // The tool's answer is the tool message's text: without a tool span there is no status.
+    assert_eq!(rows[3]["steps"][0]["result"], "error: database timeout");
+    for r in &rows {
+        assert_eq!(r["model_version"], "fake-model-2024-01-01");
+        assert_eq!(r["finish_reason"], "stop");
+        assert!(r.get("no_content").is_none(), "{r}");
+    }
+}
+
+#[test]
 fn an_otel_file_without_rollouts_is_hollow() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("http.jsonl");
