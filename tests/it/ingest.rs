@@ -547,8 +547,9 @@ fn otel_content_on_spans_in_logs_or_nowhere() {
 #[test]
 fn the_older_event_shape_reads_from_its_log_records() {
     // openai-v2 2.1b0 with the v1.30 conventions: each message a log record of its own
-    // (`gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.tool.message`, `gen_ai.choice`)
-    // with the content in its body, written through the Events API; no tool span.
+    // (`gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
+    // `gen_ai.tool.message`, `gen_ai.choice`) with the content in its body, written through
+    // the Events API; no tool span.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rows.jsonl");
     let o = wai()
@@ -562,7 +563,10 @@ fn the_older_event_shape_reads_from_its_log_records() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let rows = read_jsonl(&out);
     assert_eq!(rows.len(), 4);
-    let tasks: Vec<&str> = rows.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
+    let tasks: Vec<&str> = rows
+        .iter()
+        .map(|r| r["task_id"].as_str().unwrap())
+        .collect();
     assert_eq!(tasks, ["task-A1", "task-A1", "task-B2", "task-B2"]);
     let rewards: Vec<&Value> = rows.iter().map(|r| &r["reward"]).collect();
     assert_eq!(rewards, [&json!(1), &json!(1), &json!(1), &json!(0)]);

@@ -246,7 +246,7 @@ fn edge_lines() -> Vec<(bool, String)> {
              "attributes": [kv("gen_ai.tool.name", json!("lookup"))]},
             {"traceId": "", "spanId": "s3", "name": "", "startTimeUnixNano": -5, "status": {"code": "STATUS_CODE_ERROR"}},
             {"traceId": null, "startTimeUnixNano": 1.5, "status": {"code": "error", "message": ""}, "events": null, "attributes": null},
-            {"startTimeUnixNano": "soon", "status": {"code": 1}, "trace_id": null},
+            {"startTimeUnixNano": "soon", "status": {"code": 1}},
             {}
         ])),
         // OpenLLMetry's indexed attributes, folded.
@@ -313,6 +313,44 @@ fn edge_lines() -> Vec<(bool, String)> {
     ];
     let mut lines: Vec<(bool, String)> = read.iter().map(|d| (true, d.to_string())).collect();
     lines.extend(general.iter().map(|d| (false, d.to_string())));
+    lines.extend(raw_edge_lines());
+    lines
+}
+
+/// Lines written as text: what JSON values cannot hold (a key twice, text the general path cannot
+/// parse) and the fields OTLP defines that no span takes.
+fn raw_edge_lines() -> Vec<(bool, String)> {
+    let mut lines = Vec::new();
+    // Lines the general path cannot parse, whatever the fast path's fields: a lone surrogate,
+    // a number out of range and nesting past serde_json's limit, each in a value no span takes.
+    lines.push((
+        false,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"s","kind":"\ud800"}]}]}]}"#.into(),
+    ));
+    lines.push((false, r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"s","endTimeUnixNano":1e400}]}]}]}"#.into()));
+    lines.push((
+        false,
+        format!(
+            r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{{"spanId":"s","links":{}{}}}]}}]}}]}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        ),
+    ));
+    lines.push((false, r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":{"stringValue":"\udc00"}}]},"scopeSpans":[{"spans":[{"spanId":"s"}]}]}]}"#.into()));
+    // A key OTLP does not name, beside spans the general path reads.
+    lines.push((
+        false,
+        r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"spanId":"s","custom":1}]}]}]}"#.into(),
+    ));
+    // The spec's other fields, which no span takes, are read past.
+    lines.push((true, r#"{"resourceSpans":[{"resource":{"attributes":[],"droppedAttributesCount":0},"schemaUrl":"","scopeSpans":[{"scope":{"name":"x","version":"1"},"schemaUrl":"","spans":[{"spanId":"s","traceState":"","parentSpanId":"p","flags":256,"kind":2,"endTimeUnixNano":"9","droppedAttributesCount":0,"droppedEventsCount":0,"droppedLinksCount":0,"links":[{"traceId":"t","spanId":"u","attributes":[]}],"events":[{"timeUnixNano":"3","name":"e","attributes":[],"droppedAttributesCount":0}]}]}]}]}"#.into()));
+    lines.push((true, r#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityNumber":9,"severityText":"INFO","flags":1,"droppedAttributesCount":0,"eventName":"gen_ai.choice","attributes":[{"key":"event.name","value":{"stringValue":"other"}}],"body":{"kvlistValue":{"values":[{"key":"message","value":{"stringValue":"hi"}}]}}}]}]}],"resourceSpans":null}"#.into()));
+    // An empty list of spans is the document's: its log records are not read.
+    lines.push((
+        false,
+        r#"{"resourceSpans":[],"resourceLogs":[{"scopeLogs":[{"logRecords":[{"spanId":"l"}]}]}]}"#
+            .into(),
+    ));
     // A key twice, which serde_json's maps keep the last of.
     lines.push((
         false,
@@ -333,7 +371,7 @@ fn the_fast_path_reads_what_the_general_one_reads() {
     }
     // Every line of every fixture: the real exporters' output takes the fast path.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ingest/otel");
-    let mut fast = 0;
+    let (mut lines, mut fast) = (0, 0);
     for entry in std::fs::read_dir(dir).unwrap() {
         let text = std::fs::read(entry.unwrap().path()).unwrap();
         for line in text
@@ -341,8 +379,14 @@ fn the_fast_path_reads_what_the_general_one_reads() {
             .filter(|l| !l.trim_ascii().is_empty())
         {
             assert_alike(line);
+            lines += 1;
             fast += usize::from(line_spans(line, 1, &mut 0).is_some());
         }
     }
-    assert!(fast >= 7, "{fast} fixture lines took the fast path");
+    assert!(lines >= 9, "{lines} fixture lines");
+    assert_eq!(fast, lines, "every fixture line takes the fast path");
+    // A byte that is no UTF-8, in a value no span takes: the general path cannot parse it.
+    let bad = b"{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"spanId\":\"s\",\"kind\":\"\xff\"}]}]}]}";
+    assert!(line_spans(bad, 1, &mut 0).is_none());
+    assert_alike(bad);
 }

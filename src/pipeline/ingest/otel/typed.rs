@@ -3,26 +3,66 @@
 //! by typed deserialization, without first building the document as a JSON value and taking
 //! it apart (most of the general path's time: a map for every attribute and every `AnyValue`).
 //!
-//! It gives the spans the general path ([`super::spans`]) gives, or nothing: any key the general
-//! path reads under another spelling (`trace_id`, `instrumentationLibrarySpans`, `startedMs`,
-//! ...), a value of an unusual type, a key twice, a document without spans or a line that is a
-//! list sends the line to the general path whole. A test holds the two equal on every fixture
-//! and on lines made to hit each rule.
+//! It gives the spans the general path ([`super::spans`]) gives, or nothing: a key OTLP does not
+//! name (so also every other spelling the general path reads: `trace_id`,
+//! `instrumentationLibrarySpans`, `startedMs`, ...), a value of an unusual type, a key twice, a
+//! document without spans or a line that is a list sends the line to the general path whole.
+//! The values it does not read are still walked as strictly as parsing them would (their
+//! strings, numbers and depth), so a line the general path cannot parse is never read here. A
+//! test holds the two equal on every fixture and on lines made to hit each rule, and so does the
+//! `otlp_json` fuzz target on any bytes.
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::Span;
 use super::spans::{json_in_string, log_body};
 
-/// A key the general path reads under this spelling: present (and not null), it sends the line
-/// there.
-struct Refuse;
+/// A value OTLP defines that the spans do not take (`kind`, `resource`, `endTimeUnixNano`, ...),
+/// walked as strictly as parsing it into a JSON value would: its strings and keys checked (UTF-8,
+/// escapes), its numbers in range, its depth counted. serde's own `IgnoredAny` skips without
+/// these checks.
+struct Skip;
 
-impl<'de> Deserialize<'de> for Refuse {
-    fn deserialize<D: Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
-        Err(de::Error::custom("read by the general path"))
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Skip;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_unit<E>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+                while map.next_key::<Skip>()?.is_some() {
+                    map.next_value::<Skip>()?;
+                }
+                Ok(Skip)
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -46,7 +86,11 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
     }
 }
 
+// Every message of OTLP's JSON mapping the fast path reads, with each field it defines: a field
+// it does not define sends the line to the general path.
+
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Doc {
     #[serde(rename = "resourceSpans")]
     resource_spans: Option<Vec<Obj<ResourceSpans>>>,
@@ -55,37 +99,50 @@ struct Doc {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ResourceSpans {
     #[serde(rename = "scopeSpans")]
     scopes: Option<Vec<Obj<ScopeSpans>>>,
-    #[serde(rename = "instrumentationLibrarySpans")]
-    _old: Option<Refuse>,
+    #[serde(rename = "resource")]
+    _resource: Option<Skip>,
+    #[serde(rename = "schemaUrl")]
+    _schema: Option<Skip>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ScopeSpans {
     spans: Option<Vec<Obj<SpanJson>>>,
+    #[serde(rename = "scope")]
+    _scope: Option<Skip>,
+    #[serde(rename = "schemaUrl")]
+    _schema: Option<Skip>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ResourceLogs {
     #[serde(rename = "scopeLogs")]
     scopes: Option<Vec<Obj<ScopeLogs>>>,
-    #[serde(rename = "instrumentationLibraryLogs")]
-    _old: Option<Refuse>,
+    #[serde(rename = "resource")]
+    _resource: Option<Skip>,
+    #[serde(rename = "schemaUrl")]
+    _schema: Option<Skip>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ScopeLogs {
     #[serde(rename = "logRecords")]
     records: Option<Vec<Obj<LogJson>>>,
+    #[serde(rename = "scope")]
+    _scope: Option<Skip>,
+    #[serde(rename = "schemaUrl")]
+    _schema: Option<Skip>,
 }
 
 #[derive(Deserialize)]
-#[allow(
-    clippy::struct_field_names,
-    reason = "the OTLP names, and the spellings refused"
-)]
+#[serde(deny_unknown_fields)]
 struct SpanJson {
     #[serde(rename = "traceId")]
     trace: Option<String>,
@@ -97,33 +154,46 @@ struct SpanJson {
     events: Option<Vec<Obj<EventJson>>>,
     status: Option<Obj<StatusJson>>,
     attributes: Option<Attrs>,
-    #[serde(rename = "trace_id")]
-    _trace_id: Option<Refuse>,
-    #[serde(rename = "span_id")]
-    _span_id: Option<Refuse>,
-    #[serde(rename = "start_time_unix_nano")]
-    _start_snake: Option<Refuse>,
-    #[serde(rename = "startedMs")]
-    _started_ms: Option<Refuse>,
-    #[serde(rename = "started_ms")]
-    _started_ms_snake: Option<Refuse>,
-    #[serde(rename = "startTimeMs")]
-    _start_time_ms: Option<Refuse>,
+    #[serde(rename = "traceState")]
+    _trace_state: Option<Skip>,
+    #[serde(rename = "parentSpanId")]
+    _parent: Option<Skip>,
+    #[serde(rename = "flags")]
+    _flags: Option<Skip>,
+    #[serde(rename = "kind")]
+    _kind: Option<Skip>,
+    #[serde(rename = "endTimeUnixNano")]
+    _end: Option<Skip>,
+    #[serde(rename = "droppedAttributesCount")]
+    _dropped_attributes: Option<Skip>,
+    #[serde(rename = "droppedEventsCount")]
+    _dropped_events: Option<Skip>,
+    #[serde(rename = "links")]
+    _links: Option<Skip>,
+    #[serde(rename = "droppedLinksCount")]
+    _dropped_links: Option<Skip>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EventJson {
     name: Option<String>,
     attributes: Option<Attrs>,
+    #[serde(rename = "timeUnixNano")]
+    _time: Option<Skip>,
+    #[serde(rename = "droppedAttributesCount")]
+    _dropped_attributes: Option<Skip>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct StatusJson {
     code: Option<Code>,
     message: Option<String>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LogJson {
     #[serde(rename = "traceId")]
     trace: Option<String>,
@@ -137,10 +207,14 @@ struct LogJson {
     event: Option<String>,
     attributes: Option<Attrs>,
     body: Option<AnyValue>,
-    #[serde(rename = "trace_id")]
-    _trace_id: Option<Refuse>,
-    #[serde(rename = "span_id")]
-    _span_id: Option<Refuse>,
+    #[serde(rename = "severityNumber")]
+    _severity_number: Option<Skip>,
+    #[serde(rename = "severityText")]
+    _severity_text: Option<Skip>,
+    #[serde(rename = "flags")]
+    _flags: Option<Skip>,
+    #[serde(rename = "droppedAttributesCount")]
+    _dropped_attributes: Option<Skip>,
 }
 
 /// A time in Unix nanoseconds as the general path reads it: a whole number not below 0, or a
@@ -231,6 +305,7 @@ impl<'de> Deserialize<'de> for Attrs {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct KeyValue {
     key: String,
     value: Option<AnyValue>,
@@ -320,7 +395,7 @@ impl<'de> Visitor<'de> for AnyVisitor {
                 Value::Object(Map::from_iter([(key, other)]))
             }
         };
-        if map.next_key::<IgnoredAny>()?.is_some() {
+        if map.next_key::<Skip>()?.is_some() {
             return Err(de::Error::custom("an AnyValue of two keys"));
         }
         Ok(AnyValue(value))
@@ -328,6 +403,7 @@ impl<'de> Visitor<'de> for AnyVisitor {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ArrayValue {
     #[serde(deserialize_with = "any_values")]
     #[serde(default)]
@@ -341,6 +417,7 @@ fn any_values<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Value>>, D::
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct KvList {
     values: Option<Attrs>,
 }
