@@ -126,6 +126,32 @@ pub struct Span {
     from_log: bool,
 }
 
+impl Span {
+    /// A log record read as a span: its event name, time and attributes, keyed by its trace and
+    /// span.
+    fn log_record(
+        (line, order): (u64, usize),
+        (trace, id): (Option<String>, Option<String>),
+        event: String,
+        start: u64,
+        attrs: Map<String, Value>,
+    ) -> Self {
+        Self {
+            line,
+            order,
+            trace,
+            id,
+            name: Some(event),
+            start,
+            attrs,
+            events: Vec::new(),
+            status_error: false,
+            status_message: None,
+            from_log: true,
+        }
+    }
+}
+
 /// The spans of one line of OTLP JSON in the canonical shape (`resourceSpans` or
 /// `resourceLogs` of attribute lists), read straight into spans numbered from `order` on; `None`
 /// when the line is in another shape, for [`spans`] to read it from its parsed value.

@@ -186,19 +186,16 @@ pub(super) fn read_log(v: Value, line: u64, order: usize) -> Option<Span> {
     if let Some(body) = obj.swap_remove("body").map(any_value) {
         log_body(&mut attrs, &event, body);
     }
-    Some(Span {
-        line,
-        order,
-        trace: text_field(&obj, &["traceId", "trace_id"]),
-        id: text_field(&obj, &["spanId", "span_id"]),
-        name: Some(event),
+    Some(Span::log_record(
+        (line, order),
+        (
+            text_field(&obj, &["traceId", "trace_id"]),
+            text_field(&obj, &["spanId", "span_id"]),
+        ),
+        event,
         start,
         attrs,
-        events: Vec::new(),
-        status_error: false,
-        status_message: None,
-        from_log: true,
-    })
+    ))
 }
 
 /// A log record's body (its `AnyValue`, read) into its attributes: the v1.30 events' message

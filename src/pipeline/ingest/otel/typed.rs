@@ -501,19 +501,13 @@ fn log(r: LogJson, line: u64, order: usize) -> Span {
     if let Some(body) = r.body {
         log_body(&mut attrs, &event, body.0);
     }
-    Span {
-        line,
-        order,
-        trace: nonempty(r.trace),
-        id: nonempty(r.id),
-        name: Some(event),
+    Span::log_record(
+        (line, order),
+        (nonempty(r.trace), nonempty(r.id)),
+        event,
         start,
         attrs,
-        events: Vec::new(),
-        status_error: false,
-        status_message: None,
-        from_log: true,
-    }
+    )
 }
 
 /// The spans the general path reads from one line (its parsed value, or each element of a list),
