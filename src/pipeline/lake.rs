@@ -179,7 +179,9 @@ impl Lake {
         // made again. Anything else in it is the user's.
         let skeleton = |e: &std::fs::DirEntry| {
             let name = e.file_name().to_string_lossy().into_owned();
-            name == "_wai" || FOLDERS.contains(&name.as_str())
+            // `collected/` and `raw/` are the collector's, made only in a lake.
+            ["_wai", "collected", "raw"].contains(&name.as_str())
+                || FOLDERS.contains(&name.as_str())
         };
         let holds = std::fs::read_dir(root).is_ok_and(|d| d.flatten().any(|e| !skeleton(&e)));
         if holds {
@@ -651,6 +653,12 @@ mod tests {
         std::fs::create_dir_all(stopped.join("_wai/pending")).expect("mkdir");
         std::fs::create_dir_all(stopped.join("scored")).expect("mkdir");
         assert!(Lake::init(&stopped).expect("made again").1);
+        // So is one the collector wrote into before its marker was lost.
+        let collected = dir.path().join("collected");
+        std::fs::create_dir_all(collected.join("collected/date=2026-12-06")).expect("mkdir");
+        std::fs::create_dir_all(collected.join("raw/otlp")).expect("mkdir");
+        std::fs::create_dir_all(collected.join("_wai/collect")).expect("mkdir");
+        assert!(Lake::init(&collected).expect("made again").1);
         assert!(Lake::open(&other).is_err());
     }
 }
