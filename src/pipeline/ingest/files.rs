@@ -132,7 +132,8 @@ fn read_all(
     notes: &mut Notes,
 ) -> Result<Vec<(String, Format)>> {
     let mut formats = Vec::new();
-    let (mut otel_text, mut otel_names) = (Vec::new(), Vec::<String>::new());
+    // OTLP inputs are read as they come, their spans kept until all are read.
+    let (mut otel, mut otel_names) = (None::<super::OtelSpans>, Vec::<String>::new());
     for input in inputs {
         // Open once: the first bytes serve detection and are then read again from memory.
         let mut reader = source::open(input, ctx.runtime.handle())?;
@@ -157,20 +158,10 @@ fn read_all(
             run.accept(|accept| super::read_eval(&input.display, file, opts, accept, progress))?;
             continue;
         }
-        let mut reader = std::io::Cursor::new(head).chain(reader);
+        let reader = std::io::Cursor::new(head).chain(reader);
         if format == Format::Otel {
-            let start = otel_text.len();
-            // Sized once: growing by doubling would copy the text and hold it twice.
-            if let Some(size) = input.size.and_then(|n| usize::try_from(n).ok()) {
-                otel_text.reserve_exact(size + 1);
-            }
-            reader
-                .read_to_end(&mut otel_text)
-                .map_err(|e| Error::io(&input.display, e))?;
-            if otel_text[start..].starts_with(io::BOM) {
-                otel_text.drain(start..start + io::BOM.len());
-            }
-            otel_text.push(b'\n');
+            otel.get_or_insert_with(|| super::OtelSpans::new(notes.kept.is_some()))
+                .read(&input.display, reader, run.progress)?;
             otel_names.push(input.display.clone());
             continue;
         }
@@ -187,10 +178,10 @@ fn read_all(
             )
         })?;
     }
-    if !otel_names.is_empty() {
+    if let Some(otel) = otel {
         let name = otel_names.join(" + ");
-        let (opts, progress) = (run.opts, run.progress);
-        run.accept(|accept| super::read_otel(&name, otel_text, opts, accept, progress, notes))?;
+        let opts = run.opts;
+        run.accept(|accept| super::read_otel(&name, otel, opts, accept, notes))?;
     }
     Ok(formats)
 }

@@ -225,7 +225,7 @@ pub fn reject_kind(r: &io::Reject) -> &'static str {
 /// Reads one input of a known `format` into `accept`.
 pub fn read(
     name: &str,
-    mut reader: impl Read + Send,
+    reader: impl Read + Send,
     format: Format,
     opts: &Options,
     accept: &mut Accept<'_, '_>,
@@ -248,14 +248,9 @@ pub fn read(
         }
         Format::Inspect => read_inspect(name, reader, opts, accept, progress),
         Format::Otel => {
-            let mut text = Vec::new();
-            reader
-                .read_to_end(&mut text)
-                .map_err(|e| Error::io(name, e))?;
-            if text.starts_with(io::BOM) {
-                text.drain(..io::BOM.len());
-            }
-            read_otel(name, text, opts, accept, progress, notes)
+            let mut read = OtelSpans::new(notes.kept.is_some());
+            read.read(name, reader, progress)?;
+            read_otel(name, read, opts, accept, notes)
         }
     }
 }
@@ -309,62 +304,192 @@ fn otel_lines(text: &[u8], keep: bool) -> Option<Vec<OtelLine>> {
         .collect()
 }
 
-/// Reads OTLP JSON (every OTLP input of a run, joined): spans and log records grouped into
-/// conversations, one row each. Lines parse in parallel, and rows are made in parallel a chunk
-/// of conversations at a time, taken in order.
-pub fn read_otel(
-    name: &str,
-    text: Vec<u8>,
-    opts: &Options,
-    accept: &mut Accept<'_, '_>,
-    progress: &dyn Fn(u64),
-    notes: &mut Notes,
-) -> Result<()> {
-    use rayon::prelude::*;
-    const NO_SPANS: &str = "an OTLP document holding no span or log record (`resourceSpans`, `resourceLogs`, `spans`, or a span)";
-    progress(text.len() as u64);
-    let mut spans = Vec::new();
-    if let Some(lines) = otel_lines(&text, notes.kept.is_some()) {
-        spans.reserve_exact(lines.iter().map(|(_, found, _)| found.len()).sum());
-        for (line, found, empty) in lines {
-            for item in empty {
-                notes.skip("no_spans", name, line, NO_SPANS.into(), || item);
-            }
-            spans.extend(found);
+/// OTLP JSON read a piece at a time, every input of a run numbered as if joined (a newline after
+/// each): the spans and the documents that hold none, the text let go as its spans are read.
+/// While every line is one JSON value (the collector's file exporter writes one batch a line),
+/// pieces of whole lines are parsed a line at a time in parallel; from the first piece with a
+/// line that is not (a document over many lines, or broken JSON), the rest of the text is kept
+/// and read at the end as a stream of values, as a file of such documents must be.
+pub struct OtelSpans {
+    spans: Vec<otel::Span>,
+    /// Documents that hold no span or log record: their line and (when kept) their text.
+    empty: Vec<(u64, String)>,
+    /// Whether the documents' texts are kept (for the rejects file).
+    keep: bool,
+    /// Lines of the joined text before the next piece.
+    lines: u64,
+    /// From the first piece not read a line at a time: the line it starts on, and the text.
+    rest: Option<(u64, Vec<u8>)>,
+    /// Bytes of a piece.
+    piece: usize,
+}
+
+/// A record that could not be framed, set aside with the rest of its file: its line, its text
+/// and why.
+type Broken = (u64, Vec<u8>, String);
+
+/// Bytes of OTLP JSON parsed a line at a time per piece.
+const OTEL_PIECE: usize = 16 << 20;
+
+impl OtelSpans {
+    /// Starts a read; `keep` keeps the text of documents that hold no span.
+    pub fn new(keep: bool) -> Self {
+        Self {
+            spans: Vec::new(),
+            empty: Vec::new(),
+            keep,
+            lines: 0,
+            rest: None,
+            piece: OTEL_PIECE,
         }
-    } else {
-        let mut order = 0usize;
-        let mut stream = serde_json::Deserializer::from_slice(&text).into_iter::<Value>();
+    }
+
+    /// Reads one input (named `name` in errors), after those read before.
+    ///
+    /// # Errors
+    /// The input cannot be read.
+    pub fn read(
+        &mut self,
+        name: &str,
+        mut reader: impl Read,
+        progress: &dyn Fn(u64),
+    ) -> Result<()> {
+        let io_err = |e| Error::io(name, e);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut first = true;
         loop {
-            let offset = stream.byte_offset();
-            let record = match stream.next() {
-                None => break,
-                Some(Ok(Value::Array(items))) => items,
-                Some(Ok(record)) => vec![record],
-                Some(Err(e)) => {
-                    // The rest of the file cannot be framed: set it aside as one bad record.
-                    let rest = text[offset..].trim_ascii();
-                    let err = FieldError {
-                        field: None,
-                        message: format!("not valid JSON: {e}; the rest of the file is not read"),
-                    };
-                    accept.take(name, line_at(&text, offset), rest, Err(err))?;
+            if let Some((_, rest)) = &mut self.rest {
+                let start = rest.len();
+                rest.extend_from_slice(&buf);
+                reader.read_to_end(rest).map_err(io_err)?;
+                if first && rest[start..].starts_with(io::BOM) {
+                    rest.drain(start..start + io::BOM.len());
+                }
+                progress((rest.len() - start) as u64);
+                rest.push(b'\n');
+                return Ok(());
+            }
+            // Fill to a piece's size, then cut after the last newline (a line longer than a
+            // piece grows it).
+            let mut eof = false;
+            let target = (buf.len() * 2).max(self.piece).max(io::BOM.len());
+            while buf.len() < target {
+                let n = (&mut reader)
+                    .take((target - buf.len()) as u64)
+                    .read_to_end(&mut buf)
+                    .map_err(io_err)?;
+                if n == 0 {
+                    eof = true;
                     break;
                 }
+            }
+            if first && buf.starts_with(io::BOM) {
+                buf.drain(..io::BOM.len());
+            }
+            let cut = if eof {
+                buf.len()
+            } else if let Some(i) = memchr::memrchr(b'\n', &buf) {
+                i + 1
+            } else {
+                first = false;
+                continue;
             };
-            let line = line_at(&text, offset);
-            for item in record {
-                match otel::spans(item, line, &mut order) {
-                    Ok(found) => spans.extend(found),
-                    Err(item) => {
-                        notes.skip("no_spans", name, line, NO_SPANS.into(), || item.to_string());
+            let next = buf.split_off(cut);
+            progress(buf.len() as u64);
+            let piece = std::mem::replace(&mut buf, next);
+            let Some(lines) = otel_lines(&piece, self.keep) else {
+                // This piece and all that follows is read as a stream of values.
+                self.rest = Some((self.lines, piece));
+                first = false;
+                continue;
+            };
+            let base = self.lines;
+            for (line, found, empty) in lines {
+                let line = base + line;
+                self.empty.extend(empty.into_iter().map(|t| (line, t)));
+                self.spans.extend(found.into_iter().map(|mut s| {
+                    s.line += base;
+                    s
+                }));
+            }
+            self.lines += memchr::memchr_iter(b'\n', &piece).count() as u64;
+            first = false;
+            if eof {
+                // The newline the joined text has after each input.
+                self.lines += 1;
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl OtelSpans {
+    /// The spans, the documents that hold none (line, text), and a record that could not be
+    /// framed (line, text, why), once the rest, if any, is read as a stream of values.
+    fn finish(mut self) -> (Vec<otel::Span>, Vec<(u64, String)>, Option<Broken>) {
+        let mut broken = None;
+        if let Some((base, text)) = self.rest.take() {
+            let mut order = 0usize;
+            let mut stream = serde_json::Deserializer::from_slice(&text).into_iter::<Value>();
+            loop {
+                let offset = stream.byte_offset();
+                let record = match stream.next() {
+                    None => break,
+                    Some(Ok(Value::Array(items))) => items,
+                    Some(Ok(record)) => vec![record],
+                    Some(Err(e)) => {
+                        // The rest cannot be framed: it is set aside as one bad record.
+                        broken = Some((
+                            base + line_at(&text, offset),
+                            text[offset..].trim_ascii().to_vec(),
+                            format!("not valid JSON: {e}; the rest of the file is not read"),
+                        ));
+                        break;
+                    }
+                };
+                let line = base + line_at(&text, offset);
+                for item in record {
+                    match otel::spans(item, line, &mut order) {
+                        Ok(found) => self.spans.extend(found),
+                        Err(item) => self.empty.push((
+                            line,
+                            if self.keep {
+                                item.to_string()
+                            } else {
+                                String::new()
+                            },
+                        )),
                     }
                 }
             }
         }
+        (self.spans, self.empty, broken)
     }
-    // The text is done with: the spans hold what the rows are made of.
-    drop(text);
+}
+
+/// Makes the rows of OTLP JSON read (every OTLP input of a run, together): spans and log records
+/// grouped into conversations, one row each, made in parallel a chunk of conversations at a time
+/// and taken in order.
+pub fn read_otel(
+    name: &str,
+    read: OtelSpans,
+    opts: &Options,
+    accept: &mut Accept<'_, '_>,
+    notes: &mut Notes,
+) -> Result<()> {
+    use rayon::prelude::*;
+    const NO_SPANS: &str = "an OTLP document holding no span or log record (`resourceSpans`, `resourceLogs`, `spans`, or a span)";
+    let (mut spans, empty, broken) = read.finish();
+    for (line, item) in empty {
+        notes.skip("no_spans", name, line, NO_SPANS.into(), || item);
+    }
+    if let Some((line, text, message)) = broken {
+        let err = FieldError {
+            field: None,
+            message,
+        };
+        accept.take(name, line, &text, Err(err))?;
+    }
     otel::renumber(&mut spans);
     let mut convs = otel::group(spans).into_iter();
     loop {
@@ -526,4 +651,74 @@ fn read_inspect(
         accept,
         &|_| {},
     )
+}
+
+#[cfg(test)]
+mod otel_pieces {
+    use super::*;
+
+    /// What reading `inputs` in pieces of `piece` bytes gives, spans by their debug text.
+    fn read(inputs: &[&[u8]], piece: usize) -> (String, Vec<(u64, String)>, Option<Broken>) {
+        let mut r = OtelSpans::new(true);
+        r.piece = piece;
+        for text in inputs {
+            r.read("in", *text, &|_| {}).unwrap();
+        }
+        let (mut spans, empty, broken) = r.finish();
+        // Numbered in reading order, as the reader numbers them before grouping.
+        otel::renumber(&mut spans);
+        (format!("{spans:?}"), empty, broken)
+    }
+
+    #[test]
+    fn pieces_read_as_the_whole_text_does() {
+        let fixture = |name: &str| {
+            std::fs::read(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/ingest/otel")
+                    .join(name),
+            )
+            .unwrap()
+        };
+        let traces = fixture("openai_v2_event_only.traces.jsonl");
+        let logs = fixture("openai_v2_event_only.logs.jsonl");
+        let spans = fixture("openai_v2_span_only.traces.jsonl");
+        let mut bom = io::BOM.to_vec();
+        bom.extend_from_slice(&spans);
+        let empty_doc = b"{\"resourceSpans\": []}\n\n".to_vec();
+        let pretty =
+            b"{\n  \"spans\": [{\"traceId\": \"t\", \"spanId\": \"s\",\n \"name\": \"chat\"}]\n}\n"
+                .to_vec();
+        let mut broken = spans.clone();
+        broken.extend_from_slice(b"{\"resourceSpans\": [oops\n");
+        broken.extend_from_slice(&logs);
+        let runs: [Vec<&[u8]>; 5] = [
+            vec![&traces, &logs],
+            vec![&bom, &empty_doc, &traces],
+            vec![&traces, &pretty, &logs],
+            vec![&broken, &traces],
+            vec![&logs, &spans[..spans.len() - 1], &traces],
+        ];
+        for inputs in runs {
+            // As the inputs were read before: joined (each without its byte-order mark, a
+            // newline after it), then parsed a line at a time or, failing that, as a stream.
+            let mut joined = Vec::new();
+            for text in &inputs {
+                joined.extend_from_slice(io::strip_bom(text));
+                joined.push(b'\n');
+            }
+            let whole = read(&[&joined], usize::MAX / 4);
+            for piece in [1, 64, 5000, usize::MAX / 4] {
+                assert_eq!(read(&inputs, piece), whole, "pieces of {piece} bytes");
+            }
+        }
+        // The broken line is set aside with the rest, the other input's spans too.
+        let (_, _, set_aside) = read(&[&broken, &traces], 64);
+        let (line, text, why) = set_aside.unwrap();
+        assert_eq!(line, 2);
+        // The rest of the file and the inputs after it, as when the inputs were joined.
+        assert!(text.starts_with(b"{\"resourceSpans\": [oops\n"), "{why}");
+        assert!(text.ends_with(traces.trim_ascii_end()), "{why}");
+        assert!(why.contains("the rest of the file is not read"), "{why}");
+    }
 }
