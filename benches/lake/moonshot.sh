@@ -64,7 +64,9 @@ python3 - <<'PY'
 import json
 m = json.load(open("lake/_wai/manifest.json"))
 for s in m["runs"][-1]["stages"]:
-    print(f'  {s["name"]:14} {s["elapsed_s"]:7.1f} s  {s["bytes_read"] / 1e6:9.1f} MB read')
+    sc = s.get("scans")
+    shared = f'  {sc["from_memory"]} of {sc["scans"]} scans from memory' if sc else ''
+    print(f'  {s["name"]:14} {s["elapsed_s"]:7.1f} s  {s["bytes_read"] / 1e6:9.1f} MB read{shared}')
 PY
 
 echo "== nine commands"

@@ -107,9 +107,15 @@ pub struct StageRecord {
     /// The rows it read, where its report says.
     #[serde(default)]
     pub rows: Option<u64>,
-    /// The bytes of the files it read.
+    /// The bytes it read from disk: for a measure or compare, the Parquet column chunks its
+    /// queries read (none for columns an earlier stage of the run read and kept); for a data
+    /// stage, the size of the files it read.
     #[serde(default)]
     pub bytes_read: u64,
+    /// For a measure or compare: its queries' scans of tables of files, and how many of them
+    /// took only columns kept from earlier stages of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scans: Option<Scans>,
     /// The files it wrote, relative to the lake's root.
     pub outputs: Vec<String>,
     /// Its results file, relative to the lake's root.
@@ -124,6 +130,15 @@ pub struct StageRecord {
     /// record leaves it to the results file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<Value>,
+}
+
+/// How a stage's queries read their tables, under a run's shared scan.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Scans {
+    /// Scans of tables of files.
+    pub scans: u64,
+    /// Of those, scans served wholly from columns kept from earlier.
+    pub from_memory: u64,
 }
 
 /// A gate and its verdict.

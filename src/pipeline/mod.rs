@@ -25,6 +25,7 @@ pub mod scratch;
 pub mod select_run;
 pub mod session;
 pub mod shards;
+pub mod shared_scan;
 pub mod signals;
 pub mod source;
 pub mod summaries;

@@ -88,7 +88,7 @@ pub async fn late_materialization(ctx: &SessionContext) -> Result<()> {
 /// off round-robin repartitioning (which deals the batches of a one-partition scan out to the
 /// cores) and the file stream's work stealing (with which whichever partition is idle first
 /// takes the next file range, so partition 0 may read the second half of a file).
-async fn keep_file_order(ctx: &SessionContext) -> Result<()> {
+pub(crate) async fn keep_file_order(ctx: &SessionContext) -> Result<()> {
     for setting in [
         "SET datafusion.optimizer.enable_round_robin_repartition = false",
         "SET datafusion.execution.enable_file_stream_work_stealing = false",
@@ -358,7 +358,9 @@ pub async fn register_parquet(ctx: &SessionContext, name: &str, inputs: &[Input]
             }
         }
     }
-    ctx.register_table(name, Arc::new(ListingTable::try_new(config)?))?;
+    // Under a `wai run`, the measures' reads of the same files share one scan.
+    let table = super::shared_scan::share(inputs, Arc::new(ListingTable::try_new(config)?))?;
+    ctx.register_table(name, table)?;
     Ok(())
 }
 

@@ -537,3 +537,144 @@ fn the_example_pipeline_runs_on_the_demo() {
     assert_eq!(trend.len(), 2, "{trend:?}");
     assert_eq!(trend[0]["n_rows"], 600);
 }
+
+// Issue #35, item 6: the measures of a run read the rows once. A stage over the same rows as an
+// earlier one takes its columns from memory and reads no byte; what each reads is reported, and
+// every measure gives what its command gives alone.
+#[test]
+fn a_runs_measures_share_one_scan_and_give_what_the_commands_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("in")).unwrap();
+    gen_rows(&d.join("in/a.jsonl"), 800, 5);
+    pipeline(d, "nightly.toml", "lake");
+    succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    let m = manifest(d, "lake");
+    let stages = m["runs"][0]["stages"].as_array().unwrap().clone();
+    let stage = |name: &str| stages.iter().find(|s| s["name"] == name).unwrap().clone();
+    // The first measure reads columns from the scored file (its first query's)...
+    let first = stage("pass_at");
+    assert!(first["bytes_read"].as_u64().unwrap() > 0, "{first}");
+    assert!(
+        first["scans"]["from_memory"].as_u64().unwrap() < first["scans"]["scans"].as_u64().unwrap(),
+        "{first}"
+    );
+    // ... a measure of the same columns reads none, from memory ...
+    let again = stage("tonight");
+    assert_eq!(again["bytes_read"], 0, "{again}");
+    let scans = again["scans"]["scans"].as_u64().unwrap();
+    assert!(
+        scans > 0 && again["scans"]["from_memory"] == scans,
+        "{again}"
+    );
+    // ... and a data stage reports the size of the files it streamed.
+    let select = stage("select");
+    assert!(select.get("scans").is_none(), "{select}");
+    let scored_rel = stage("grade")["outputs"][0].as_str().unwrap().to_owned();
+    let scored = d.join("lake").join(&scored_rel);
+    assert_eq!(
+        select["bytes_read"].as_u64().unwrap(),
+        std::fs::metadata(&scored).unwrap().len()
+    );
+    // The bytes a measure read are at most its file's, and the file's column chunks it named.
+    assert!(first["bytes_read"].as_u64().unwrap() < std::fs::metadata(&scored).unwrap().len());
+
+    // Each measure as its own command on the same rows, without a run's shared scan.
+    let alone = |args: &[&str]| -> Value {
+        let out = wai()
+            .current_dir(d)
+            .arg("--json")
+            .args(args)
+            .arg(&scored)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["report"].clone()
+    };
+    let run_id = m["runs"][0]["run_id"].as_str().unwrap().to_owned();
+    let pass_at = alone(&["pass-at", "--by", "dims.tier"]);
+    let rows = query(
+        d,
+        "lake",
+        &format!(
+            "SELECT pass_at_1, ci_low, ci_high, n_groups FROM results_pass_at WHERE run_id = '{run_id}' AND stage = 'pass_at' AND slice IS NULL"
+        ),
+    );
+    let overall = &pass_at["results"][0];
+    assert_eq!(
+        rows[0]["pass_at_1"], overall["pass_at_1"],
+        "{rows:?} {overall}"
+    );
+    assert_eq!(rows[0]["ci_low"], overall["ci95"][0], "{rows:?} {overall}");
+    assert_eq!(rows[0]["ci_high"], overall["ci95"][1], "{rows:?} {overall}");
+    assert_eq!(rows[0]["n_groups"], overall["n_groups"]);
+    let markers = alone(&["markers"]);
+    let rows = query(
+        d,
+        "lake",
+        &format!(
+            "SELECT marker, mean, ci_low, ci_high, n_tasks FROM results_markers WHERE run_id = '{run_id}' ORDER BY marker"
+        ),
+    );
+    assert!(!rows.is_empty());
+    for r in &rows {
+        let m = &markers["markers"][r["marker"].as_str().unwrap()];
+        assert_eq!(
+            (&r["mean"], &r["ci_low"], &r["ci_high"], &r["n_tasks"]),
+            (&m["mean"], &m["ci95"][0], &m["ci95"][1], &m["n_tasks"]),
+            "{r}"
+        );
+    }
+    let hack = alone(&["hack-scan", "--seed", "3"]);
+    let rows = query(
+        d,
+        "lake",
+        &format!("SELECT regime, rho_max, n_rows FROM results_hack_scan WHERE run_id = '{run_id}'"),
+    );
+    assert_eq!(
+        (&rows[0]["regime"], &rows[0]["rho_max"], &rows[0]["n_rows"]),
+        (&hack["regime"], &hack["rho_max"], &hack["n_rows"])
+    );
+    a_run_keeping_nothing_gives_the_same(d);
+}
+
+/// The pipeline of [`a_runs_measures_share_one_scan_and_give_what_the_commands_give`] again with
+/// nothing kept: every measure reads its files, and every result is the same as in `lake`.
+fn a_run_keeping_nothing_gives_the_same(d: &Path) {
+    pipeline(d, "unshared.toml", "unshared");
+    let text = std::fs::read_to_string(d.join("unshared.toml")).unwrap();
+    std::fs::write(
+        d.join("unshared.toml"),
+        format!("shared_scan_mib = 0\n{text}"),
+    )
+    .unwrap();
+    succeeded(wai().current_dir(d).args(["run", "unshared.toml"]));
+    let m = manifest(d, "unshared");
+    let tonight = (m["runs"][0]["stages"].as_array().unwrap().iter())
+        .find(|s| s["name"] == "tonight")
+        .unwrap()
+        .clone();
+    assert!(tonight["bytes_read"].as_u64().unwrap() > 0, "{tonight}");
+    assert_eq!(tonight["scans"]["from_memory"], 0, "{tonight}");
+    for (table, columns) in [
+        (
+            "results_pass_at",
+            "stage, slice, k, pass_at_1, ci_low, ci_high, pass_pow_k, pass_at_k, n_groups, n_rows",
+        ),
+        (
+            "results_markers",
+            "marker, mean, ci_low, ci_high, n_tasks, n_rows",
+        ),
+        (
+            "results_hack_scan",
+            "regime, n_rows, n_groups, top_feature, rho_max",
+        ),
+        ("results_compare", "ok, headline_word"),
+    ] {
+        let sql = format!("SELECT {columns} FROM {table} ORDER BY 1, 2 NULLS FIRST");
+        assert_eq!(
+            query(d, "lake", &sql),
+            query(d, "unshared", &sql),
+            "{table}"
+        );
+    }
+}

@@ -191,7 +191,12 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
     };
     check_compares(&pipeline, &args.pipeline, record.inputs.len())?;
     lake.save_pending(&record)?;
+    // The measures' reads of the same rows share one scan (`pipeline::shared_scan`).
+    let scope = crate::pipeline::shared_scan::Scope::open(
+        (pipeline.shared_scan).unwrap_or_else(crate::pipeline::shared_scan::budget),
+    )?;
     let mut runner = Runner::new(ctx, args, &pipeline, &lake, &manifest, &history, record);
+    runner.scope = Some(&scope);
     for i in 0..pipeline.stages.len() {
         runner.stage(i).inspect_err(|_| {
             let line = format!(
@@ -202,6 +207,7 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
         })?;
     }
     let mut record = runner.record;
+    drop(scope);
     let status = gates::verdict(&mut record, &pipeline);
     record.exit = i32::from(status.code());
     record.finished = Some(lake::now());
@@ -214,7 +220,7 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
         "new_files": record.inputs.len(),
         "stages": record.stages.iter().map(|s| json!({"name": s.name, "kind": s.kind,
             "exit": s.status, "elapsed_s": s.elapsed_s, "rows": s.rows,
-            "bytes_read": s.bytes_read, "outputs": s.outputs, "results": s.results,
+            "bytes_read": s.bytes_read, "scans": s.scans, "outputs": s.outputs, "results": s.results,
             "headline": s.headline})).collect::<Vec<_>>(),
         "gates": record.gates,
     });
@@ -286,6 +292,8 @@ struct Runner<'a> {
     current_all: Vec<String>,
     /// The digest of the new input files.
     input_digest: String,
+    /// The run's shared scan.
+    scope: Option<&'a crate::pipeline::shared_scan::Scope>,
 }
 
 impl<'a> Runner<'a> {
@@ -316,6 +324,7 @@ impl<'a> Runner<'a> {
             current_new,
             current_all,
             input_digest,
+            scope: None,
         }
     }
 
@@ -439,11 +448,12 @@ impl<'a> Runner<'a> {
             ),
         );
         let started = std::time::Instant::now();
-        let bytes_read: u64 = (inputs.iter())
+        let files_read: u64 = (inputs.iter())
             .chain(before.iter().filter_map(|b| b.as_ref().ok()))
             .filter_map(|p| std::fs::metadata(p).ok())
             .map(|m| m.len())
             .sum();
+        let read_before = self.scope.map(crate::pipeline::shared_scan::Scope::read);
         let (status, doc, headline) = match &before {
             Some(Err(why)) => (
                 ExitStatus::Success,
@@ -456,6 +466,22 @@ impl<'a> Runner<'a> {
             _ => self.command(stage, &inputs, out_rel.as_deref(), before.as_ref())?,
         };
         let elapsed = started.elapsed().as_secs_f64();
+        // A measure reads only through tables: what its scans read is what it read. A data
+        // stage streams its files whole.
+        let scans = match (read_before, self.scope, stage.role) {
+            (Some(b), Some(scope), Role::Measure | Role::Compare) => {
+                let now = scope.read();
+                Some((
+                    now.bytes - b.bytes,
+                    lake::Scans {
+                        scans: now.scans - b.scans,
+                        from_memory: now.from_memory - b.from_memory,
+                    },
+                ))
+            }
+            _ => None,
+        };
+        let bytes_read = scans.map_or(files_read, |(bytes, _)| bytes);
         let results_rel = self.land_results(stage, status, &doc, bytes_read, elapsed)?;
         let ran = !matches!(before, Some(Err(_)));
         let mut outputs: Vec<String> = out_rel.iter().filter(|_| ran).cloned().collect();
@@ -494,6 +520,7 @@ impl<'a> Runner<'a> {
             elapsed_s: elapsed,
             rows: rows_of(&doc),
             bytes_read,
+            scans: scans.map(|(_, s)| s),
             outputs,
             results: results_rel,
             headline,

@@ -66,6 +66,9 @@ struct File {
     /// The gates.
     #[serde(default)]
     gates: Vec<toml::Spanned<String>>,
+    /// How many MiB of columns the measures' shared scan may keep (0: none kept).
+    #[serde(default)]
+    shared_scan_mib: Option<u64>,
 }
 
 /// `[input]`.
@@ -120,6 +123,8 @@ pub(super) struct Pipeline {
     pub(super) stages: Vec<Stage>,
     pub(super) gates: Vec<Gate>,
     pub(super) digest: String,
+    /// What the measures' shared scan may keep, in bytes (`None`: the default).
+    pub(super) shared_scan: Option<u64>,
 }
 
 /// The line of byte `offset` in `text`.
@@ -237,6 +242,7 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Pipeline> {
     );
     Ok(Pipeline {
         lake: PathBuf::from(&spec.lake),
+        shared_scan: spec.shared_scan_mib.map(|m| m.saturating_mul(1 << 20)),
         inputs: spec.input.paths,
         stages,
         gates,
