@@ -276,9 +276,27 @@ fn incremental_runs_measure_what_one_full_run_does() {
     std::fs::create_dir(d.join("in")).unwrap();
     gen_rows(&d.join("in/a.jsonl"), 500, 11);
     pipeline(d, "nightly.toml", "nightly");
-    succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    let first = succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
     gen_night(&d.join("in/b.jsonl"), 700, 12, "night2-");
-    succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    let second = succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    // Progress (JSON lines off a terminal): a second night's starts carry the time left at the
+    // first night's pace; the first night's cannot.
+    let starts = |out: &std::process::Output| -> Vec<Value> {
+        (out.stderr.lines())
+            .map_while(Result::ok)
+            .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+            .filter(|e| e["event"] == "start")
+            .collect()
+    };
+    assert!(starts(&first).iter().all(|e| e["eta_s"].is_null()));
+    let eta: Vec<f64> = (starts(&second).iter())
+        .map(|e| e["eta_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(eta.len(), 8, "{eta:?}");
+    assert!(
+        eta[0] > 0.0 && eta.windows(2).all(|w| w[0] >= w[1]),
+        "{eta:?}"
+    );
     // The same two files at once, into another lake.
     pipeline(d, "full.toml", "full");
     succeeded(wai().current_dir(d).args(["run", "full.toml"]));

@@ -294,6 +294,9 @@ struct Runner<'a> {
     input_digest: String,
     /// The run's shared scan.
     scope: Option<&'a crate::pipeline::shared_scan::Scope>,
+    /// The last committed run's pace: each stage's seconds, by name, scaled to this run's input
+    /// bytes over that run's.
+    pace: Option<(BTreeMap<String, f64>, f64)>,
 }
 
 impl<'a> Runner<'a> {
@@ -313,6 +316,18 @@ impl<'a> Runner<'a> {
             .collect();
         current_all.extend(current_new.iter().cloned());
         let input_digest = sha256_hex(&serde_json::to_string(&record.inputs).unwrap_or_default());
+        let bytes = |r: &RunRecord| r.inputs.iter().map(|f| f.size).sum::<u64>();
+        let pace = (history.iter().rev())
+            .find(|r| bytes(r) > 0 && r.stages.iter().any(|s| s.skipped.is_none()))
+            .map(|last| {
+                #[allow(clippy::cast_precision_loss, reason = "a ratio of byte counts")]
+                let scale = bytes(&record) as f64 / bytes(last) as f64;
+                let seconds = (last.stages.iter())
+                    .filter(|s| s.skipped.is_none())
+                    .map(|s| (s.name.clone(), s.elapsed_s))
+                    .collect();
+                (seconds, scale)
+            });
         Self {
             ctx,
             args,
@@ -325,6 +340,7 @@ impl<'a> Runner<'a> {
             current_all,
             input_digest,
             scope: None,
+            pace,
         }
     }
 
@@ -438,13 +454,18 @@ impl<'a> Runner<'a> {
         if inputs.is_empty() {
             before = Some(Err("no new rows in this run".to_owned()));
         }
+        let eta = self.eta(i);
         progress(
             self.ctx,
             &json!({"stage": stage.name, "index": i + 1, "of": total, "event": "start",
-                    "files": inputs.len()}),
+                    "files": inputs.len(), "eta_s": eta}),
             &format!(
-                "{position}: reading {}",
-                plural(inputs.len() as u64, "file")
+                "{position}: reading {}{}",
+                plural(inputs.len() as u64, "file"),
+                eta.map_or(String::new(), |s| format!(
+                    "; about {} left in the run, at the last run's pace",
+                    seconds(s)
+                ))
             ),
         );
         let started = std::time::Instant::now();
@@ -468,19 +489,7 @@ impl<'a> Runner<'a> {
         let elapsed = started.elapsed().as_secs_f64();
         // A measure reads only through tables: what its scans read is what it read. A data
         // stage streams its files whole.
-        let scans = match (read_before, self.scope, stage.role) {
-            (Some(b), Some(scope), Role::Measure | Role::Compare) => {
-                let now = scope.read();
-                Some((
-                    now.bytes - b.bytes,
-                    lake::Scans {
-                        scans: now.scans - b.scans,
-                        from_memory: now.from_memory - b.from_memory,
-                    },
-                ))
-            }
-            _ => None,
-        };
+        let scans = self.scanned(stage.role, read_before);
         let bytes_read = scans.map_or(files_read, |(bytes, _)| bytes);
         let results_rel = self.land_results(stage, status, &doc, bytes_read, elapsed)?;
         let ran = !matches!(before, Some(Err(_)));
@@ -511,7 +520,10 @@ impl<'a> Runner<'a> {
             &json!({"stage": stage.name, "index": i + 1, "of": total, "event": "done",
                     "elapsed_s": elapsed, "rows": rows_of(&doc), "bytes_read": bytes_read,
                     "exit": status.code()}),
-            &format!("{position}: {headline} ({elapsed:.1} s)"),
+            &format!(
+                "{position}: {headline} ({})",
+                pace_of(elapsed, rows_of(&doc))
+            ),
         );
         self.record.stages.push(StageRecord {
             name: stage.name.clone(),
@@ -528,6 +540,38 @@ impl<'a> Runner<'a> {
             report: Some(doc["report"].clone()),
         });
         self.lake.save_pending(&self.record)
+    }
+
+    /// What a measure's or compare's scans read since `before` (bytes, scans); `None` for a
+    /// data stage.
+    fn scanned(
+        &self,
+        role: Role,
+        before: Option<crate::pipeline::shared_scan::Read>,
+    ) -> Option<(u64, lake::Scans)> {
+        match (before, self.scope, role) {
+            (Some(b), Some(scope), Role::Measure | Role::Compare) => {
+                let now = scope.read();
+                Some((
+                    now.bytes - b.bytes,
+                    lake::Scans {
+                        scans: now.scans - b.scans,
+                        from_memory: now.from_memory - b.from_memory,
+                    },
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// The seconds the run has left from stage `i` on, at the last committed run's pace (its
+    /// stages of the same names, scaled by input bytes); `None` without such a run.
+    fn eta(&self, i: usize) -> Option<f64> {
+        let (seconds, scale) = self.pace.as_ref()?;
+        let left: f64 = (self.pipeline.stages[i..].iter())
+            .filter_map(|s| seconds.get(&s.name))
+            .sum();
+        Some(left * scale)
     }
 
     /// Writes stage `stage`'s report as rows of its results table; returns the file, relative
@@ -608,6 +652,30 @@ impl<'a> Runner<'a> {
             .map_err(|e| stage_error(e, &stage.name))?;
         let headline = results::headline(stage.kind, &outcome.json["report"], &outcome.text);
         Ok((outcome.status, outcome.json, headline))
+    }
+}
+
+/// A time for a person: seconds under two minutes, else minutes.
+fn seconds(s: f64) -> String {
+    if s < 1.0 {
+        "under 1 s".to_owned()
+    } else if s < 120.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{:.0} min", s / 60.0)
+    }
+}
+
+/// A finished stage's time, and its rows and their rate when its report counts them.
+fn pace_of(elapsed: f64, rows: Option<u64>) -> String {
+    match rows {
+        #[allow(clippy::cast_precision_loss, reason = "a rate for a person")]
+        Some(n) if elapsed > 0.0 => format!(
+            "{elapsed:.1} s, {}, {:.0} rows/s",
+            plural(n, "row"),
+            n as f64 / elapsed
+        ),
+        _ => format!("{elapsed:.1} s"),
     }
 }
 
