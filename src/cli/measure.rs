@@ -307,6 +307,17 @@ pub(crate) struct PassAtArgs {
     /// How the intervals are made (docs/statistics.md has the coverage of each).
     #[arg(long, value_enum, default_value_t = IntervalArg::Wilson)]
     pub interval: IntervalArg,
+    /// Also measure the rows counted in FILE (written by `--save-counts` with the same `--by`,
+    /// of rows other than these), without reading them again (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub add_counts: Vec<std::path::PathBuf>,
+    /// Write the rows' sufficient statistics (per slice: each task's counts, the rows' facts) to
+    /// FILE, for a later `--add-counts`.
+    #[arg(long, value_name = "FILE")]
+    pub save_counts: Option<std::path::PathBuf>,
+    /// What the saved counts count, as the file records it (repeatable; default: the inputs).
+    #[arg(long, value_name = "NAME", requires = "save_counts")]
+    pub counts_cover: Vec<String>,
 }
 
 /// `wai markers`.

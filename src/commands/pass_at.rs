@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{Context, Outcome};
 use crate::cli::PassAtArgs;
 use crate::error::{ExitStatus, Result};
-use crate::report::envelope::Envelope;
+use crate::report::envelope::{Envelope, Output};
 use crate::stages::Session;
 use crate::stages::pass_at::{self, Options, PassAtStage, Slice};
 
@@ -20,21 +20,39 @@ pub(crate) fn run(ctx: &Context, args: &PassAtArgs) -> Result<Outcome> {
         draws: args.draws,
         interval: args.interval.into(),
     };
-    // Every option is checked before a row is read.
+    // Every option is checked, and every stored count read, before a row is read.
     crate::stages::Options::check(&opts)?;
+    let by: Vec<String> = opts.by.iter().map(Slice::name).collect();
+    let stored = (args.add_counts.iter())
+        .map(|p| pass_at::Counts::load(p, &by))
+        .collect::<Result<Vec<_>>>()?;
     let (context, _scratch) = super::rows_session(ctx, &args.inputs)?;
-    let report = ctx.runtime.block_on(async {
+    let mut report = ctx.runtime.block_on(async {
         let rows = context.table("rows").await?;
         crate::stages::run::<PassAtStage>(
             &Session::from_context(context),
-            pass_at::Inputs::new(rows),
+            pass_at::Inputs { rows, stored },
             &opts,
         )
         .await
     })?;
+    let mut envelope_outputs = Vec::new();
+    if let (Some(path), Some(counts)) = (&args.save_counts, report.counts.take()) {
+        let covers = if args.counts_cover.is_empty() {
+            args.inputs.clone()
+        } else {
+            args.counts_cover.clone()
+        };
+        counts.save(path, &by, &covers)?;
+        envelope_outputs.push(Output::new(path.display(), "counts"));
+    }
     // No binary verdict at all: the run is hollow (exit 2), as DESIGN §9 says.
     let hollow = report.results.first().is_none_or(|r| r.n_groups == 0);
-    let json = (Envelope::new("pass-at", &report).inputs(&args.inputs)).to_json()?;
+    let mut envelope = Envelope::new("pass-at", &report).inputs(&args.inputs);
+    for output in envelope_outputs {
+        envelope = envelope.output(output);
+    }
+    let json = envelope.to_json()?;
     let mut text = report.to_string().trim_end().to_owned();
     // The note is the reference's ("set repeats>=4"); a k the user named below the floor is
     // more often a floor to lower than repeats to add, so say how.

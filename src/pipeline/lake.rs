@@ -29,7 +29,7 @@ pub const VERSION: u32 = 1;
 
 /// The folders a lake holds, besides `_wai/`.
 pub const FOLDERS: &[&str] = &[
-    "rows", "scored", "guarded", "selected", "exports", "results",
+    "rows", "scored", "guarded", "selected", "exports", "results", "counts",
 ];
 
 /// A lake's root, opened.

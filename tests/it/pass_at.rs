@@ -587,3 +587,49 @@ fn the_demo_marker_table_and_wai_markers_say_their_unit_and_agree_per_task() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("per task: "), "{text}");
 }
+
+// Issue #35, item 3: pass@k's sufficient statistics. Counts saved from some rows and added to the
+// rest measure what all the rows give at once, slices and intervals included; counts sliced
+// otherwise are refused, naming the file.
+#[test]
+fn saved_counts_added_to_the_other_rows_give_what_all_rows_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = dir.path().join("all.jsonl");
+    gen_rows(&all, 900, 21);
+    let rows = read_jsonl(&all);
+    // Disjoint halves that share tasks (every other row), and a third with the same tasks.
+    let (a, b): (Vec<_>, Vec<_>) = rows
+        .iter()
+        .cloned()
+        .enumerate()
+        .partition(|(i, _)| i % 3 != 0);
+    let strip = |v: Vec<(usize, Value)>| v.into_iter().map(|(_, r)| r).collect::<Vec<_>>();
+    let (a_path, b_path) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    write_rows(&a_path, &strip(a));
+    write_rows(&b_path, &strip(b));
+    let counts = dir.path().join("counts/a.json");
+    let by = ["--by", "dims.tier", "--k", "1,4"];
+    let (_, code) = pass_at_json(
+        &a_path,
+        &[&by[..], &["--save-counts", counts.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(code, 0);
+    let (added, code) = pass_at_json(
+        &b_path,
+        &[&by[..], &["--add-counts", counts.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(code, 0);
+    let (whole, _) = pass_at_json(&all, &by);
+    assert_eq!(added, whole);
+    assert!(whole["slices"].as_array().unwrap().len() >= 2, "{whole}");
+    // Counts of other slicings are refused before a row is read.
+    let out = wai()
+        .args(["pass-at", "--add-counts"])
+        .arg(&counts)
+        .arg(&b_path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a.json") && err.contains("sliced by"), "{err}");
+}

@@ -297,6 +297,25 @@ fn incremental_runs_measure_what_one_full_run_does() {
         eta[0] > 0.0 && eta.windows(2).all(|w| w[0] >= w[1]),
         "{eta:?}"
     );
+    // pass-at over every row reads tonight's rows only, and adds the first night's stored
+    // counts; markers over every row reads both nights' files.
+    let files = |stage: &str| {
+        (starts(&second).iter())
+            .find(|e| e["stage"] == stage)
+            .map(|e| e["files"].clone())
+    };
+    assert_eq!(files("pass_at"), Some(1.into()));
+    assert_eq!(files("markers"), Some(2.into()));
+    let counts: Vec<String> = (manifest(d, "nightly")["runs"].as_array().unwrap().iter())
+        .flat_map(|r| r["stages"].as_array().unwrap().clone())
+        .filter(|s| s["name"] == "pass_at")
+        .filter_map(|s| s["outputs"][0].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    assert!(
+        counts.iter().all(|c| c.starts_with("counts/pass_at/")),
+        "{counts:?}"
+    );
     // The same two files at once, into another lake.
     pipeline(d, "full.toml", "full");
     succeeded(wai().current_dir(d).args(["run", "full.toml"]));

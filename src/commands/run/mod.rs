@@ -290,6 +290,8 @@ struct Runner<'a> {
     current_new: Vec<String>,
     /// Every row so far: `current_new` and what the committed runs had at the same point.
     current_all: Vec<String>,
+    /// The committed runs' part of `current_all`: each file with the run that took it in.
+    history_rows: Vec<(String, String)>,
     /// The digest of the new input files.
     input_digest: String,
     /// The run's shared scan.
@@ -310,10 +312,10 @@ impl<'a> Runner<'a> {
         record: RunRecord,
     ) -> Self {
         let current_new: Vec<String> = record.inputs.iter().map(|f| f.path.clone()).collect();
-        let mut current_all: Vec<String> = history
-            .iter()
-            .flat_map(|r| r.inputs.iter().map(|f| f.path.clone()))
+        let history_rows: Vec<(String, String)> = (history.iter())
+            .flat_map(|r| (r.inputs.iter()).map(|f| (r.run_id.clone(), f.path.clone())))
             .collect();
+        let mut current_all: Vec<String> = history_rows.iter().map(|(_, p)| p.clone()).collect();
         current_all.extend(current_new.iter().cloned());
         let input_digest = sha256_hex(&serde_json::to_string(&record.inputs).unwrap_or_default());
         let bytes = |r: &RunRecord| r.inputs.iter().map(|f| f.size).sum::<u64>();
@@ -338,6 +340,7 @@ impl<'a> Runner<'a> {
             record,
             current_new,
             current_all,
+            history_rows,
             input_digest,
             scope: None,
             pace,
@@ -351,14 +354,61 @@ impl<'a> Runner<'a> {
 
     /// The rows stage `i` of this run wrote at `out`: they are what the next stages read.
     fn wrote(&mut self, i: usize, out: &str) {
-        let mut all: Vec<String> = (self.history.iter())
-            .filter_map(|r| r.stages.get(i))
-            .filter_map(|s| s.outputs.first())
-            .map(|o| self.in_lake(o))
+        self.history_rows = (self.history.iter())
+            .filter_map(|r| Some((r.run_id.clone(), r.stages.get(i)?.outputs.first()?)))
+            .map(|(id, o)| (id, self.in_lake(o)))
             .collect();
+        let mut all: Vec<String> = self.history_rows.iter().map(|(_, p)| p.clone()).collect();
         all.push(self.in_lake(out));
         self.current_new = vec![self.in_lake(out)];
         self.current_all = all;
+    }
+
+    /// For a pass-at over every row so far: tonight's rows, the rows of earlier runs no stored
+    /// counts cover, and the flags that add the stored counts and save tonight's (covering this
+    /// run and those earlier runs). `None` (read every row) when there are no new rows, or the
+    /// stored counts overlap.
+    fn counted(&self, stage: &Stage) -> Option<(Vec<String>, Vec<String>)> {
+        if stage.kind != "pass-at" || stage.over != Over::All || self.current_new.is_empty() {
+            return None;
+        }
+        let mut flags = Vec::new();
+        let mut covered: Vec<String> = Vec::new();
+        for run in self.history {
+            let Some(done) = (run.stages.iter())
+                .find(|s| s.name == stage.name && s.kind == stage.kind && s.skipped.is_none())
+            else {
+                continue;
+            };
+            for file in done.outputs.iter().filter(|o| o.starts_with("counts/")) {
+                let path = self.lake.path(file);
+                let covers = crate::stages::pass_at::Counts::covers(&path)?;
+                if covers.iter().any(|c| covered.contains(c)) {
+                    tracing::warn!(file = %path.display(), "stored counts overlap: every row is read again");
+                    return None;
+                }
+                covered.extend(covers);
+                flags.push(format!("--add-counts={}", path.display()));
+            }
+        }
+        let mut inputs = Vec::new();
+        let mut covers = vec![self.record.run_id.clone()];
+        for (run, path) in &self.history_rows {
+            if !covered.contains(run) {
+                inputs.push(path.clone());
+                if !covers.contains(run) {
+                    covers.push(run.clone());
+                }
+            }
+        }
+        inputs.extend(self.current_new.iter().cloned());
+        let save = self.lake.path(&format!(
+            "counts/{}/run={}.json",
+            stage.name, self.record.run_id
+        ));
+        flags.push(format!("--save-counts={}", save.display()));
+        flags.extend(covers.iter().map(|c| format!("--counts-cover={c}")));
+        Some((inputs, flags))
     }
 
     /// A compare stage's before arm, or why it is skipped.
@@ -441,9 +491,15 @@ impl<'a> Runner<'a> {
             );
             return Ok(());
         }
-        let inputs = match stage.role {
-            Role::Measure if stage.over == Over::All => self.current_all.clone(),
-            _ => self.current_new.clone(),
+        // A pass-at over every row so far reads tonight's rows and adds the earlier runs' stored
+        // counts; other measures over every row read every row.
+        let counted = self.counted(stage);
+        let (inputs, extra) = match (&counted, stage.role) {
+            (Some((inputs, flags)), _) => (inputs.clone(), flags.clone()),
+            (None, Role::Measure) if stage.over == Over::All => {
+                (self.current_all.clone(), Vec::new())
+            }
+            _ => (self.current_new.clone(), Vec::new()),
         };
         // A stage with no rows to read (an `--again` run with nothing new) is skipped, as a
         // compare with no earlier run is: its report says why.
@@ -484,7 +540,7 @@ impl<'a> Runner<'a> {
                     "n_paired_tasks": null}}),
                 format!("skipped: {why}"),
             ),
-            _ => self.command(stage, &inputs, out_rel.as_deref(), before.as_ref())?,
+            _ => self.command(stage, &inputs, &extra, out_rel.as_deref(), before.as_ref())?,
         };
         let elapsed = started.elapsed().as_secs_f64();
         // A measure reads only through tables: what its scans read is what it read. A data
@@ -622,6 +678,7 @@ impl<'a> Runner<'a> {
         &self,
         stage: &Stage,
         inputs: &[String],
+        extra: &[String],
         out_rel: Option<&str>,
         before: Option<&std::result::Result<String, String>>,
     ) -> Result<(ExitStatus, Value, String)> {
@@ -634,7 +691,10 @@ impl<'a> Runner<'a> {
         });
         let out = out.transpose()?;
         let before = before.and_then(|b| b.as_ref().ok()).map(String::as_str);
-        let words = command_line(stage, inputs, out.as_deref(), before);
+        let mut words = command_line(stage, inputs, out.as_deref(), before);
+        // Flags the run adds (stored counts) go before the `--` that starts the inputs.
+        let at = words.iter().position(|w| w == "--").unwrap_or(words.len());
+        words.splice(at..at, extra.iter().cloned());
         let cli = Cli::try_parse_from(&words).map_err(|e| {
             let first = e.to_string();
             pipeline::at(

@@ -50,7 +50,18 @@ pub(super) const KINDS: &[(&str, Role)] = &[
 const OWN_KEYS: &[&str] = &["run", "name", "over", "baseline"];
 
 /// Flags the pipeline sets itself (inputs and outputs), or that would change what the run prints.
-const SET_BY_RUN: &[&str] = &["out", "to", "json", "quiet", "verbose", "help", "version"];
+const SET_BY_RUN: &[&str] = &[
+    "out",
+    "to",
+    "json",
+    "quiet",
+    "verbose",
+    "help",
+    "version",
+    "add-counts",
+    "save-counts",
+    "counts-cover",
+];
 
 /// The pipeline file, as written.
 #[derive(Debug, serde::Deserialize)]

@@ -4,7 +4,7 @@ use crate::stats::interval::{self, Method};
 use crate::stats::{bootstrap, passk, sum};
 
 /// One task's graded binary rollouts `n` and passes `c`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskCounts {
     /// The task.
     pub task_id: String,
@@ -15,7 +15,7 @@ pub struct TaskCounts {
 }
 
 /// Row-level facts of one slice, for notes and the run config.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Facts {
     /// Rows.
     pub rows: u64,

@@ -27,8 +27,11 @@
 //!
 //! References: measure spec §2; Chen et al. 2021 (Codex), Yao et al. 2024 (τ-bench).
 
+mod counts;
 mod estimate;
 mod text;
+
+pub use counts::Counts;
 
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Int64Type};
@@ -214,7 +217,7 @@ pub async fn plan(
 }
 
 /// One slice's per-task counts and facts, materialised.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SliceData {
     /// The slice value (`''` without slicing).
     pub value: String,
@@ -399,12 +402,17 @@ impl crate::stages::Options for Options {
 pub struct Inputs {
     /// Rows: `task_id` and `reward`, and the columns the run config reads where present.
     pub rows: DataFrame,
+    /// Counts of other rows (each set disjoint from `rows`), measured with them.
+    pub stored: Vec<Counts>,
 }
 
 impl Inputs {
     /// The stage's inputs: `rows`.
     pub fn new(rows: DataFrame) -> Self {
-        Self { rows }
+        Self {
+            rows,
+            stored: Vec::new(),
+        }
     }
 }
 
@@ -422,7 +430,7 @@ impl crate::stages::Stage for PassAtStage {
         inputs: Inputs,
         options: &Options,
     ) -> Result<Report> {
-        report(&session.scope()?, inputs.rows, options).await
+        report(&session.scope()?, inputs.rows, inputs.stored, options).await
     }
 }
 
@@ -465,14 +473,32 @@ async fn no_such_dim(ctx: &SessionContext, input: &DataFrame, key: &str) -> Erro
 
 /// The whole stage on a `DataFrame` in `ctx` (a stage scope: views are registered in it):
 /// overall, then each slicing, each with its slices.
-async fn report(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Result<Report> {
+async fn report(
+    ctx: &SessionContext,
+    input: DataFrame,
+    stored: Vec<Counts>,
+    opts: &Options,
+) -> Result<Report> {
     let (tasks, facts) = plan(ctx, input.clone(), None).await?;
     let overall = collect(ctx, tasks, facts)
         .await?
         .into_iter()
         .next()
         .unwrap_or_default();
-    let overall_numbers = finish(&overall, opts);
+    let mut slicings = Vec::new();
+    for slice in &opts.by {
+        let (tasks, facts) = plan(ctx, input.clone(), Some(slice)).await?;
+        slicings.push((slice.name(), collect(ctx, tasks, facts).await?));
+    }
+    let counts = Counts {
+        overall,
+        slices: slicings,
+    };
+    let mut all = counts.clone();
+    for other in stored {
+        all = all.merge(other)?;
+    }
+    let overall_numbers = finish(&all.overall, opts);
     // Slices are read at the overall k unless a k is asked for: a slice of long groups would
     // otherwise print its own (pass^28 beside an overall pass^4), and the lines would not compare.
     let slice_opts = if opts.k.is_empty() {
@@ -484,9 +510,7 @@ async fn report(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resul
         opts.clone()
     };
     let mut slices = Vec::new();
-    for slice in &opts.by {
-        let (tasks, facts) = plan(ctx, input.clone(), Some(slice)).await?;
-        let data = collect(ctx, tasks, facts).await?;
+    for (slice, (name, data)) in opts.by.iter().zip(all.slices) {
         if let Slice::Dim(key) = slice
             && !data.is_empty()
             && data.iter().all(|d| d.value == "(unset)")
@@ -495,7 +519,7 @@ async fn report(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resul
         }
         for data in data {
             slices.push(SliceReport {
-                by: slice.name(),
+                by: name.clone(),
                 value: data.value.clone(),
                 results: finish(&data, &slice_opts),
             });
@@ -506,6 +530,7 @@ async fn report(ctx: &SessionContext, input: DataFrame, opts: &Options) -> Resul
         draws: opts.draws,
         results: overall_numbers,
         slices,
+        counts: Some(counts),
     })
 }
 
@@ -531,6 +556,9 @@ pub struct Report {
     pub results: Vec<PassAt>,
     /// Per-slice numbers.
     pub slices: Vec<SliceReport>,
+    /// The counts of the rows read (not of stored counts added to them), to store.
+    #[serde(skip)]
+    pub counts: Option<Counts>,
 }
 
 impl std::fmt::Display for Report {
