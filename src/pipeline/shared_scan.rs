@@ -19,7 +19,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::datasource::listing::ListingTable;
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::DataFusionError;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::source::{Format, Input, Location};
@@ -62,22 +62,36 @@ impl State {
     }
 
     /// Lets go of the columns of the tables other than `keep`, least recently used first, until
-    /// `need` more bytes fit.
+    /// `need` more bytes fit; lets go of none when they would not fit even then. A table let go
+    /// drops its columns now (a session that registered it may live on) and keeps none again.
     fn make_room(&self, keep: &Arc<Entry>, need: u64) {
+        let own = keep.kept_bytes.load(Ordering::Relaxed);
+        if own.saturating_add(need) > self.budget {
+            return;
+        }
         let Ok(mut tables) = self.tables.lock() else {
             return;
         };
         let mut total: u64 = (tables.iter())
             .map(|(_, e)| e.kept_bytes.load(Ordering::Relaxed))
             .sum();
-        while total + need > self.budget {
-            let Some(i) = tables.iter().position(|(_, e)| {
-                !Arc::ptr_eq(e, keep) && e.kept_bytes.load(Ordering::Relaxed) > 0
-            }) else {
+        while total.saturating_add(need) > self.budget {
+            // The least recently used table with columns kept and not being read right now.
+            let found = tables.iter().enumerate().find_map(|(i, (_, e))| {
+                if Arc::ptr_eq(e, keep) || e.kept_bytes.load(Ordering::Relaxed) == 0 {
+                    return None;
+                }
+                e.kept.try_lock().ok().map(|mut kept| {
+                    kept.clear();
+                    e.evicted.store(true, Ordering::Relaxed);
+                    (i, e.kept_bytes.swap(0, Ordering::Relaxed))
+                })
+            });
+            let Some((i, freed)) = found else {
                 return;
             };
-            let (_, gone) = tables.remove(i);
-            total -= gone.kept_bytes.load(Ordering::Relaxed);
+            tables.remove(i);
+            total = total.saturating_sub(freed);
         }
     }
 }
@@ -149,6 +163,8 @@ struct Entry {
     kept: tokio::sync::Mutex<BTreeMap<usize, Vec<ArrayRef>>>,
     /// What `kept` takes in memory.
     kept_bytes: AtomicU64,
+    /// Let go to make room for another table: keeps nothing from now on.
+    evicted: std::sync::atomic::AtomicBool,
 }
 
 /// `table` (the files `inputs`, as registered) shared under the open scope, or `table` itself
@@ -240,6 +256,7 @@ fn entry_of(key: &Key, schema: SchemaRef) -> Result<Entry> {
         sizes,
         kept: tokio::sync::Mutex::new(BTreeMap::new()),
         kept_bytes: AtomicU64::new(0),
+        evicted: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
@@ -348,6 +365,23 @@ impl TableProvider for Shared {
         TableType::Base
     }
 
+    /// The files' own answer, never exact: a filter is applied above the scan too, so rows from
+    /// memory are filtered, and a scan of the files still prunes row groups and decodes late.
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
+        Ok(self
+            .files
+            .supports_filters_pushdown(filters)?
+            .into_iter()
+            .map(|p| match p {
+                TableProviderFilterPushDown::Exact => TableProviderFilterPushDown::Inexact,
+                other => other,
+            })
+            .collect())
+    }
+
     async fn scan(
         &self,
         state: &dyn Session,
@@ -368,7 +402,9 @@ impl TableProvider for Shared {
         } else {
             let need: u64 = missing.iter().map(|&i| self.entry.sizes[i].1).sum();
             shared.make_room(&self.entry, need);
-            if shared.kept() + need > shared.budget {
+            if self.entry.evicted.load(Ordering::Relaxed)
+                || shared.kept().saturating_add(need) > shared.budget
+            {
                 // Too much to keep: read from the files as a table without a scope would.
                 drop(kept);
                 let bytes: u64 = which.iter().map(|&i| self.entry.sizes[i].0).sum();
@@ -404,13 +440,13 @@ impl TableProvider for Shared {
         drop(kept);
         // Contiguous runs of the rows, one per partition, in file order (as the files' own
         // ranges are read).
+        // Exactly as many partitions as the session wants: with fewer, DataFusion would deal the
+        // batches out again by size and lose the files' order.
         let parts = state.config().target_partitions().max(1);
         let per = batches.len().div_ceil(parts).max(1);
         let mut partitions: Vec<Vec<RecordBatch>> =
             batches.chunks(per).map(<[RecordBatch]>::to_vec).collect();
-        if partitions.is_empty() {
-            partitions.push(Vec::new());
-        }
+        partitions.resize(parts.max(partitions.len()), Vec::new());
         MemTable::try_new(schema, partitions)?
             .scan(state, None, filters, limit)
             .await
@@ -464,6 +500,59 @@ mod tests {
     }
 
     #[test]
+    fn rows_from_memory_keep_the_files_order_at_any_core_count() {
+        // Three files of 10,000 rows: batches of 8,192 and 1,808 each. With fewer partitions than
+        // the session's, DataFusion deals the batches out again by size.
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let mut inputs = Vec::new();
+        for f in 0..3i64 {
+            let path = dir.path().join(format!("part-{f}.parquet"));
+            let file = std::fs::File::create(&path).unwrap();
+            let mut w =
+                datafusion::parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None)
+                    .unwrap();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(Int64Array::from_iter_values(
+                    f * 10_000..(f + 1) * 10_000,
+                ))],
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+            inputs.push(Input {
+                display: path.display().to_string(),
+                location: Location::Local(path),
+                format: Format::Parquet,
+                size: None,
+            });
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let _scope = Scope::open(1 << 30).unwrap();
+        for parts in [1, 2, 4, 7] {
+            for _ in 0..2 {
+                let ctx = crate::pipeline::session::new_context(Some(parts)).unwrap();
+                rt.block_on(crate::pipeline::session::register_parquet(
+                    &ctx, "t", &inputs,
+                ))
+                .unwrap();
+                let got: Vec<i64> = rt
+                    .block_on(crate::pipeline::session::collect_in_file_order(
+                        &ctx,
+                        "SELECT n FROM t",
+                    ))
+                    .unwrap()
+                    .iter()
+                    .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                    .collect();
+                assert_eq!(got, (0..30_000).collect::<Vec<_>>(), "{parts} partitions");
+            }
+        }
+        assert!(current().unwrap().from_memory.load(Ordering::Relaxed) >= 7);
+    }
+
+    #[test]
     fn a_column_is_read_once_and_a_scan_past_the_budget_streams() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.parquet");
@@ -473,11 +562,13 @@ mod tests {
         crate::pipeline::io::Sink::write(&mut *sink, &batches).unwrap();
         crate::pipeline::io::Sink::finish(sink).unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
+        let path_cell = std::cell::RefCell::new(path.clone());
         let count = |sql: &str| -> (i64, Read) {
             let ctx = crate::pipeline::session::new_context(None).unwrap();
+            let path = path_cell.borrow().clone();
             let input = Input {
                 display: path.display().to_string(),
-                location: Location::Local(path.clone()),
+                location: Location::Local(path),
                 format: Format::Parquet,
                 size: None,
             };
@@ -513,6 +604,31 @@ mod tests {
             assert_eq!(after_second.from_memory, 1);
             assert!(Scope::open(1).is_err(), "one scope at a time");
             drop(scope);
+        }
+        // Room for one table's columns: a second table's let the first go, whose next scan
+        // reads the files again.
+        let kept_one = {
+            let _scope = Scope::open(1 << 30).unwrap();
+            count(sql);
+            current().unwrap().kept()
+        };
+        let other = dir.path().join("other.parquet");
+        std::fs::copy(&path, &other).unwrap();
+        {
+            let _scope = Scope::open(kept_one + kept_one / 2).unwrap();
+            let (_, first) = count(sql);
+            *path_cell.borrow_mut() = other.clone();
+            let (n, _) = count(sql);
+            assert_eq!(n, want);
+            *path_cell.borrow_mut() = path.clone();
+            let state = current().unwrap();
+            assert_eq!(state.tables.lock().unwrap().len(), 1, "the first let go");
+            assert!(state.kept() <= kept_one + kept_one / 2);
+            let (_, again) = count(sql);
+            assert_eq!(
+                again.from_memory, first.from_memory,
+                "read from the files again"
+            );
         }
         // Past the budget: nothing kept, each scan reads the files.
         let _scope = Scope::open(0).unwrap();

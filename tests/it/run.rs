@@ -715,3 +715,50 @@ fn a_run_keeping_nothing_gives_the_same(d: &Path) {
         );
     }
 }
+
+// A run whose stored counts are gone: the next night reads that run's rows again and counts them
+// into its own file, so the measure stays what one run over every night gives.
+#[test]
+fn a_lost_counts_file_is_made_good_by_the_next_night() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("in")).unwrap();
+    gen_rows(&d.join("in/a.jsonl"), 400, 31);
+    pipeline(d, "nightly.toml", "nightly");
+    succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    let first = manifest(d, "nightly")["runs"][0].clone();
+    let lost = (first["stages"].as_array().unwrap().iter())
+        .find(|s| s["name"] == "pass_at")
+        .and_then(|s| s["outputs"][0].as_str())
+        .unwrap()
+        .to_owned();
+    std::fs::remove_file(d.join("nightly").join(&lost)).unwrap();
+    gen_night(&d.join("in/b.jsonl"), 500, 32, "night2-");
+    let second = succeeded(wai().current_dir(d).args(["run", "nightly.toml"]));
+    let start = (second.stderr.lines())
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .find(|e| e["event"] == "start" && e["stage"] == "pass_at")
+        .unwrap();
+    assert_eq!(start["files"], 2, "{start}");
+    let made = (manifest(d, "nightly")["runs"][1]["stages"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .find(|s| s["name"] == "pass_at")
+    .and_then(|s| s["outputs"][0].as_str())
+    .unwrap()
+    .to_owned();
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(d.join("nightly").join(made)).unwrap()).unwrap();
+    assert_eq!(
+        file["covers"].as_array().unwrap().len(),
+        2,
+        "{}",
+        file["covers"]
+    );
+    pipeline(d, "full.toml", "full");
+    succeeded(wai().current_dir(d).args(["run", "full.toml"]));
+    let sql = "SELECT slice, pass_at_1, ci_low, ci_high, n_groups, n_rows FROM results_pass_at WHERE stage = 'pass_at' ORDER BY run_time DESC, slice NULLS FIRST LIMIT 4";
+    assert_eq!(query(d, "nightly", sql), query(d, "full", sql));
+}

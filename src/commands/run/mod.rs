@@ -296,9 +296,9 @@ struct Runner<'a> {
     input_digest: String,
     /// The run's shared scan.
     scope: Option<&'a crate::pipeline::shared_scan::Scope>,
-    /// The last committed run's pace: each stage's seconds, by name, scaled to this run's input
-    /// bytes over that run's.
-    pace: Option<(BTreeMap<String, f64>, f64)>,
+    /// The last committed run's pace: each stage's seconds, by name, and the scales to this
+    /// run: its new input bytes over that run's, and every input byte so far over that run's.
+    pace: Option<(BTreeMap<String, f64>, f64, f64)>,
 }
 
 impl<'a> Runner<'a> {
@@ -319,16 +319,20 @@ impl<'a> Runner<'a> {
         current_all.extend(current_new.iter().cloned());
         let input_digest = sha256_hex(&serde_json::to_string(&record.inputs).unwrap_or_default());
         let bytes = |r: &RunRecord| r.inputs.iter().map(|f| f.size).sum::<u64>();
-        let pace = (history.iter().rev())
-            .find(|r| bytes(r) > 0 && r.stages.iter().any(|s| s.skipped.is_none()))
-            .map(|last| {
-                #[allow(clippy::cast_precision_loss, reason = "a ratio of byte counts")]
-                let scale = bytes(&record) as f64 / bytes(last) as f64;
+        let pace = (history.iter().enumerate().rev())
+            .find(|(_, r)| bytes(r) > 0 && r.stages.iter().any(|s| s.skipped.is_none()))
+            .map(|(at, last)| {
+                let so_far = |runs: &[&RunRecord]| runs.iter().map(|r| bytes(r)).sum::<u64>();
+                #[allow(clippy::cast_precision_loss, reason = "ratios of byte counts")]
+                let (new, all) = (
+                    bytes(&record) as f64 / bytes(last) as f64,
+                    (so_far(history) + bytes(&record)) as f64 / so_far(&history[..=at]) as f64,
+                );
                 let seconds = (last.stages.iter())
                     .filter(|s| s.skipped.is_none())
                     .map(|s| (s.name.clone(), s.elapsed_s))
                     .collect();
-                (seconds, scale)
+                (seconds, new, all)
             });
         Self {
             ctx,
@@ -382,6 +386,12 @@ impl<'a> Runner<'a> {
             };
             for file in done.outputs.iter().filter(|o| o.starts_with("counts/")) {
                 let path = self.lake.path(file);
+                if !path.exists() {
+                    // Gone: the runs it counted are read again, and tonight's file counts them.
+                    tracing::warn!(file = %path.display(), "stored counts are gone: their runs' rows are read again");
+                    continue;
+                }
+                // There but unreadable: every row is read (and nothing is saved).
                 let covers = crate::stages::pass_at::Counts::covers(&path)?;
                 if covers.iter().any(|c| covered.contains(c)) {
                     tracing::warn!(file = %path.display(), "stored counts overlap: every row is read again");
@@ -623,11 +633,20 @@ impl<'a> Runner<'a> {
     /// The seconds the run has left from stage `i` on, at the last committed run's pace (its
     /// stages of the same names, scaled by input bytes); `None` without such a run.
     fn eta(&self, i: usize) -> Option<f64> {
-        let (seconds, scale) = self.pace.as_ref()?;
+        let (seconds, new, all) = self.pace.as_ref()?;
+        // A measure over every row so far reads more each night; the rest read tonight's rows
+        // (none on an `--again` run: they are skipped).
         let left: f64 = (self.pipeline.stages[i..].iter())
-            .filter_map(|s| seconds.get(&s.name))
+            .filter_map(|s| {
+                let scale = if s.role == Role::Measure && s.over == Over::All {
+                    all
+                } else {
+                    new
+                };
+                seconds.get(&s.name).map(|t| t * scale)
+            })
             .sum();
-        Some(left * scale)
+        Some(left)
     }
 
     /// Writes stage `stage`'s report as rows of its results table; returns the file, relative

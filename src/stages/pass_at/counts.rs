@@ -35,8 +35,9 @@ struct File {
 
 /// Just what a counts file covers (its counts are skipped, not built).
 #[derive(serde::Deserialize)]
-struct Covers {
+struct Header {
     kind: String,
+    version: u32,
     covers: Vec<String>,
 }
 
@@ -122,8 +123,8 @@ impl Counts {
     /// The rows a counts file says it counts (run ids), or `None` for a file that is not one.
     pub fn covers(path: &Path) -> Option<Vec<String>> {
         let text = std::fs::read(path).ok()?;
-        let file: Covers = serde_json::from_slice(&text).ok()?;
-        (file.kind == KIND).then_some(file.covers)
+        let file: Header = serde_json::from_slice(&text).ok()?;
+        (file.kind == KIND && file.version == VERSION).then_some(file.covers)
     }
 }
 
@@ -193,9 +194,19 @@ fn least<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
-fn most(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+/// The smaller and the larger of two optional rewards as SQL's `min` and `max` order floats
+/// (NaN above every number).
+fn least_f64(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
-        (Some(x), Some(y)) => Some(if y > x { y } else { x }),
+        (Some(x), Some(y)) => Some(if y.total_cmp(&x).is_lt() { y } else { x }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn most_f64(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if y.total_cmp(&x).is_gt() { y } else { x }),
         (x, None) => x,
         (None, y) => y,
     }
@@ -220,8 +231,8 @@ fn merge_facts(a: Facts, b: Facts) -> Facts {
     Facts {
         rows: a.rows + b.rows,
         graded: a.graded + b.graded,
-        reward_min: least(a.reward_min, b.reward_min),
-        reward_max: most(a.reward_max, b.reward_max),
+        reward_min: least_f64(a.reward_min, b.reward_min),
+        reward_max: most_f64(a.reward_max, b.reward_max),
         status_rows: a.status_rows + b.status_rows,
         failed_rows: a.failed_rows + b.failed_rows,
         failed_statuses,
@@ -315,5 +326,22 @@ mod tests {
             ..Counts::default()
         };
         assert!(m.merge(other).is_err());
+    }
+
+    #[test]
+    fn a_nan_reward_survives_the_file_and_orders_as_sql_does() {
+        let facts = Facts {
+            reward_min: Some(0.0),
+            reward_max: Some(f64::NAN),
+            ..Facts::default()
+        };
+        let text = serde_json::to_string(&facts).unwrap();
+        let back: Facts = serde_json::from_str(&text).unwrap();
+        assert!(back.reward_max.is_some_and(f64::is_nan), "{text}");
+        assert_eq!(back.reward_min, Some(0.0));
+        // NaN is above every number, as SQL's max and min order it.
+        assert!(most_f64(Some(1.0), Some(f64::NAN)).is_some_and(f64::is_nan));
+        assert!(most_f64(Some(f64::NAN), Some(1.0)).is_some_and(f64::is_nan));
+        assert_eq!(least_f64(Some(f64::NAN), Some(1.0)), Some(1.0));
     }
 }

@@ -22,8 +22,10 @@ pub struct Facts {
     /// Rows with a reward (binary or partial).
     pub graded: u64,
     /// Smallest reward.
+    #[serde(with = "float_text")]
     pub reward_min: Option<f64>,
     /// Largest reward.
+    #[serde(with = "float_text")]
     pub reward_max: Option<f64>,
     /// Rows with a non-empty `judge_status`.
     pub status_rows: u64,
@@ -57,6 +59,38 @@ pub struct Facts {
     pub user_model: (u64, Option<String>),
     #[allow(missing_docs)]
     pub writer_model: (u64, Option<String>),
+}
+
+/// A reward as JSON keeps it: a number, or `"NaN"` and `"inf"`/`"-inf"` as text (JSON has no
+/// such number, and a NaN reward read back as none would change a merged count's notes).
+mod float_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[allow(
+        clippy::ref_option,
+        reason = "serde's `with` passes the field by reference"
+    )]
+    pub(super) fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) if x.is_finite() => s.serialize_some(x),
+            Some(x) => s.serialize_some(&x.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Num {
+            Number(f64),
+            Text(String),
+        }
+        Ok(match Option::<Num>::deserialize(d)? {
+            None => None,
+            Some(Num::Number(x)) => Some(x),
+            Some(Num::Text(t)) => Some(t.parse().map_err(serde::de::Error::custom)?),
+        })
+    }
 }
 
 /// How the rows were made: each field is the one value every row that has it agrees on; fields
