@@ -283,18 +283,22 @@ fn external(e: Error) -> DataFusionError {
 }
 
 impl Shared {
-    /// The columns `missing` of the files, in file order, whatever the session's settings.
+    /// The columns `missing` of the files, in file order, whatever the session's settings:
+    /// planned as a query, so a large file is read by every core, each a contiguous range.
     async fn read(&self, missing: &[usize]) -> datafusion::error::Result<Vec<Vec<ArrayRef>>> {
         let ctx = super::session::new_context(None).map_err(external)?;
         super::session::keep_file_order(&ctx)
             .await
             .map_err(external)?;
-        let plan = self
-            .files
-            .scan(&ctx.state(), Some(&missing.to_vec()), &[], None)
+        let names: Vec<&str> = (missing.iter())
+            .map(|&i| self.entry.schema.field(i).name().as_str())
+            .collect();
+        let files: Arc<dyn TableProvider> = Arc::clone(&self.files) as _;
+        let partitions = ctx
+            .read_table(files)?
+            .select_columns(&names)?
+            .collect_partitioned()
             .await?;
-        let partitions =
-            datafusion::physical_plan::collect_partitioned(plan, ctx.task_ctx()).await?;
         let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); missing.len()];
         for batch in partitions.into_iter().flatten() {
             for (c, array) in columns.iter_mut().zip(batch.columns()) {
@@ -528,13 +532,42 @@ mod tests {
                 size: None,
             });
         }
+        // And one file of 1.5M rows (12 MB, past the 10 MiB below which a file is not split) in
+        // row groups of 100,000: read in byte ranges, one per core.
+        let one = dir.path().join("one.parquet");
+        {
+            let props = datafusion::parquet::file::properties::WriterProperties::builder()
+                .set_max_row_group_row_count(Some(100_000))
+                .set_dictionary_enabled(false)
+                .build();
+            let file = std::fs::File::create(&one).unwrap();
+            let mut w =
+                datafusion::parquet::arrow::ArrowWriter::try_new(file, schema.clone(), Some(props))
+                    .unwrap();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(Int64Array::from_iter_values(0..1_500_000))],
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+        }
+        let single = vec![Input {
+            display: one.display().to_string(),
+            location: Location::Local(one),
+            format: Format::Parquet,
+            size: None,
+        }];
         let rt = tokio::runtime::Runtime::new().unwrap();
         let _scope = Scope::open(1 << 30).unwrap();
-        for parts in [1, 2, 4, 7] {
+        for (parts, inputs) in [1, 2, 4, 7]
+            .into_iter()
+            .flat_map(|p| [(p, &inputs), (p, &single)])
+        {
             for _ in 0..2 {
                 let ctx = crate::pipeline::session::new_context(Some(parts)).unwrap();
                 rt.block_on(crate::pipeline::session::register_parquet(
-                    &ctx, "t", &inputs,
+                    &ctx, "t", inputs,
                 ))
                 .unwrap();
                 let got: Vec<i64> = rt
@@ -546,10 +579,11 @@ mod tests {
                     .iter()
                     .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
                     .collect();
-                assert_eq!(got, (0..30_000).collect::<Vec<_>>(), "{parts} partitions");
+                let rows = if inputs.len() == 1 { 1_500_000 } else { 30_000 };
+                assert_eq!(got, (0..rows).collect::<Vec<_>>(), "{parts} partitions");
             }
         }
-        assert!(current().unwrap().from_memory.load(Ordering::Relaxed) >= 7);
+        assert!(current().unwrap().from_memory.load(Ordering::Relaxed) >= 14);
     }
 
     #[test]
