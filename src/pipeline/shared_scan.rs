@@ -52,6 +52,14 @@ struct State {
 }
 
 impl State {
+    fn read(&self) -> Read {
+        Read {
+            scans: self.scans.load(Ordering::Relaxed),
+            from_memory: self.from_memory.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+
     /// The columns kept, in bytes, over every table.
     fn kept(&self) -> u64 {
         self.tables.lock().map_or(0, |t| {
@@ -130,11 +138,7 @@ impl Scope {
 
     /// What scans have read since the scope opened.
     pub fn read(&self) -> Read {
-        current().map_or_else(Read::default, |s| Read {
-            scans: s.scans.load(Ordering::Relaxed),
-            from_memory: s.from_memory.load(Ordering::Relaxed),
-            bytes: s.bytes.load(Ordering::Relaxed),
-        })
+        current().map_or_else(Read::default, |s| s.read())
     }
 }
 
@@ -616,14 +620,7 @@ mod tests {
                 .block_on(async { ctx.sql(sql).await?.collect().await })
                 .unwrap();
             let n = got[0].column(0).as_primitive::<Int64Type>().value(0);
-            (
-                n,
-                current().map_or_else(Read::default, |s| Read {
-                    scans: s.scans.load(Ordering::Relaxed),
-                    from_memory: s.from_memory.load(Ordering::Relaxed),
-                    bytes: s.bytes.load(Ordering::Relaxed),
-                }),
-            )
+            (n, current().map_or_else(Read::default, |s| s.read()))
         };
         let sql = "SELECT count(DISTINCT task_id) FROM rows WHERE reward > 0.5";
         let (want, _) = count(sql);

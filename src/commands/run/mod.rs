@@ -288,9 +288,8 @@ struct Runner<'a> {
     record: RunRecord,
     /// This run's rows: the new input files, then the last data stage's output.
     current_new: Vec<String>,
-    /// Every row so far: `current_new` and what the committed runs had at the same point.
-    current_all: Vec<String>,
-    /// The committed runs' part of `current_all`: each file with the run that took it in.
+    /// What the committed runs had at the same point, each file with the run that took it in:
+    /// with `current_new`, every row so far.
     history_rows: Vec<(String, String)>,
     /// The digest of the new input files.
     input_digest: String,
@@ -315,8 +314,6 @@ impl<'a> Runner<'a> {
         let history_rows: Vec<(String, String)> = (history.iter())
             .flat_map(|r| (r.inputs.iter()).map(|f| (r.run_id.clone(), f.path.clone())))
             .collect();
-        let mut current_all: Vec<String> = history_rows.iter().map(|(_, p)| p.clone()).collect();
-        current_all.extend(current_new.iter().cloned());
         let input_digest = sha256_hex(&serde_json::to_string(&record.inputs).unwrap_or_default());
         let bytes = |r: &RunRecord| r.inputs.iter().map(|f| f.size).sum::<u64>();
         let pace = (history.iter().enumerate().rev())
@@ -343,7 +340,6 @@ impl<'a> Runner<'a> {
             history,
             record,
             current_new,
-            current_all,
             history_rows,
             input_digest,
             scope: None,
@@ -362,10 +358,14 @@ impl<'a> Runner<'a> {
             .filter_map(|r| Some((r.run_id.clone(), r.stages.get(i)?.outputs.first()?)))
             .map(|(id, o)| (id, self.in_lake(o)))
             .collect();
-        let mut all: Vec<String> = self.history_rows.iter().map(|(_, p)| p.clone()).collect();
-        all.push(self.in_lake(out));
         self.current_new = vec![self.in_lake(out)];
-        self.current_all = all;
+    }
+
+    /// Every row so far: the committed runs' files at this point, then this run's.
+    fn current_all(&self) -> Vec<String> {
+        (self.history_rows.iter().map(|(_, p)| p.clone()))
+            .chain(self.current_new.iter().cloned())
+            .collect()
     }
 
     /// For a pass-at over every row so far: tonight's rows, the rows of earlier runs no stored
@@ -506,9 +506,7 @@ impl<'a> Runner<'a> {
         let counted = self.counted(stage);
         let (inputs, extra) = match (&counted, stage.role) {
             (Some((inputs, flags)), _) => (inputs.clone(), flags.clone()),
-            (None, Role::Measure) if stage.over == Over::All => {
-                (self.current_all.clone(), Vec::new())
-            }
+            (None, Role::Measure) if stage.over == Over::All => (self.current_all(), Vec::new()),
             _ => (self.current_new.clone(), Vec::new()),
         };
         // A stage with no rows to read (an `--again` run with nothing new) is skipped, as a
@@ -710,10 +708,7 @@ impl<'a> Runner<'a> {
         });
         let out = out.transpose()?;
         let before = before.and_then(|b| b.as_ref().ok()).map(String::as_str);
-        let mut words = command_line(stage, inputs, out.as_deref(), before);
-        // Flags the run adds (stored counts) go before the `--` that starts the inputs.
-        let at = words.iter().position(|w| w == "--").unwrap_or(words.len());
-        words.splice(at..at, extra.iter().cloned());
+        let words = command_line(stage, extra, inputs, out.as_deref(), before);
         let cli = Cli::try_parse_from(&words).map_err(|e| {
             let first = e.to_string();
             pipeline::at(
@@ -893,6 +888,7 @@ fn plan(
         };
         let argv = command_line(
             stage,
+            &[],
             &["ROWS".into()],
             output_of(stage, "RUN").as_deref(),
             (stage.role == Role::Compare).then_some("BEFORE"),

@@ -214,7 +214,7 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Pipeline> {
     for stage in &stages {
         let out = output_of(stage, "RUN");
         let before = (stage.role == Role::Compare).then_some("BEFORE");
-        let argv = command_line(stage, &["IN".into()], out.as_deref(), before);
+        let argv = command_line(stage, &[], &["IN".into()], out.as_deref(), before);
         if let Err(e) = Cli::try_parse_from(&argv) {
             let first = e.to_string();
             let first = first
@@ -465,15 +465,18 @@ fn stage_flags(file: &Path, text: &str, table: &Table, kind: &str) -> Result<(Ve
     Ok((flags, export_folder))
 }
 
-/// The command line `stage` runs, with its inputs, its output and a compare's before arm.
+/// The command line `stage` runs, with the flags the run adds (`extra`: stored counts), its
+/// inputs, its output and a compare's before arm.
 pub(super) fn command_line(
     stage: &Stage,
+    extra: &[String],
     inputs: &[String],
     out: Option<&str>,
     before: Option<&str>,
 ) -> Vec<String> {
     let mut argv = vec!["wai".to_owned(), stage.kind.to_owned()];
     argv.extend(stage.flags.iter().cloned());
+    argv.extend(extra.iter().cloned());
     if let Some(out) = out {
         argv.push(format!("--out={out}"));
     }
@@ -544,7 +547,7 @@ run = "hack-scan"
         let p = parsed(GOOD).expect("parses");
         assert_eq!(p.stages.len(), 3);
         assert_eq!(p.stages[1].name, "pass_at");
-        let argv = command_line(&p.stages[1], &["a.parquet".into()], None, None);
+        let argv = command_line(&p.stages[1], &[], &["a.parquet".into()], None, None);
         assert_eq!(
             argv,
             ["wai", "pass-at", "--by=dims.tier", "--", "a.parquet"]

@@ -128,19 +128,22 @@ impl Counts {
     }
 }
 
-/// Two lists of slices (each in order of value) as one, slices of the same value merged.
-fn merge_slices(a: Vec<SliceData>, b: Vec<SliceData>) -> Vec<SliceData> {
+/// Two lists, each in order of `key`, as one in that order; an item whose key is in both is the
+/// two `combine`d.
+fn merge_sorted<T, K: Ord>(
+    a: Vec<T>,
+    b: Vec<T>,
+    key: impl Fn(&T) -> &K,
+    combine: impl Fn(T, T) -> T,
+) -> Vec<T> {
     let mut out = Vec::with_capacity(a.len().max(b.len()));
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
         let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => match x.value.cmp(&y.value) {
+            (Some(x), Some(y)) => match key(x).cmp(key(y)) {
                 std::cmp::Ordering::Less => a.next(),
                 std::cmp::Ordering::Greater => b.next(),
-                std::cmp::Ordering::Equal => {
-                    let (x, y) = (a.next(), b.next());
-                    x.zip(y).map(|(x, y)| merge_slice(x, y))
-                }
+                std::cmp::Ordering::Equal => a.next().zip(b.next()).map(|(x, y)| combine(x, y)),
             },
             (Some(_), None) => a.next(),
             (None, Some(_)) => b.next(),
@@ -151,65 +154,52 @@ fn merge_slices(a: Vec<SliceData>, b: Vec<SliceData>) -> Vec<SliceData> {
     out
 }
 
+/// Two lists of slices (each in order of value) as one, slices of the same value merged.
+fn merge_slices(a: Vec<SliceData>, b: Vec<SliceData>) -> Vec<SliceData> {
+    merge_sorted(a, b, |s| &s.value, merge_slice)
+}
+
 fn merge_slice(a: SliceData, b: SliceData) -> SliceData {
     SliceData {
         value: a.value,
-        tasks: merge_tasks(a.tasks, b.tasks),
+        tasks: merge_sorted(
+            a.tasks,
+            b.tasks,
+            |t| &t.task_id,
+            |x, y| TaskCounts {
+                task_id: x.task_id,
+                n: x.n + y.n,
+                c: x.c + y.c,
+            },
+        ),
         n_partial: a.n_partial + b.n_partial,
         n_unjudged: a.n_unjudged + b.n_unjudged,
         facts: merge_facts(a.facts, b.facts),
     }
 }
 
-/// Two lists of tasks (each in order of task id) as one, the counts of a task in both added.
-fn merge_tasks(a: Vec<TaskCounts>, b: Vec<TaskCounts>) -> Vec<TaskCounts> {
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => match x.task_id.cmp(&y.task_id) {
-                std::cmp::Ordering::Less => a.next(),
-                std::cmp::Ordering::Greater => b.next(),
-                std::cmp::Ordering::Equal => a.next().zip(b.next()).map(|(x, y)| TaskCounts {
-                    task_id: x.task_id,
-                    n: x.n + y.n,
-                    c: x.c + y.c,
-                }),
-            },
-            (Some(_), None) => a.next(),
-            (None, Some(_)) => b.next(),
-            (None, None) => break,
-        };
-        out.extend(next);
-    }
-    out
-}
-
-/// The smaller of two optional values (`None` is no value), as SQL's `min` over both.
-fn least<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
+/// One of two optional values (`None` is no value): `b` when `b_first` says it comes first.
+fn first<T>(a: Option<T>, b: Option<T>, b_first: impl Fn(&T, &T) -> bool) -> Option<T> {
     match (a, b) {
-        (Some(x), Some(y)) => Some(if y < x { y } else { x }),
+        (Some(x), Some(y)) => Some(if b_first(&y, &x) { y } else { x }),
         (x, None) => x,
         (None, y) => y,
     }
+}
+
+/// The smaller of two optional values, as SQL's `min` over both.
+fn least<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
+    first(a, b, |y, x| y < x)
 }
 
 /// The smaller and the larger of two optional rewards as SQL's `min` and `max` order floats
 /// (NaN above every number).
 fn least_f64(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(if y.total_cmp(&x).is_lt() { y } else { x }),
-        (x, None) => x,
-        (None, y) => y,
-    }
+    first(a, b, |y, x| y.total_cmp(x).is_lt())
 }
 
 fn most_f64(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(if y.total_cmp(&x).is_gt() { y } else { x }),
-        (x, None) => x,
-        (None, y) => y,
-    }
+    first(a, b, |y, x| y.total_cmp(x).is_gt())
 }
 
 /// A config field's (distinct values, smallest value) over both: the report reads only whether

@@ -494,10 +494,17 @@ async fn report(
         overall,
         slices: slicings,
     };
-    let mut all = counts.clone();
-    for other in stored {
-        all = all.merge(other)?;
-    }
+    // The counts measured: these rows', with the stored ones added when there are any.
+    let merged = if stored.is_empty() {
+        None
+    } else {
+        let mut all = counts.clone();
+        for other in stored {
+            all = all.merge(other)?;
+        }
+        Some(all)
+    };
+    let all = merged.as_ref().unwrap_or(&counts);
     let overall_numbers = finish(&all.overall, opts);
     // Slices are read at the overall k unless a k is asked for: a slice of long groups would
     // otherwise print its own (pass^28 beside an overall pass^4), and the lines would not compare.
@@ -510,7 +517,7 @@ async fn report(
         opts.clone()
     };
     let mut slices = Vec::new();
-    for (slice, (name, data)) in opts.by.iter().zip(all.slices) {
+    for (slice, (name, data)) in opts.by.iter().zip(&all.slices) {
         if let Slice::Dim(key) = slice
             && !data.is_empty()
             && data.iter().all(|d| d.value == "(unset)")
@@ -521,7 +528,7 @@ async fn report(
             slices.push(SliceReport {
                 by: name.clone(),
                 value: data.value.clone(),
-                results: finish(&data, &slice_opts),
+                results: finish(data, &slice_opts),
             });
         }
     }
