@@ -30,6 +30,25 @@ pub(crate) enum LakeCommand {
     Init(LakeDirArgs),
     /// What a lake holds: its runs, their stages and gates, and any run left pending.
     Status(LakeDirArgs),
+    /// Pack the small Parquet files runs wrote (rows, scored, guarded, selected, results) into
+    /// files of about a target size, atomically; readers find every run's rows as before.
+    Compact(LakeCompactArgs),
+}
+
+/// `wai lake compact`.
+#[derive(Debug, Args)]
+pub(crate) struct LakeCompactArgs {
+    /// The lake's folder.
+    #[arg(value_name = "LAKE")]
+    pub lake: PathBuf,
+    /// The size of the files to make, in MiB: files under half of it are packed, in run order,
+    /// into files of at most this much.
+    #[arg(long, default_value_t = 128, value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub target_mib: u64,
+    /// Print what would be packed, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// A lake's folder.

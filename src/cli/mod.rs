@@ -17,7 +17,7 @@ mod simulate;
 mod training;
 
 pub(crate) use data::{CacheAction, CacheArgs, ConvertArgs, GenArgs, IngestArgs, SqlArgs};
-pub(crate) use lake::{CollectArgs, LakeCommand, ReportArgs, RunArgs};
+pub(crate) use lake::{CollectArgs, LakeCommand, LakeCompactArgs, ReportArgs, RunArgs};
 pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,

@@ -1,13 +1,14 @@
-//! `wai lake init|status`: make a lake, and see what it holds.
+//! `wai lake init|status|compact`: make a lake, see what it holds, pack its small files.
 
 use std::fmt::Write as _;
 
 use serde_json::json;
 
 use super::{Context, Outcome};
-use crate::cli::LakeCommand;
+use crate::cli::{LakeCommand, LakeCompactArgs};
 use crate::error::{ExitStatus, Result};
 use crate::pipeline::lake::{Lake, RunRecord};
+use crate::pipeline::limits::human;
 use crate::report::envelope::Envelope;
 use crate::report::plural;
 
@@ -57,9 +58,19 @@ pub(crate) fn run(_ctx: &Context, command: &LakeCommand) -> Result<Outcome> {
             for run in &pending {
                 describe(&mut text, run, " PENDING (stopped; `wai run` resumes it)");
             }
+            if !manifest.compacted.is_empty() {
+                let parts: usize = manifest.compacted.iter().map(|c| c.parts.len()).sum();
+                let _ = write!(
+                    text,
+                    "\n{} (`wai lake compact`) hold the rows of {} the runs wrote",
+                    plural(manifest.compacted.len() as u64, "compacted file"),
+                    plural(parts as u64, "file")
+                );
+            }
             let json = Envelope::new(
                 "lake-status",
-                json!({"lake": args.lake.display().to_string(), "runs": manifest.runs, "pending": pending}),
+                json!({"lake": args.lake.display().to_string(), "runs": manifest.runs, "pending": pending,
+                       "compacted": manifest.compacted}),
             )
             .to_json()?;
             Ok(Outcome {
@@ -68,7 +79,70 @@ pub(crate) fn run(_ctx: &Context, command: &LakeCommand) -> Result<Outcome> {
                 status: ExitStatus::Success,
             })
         }
+        LakeCommand::Compact(args) => compact(args),
     }
+}
+
+/// `wai lake compact`.
+fn compact(args: &LakeCompactArgs) -> Result<Outcome> {
+    let lake = Lake::open(&args.lake)?;
+    let target = args.target_mib << 20;
+    let done = lake.compact(target, args.dry_run)?;
+    let files: usize = done.made.iter().map(|m| m.files).sum();
+    let before: u64 = done.made.iter().map(|m| m.bytes_before).sum();
+    let after: u64 = done.made.iter().map(|m| m.bytes).sum();
+    let mut text = if done.made.is_empty() {
+        format!(
+            "`{}`: nothing to compact (no two files in a row under {}, half the target)",
+            args.lake.display(),
+            human(target / 2)
+        )
+    } else if args.dry_run {
+        format!(
+            "`{}`: would pack {} ({}) into {}; nothing was changed",
+            args.lake.display(),
+            plural(files as u64, "file"),
+            human(before),
+            done.made.len()
+        )
+    } else {
+        format!(
+            "`{}`: packed {} ({}) into {} ({})",
+            args.lake.display(),
+            plural(files as u64, "file"),
+            human(before),
+            done.made.len(),
+            human(after)
+        )
+    };
+    for made in &done.made {
+        let _ = write!(
+            text,
+            "\n  {}: {}, {}",
+            made.path,
+            plural(made.files as u64, "file"),
+            plural(made.rows, "row")
+        );
+    }
+    if done.swept > 0 {
+        let _ = write!(
+            text,
+            "\nremoved {} a stopped compaction left",
+            plural(done.swept as u64, "file")
+        );
+    }
+    let json = Envelope::new(
+        "lake-compact",
+        json!({"lake": args.lake.display().to_string(), "dry_run": args.dry_run,
+               "target_mib": args.target_mib, "made": done.made, "replaced": done.replaced,
+               "swept": done.swept}),
+    )
+    .to_json()?;
+    Ok(Outcome {
+        text,
+        json,
+        status: ExitStatus::Success,
+    })
 }
 
 /// One run's lines.

@@ -126,14 +126,22 @@ pub(crate) fn lake_tables(
             }
         }
     }
+    // Files `wai lake compact` packed are read from the files that hold them now.
+    let now = |files: &[String]| lake::readable(lake.locate(&manifest, files), scratch);
     let mut names = Vec::new();
     for (name, files) in results {
+        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        let files: Vec<std::path::PathBuf> = now(&files)?
+            .into_iter()
+            .map(std::path::PathBuf::from)
+            .collect();
         let (schema, batches) = lake::read_merged(&files)?;
         let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
         context.register_table(name.as_str(), std::sync::Arc::new(table))?;
         names.push(name);
     }
     for (name, files) in rows {
+        let files = now(&files)?;
         super::load_table(ctx, context, &name, &files, scratch)?;
         names.push(name);
     }

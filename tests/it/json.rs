@@ -64,6 +64,8 @@ const COMMANDS: &[&str] = &[
     "cache|clear|--cache|model-cache",
     "run|pipe.toml",
     "lake|status|lake",
+    "lake|compact|lake|--dry-run",
+    "lake|compact|lake",
     "lake|init|lake2",
     "collect|--lake|clake|--listen|127.0.0.1:0|--once|--idle|100ms",
     "report|demo/scored.parquet|lake|--out|page.html",

@@ -5,6 +5,7 @@
 
 mod cli; // exit codes and messages of the binary, as snapshots
 mod collect; // wai collect: the real OTLP exporter into it, kill -9, backpressure, bad requests
+mod compact; // wai lake compact: every query and the next nights the same, a stopped compaction swept
 mod compare; // before/after comparisons and holdout sizing: reference vectors, properties
 mod convert; // JSONL <-> Parquet round trips, bad input, atomic outputs
 mod decontaminate; // train against eval: reference examples, planted copies, embedders

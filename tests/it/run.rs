@@ -11,7 +11,7 @@ use crate::support::{gen_rows, refused, succeeded, wai};
 
 /// `wai gen` rows whose rollout ids start with `prefix` (each night's traces are other rollouts
 /// of the same tasks).
-fn gen_night(path: &Path, rows: u64, seed: u64, prefix: &str) {
+pub(crate) fn gen_night(path: &Path, rows: u64, seed: u64, prefix: &str) {
     gen_rows(path, rows, seed);
     let renamed: Vec<Value> = crate::support::read_jsonl(path)
         .into_iter()
@@ -25,7 +25,7 @@ fn gen_night(path: &Path, rows: u64, seed: u64, prefix: &str) {
 }
 
 /// A nightly pipeline over `in/*.jsonl` into `lake`.
-fn pipeline(dir: &Path, name: &str, lake: &str) {
+pub(crate) fn pipeline(dir: &Path, name: &str, lake: &str) {
     let text = format!(
         r#"lake = "{lake}"
 gates = ["pass_at.pass_at_1 >= 0.2", "compare.ok", "hack_scan.regime != 'reward_hack'"]
@@ -72,7 +72,7 @@ format = "openai"
 }
 
 /// `wai --json sql --lake LAKE QUERY`'s rows.
-fn query(dir: &Path, lake: &str, sql: &str) -> Vec<Value> {
+pub(crate) fn query(dir: &Path, lake: &str, sql: &str) -> Vec<Value> {
     let out = succeeded(
         wai()
             .current_dir(dir)
@@ -86,7 +86,7 @@ fn query(dir: &Path, lake: &str, sql: &str) -> Vec<Value> {
 }
 
 /// The manifest of the lake at `dir/lake`.
-fn manifest(dir: &Path, lake: &str) -> Value {
+pub(crate) fn manifest(dir: &Path, lake: &str) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(dir.join(lake).join("_wai/manifest.json")).unwrap(),
     )
@@ -94,7 +94,7 @@ fn manifest(dir: &Path, lake: &str) -> Value {
 }
 
 /// The export the lake's last run wrote.
-fn last_export(dir: &Path, lake: &str) -> String {
+pub(crate) fn last_export(dir: &Path, lake: &str) -> String {
     let m = manifest(dir, lake);
     let run = m["runs"].as_array().unwrap().last().unwrap();
     let export = run["stages"]

@@ -142,7 +142,12 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
         Some(Lake::init(&pipeline.lake)?.0)
     };
     let _lock = match (&lake, args.dry_run) {
-        (Some(l), false) => Some(l.lock()?),
+        (Some(l), false) => {
+            let lock = l.lock()?;
+            // Rows a killed run copied out of compacted files.
+            l.clear_extracted()?;
+            Some(lock)
+        }
         _ => None,
     };
     let manifest = match &lake {
@@ -298,6 +303,9 @@ struct Runner<'a> {
     /// The last committed run's pace: each stage's seconds, by name, and the scales to this
     /// run: its new input bytes over that run's, and every input byte so far over that run's.
     pace: Option<(BTreeMap<String, f64>, f64, f64)>,
+    /// Where rows of compacted files that a stage reads apart from their fellows are copied
+    /// out to (`_wai/extracted/`), made when first needed and removed with the run.
+    extracted: std::cell::OnceCell<tempfile::TempDir>,
 }
 
 impl<'a> Runner<'a> {
@@ -344,7 +352,35 @@ impl<'a> Runner<'a> {
             input_digest,
             scope: None,
             pace,
+            extracted: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The files holding the rows of `files` now: files the runs wrote that `wai lake compact`
+    /// packed are read from the compacted files (whole when every part is read, else the
+    /// parts' rows copied out).
+    fn physical(&self, files: &[String]) -> Result<Vec<String>> {
+        let pieces = self.lake.locate(self.manifest, files);
+        if pieces.iter().all(|p| matches!(p, lake::Piece::File(_))) {
+            return Ok((pieces.into_iter())
+                .filter_map(|p| match p {
+                    lake::Piece::File(f) => Some(f),
+                    lake::Piece::Rows { .. } => None,
+                })
+                .collect());
+        }
+        if self.extracted.get().is_none() {
+            let parent = self.lake.path("_wai/extracted");
+            std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+            let dir = tempfile::Builder::new()
+                .prefix("run-")
+                .tempdir_in(&parent)
+                .map_err(|e| Error::io(&parent, e))?;
+            let _ = self.extracted.set(dir);
+        }
+        let dir = (self.extracted.get())
+            .ok_or_else(|| Error::Internal("no folder for rows copied out".into()))?;
+        lake::readable(pieces, dir.path())
     }
 
     /// `rel` under the lake, as a path the commands take.
@@ -481,6 +517,48 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// What stage `i` reads: its files, the flags that add stored counts, and a compare's
+    /// before arm (or why the stage is skipped).
+    #[allow(clippy::type_complexity, reason = "three values for one call")]
+    fn reads(
+        &self,
+        i: usize,
+    ) -> Result<(
+        Vec<String>,
+        Vec<String>,
+        Option<std::result::Result<String, String>>,
+    )> {
+        let stage = &self.pipeline.stages[i];
+        // A pass-at over every row so far reads tonight's rows and adds the earlier runs' stored
+        // counts; other measures over every row read every row.
+        let (inputs, extra) = match (self.counted(stage), stage.role) {
+            (Some((inputs, flags)), _) => (inputs, flags),
+            (None, Role::Measure) if stage.over == Over::All => (self.current_all(), Vec::new()),
+            _ => (self.current_new.clone(), Vec::new()),
+        };
+        let inputs = self.physical(&inputs)?;
+        // A stage with no rows to read (an `--again` run with nothing new) is skipped, as a
+        // compare with no earlier run is: its report says why.
+        if inputs.is_empty() {
+            return Ok((
+                inputs,
+                extra,
+                Some(Err("no new rows in this run".to_owned())),
+            ));
+        }
+        let before = match stage.role {
+            Role::Compare => Some(match self.before_arm(i)? {
+                Ok(arm) => Ok(self
+                    .physical(&[arm])?
+                    .pop()
+                    .ok_or_else(|| Error::Internal("a compare's arm located as no file".into()))?),
+                Err(why) => Err(why),
+            }),
+            _ => None,
+        };
+        Ok((inputs, extra, before))
+    }
+
     /// Runs stage `i`, or takes its outputs when a killed run committed it before.
     fn stage(&mut self, i: usize) -> Result<()> {
         let stage = &self.pipeline.stages[i];
@@ -501,23 +579,7 @@ impl<'a> Runner<'a> {
             );
             return Ok(());
         }
-        // A pass-at over every row so far reads tonight's rows and adds the earlier runs' stored
-        // counts; other measures over every row read every row.
-        let counted = self.counted(stage);
-        let (inputs, extra) = match (&counted, stage.role) {
-            (Some((inputs, flags)), _) => (inputs.clone(), flags.clone()),
-            (None, Role::Measure) if stage.over == Over::All => (self.current_all(), Vec::new()),
-            _ => (self.current_new.clone(), Vec::new()),
-        };
-        // A stage with no rows to read (an `--again` run with nothing new) is skipped, as a
-        // compare with no earlier run is: its report says why.
-        let mut before = match stage.role {
-            Role::Compare if !inputs.is_empty() => Some(self.before_arm(i)?),
-            _ => None,
-        };
-        if inputs.is_empty() {
-            before = Some(Err("no new rows in this run".to_owned()));
-        }
+        let (inputs, extra, before) = self.reads(i)?;
         let eta = self.eta(i);
         progress(
             self.ctx,

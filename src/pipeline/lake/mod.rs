@@ -22,6 +22,10 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::pipeline::io::AtomicFile;
 
+mod compact;
+
+pub use compact::{Compacted, Compaction, Made, Pack, Part, Piece, readable};
+
 /// What `_wai/lake.json` says a lake is.
 const FORMAT: &str = "wai-lake";
 /// The layout's version: a lake of a later one is refused, not misread.
@@ -52,6 +56,9 @@ pub struct Manifest {
     pub version: u32,
     /// The runs.
     pub runs: Vec<RunRecord>,
+    /// Files `wai lake compact` made, each holding the rows of several files the runs name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compacted: Vec<Compacted>,
 }
 
 /// One run of a pipeline, as committed (or, in `_wai/pending/`, as far as it got).
@@ -213,7 +220,7 @@ impl Lake {
             &lake.manifest_path(),
             &Manifest {
                 version: VERSION,
-                runs: Vec::new(),
+                ..Manifest::default()
             },
         )?;
         // The marker last: a folder without it was not finished and is made again.
@@ -289,7 +296,7 @@ impl Lake {
     pub fn lock(&self) -> Result<std::fs::File> {
         hold(&self.root.join("_wai").join("lock"), || {
             format!(
-                "another `wai run` is writing the lake `{}`: wait for it to end",
+                "another `wai run` or `wai lake compact` is writing the lake `{}`: wait for it to end",
                 self.root.display()
             )
         })
