@@ -127,7 +127,7 @@ pub(crate) fn lake_tables(
         }
     }
     // Files `wai lake compact` packed are read from the files that hold them now.
-    let now = |files: &[String]| lake::readable(lake.locate(&manifest, files), scratch);
+    let now = |files: &[String]| lake::readable(lake.locate(&manifest, files), Some(scratch));
     let mut names = Vec::new();
     for (name, files) in results {
         let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();

@@ -226,10 +226,9 @@ fn a_compacted_lake_answers_every_query_and_runs_every_next_night_as_before() {
     assert_eq!(everything(d, "nightly"), everything(d, "plain"));
 }
 
-#[test]
-fn a_stopped_compaction_leaves_nothing_a_reader_sees_and_the_next_sweeps_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// A lake of two nights at `d/nightly`: what its tables say, its scored files (relative), and
+/// copies of them in `d/kept/0.parquet`, `1.parquet`.
+fn two_nights(d: &Path) -> (Vec<Vec<Value>>, Vec<String>) {
     std::fs::create_dir(d.join("in")).unwrap();
     gen_rows(&d.join("in/a.jsonl"), 200, 51);
     pipeline(d, "nightly.toml", "nightly");
@@ -247,9 +246,18 @@ fn a_stopped_compaction_leaves_nothing_a_reader_sees_and_the_next_sweeps_it() {
     for (i, f) in originals.iter().enumerate() {
         std::fs::copy(lake.join(f), kept.join(format!("{i}.parquet"))).unwrap();
     }
+    (before, originals)
+}
 
-    // Stopped before its manifest landed: a written file no manifest names (and a temporary
-    // one) is invisible, and the next compaction removes it.
+#[test]
+fn a_compaction_stopped_before_it_published_is_undone_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (before, originals) = two_nights(d);
+    let (lake, kept) = (d.join("nightly"), d.join("kept"));
+    // Stopped before its manifest landed: the files its journal says it made (and a temporary
+    // file of each) are invisible, and the next compaction removes them and keeps what they
+    // were to replace.
     std::fs::create_dir_all(lake.join("scored/compacted=stopped")).unwrap();
     std::fs::copy(
         kept.join("0.parquet"),
@@ -257,8 +265,31 @@ fn a_stopped_compaction_leaves_nothing_a_reader_sees_and_the_next_sweeps_it() {
     )
     .unwrap();
     std::fs::write(
+        lake.join("scored/compacted=stopped/.grade.parquet.a1b2c3.tmp"),
+        b"PAR1",
+    )
+    .unwrap();
+    std::fs::write(
         lake.join("results/grade/compacted=stopped.parquet"),
         b"PAR1",
+    )
+    .unwrap();
+    std::fs::write(
+        lake.join("results/grade/.compacted=stopped.parquet.x9y8z7.tmp"),
+        b"PAR1",
+    )
+    .unwrap();
+    let journal = serde_json::json!({
+        "made": ["scored/compacted=stopped/grade.parquet", "results/grade/compacted=stopped.parquet"],
+        "replaced": originals,
+    });
+    std::fs::write(lake.join("_wai/compacting.json"), journal.to_string()).unwrap();
+    // A compacted file no manifest and no journal names (a manifest put back from an older
+    // copy) may hold the only copy of some rows: it is left alone.
+    std::fs::create_dir_all(lake.join("scored/compacted=foreign")).unwrap();
+    std::fs::copy(
+        kept.join("1.parquet"),
+        lake.join("scored/compacted=foreign/grade.parquet"),
     )
     .unwrap();
     assert_eq!(everything(d, "nightly"), before);
@@ -277,15 +308,37 @@ fn a_stopped_compaction_leaves_nothing_a_reader_sees_and_the_next_sweeps_it() {
     drop(lock);
 
     let done = compact(d, "nightly", &[]);
-    assert_eq!(done["swept"], 2, "{done}");
+    assert_eq!(done["swept"], 4, "{done}");
     assert!(!lake.join("scored/compacted=stopped").exists());
     assert!(
         !lake
             .join("results/grade/compacted=stopped.parquet")
             .exists()
     );
+    assert!(
+        !lake
+            .join("results/grade/.compacted=stopped.parquet.x9y8z7.tmp")
+            .exists()
+    );
+    assert!(!lake.join("_wai/compacting.json").exists());
+    assert!(lake.join("scored/compacted=foreign/grade.parquet").exists());
+    // The compaction itself went on: the two nights' scored rows, one file.
+    assert!(
+        (done["made"].as_array().unwrap().iter())
+            .any(|m| m["path"].as_str().unwrap().starts_with("scored/compacted=")),
+        "{done}"
+    );
+    assert_eq!(manifest(d, "nightly")["version"], 2);
     assert_eq!(everything(d, "nightly"), before);
+}
 
+#[test]
+fn a_compaction_stopped_after_it_published_is_finished_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (before, originals) = two_nights(d);
+    let (lake, kept) = (d.join("nightly"), d.join("kept"));
+    compact(d, "nightly", &[]);
     // Stopped after its manifest landed: the files it replaced are still there. Readers go by
     // the manifest (no row twice), and the next compaction removes them.
     for (i, f) in originals.iter().enumerate() {
@@ -293,10 +346,26 @@ fn a_stopped_compaction_leaves_nothing_a_reader_sees_and_the_next_sweeps_it() {
         std::fs::copy(kept.join(format!("{i}.parquet")), lake.join(f)).unwrap();
     }
     assert_eq!(everything(d, "nightly"), before);
+    // And its journal says which files it replaced that are not runs' own: an earlier
+    // compacted file, removed once the manifest no longer names it.
+    let m = manifest(d, "nightly");
+    let named: Vec<String> = (m["compacted"].as_array().unwrap().iter())
+        .map(|c| c["path"].as_str().unwrap().to_owned())
+        .collect();
+    std::fs::create_dir_all(lake.join("scored/compacted=older")).unwrap();
+    std::fs::copy(
+        kept.join("0.parquet"),
+        lake.join("scored/compacted=older/grade.parquet"),
+    )
+    .unwrap();
+    let journal =
+        serde_json::json!({"made": named, "replaced": ["scored/compacted=older/grade.parquet"]});
+    std::fs::write(lake.join("_wai/compacting.json"), journal.to_string()).unwrap();
     let done = compact(d, "nightly", &[]);
-    assert_eq!(done["swept"], 2, "{done}");
+    assert_eq!(done["swept"], 3, "{done}");
     assert!(done["made"].as_array().unwrap().is_empty(), "{done}");
     assert!(originals.iter().all(|f| !lake.join(f).exists()));
+    assert!(!lake.join("scored/compacted=older").exists());
     assert_eq!(everything(d, "nightly"), before);
 
     // A compacted file that lost rows is never swept for: its parts' files stay (here, put
@@ -316,6 +385,15 @@ fn a_stopped_compaction_leaves_nothing_a_reader_sees_and_the_next_sweeps_it() {
     let done = compact(d, "nightly", &[]);
     assert_eq!(done["swept"], 0, "{done}");
     assert!(originals.iter().all(|f| lake.join(f).exists()));
+    // A reader of the whole file finds it short, and says so.
+    let out = wai()
+        .current_dir(d)
+        .args(["sql", "--lake", "nightly", "SELECT count(*) FROM scored"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("cut short"), "{err}");
 }
 
 #[test]

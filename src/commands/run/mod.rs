@@ -361,13 +361,8 @@ impl<'a> Runner<'a> {
     /// parts' rows copied out).
     fn physical(&self, files: &[String]) -> Result<Vec<String>> {
         let pieces = self.lake.locate(self.manifest, files);
-        if pieces.iter().all(|p| matches!(p, lake::Piece::File(_))) {
-            return Ok((pieces.into_iter())
-                .filter_map(|p| match p {
-                    lake::Piece::File(f) => Some(f),
-                    lake::Piece::Rows { .. } => None,
-                })
-                .collect());
+        if !pieces.iter().any(|p| matches!(p, lake::Piece::Rows { .. })) {
+            return lake::readable(pieces, None);
         }
         if self.extracted.get().is_none() {
             let parent = self.lake.path("_wai/extracted");
@@ -380,7 +375,7 @@ impl<'a> Runner<'a> {
         }
         let dir = (self.extracted.get())
             .ok_or_else(|| Error::Internal("no folder for rows copied out".into()))?;
-        lake::readable(pieces, dir.path())
+        lake::readable(pieces, Some(dir.path()))
     }
 
     /// `rel` under the lake, as a path the commands take.

@@ -8,11 +8,12 @@
 //! file reads it whole; one that wants some of them (a compare against one night) gets those
 //! rows copied out ([`readable`]).
 //!
-//! A compaction is atomic: the new files are written (each whole or not at all), then the
-//! manifest naming them is published, then the files they replace are removed. A compaction
-//! killed before the manifest lands leaves files no manifest names, and one killed after leaves
-//! replaced files still there; the next compaction removes both ([`Lake::sweep`]), and no
-//! reader that goes by the manifest sees either.
+//! A compaction is atomic: a journal (`_wai/compacting.json`) names the files it will make and
+//! replace, the new files are written (each whole or not at all), the manifest naming them is
+//! published, the files they replace are removed, and the journal goes. A compaction killed
+//! before the manifest lands leaves files no manifest names, and one killed after leaves
+//! replaced files still there; no reader that goes by the manifest sees either, and the next
+//! compaction removes both by the journal ([`Lake::sweep`]).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -63,8 +64,15 @@ impl Compacted {
 /// Where rows that a run's record names are read from now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
-    /// A whole file: the one asked for, or a compacted file whose every part was asked for.
+    /// A file of its own: the one asked for.
     File(String),
+    /// A whole compacted file, every part of which was asked for, and the rows it holds.
+    Compacted {
+        /// The compacted file.
+        file: String,
+        /// Its rows, as the manifest gives them (checked against its footer when read).
+        rows: u64,
+    },
     /// Some rows of a compacted file: those of the part asked for.
     Rows {
         /// The compacted file.
@@ -108,7 +116,10 @@ impl Lake {
                 None => pieces.push(Piece::File(path.clone())),
                 Some((c, _)) if whole[*c] => {
                     if !std::mem::replace(&mut given[*c], true) {
-                        pieces.push(Piece::File(full(&manifest.compacted[*c].path)));
+                        pieces.push(Piece::Compacted {
+                            file: full(&manifest.compacted[*c].path),
+                            rows: manifest.compacted[*c].rows(),
+                        });
                     }
                 }
                 Some((c, rows)) => pieces.push(Piece::Rows {
@@ -121,18 +132,31 @@ impl Lake {
     }
 }
 
-/// Files holding `pieces`' rows, in order: a whole file as it is, rows of a compacted file
-/// copied out to a Parquet file in `scratch` (once: the same rows asked for again are the same
-/// file).
+/// Files holding `pieces`' rows, in order: a whole file as it is (a compacted one once its
+/// footer gives the rows the manifest does), rows of a compacted file copied out to a Parquet
+/// file in `scratch` (once: the same rows asked for again are the same file). `scratch` is
+/// needed only when a piece is some rows of a file.
 ///
 /// # Errors
-/// A compacted file cannot be read, or the copy written.
-pub fn readable(pieces: Vec<Piece>, scratch: &Path) -> Result<Vec<String>> {
+/// A compacted file does not hold its rows or cannot be read, or the copy cannot be written.
+pub fn readable(pieces: Vec<Piece>, scratch: Option<&Path>) -> Result<Vec<String>> {
     let mut files = Vec::with_capacity(pieces.len());
     for piece in pieces {
         match piece {
             Piece::File(path) => files.push(path),
+            Piece::Compacted { file, rows } => {
+                let (_, held) = footer(Path::new(&file))?;
+                if held != rows {
+                    return Err(changed(Path::new(&file), held, 0..rows));
+                }
+                files.push(file);
+            }
             Piece::Rows { file, rows } => {
+                let Some(scratch) = scratch else {
+                    return Err(Error::Internal(
+                        "rows of a compacted file to copy out and no folder for them".into(),
+                    ));
+                };
                 let name = crate::stages::simulate::hash::sha256_hex(&format!(
                     "{file}\n{}\n{}",
                     rows.start, rows.end
@@ -169,17 +193,22 @@ fn copy_rows(from: &Path, rows: Range<u64>, to: &Path) -> Result<()> {
         sink.write(&batch)?;
     }
     if written != rows.end - rows.start {
-        return Err(Error::Input {
-            stage: "lake".into(),
-            message: format!(
-                "`{}` holds {written} of the rows {}..{} the manifest says are there: the lake's compacted file was changed",
-                from.display(),
-                rows.start,
-                rows.end
-            ),
-        });
+        return Err(changed(from, written, rows));
     }
     Box::new(sink).finish()
+}
+
+/// The error of a compacted file that gave `held` of the rows `rows` the manifest places in it.
+fn changed(file: &Path, held: u64, rows: Range<u64>) -> Error {
+    Error::Input {
+        stage: "lake".into(),
+        message: format!(
+            "`{}` gave {held} of the rows {}..{} the lake's manifest places in it: the compacted file was changed or cut short",
+            file.display(),
+            rows.start,
+            rows.end
+        ),
+    }
 }
 
 /// One file to make: consecutive units of one folder's files, packed.
@@ -318,9 +347,16 @@ impl Lake {
         files: &[(&str, &str)],
     ) -> Result<Vec<Option<Unit>>> {
         let mut units: Vec<Option<Unit>> = Vec::new();
+        let mut seen: HashSet<usize> = HashSet::new();
         for &(run_id, rel) in files {
             if let Some(&c) = home.get(rel) {
                 if matches!(units.last(), Some(Some(u)) if u.compacted == Some(c)) {
+                    continue;
+                }
+                if !seen.insert(c) {
+                    // Its parts are no longer consecutive (a run between them): it is not read
+                    // twice, and nothing is packed across the gap.
+                    units.push(None);
                     continue;
                 }
                 let compacted = &manifest.compacted[c];
@@ -373,6 +409,17 @@ impl Lake {
         let mut manifest = self.manifest()?;
         let swept = if dry { 0 } else { self.sweep(&manifest)? };
         let packs = self.plan_compaction(&manifest, target)?;
+        if !dry && !packs.is_empty() {
+            // What this compaction makes and replaces, before anything is made: a stopped one
+            // is undone (or finished) from it, and nothing else under `compacted=` is touched.
+            write_json(
+                &self.journal_path(),
+                &Journal {
+                    made: packs.iter().map(|p| p.path.clone()).collect(),
+                    replaced: packs.iter().flat_map(|p| p.reads.clone()).collect(),
+                },
+            )?;
+        }
         let mut made = Vec::with_capacity(packs.len());
         for pack in &packs {
             let bytes = if dry { 0 } else { self.write_pack(pack)? };
@@ -405,12 +452,16 @@ impl Lake {
             parts: p.parts.clone(),
         }));
         manifest.compacted = kept;
+        manifest.version = manifest.version.max(super::MANIFEST_VERSION);
         write_json(&self.manifest_path(), &manifest)?;
-        // Then the files they replace.
+        // Then the files they replace (never one just made).
         let mut replaced = 0;
         for rel in packs.iter().flat_map(|p| &p.reads) {
-            replaced += usize::from(self.remove(rel)?);
+            if !packs.iter().any(|p| &p.path == rel) {
+                replaced += usize::from(self.remove(rel)?);
+            }
         }
+        self.forget_journal()?;
         let swept = swept + self.sweep(&manifest)?;
         Ok(Compaction {
             made,
@@ -510,63 +561,99 @@ impl Lake {
         }
     }
 
-    /// Removes what a stopped compaction left: runs' files a published compacted file holds
-    /// (only when that file is there with all its rows), and files under `compacted=` names
-    /// that no manifest names. Returns how many files went.
+    /// Where a compaction under way says what it makes and replaces.
+    fn journal_path(&self) -> PathBuf {
+        self.root.join("_wai").join("compacting.json")
+    }
+
+    /// Forgets the journal of a compaction that ended (or was undone).
+    fn forget_journal(&self) -> Result<()> {
+        let path = self.journal_path();
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Removes what a stopped compaction left (returns how many files went):
+    /// - by its journal: stopped before its manifest landed, the files it made (and their
+    ///   temporary files); after, the files it replaced;
+    /// - runs' files a published compacted file holds, when that file is there with all its
+    ///   rows.
+    ///
+    /// A compacted file neither the manifest nor a journal names (a manifest put back from a
+    /// copy older than a compaction) may hold the only copy of runs' rows: it is left alone.
     ///
     /// # Errors
-    /// A file cannot be removed.
+    /// The journal cannot be read, or a file cannot be removed.
     pub fn sweep(&self, manifest: &Manifest) -> Result<usize> {
         self.clear_extracted()?;
+        let named: HashSet<&str> = manifest.compacted.iter().map(|c| c.path.as_str()).collect();
         let mut swept = 0;
+        if self.journal_path().exists() {
+            let journal: Journal = super::read_json(&self.journal_path())?;
+            let published = journal.made.iter().all(|m| named.contains(m.as_str()));
+            if published {
+                for rel in journal
+                    .replaced
+                    .iter()
+                    .filter(|r| !named.contains(r.as_str()))
+                {
+                    swept += usize::from(self.remove(rel)?);
+                }
+            } else {
+                for rel in journal.made.iter().filter(|m| !named.contains(m.as_str())) {
+                    swept += self.remove_with_temporaries(rel)?;
+                }
+            }
+            self.forget_journal()?;
+        }
         for compacted in &manifest.compacted {
             let path = self.path(&compacted.path);
             let whole = path.exists() && footer(&path).is_ok_and(|(_, n)| n == compacted.rows());
             if !whole {
+                tracing::warn!(file = %path.display(), "a compacted file is missing or short: the files it replaced are kept");
                 continue;
             }
             for part in &compacted.parts {
                 swept += usize::from(self.remove(&part.path)?);
             }
         }
-        let named: HashSet<PathBuf> = (manifest.compacted.iter())
-            .map(|c| self.path(&c.path))
-            .collect();
-        let mut folders: Vec<PathBuf> = ROW_FOLDERS.iter().map(|f| self.path(f)).collect();
-        if let Ok(entries) = std::fs::read_dir(self.path("results")) {
-            folders.extend(entries.flatten().map(|e| e.path()));
-        }
-        for folder in folders {
-            let Ok(entries) = std::fs::read_dir(&folder) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                if !entry
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with("compacted=")
-                {
-                    continue;
-                }
-                let path = entry.path();
-                let files: Vec<PathBuf> = if path.is_dir() {
-                    (std::fs::read_dir(&path).into_iter().flatten().flatten())
-                        .map(|e| e.path())
-                        .collect()
-                } else {
-                    vec![path.clone()]
-                };
-                for file in files.into_iter().filter(|f| !named.contains(f)) {
-                    std::fs::remove_file(&file).map_err(|e| Error::io(&file, e))?;
-                    swept += 1;
-                }
-                if path.is_dir() {
-                    let _ = std::fs::remove_dir(&path);
-                }
-            }
-        }
         Ok(swept)
     }
+
+    /// Removes `rel`, the temporary files of its writing, and its `compacted=` folder if that
+    /// is left empty; how many files went.
+    fn remove_with_temporaries(&self, rel: &str) -> Result<usize> {
+        let path = self.path(rel);
+        let mut removed = usize::from(self.remove(rel)?);
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(removed);
+        };
+        let prefix = format!(".{}.", name.to_string_lossy());
+        for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if file.starts_with(&prefix) && crate::pipeline::io::is_temporary(&file) {
+                std::fs::remove_file(entry.path()).map_err(|e| Error::io(entry.path(), e))?;
+                removed += 1;
+            }
+        }
+        if parent
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("compacted="))
+        {
+            let _ = std::fs::remove_dir(parent);
+        }
+        Ok(removed)
+    }
+}
+
+/// `_wai/compacting.json`: what a compaction under way makes and replaces (relative paths).
+#[derive(Debug, Serialize, Deserialize)]
+struct Journal {
+    made: Vec<String>,
+    replaced: Vec<String>,
 }
 
 /// Packs a folder's units: consecutive small units whose columns go together, up to
@@ -577,15 +664,17 @@ fn pack(group: &str, units: Vec<Option<Unit>>, target: u64) -> Vec<Pack> {
     let mut packs = Vec::new();
     let mut open: Vec<Unit> = Vec::new();
     let mut columns: Vec<Field> = Vec::new();
-    let close = |open: &mut Vec<Unit>, packs: &mut Vec<Pack>| {
+    // What is open is closed, and the columns it gathered go with it.
+    let close = |open: &mut Vec<Unit>, columns: &mut Vec<Field>, packs: &mut Vec<Pack>| {
         if open.len() >= 2 {
             packs.push(pack_of(group, open));
         }
         open.clear();
+        columns.clear();
     };
     for unit in units {
         let Some(unit) = unit.filter(|u| u.bytes < small) else {
-            close(&mut open, &mut packs);
+            close(&mut open, &mut columns, &mut packs);
             continue;
         };
         let bytes: u64 = open.iter().map(|u| u.bytes).sum();
@@ -598,13 +687,13 @@ fn pack(group: &str, units: Vec<Option<Unit>>, target: u64) -> Vec<Pack> {
                 }
         });
         if !fits {
-            close(&mut open, &mut packs);
-            columns.clear();
+            close(&mut open, &mut columns, &mut packs);
         }
+        // Into nothing open, any file's columns go.
         merges(&mut columns, &unit.schema);
         open.push(unit);
     }
-    close(&mut open, &mut packs);
+    close(&mut open, &mut columns, &mut packs);
     packs
 }
 
@@ -641,7 +730,7 @@ fn pack_of(group: &str, units: &[Unit]) -> Pack {
     let digest = crate::stages::simulate::hash::sha256_hex(
         &(parts.iter().map(|p| p.path.as_str()).collect::<Vec<_>>()).join("\n"),
     );
-    let tag = format!("compacted={first}-{}", &digest[..8]);
+    let tag = format!("compacted={first}-{}", &digest[..16]);
     let mut fields = group.split('\n');
     let folder = fields.next().unwrap_or_default();
     let path = match (fields.next(), fields.next()) {
@@ -698,7 +787,10 @@ mod tests {
             lake.locate(&m, &["/in/a.jsonl".into(), run(1), run(2), run(3), run(4)]),
             [
                 Piece::File("/in/a.jsonl".into()),
-                Piece::File(packed.clone()),
+                Piece::Compacted {
+                    file: packed.clone(),
+                    rows: 60
+                },
                 Piece::File(run(4)),
             ]
         );
@@ -808,5 +900,55 @@ mod tests {
         );
         assert!(results.results);
         assert_eq!(results.bytes, 10);
+    }
+
+    #[test]
+    fn a_break_in_a_results_folder_forgets_the_columns_before_it() {
+        let unit = |name: &str, kind: DataType, bytes: u64| {
+            Some(Unit {
+                file: name.into(),
+                compacted: None,
+                parts: vec![Part {
+                    run_id: name.into(),
+                    path: name.into(),
+                    rows: 1,
+                }],
+                bytes,
+                schema: std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+                    Field::new("a", kind, true),
+                ])),
+            })
+        };
+        let target = 100;
+        let reads = |units| -> Vec<Vec<String>> {
+            pack("results/x\n", units, target)
+                .into_iter()
+                .map(|p| p.reads)
+                .collect()
+        };
+        // An integer column, a file too large to pack, then a float one and an integer one:
+        // those two would change a value packed together.
+        let units = vec![
+            unit("u0", DataType::Int64, 1),
+            unit("big", DataType::Int64, 90),
+            unit("u1", DataType::Float64, 1),
+            unit("u2", DataType::Int64, 1),
+        ];
+        assert!(reads(units).is_empty());
+        // A missing file breaks the run too; files of one type on either side pack.
+        let units = vec![
+            unit("u0", DataType::Int64, 1),
+            unit("u1", DataType::Int64, 1),
+            None,
+            unit("u2", DataType::Float64, 1),
+            unit("u3", DataType::Float64, 1),
+            unit("u4", DataType::Null, 1),
+        ];
+        assert_eq!(reads(units), [vec!["u0", "u1"], vec!["u2", "u3", "u4"]]);
+        // Up to the target, not past it.
+        let units = (0..5)
+            .map(|i| unit(&format!("u{i}"), DataType::Int64, 30))
+            .collect();
+        assert_eq!(reads(units), [vec!["u0", "u1", "u2"], vec!["u3", "u4"]]);
     }
 }

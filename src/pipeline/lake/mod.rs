@@ -30,6 +30,9 @@ pub use compact::{Compacted, Compaction, Made, Pack, Part, Piece, readable};
 const FORMAT: &str = "wai-lake";
 /// The layout's version: a lake of a later one is refused, not misread.
 pub const VERSION: u32 = 1;
+/// The manifest's version: 2 once `wai lake compact` has packed files (its `compacted` map),
+/// so a wai that would drop the map when it commits a run refuses the lake instead.
+pub const MANIFEST_VERSION: u32 = 2;
 
 /// The folders a lake holds, besides `_wai/`.
 pub const FOLDERS: &[&str] = &[
@@ -52,7 +55,7 @@ struct Marker {
 /// `_wai/manifest.json`: every committed run, oldest first.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Manifest {
-    /// [`VERSION`].
+    /// 1, or [`MANIFEST_VERSION`] once files are compacted.
     pub version: u32,
     /// The runs.
     pub runs: Vec<RunRecord>,
@@ -308,11 +311,11 @@ impl Lake {
     /// It cannot be read.
     pub fn manifest(&self) -> Result<Manifest> {
         let manifest: Manifest = read_json(&self.manifest_path())?;
-        if manifest.version > VERSION {
+        if manifest.version > MANIFEST_VERSION {
             return Err(Error::Input {
                 stage: "lake".into(),
                 message: format!(
-                    "`{}` is of manifest version {}; this wai reads {VERSION}",
+                    "`{}` is of manifest version {}; this wai reads {MANIFEST_VERSION}",
                     self.manifest_path().display(),
                     manifest.version
                 ),
@@ -331,8 +334,12 @@ impl Lake {
             stage.report = None;
         }
         let digest = run.pipeline_digest.clone();
-        manifest.runs.retain(|r| r.run_id != run.run_id);
-        manifest.runs.push(run);
+        // A run committed again (killed between its commit and forgetting its pending state)
+        // keeps its place: compacted files hold runs' rows in manifest order.
+        match manifest.runs.iter().position(|r| r.run_id == run.run_id) {
+            Some(at) => manifest.runs[at] = run,
+            None => manifest.runs.push(run),
+        }
         write_json(&self.manifest_path(), &manifest)?;
         let pending = self.pending_path(&digest);
         match std::fs::remove_file(&pending) {
@@ -682,5 +689,29 @@ mod tests {
         std::fs::create_dir_all(collected.join("_wai/collect")).expect("mkdir");
         assert!(Lake::init(&collected).expect("made again").1);
         assert!(Lake::open(&other).is_err());
+    }
+
+    #[test]
+    fn a_run_committed_again_keeps_its_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (lake, _) = Lake::init(&dir.path().join("lake")).expect("init");
+        let run = |id: &str| RunRecord {
+            run_id: id.into(),
+            pipeline: "p.toml".into(),
+            pipeline_digest: "d".into(),
+            started: now(),
+            finished: None,
+            inputs: Vec::new(),
+            stages: Vec::new(),
+            gates: Vec::new(),
+            exit: 0,
+        };
+        for id in ["a", "b", "a"] {
+            lake.commit(run(id)).expect("commit");
+        }
+        let ids: Vec<String> = (lake.manifest().expect("manifest").runs.into_iter())
+            .map(|r| r.run_id)
+            .collect();
+        assert_eq!(ids, ["a", "b"]);
     }
 }
