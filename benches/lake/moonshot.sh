@@ -6,6 +6,7 @@
 # bytes read, and the ratio.
 #
 #   benches/lake/moonshot.sh [ROWS] [DIR]     # ROWS default 1000000 (2.4 GB of JSONL)
+#   SHAPE=reference benches/lake/moonshot.sh   # rows as the reference writes them (no messages)
 #
 # Needs a release `wai` on PATH or in $WAI (cargo build --release). DIR (default a temp folder)
 # needs about 3.5 GB per million rows; it is removed at the end unless named.
@@ -18,10 +19,11 @@ cd "$dir"
 mkdir -p in
 timed() { /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KB peak" "$@"; }
 
-[[ -f in/night.jsonl ]] || "$wai" -q gen --rows "$rows" --seed 1 -o in/night.jsonl
-[[ -f base.parquet ]] || "$wai" -q gen --rows "$rows" --seed 2 -o base.parquet
-[[ -f evals.jsonl ]] || "$wai" -q gen --rows 5000 --seed 3 -o evals.jsonl
-echo "input: $(du -h in/night.jsonl | cut -f1) of JSONL, $rows rows"
+shape=(--shape "${SHAPE:-wai}")
+[[ -f in/night.jsonl ]] || "$wai" -q gen "${shape[@]}" --rows "$rows" --seed 1 -o in/night.jsonl
+[[ -f base.parquet ]] || "$wai" -q gen "${shape[@]}" --rows "$rows" --seed 2 -o base.parquet
+[[ -f evals.jsonl ]] || "$wai" -q gen "${shape[@]}" --rows 5000 --seed 3 -o evals.jsonl
+echo "input: $(du -h in/night.jsonl | cut -f1) of JSONL, $rows rows, shape ${SHAPE:-wai}"
 
 cat > pipeline.toml <<'TOML'
 lake = "lake"

@@ -84,7 +84,7 @@ fn describe(report: &mut Report, groups: &Groups, rewards: &[f64], profiles: &[u
 /// The columns: hand and user tiers in creation order, then the auto tier in vocabulary order.
 fn named_columns(
     read_columns: Vec<(String, Vec<u32>, Vec<f64>)>,
-    texts: &[Box<[u64]>],
+    texts: &crate::stages::terms::TextKeys,
     df: crate::stages::terms::DocFreq,
     n: usize,
     opts: &Options,
@@ -97,7 +97,7 @@ fn named_columns(
         .collect();
     if opts.auto {
         let vocab = df.vocabulary(n, opts.min_obs, opts.top_k);
-        let bits = crate::stages::terms::holders(texts, &vocab);
+        let bits = crate::stages::terms::holders_of(texts, &vocab);
         for ((term, _, _), bits) in vocab.into_iter().zip(bits) {
             named.push((format!("contains:{term}"), Column::Bits(bits)));
         }
@@ -328,7 +328,7 @@ mod tests {
             rewards: rewards.to_vec(),
             profiles: (0..tasks.len() as u64).collect(),
             columns,
-            texts: Vec::new(),
+            texts: crate::stages::terms::TextKeys::default(),
             df: DocFreq::default(),
         }
     }

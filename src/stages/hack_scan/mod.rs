@@ -255,7 +255,16 @@ impl crate::stages::Stage for HackScanStage {
         let started = std::time::Instant::now();
         let scope = session.scope_with(&[("rows", inputs.rows)])?;
         let read = read::read(&scope, "rows", opts).await?;
-        tracing::debug!(rows = read.rewards.len(), elapsed = ?started.elapsed(), "hack scan: rows read");
+        tracing::debug!(
+            rows = read.rewards.len(),
+            token_keys = read.texts.tokens(),
+            terms = read.df.len(),
+            entries = read.columns.iter().map(|c| c.1.len()).sum::<usize>(),
+            columns = read.columns.len(),
+            task_bytes = read.tasks.iter().map(String::len).sum::<usize>(),
+            elapsed = ?started.elapsed(),
+            "hack scan: rows read"
+        );
         Ok(analyse::analyse(read, opts))
     }
 }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::rows::{self, Columns, FIXED, Name};
 use super::{HashMap, Options};
 use crate::error::{Error, Result};
-use crate::stages::terms::{DocFreq, Tokenizer};
+use crate::stages::terms::{DocFreq, KeyBlock, KeyBlockBuilder, TextKeys, Tokenizer};
 
 /// Names a user feature may not take: the auto tier's and the conjunctions'.
 pub(super) fn check_user_names(features: &[(String, String)]) -> Result<()> {
@@ -50,7 +50,7 @@ pub(super) struct Read {
     /// (name, rows, values) in creation order.
     pub(super) columns: Vec<(String, Vec<u32>, Vec<f64>)>,
     /// Each text's token keys (the auto tier's terms are found in them).
-    pub(super) texts: Vec<Box<[u64]>>,
+    pub(super) texts: TextKeys,
     pub(super) df: DocFreq,
 }
 
@@ -116,7 +116,7 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> R
         rewards: Vec::new(),
         profiles: Vec::new(),
         columns: Vec::new(),
-        texts: Vec::new(),
+        texts: TextKeys::default(),
         df: DocFreq::default(),
     };
     let mut registry = Registry::default();
@@ -140,32 +140,27 @@ fn add_batch(
         .into_par_iter()
         .map(|i| cols.row(i, names))
         .collect();
-    // The texts are split once: counted, and their token keys kept for finding the
-    // vocabulary's holders.
-    let mut keys: Vec<Box<[u64]>> = Vec::new();
+    // The texts are split once: counted, and their token keys kept (compactly) for finding
+    // the vocabulary's holders.
     if opts.auto {
         let parts = rayon::current_num_threads().max(1) * 2;
-        let counted: Vec<(DocFreq, Vec<Box<[u64]>>)> = rows
+        let counted: Vec<(DocFreq, KeyBlock)> = rows
             .par_chunks(rows.len().div_ceil(parts).max(1))
             .map(|chunk| {
                 let (mut t, mut df) = (Tokenizer::default(), DocFreq::default());
-                let keys = chunk
-                    .iter()
-                    .map(|r| {
-                        df.add(&mut t, &r.text);
-                        Box::from(t.keys())
-                    })
-                    .collect();
-                (df, keys)
+                let mut block = KeyBlockBuilder::default();
+                for r in chunk {
+                    df.add(&mut t, &r.text);
+                    block.push(t.keys());
+                }
+                (df, block.finish())
             })
             .collect();
-        keys.reserve(rows.len());
-        for (df, k) in counted {
+        for (df, block) in counted {
             out.df.merge(df);
-            keys.extend(k);
+            out.texts.push(block);
         }
     }
-    let mut keys = keys.into_iter();
     for r in rows {
         let at = u32::try_from(out.rewards.len())
             .map_err(|_| Error::Usage("hack-scan reads at most 2^32 rows".into()))?;
@@ -179,9 +174,6 @@ fn add_batch(
         out.tasks.push(r.task);
         out.rewards.push(r.reward);
         out.profiles.push(r.profile);
-        if let Some(k) = keys.next() {
-            out.texts.push(k);
-        }
     }
     Ok(())
 }
