@@ -50,6 +50,19 @@ impl Groups {
         Self { of, members }
     }
 
+    /// Groups of rows given their group's number, numbered as first seen (0, then 1, ...): the
+    /// groups [`Groups::new`] makes of the keys the numbers stand for.
+    ///
+    /// # Panics
+    /// Never with numbers as described; a number past those seen before it is a bug.
+    pub fn of_numbers(of: Vec<u32>, groups: usize) -> Self {
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); groups];
+        for (i, &g) in of.iter().enumerate() {
+            members[g as usize].push(u32::try_from(i).unwrap_or(u32::MAX));
+        }
+        Self { of, members }
+    }
+
     /// Groups of two rows or more.
     pub fn multi(&self) -> impl Iterator<Item = &Vec<u32>> {
         self.members.iter().filter(|m| m.len() >= 2)
@@ -480,6 +493,16 @@ mod tests {
             let sd = sd_within(&f, &self.groups);
             (f, sd)
         }
+    }
+
+    #[test]
+    fn groups_of_numbers_are_the_groups_of_the_keys() {
+        let keys = ["b", "a", "b", "c", "a", "a", "d"];
+        let by_key = Groups::new(&keys);
+        let by_number = Groups::of_numbers(by_key.of.clone(), by_key.members.len());
+        assert_eq!(by_number.of, [0, 1, 0, 2, 1, 1, 3]);
+        assert_eq!(by_number.members, by_key.members);
+        assert_eq!(by_number.multi().count(), 2);
     }
 
     #[test]

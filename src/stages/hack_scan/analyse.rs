@@ -176,6 +176,7 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
     let Read {
         n_rows,
         tasks,
+        n_tasks,
         rewards,
         profiles,
         columns,
@@ -204,8 +205,7 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
             n_rows - graded
         ));
     }
-    let groups = Groups::new(&tasks);
-    drop(tasks);
+    let groups = Groups::of_numbers(tasks, n_tasks);
     describe(&mut report, &groups, &rewards, &profiles);
     let centred = within::centre(&rewards, &groups);
     let named = named_columns(columns, &texts, df, n, opts);
@@ -324,7 +324,8 @@ mod tests {
     fn read(tasks: &[&str], rewards: &[f64], columns: Vec<(String, Vec<u32>, Vec<f64>)>) -> Read {
         Read {
             n_rows: tasks.len() as u64,
-            tasks: tasks.iter().map(|t| (*t).to_owned()).collect(),
+            tasks: within::Groups::new(tasks).of,
+            n_tasks: within::Groups::new(tasks).members.len(),
             rewards: rewards.to_vec(),
             profiles: (0..tasks.len() as u64).collect(),
             columns,

@@ -261,7 +261,7 @@ impl crate::stages::Stage for HackScanStage {
             terms = read.df.len(),
             entries = read.columns.iter().map(|c| c.1.len()).sum::<usize>(),
             columns = read.columns.len(),
-            task_bytes = read.tasks.iter().map(String::len).sum::<usize>(),
+            tasks = read.n_tasks,
             elapsed = ?started.elapsed(),
             "hack scan: rows read"
         );

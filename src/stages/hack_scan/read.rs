@@ -44,7 +44,10 @@ fn check_user_name(name: &str) -> Result<()> {
 /// creation order; the texts; and the auto tier's document frequencies.
 pub(super) struct Read {
     pub(super) n_rows: u64,
-    pub(super) tasks: Vec<String>,
+    /// Each row's task, numbered as first seen.
+    pub(super) tasks: Vec<u32>,
+    /// The tasks.
+    pub(super) n_tasks: usize,
     pub(super) rewards: Vec<f64>,
     pub(super) profiles: Vec<u64>,
     /// (name, rows, values) in creation order.
@@ -113,6 +116,7 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> R
     let mut out = Read {
         n_rows,
         tasks: Vec::new(),
+        n_tasks: 0,
         rewards: Vec::new(),
         profiles: Vec::new(),
         columns: Vec::new(),
@@ -171,7 +175,9 @@ fn add_batch(
                 out.columns[c].2.push(*v);
             }
         }
-        out.tasks.push(r.task);
+        let task = registry.task(r.task)?;
+        out.tasks.push(task);
+        out.n_tasks = registry.tasks.len();
         out.rewards.push(r.reward);
         out.profiles.push(r.profile);
     }
@@ -186,6 +192,8 @@ struct Registry {
     user: HashMap<u16, usize>,
     tools: HashMap<String, usize>,
     markers: HashMap<String, usize>,
+    /// Tasks, numbered as first seen: a row keeps its task's number, not its text.
+    tasks: HashMap<String, u32>,
 }
 
 impl Registry {
@@ -217,6 +225,19 @@ impl Registry {
             Name::Tool(t) => by_name(&mut self.tools, "tool:", t, new),
             Name::Marker(m) => by_name(&mut self.markers, "marker:", m, new),
         }
+    }
+}
+
+impl Registry {
+    /// The number of task `task`, numbered as first seen.
+    fn task(&mut self, task: &str) -> Result<u32> {
+        if let Some(&n) = self.tasks.get(task) {
+            return Ok(n);
+        }
+        let n = u32::try_from(self.tasks.len())
+            .map_err(|_| Error::Usage("hack-scan reads at most 2^32 tasks".into()))?;
+        self.tasks.insert(task.to_owned(), n);
+        Ok(n)
     }
 }
 

@@ -94,7 +94,7 @@ pub(super) fn spelled(name: &str) -> Option<Name<'_>> {
 #[derive(Debug)]
 pub(super) struct Row<'a> {
     /// The task (the group).
-    pub task: String,
+    pub task: &'a str,
     pub reward: f64,
     /// The hand tier and the user's features, in the order the reference's row dict has them.
     pub features: Vec<(Name<'a>, f64)>,
@@ -260,7 +260,7 @@ impl<'a> Columns<'a> {
         }
         let profile = profile(&text, &features, user_names);
         Row {
-            task: text_of(self.task).to_owned(),
+            task: text_of(self.task),
             reward: self.reward.value(i),
             features,
             text,
