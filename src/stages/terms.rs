@@ -271,9 +271,10 @@ impl DocFreq {
 }
 
 /// The token keys of many texts, kept from counting them so no text is split twice, in about a
-/// quarter of their size: a block of texts (those one task counted) numbers its distinct keys,
-/// and each text is kept as those numbers, 16 bits each (32 in a block of more than 65,536
-/// distinct tokens). A key is 8 bytes; a text of 80 tokens costs 160 bytes here, not 640.
+/// quarter of their size: a block of texts (those one parallel chunk counted) numbers its
+/// distinct keys, and each text is kept as those numbers, 16 bits each (32 in a block of more
+/// than 65,536 distinct tokens). A key is 8 bytes; a text of 80 tokens costs 160 bytes here, not
+/// 640, in blocks of a thousand texts or more (a block's table is its own).
 #[derive(Debug, Default)]
 pub struct TextKeys {
     blocks: Vec<KeyBlock>,
@@ -298,18 +299,24 @@ enum Ids {
     Wide(Vec<u32>),
 }
 
-/// Builds a [`KeyBlock`], text by text.
+/// Builds [`KeyBlock`]s, text by text: one, unless its texts' tokens pass 32-bit offsets.
 #[derive(Default)]
 pub struct KeyBlockBuilder {
     numbers: HashMap<u64, u32, foldhash::fast::FixedState>,
     table: Vec<u64>,
     ids: Vec<u32>,
     ends: Vec<u32>,
+    done: Vec<KeyBlock>,
 }
 
 impl KeyBlockBuilder {
     /// Adds a text, given its token keys ([`Tokenizer::keys`]).
     pub fn push(&mut self, keys: &[u64]) {
+        if self.ids.len() + keys.len() > u32::MAX as usize && !self.ends.is_empty() {
+            // Offsets are 32 bits: the texts so far are a block, this one starts the next.
+            let full = std::mem::take(self);
+            self.done = full.done_with_last();
+        }
         for &key in keys {
             let next = u32::try_from(self.table.len()).unwrap_or(u32::MAX);
             let id = *self.numbers.entry(key).or_insert_with(|| {
@@ -322,22 +329,35 @@ impl KeyBlockBuilder {
             .push(u32::try_from(self.ids.len()).unwrap_or(u32::MAX));
     }
 
-    /// The block.
-    pub fn finish(self) -> KeyBlock {
-        let ids = if self.table.len() <= usize::from(u16::MAX) + 1 {
+    /// The blocks, in order.
+    pub fn finish(self) -> Vec<KeyBlock> {
+        self.done_with_last()
+    }
+
+    /// The finished blocks and the one under way.
+    fn done_with_last(self) -> Vec<KeyBlock> {
+        let Self {
+            mut table,
+            ids,
+            mut ends,
+            mut done,
+            ..
+        } = self;
+        let ids = if table.len() <= usize::from(u16::MAX) + 1 {
             Ids::Narrow(
-                (self.ids.iter())
+                (ids.iter())
                     .map(|&i| u16::try_from(i).unwrap_or(u16::MAX))
                     .collect(),
             )
         } else {
-            Ids::Wide(self.ids)
+            let mut ids = ids;
+            ids.shrink_to_fit();
+            Ids::Wide(ids)
         };
-        KeyBlock {
-            table: self.table,
-            ids,
-            ends: self.ends,
-        }
+        table.shrink_to_fit();
+        ends.shrink_to_fit();
+        done.push(KeyBlock { table, ids, ends });
+        done
     }
 }
 
@@ -560,7 +580,9 @@ mod tests {
                 plain.push(tokenizer.keys().to_vec());
                 builder.push(tokenizer.keys());
             }
-            let built = builder.finish();
+            let mut built = builder.finish();
+            assert_eq!(built.len(), 1);
+            let built = built.remove(0);
             assert_eq!(
                 matches!(built.ids, Ids::Wide(_)),
                 b == 2,
@@ -580,5 +602,21 @@ mod tests {
         let bits = holders_of(&kept, &vocab);
         assert_eq!(bits, holders(&plain, &vocab));
         assert!(bits.iter().any(|b| b.iter().any(|w| *w != 0)));
+        // At the edge: 65,536 distinct tokens are numbered in 16 bits (the last is 65,535),
+        // one more takes 32.
+        for (distinct, wide) in [(65_536, false), (65_537, true)] {
+            let text: String = (0..distinct).map(|i| word(i) + " ").collect();
+            tokenizer.split(&text);
+            let mut builder = KeyBlockBuilder::default();
+            builder.push(tokenizer.keys());
+            let mut kept = TextKeys::default();
+            for block in builder.finish() {
+                assert_eq!(matches!(block.ids, Ids::Wide(_)), wide, "{distinct}");
+                kept.push(block);
+            }
+            let mut got = Vec::new();
+            kept.each_key(0, |k| got.push(k));
+            assert_eq!(got, tokenizer.keys(), "{distinct}");
+        }
     }
 }

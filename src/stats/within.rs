@@ -57,6 +57,12 @@ impl Groups {
     /// Never with numbers as described; a number past those seen before it is a bug.
     pub fn of_numbers(of: Vec<u32>, groups: usize) -> Self {
         let mut members: Vec<Vec<u32>> = vec![Vec::new(); groups];
+        debug_assert!(
+            of.iter()
+                .try_fold(0u32, |next, &g| (g <= next).then(|| next.max(g + 1)))
+                .is_some(),
+            "group numbers are numbered as first seen"
+        );
         for (i, &g) in of.iter().enumerate() {
             members[g as usize].push(u32::try_from(i).unwrap_or(u32::MAX));
         }

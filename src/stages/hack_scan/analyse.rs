@@ -325,7 +325,7 @@ mod tests {
         Read {
             n_rows: tasks.len() as u64,
             tasks: within::Groups::new(tasks).of,
-            n_tasks: within::Groups::new(tasks).members.len(),
+            n_tasks: tasks.iter().collect::<std::collections::HashSet<_>>().len(),
             rewards: rewards.to_vec(),
             profiles: (0..tasks.len() as u64).collect(),
             columns,

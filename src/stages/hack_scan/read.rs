@@ -148,8 +148,9 @@ fn add_batch(
     // the vocabulary's holders.
     if opts.auto {
         let parts = rayon::current_num_threads().max(1) * 2;
-        let counted: Vec<(DocFreq, KeyBlock)> = rows
-            .par_chunks(rows.len().div_ceil(parts).max(1))
+        // Chunks of a thousand rows or more: each keeps its own table of keys.
+        let counted: Vec<(DocFreq, Vec<KeyBlock>)> = rows
+            .par_chunks(rows.len().div_ceil(parts).max(1024))
             .map(|chunk| {
                 let (mut t, mut df) = (Tokenizer::default(), DocFreq::default());
                 let mut block = KeyBlockBuilder::default();
@@ -160,9 +161,11 @@ fn add_batch(
                 (df, block.finish())
             })
             .collect();
-        for (df, block) in counted {
+        for (df, blocks) in counted {
             out.df.merge(df);
-            out.texts.push(block);
+            for block in blocks {
+                out.texts.push(block);
+            }
         }
     }
     for r in rows {
@@ -177,10 +180,10 @@ fn add_batch(
         }
         let task = registry.task(r.task)?;
         out.tasks.push(task);
-        out.n_tasks = registry.tasks.len();
         out.rewards.push(r.reward);
         out.profiles.push(r.profile);
     }
+    out.n_tasks = registry.tasks.len();
     Ok(())
 }
 
