@@ -7,6 +7,7 @@
 #
 #   benches/lake/moonshot.sh [ROWS] [DIR]     # ROWS default 1000000 (2.4 GB of JSONL)
 #   SHAPE=reference benches/lake/moonshot.sh   # rows as the reference writes them (no messages)
+#   SEPARATE=0 benches/lake/moonshot.sh        # the one run only, not the nine commands after it
 #
 # Needs a release `wai` on PATH or in $WAI (cargo build --release). DIR (default a temp folder)
 # needs about 3.5 GB per million rows; it is removed at the end unless named.
@@ -71,6 +72,7 @@ for s in m["runs"][-1]["stages"]:
     print(f'  {s["name"]:14} {s["elapsed_s"]:7.1f} s  {s["bytes_read"] / 1e6:9.1f} MB read{shared}')
 PY
 
+if [[ "${SEPARATE:-1}" == 0 ]]; then exit 0; fi   # SEPARATE=0: the run alone (less disk)
 echo "== nine commands"
 judge='sql:CASE WHEN reward > 0.5 THEN 1 ELSE 0 END'
 start=$(date +%s.%N)
