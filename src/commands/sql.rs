@@ -100,7 +100,7 @@ pub(crate) fn lake_tables(
     use crate::pipeline::lake::{self, Lake};
     let lake = Lake::open(root)?;
     let manifest = lake.manifest()?;
-    let mut results: std::collections::BTreeMap<String, Vec<std::path::PathBuf>> =
+    let mut results: std::collections::BTreeMap<String, Vec<String>> =
         std::collections::BTreeMap::new();
     let mut rows: std::collections::BTreeMap<String, Vec<String>> =
         std::collections::BTreeMap::new();
@@ -110,7 +110,7 @@ pub(crate) fn lake_tables(
             results
                 .entry(table)
                 .or_default()
-                .push(lake.path(&stage.results));
+                .push(lake.path(&stage.results).display().to_string());
             for out in &stage.outputs {
                 let folder = out.split('/').next().unwrap_or_default();
                 if lake::FOLDERS.contains(&folder)
@@ -130,7 +130,6 @@ pub(crate) fn lake_tables(
     let now = |files: &[String]| lake::readable(lake.locate(&manifest, files), Some(scratch));
     let mut names = Vec::new();
     for (name, files) in results {
-        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         let files: Vec<std::path::PathBuf> = now(&files)?
             .into_iter()
             .map(std::path::PathBuf::from)

@@ -55,7 +55,8 @@ impl Groups {
     ///
     /// # Panics
     /// Never with numbers as described; a number past those seen before it is a bug.
-    pub fn of_numbers(of: Vec<u32>, groups: usize) -> Self {
+    pub fn of_numbers(of: Vec<u32>) -> Self {
+        let groups = of.iter().max().map_or(0, |&g| g as usize + 1);
         let mut members: Vec<Vec<u32>> = vec![Vec::new(); groups];
         debug_assert!(
             of.iter()
@@ -505,7 +506,7 @@ mod tests {
     fn groups_of_numbers_are_the_groups_of_the_keys() {
         let keys = ["b", "a", "b", "c", "a", "a", "d"];
         let by_key = Groups::new(&keys);
-        let by_number = Groups::of_numbers(by_key.of.clone(), by_key.members.len());
+        let by_number = Groups::of_numbers(by_key.of.clone());
         assert_eq!(by_number.of, [0, 1, 0, 2, 1, 1, 3]);
         assert_eq!(by_number.members, by_key.members);
         assert_eq!(by_number.multi().count(), 2);

@@ -462,7 +462,6 @@ impl Lake {
             }
         }
         self.forget_journal()?;
-        let swept = swept + self.sweep(&manifest)?;
         Ok(Compaction {
             made,
             replaced,
@@ -548,17 +547,12 @@ impl Lake {
     /// Removes the file `rel`, and its folder if that is left empty; whether it was there.
     fn remove(&self, rel: &str) -> Result<bool> {
         let path = self.path(rel);
-        match std::fs::remove_file(&path) {
-            Ok(()) => {
-                if let Some(parent) = path.parent() {
-                    // Only an empty folder goes; one holding anything stays.
-                    let _ = std::fs::remove_dir(parent);
-                }
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(Error::io(&path, e)),
+        let removed = super::remove_if_there(&path)?;
+        if let (true, Some(parent)) = (removed, path.parent()) {
+            // Only an empty folder goes; one holding anything stays.
+            let _ = std::fs::remove_dir(parent);
         }
+        Ok(removed)
     }
 
     /// Where a compaction under way says what it makes and replaces.
@@ -568,12 +562,7 @@ impl Lake {
 
     /// Forgets the journal of a compaction that ended (or was undone).
     fn forget_journal(&self) -> Result<()> {
-        let path = self.journal_path();
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&path, e)),
-        }
+        super::remove_if_there(&self.journal_path()).map(drop)
     }
 
     /// Removes what a stopped compaction left (returns how many files went):

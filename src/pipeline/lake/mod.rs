@@ -178,6 +178,15 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     file.commit()
 }
 
+/// Removes the file `path`; whether it was there.
+fn remove_if_there(path: &Path) -> Result<bool> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
 /// Reads `path` as JSON: a file that is not is a data error naming it.
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -341,12 +350,7 @@ impl Lake {
             None => manifest.runs.push(run),
         }
         write_json(&self.manifest_path(), &manifest)?;
-        let pending = self.pending_path(&digest);
-        match std::fs::remove_file(&pending) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&pending, e)),
-        }
+        self.drop_pending(&digest)
     }
 
     /// The pending run of pipeline `digest`, if one was started and not committed.
@@ -367,12 +371,7 @@ impl Lake {
     /// # Errors
     /// Its state cannot be removed.
     pub fn drop_pending(&self, digest: &str) -> Result<()> {
-        let path = self.pending_path(digest);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&path, e)),
-        }
+        remove_if_there(&self.pending_path(digest)).map(drop)
     }
 
     /// Saves a run's state as far as it got.

@@ -176,7 +176,6 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
     let Read {
         n_rows,
         tasks,
-        n_tasks,
         rewards,
         profiles,
         columns,
@@ -205,7 +204,7 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
             n_rows - graded
         ));
     }
-    let groups = Groups::of_numbers(tasks, n_tasks);
+    let groups = Groups::of_numbers(tasks);
     describe(&mut report, &groups, &rewards, &profiles);
     let centred = within::centre(&rewards, &groups);
     let named = named_columns(columns, &texts, df, n, opts);
@@ -325,7 +324,6 @@ mod tests {
         Read {
             n_rows: tasks.len() as u64,
             tasks: within::Groups::new(tasks).of,
-            n_tasks: tasks.iter().collect::<std::collections::HashSet<_>>().len(),
             rewards: rewards.to_vec(),
             profiles: (0..tasks.len() as u64).collect(),
             columns,

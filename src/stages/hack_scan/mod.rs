@@ -261,7 +261,6 @@ impl crate::stages::Stage for HackScanStage {
             terms = read.df.len(),
             entries = read.columns.iter().map(|c| c.1.len()).sum::<usize>(),
             columns = read.columns.len(),
-            tasks = read.n_tasks,
             elapsed = ?started.elapsed(),
             "hack scan: rows read"
         );

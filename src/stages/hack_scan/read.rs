@@ -46,8 +46,6 @@ pub(super) struct Read {
     pub(super) n_rows: u64,
     /// Each row's task, numbered as first seen.
     pub(super) tasks: Vec<u32>,
-    /// The tasks.
-    pub(super) n_tasks: usize,
     pub(super) rewards: Vec<f64>,
     pub(super) profiles: Vec<u64>,
     /// (name, rows, values) in creation order.
@@ -116,7 +114,6 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> R
     let mut out = Read {
         n_rows,
         tasks: Vec::new(),
-        n_tasks: 0,
         rewards: Vec::new(),
         profiles: Vec::new(),
         columns: Vec::new(),
@@ -183,7 +180,6 @@ fn add_batch(
         out.rewards.push(r.reward);
         out.profiles.push(r.profile);
     }
-    out.n_tasks = registry.tasks.len();
     Ok(())
 }
 
