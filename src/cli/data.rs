@@ -90,6 +90,9 @@ pub(crate) struct SqlArgs {
     /// What the query may take.
     #[command(flatten)]
     pub limits: QueryLimits,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai gen`.

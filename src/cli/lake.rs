@@ -21,6 +21,9 @@ pub(crate) struct RunArgs {
     /// stay, never published).
     #[arg(long)]
     pub restart: bool,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai lake`.
@@ -57,6 +60,22 @@ pub(crate) struct LakeDirArgs {
     /// The lake's folder.
     #[arg(value_name = "LAKE")]
     pub lake: PathBuf,
+}
+
+/// `wai worker`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// The address to listen on, HOST:PORT (port 0 takes a free port; the `listening` line says
+    /// which). Anyone who reaches it can run queries over what this process can read: bind it to
+    /// a private network.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7070")]
+    pub listen: String,
+    /// Testing: the version to report instead of this wai's.
+    #[arg(long, hide = true, value_name = "VERSION")]
+    pub report_version: Option<String>,
+    /// Testing: end the process (abort) when the first plan fragment arrives.
+    #[arg(long, hide = true)]
+    pub die_on_task: bool,
 }
 
 /// `wai collect`.

@@ -110,6 +110,9 @@ pub(crate) struct JudgeTrustArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub pool: JudgePool,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai compare`.
@@ -170,6 +173,9 @@ pub(crate) struct CompareArgs {
     /// How the paired intervals are made (docs/statistics.md has the coverage of each).
     #[arg(long, value_enum, default_value_t = DeltaIntervalArg::T)]
     pub interval: DeltaIntervalArg,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai holdout-size`.
@@ -221,6 +227,9 @@ pub(crate) struct VarianceArgs {
     /// then `lineage.scoring_run_id`).
     #[arg(long, value_name = "KEY")]
     pub by: Option<String>,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai grade`.
@@ -263,6 +272,9 @@ pub(crate) struct GradeArgs {
     /// What makes the run hollow.
     #[command(flatten)]
     pub hollow: HollowArgs,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai gate`.
@@ -318,6 +330,9 @@ pub(crate) struct PassAtArgs {
     /// What the saved counts count, as the file records it (repeatable; default: the inputs).
     #[arg(long, value_name = "NAME", requires = "save_counts")]
     pub counts_cover: Vec<String>,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai markers`.
@@ -338,4 +353,7 @@ pub(crate) struct MarkersArgs {
     /// How the intervals are made (docs/statistics.md has the coverage of each).
     #[arg(long, value_enum, default_value_t = IntervalArg::Wilson)]
     pub interval: IntervalArg,
+    /// Where DataFusion plans run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }

@@ -17,12 +17,14 @@ mod simulate;
 mod training;
 
 pub(crate) use data::{CacheAction, CacheArgs, ConvertArgs, GenArgs, IngestArgs, SqlArgs};
-pub(crate) use lake::{CollectArgs, LakeCommand, LakeCompactArgs, ReportArgs, RunArgs};
+pub(crate) use lake::{CollectArgs, LakeCommand, LakeCompactArgs, ReportArgs, RunArgs, WorkerArgs};
 pub(crate) use measure::{
     CompareArgs, CompareJudgesArgs, GateArgs, GradeArgs, HoldoutArgs, JudgeTrustArgs,
     LabelsAttachArgs, LabelsCommand, MarkersArgs, PassAtArgs, VarianceArgs,
 };
-pub(crate) use shared::{HollowArgs, JudgePool, ModelArgs, QueryLimits, TrustFloors, WAI_ENV};
+pub(crate) use shared::{
+    ClusterArgs, HollowArgs, JudgePool, ModelArgs, QueryLimits, TrustFloors, WAI_ENV,
+};
 pub(crate) use simulate::{
     CoverageGapArgs, CoverageStudyArgs, DemoArgs, InitEvalsArgs, LoopArgs, ModelAgentArgs,
     PreflightArgs, SimMode, SimRepeat, SimulateArgs,
@@ -213,6 +215,12 @@ pub(crate) enum Command {
     /// `LAKE/collected/date=DAY/`, for `wai run`. Stops on SIGTERM or SIGINT after writing what
     /// it holds (exit 0); a killed collector replays its log when started again.
     Collect(CollectArgs),
+    /// Execute DataFusion plan fragments for commands given `--cluster` (Arrow Flight over gRPC).
+    ///
+    /// Logs JSON lines on stderr: `listening` with the address to give `--cluster`, `task` for
+    /// each fragment taken. Reads the paths and object-store URLs the coordinator's plans name,
+    /// with this process's environment for store credentials. Stops on SIGTERM or SIGINT (exit 0).
+    Worker(WorkerArgs),
     /// One self-contained HTML page of a run, to look at: pass@k with intervals, pass@1 by
     /// slice, failures by tool and tier, policy rules, compare, judge trust, hack scan, the
     /// funnels of guard and select, trends over a lake's runs, and a transcript browser.

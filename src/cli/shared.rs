@@ -96,6 +96,25 @@ pub(crate) struct QueryLimits {
     pub query_timeout: Option<f64>,
 }
 
+/// Where DataFusion plans run (`sql`, the measures, `grade`, `run`).
+#[derive(Debug, Args)]
+pub(crate) struct ClusterArgs {
+    /// Run the table-level work (scans, filters, per-task aggregates, joins) on these `wai
+    /// worker`s: URLs as each worker prints them (http://HOST:PORT), comma-separated or repeated.
+    /// Each must run this wai's version. Results are the same as without.
+    #[arg(
+        long,
+        value_name = "URL,...",
+        env = "WAI_CLUSTER",
+        value_delimiter = ','
+    )]
+    pub cluster: Vec<String>,
+    /// With `--cluster`: bytes of Parquet one worker task scans (smaller spreads a small input
+    /// over more workers).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::pipeline::cluster::DEFAULT_SPLIT_BYTES)]
+    pub cluster_split: u64,
+}
+
 /// The variable that lists more names for `--env`.
 pub(crate) const WAI_ENV: &str = "WAI_ENV";
 

@@ -206,7 +206,10 @@ pub(crate) fn limits(args: &crate::cli::QueryLimits) -> Result<crate::pipeline::
 pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     // A signal ends the workers this run starts, and the run; a collector ends itself on one,
     // after writing what it holds.
-    if !matches!(cli.command, crate::cli::Command::Collect(_)) {
+    if !matches!(
+        cli.command,
+        crate::cli::Command::Collect(_) | crate::cli::Command::Worker(_)
+    ) {
         crate::pipeline::signals::install()?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -226,13 +229,30 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
     let _ = crate::pipeline::read::take_decoder_panic();
     // A decoder panic on this thread (a query's stream polled here, not in a task) unwinds to
     // here: the data error naming the files. Any other panic is a bug and goes on as one.
+    // `--cluster`: every worker answers with this version before any row is read, and the
+    // sessions of this run are distributed; a failure names the workers gone silent.
+    let cluster = match cluster_args(&cli.command) {
+        Some(args) => crate::pipeline::cluster::Cluster::parse(&args.cluster, args.cluster_split)?,
+        None => None,
+    };
+    crate::pipeline::cluster::join(cluster.clone(), &ctx.runtime)?;
     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         dispatch(cli.command, &ctx, out)
     }))
-    .unwrap_or_else(|panic| match crate::pipeline::read::take_decoder_panic() {
-        Some(why) => Err(decoder_failed(&why)),
-        None => std::panic::resume_unwind(panic),
+    .unwrap_or_else(|panic| {
+        crate::pipeline::cluster::leave();
+        match crate::pipeline::read::take_decoder_panic() {
+            Some(why) => Err(decoder_failed(&why)),
+            None => std::panic::resume_unwind(panic),
+        }
     });
+    crate::pipeline::cluster::leave();
+    let done = match (done, &cluster) {
+        (Err(e), Some(cluster)) => Err(ctx
+            .runtime
+            .block_on(crate::pipeline::cluster::explain(cluster, e))),
+        (done, _) => done,
+    };
     let mut outcome = done.map_err(name_the_flag).map_err(name_the_files)?;
     outcome.json = enveloped(outcome.json, started.elapsed());
     Ok(outcome)
@@ -269,6 +289,21 @@ fn files_read() -> Option<String> {
     Some(format!("{}{more}", shown.join(", ")))
 }
 
+/// The `--cluster` options of the commands that take them.
+fn cluster_args(command: &Command) -> Option<&crate::cli::ClusterArgs> {
+    Some(match command {
+        Command::Sql(a) => &a.cluster,
+        Command::PassAt(a) => &a.cluster,
+        Command::Markers(a) => &a.cluster,
+        Command::Compare(a) => &a.cluster,
+        Command::Variance(a) => &a.cluster,
+        Command::JudgeTrust(a) => &a.cluster,
+        Command::Grade(a) => &a.cluster,
+        Command::Run(a) => &a.cluster,
+        _ => return None,
+    })
+}
+
 /// Runs `command`.
 pub(crate) fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> Result<Outcome> {
     match command {
@@ -300,8 +335,34 @@ pub(crate) fn dispatch(command: Command, ctx: &Context, out: &mut dyn Write) -> 
         Command::Run(args) => run::run(ctx, &args),
         Command::Lake(command) => lake::run(ctx, &command),
         Command::Collect(args) => collect::run(ctx, &args),
+        Command::Worker(args) => worker(ctx, &args),
         Command::Report(args) => report::run(ctx, &args),
     }
+}
+
+/// Runs `wai worker` until a signal stops it.
+fn worker(ctx: &Context, args: &crate::cli::WorkerArgs) -> Result<Outcome> {
+    let (address, taken) = crate::pipeline::cluster::worker::serve(
+        &ctx.runtime,
+        &crate::pipeline::cluster::worker::Serve {
+            listen: args.listen.clone(),
+            report_version: args.report_version.clone(),
+            die_on_task: args.die_on_task,
+        },
+    )?;
+    let json = crate::report::envelope::Envelope::new(
+        "worker",
+        serde_json::json!({ "address": address, "tasks": taken }),
+    )
+    .to_json()?;
+    Ok(Outcome {
+        text: format!(
+            "served {} on {address}",
+            crate::report::plural(taken, "plan fragment"),
+        ),
+        json,
+        status: ExitStatus::Success,
+    })
 }
 
 /// The `--json` envelope (`docs/json.md`) with the run's wall time filled in.

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod checkpoint;
+pub mod cluster;
 pub mod collect;
 pub mod context;
 pub mod ingest;

@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 /// value from small arguments are guarded for the default memory limit ([`super::limits`]); the
 /// session's memory is not pooled (stages size their own work).
 pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
-    let ctx = SessionContext::new_with_config(session_config(target_partitions));
+    let runtime = Arc::new(datafusion::execution::runtime_env::RuntimeEnv::default());
+    let ctx = super::cluster::context(session_config(target_partitions), runtime)?;
     finish(ctx, super::limits::default_memory())
 }
 
@@ -40,7 +41,7 @@ pub fn limited_context(
             DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
         )
         .build_arc()?;
-    let ctx = SessionContext::new_with_config_rt(session_config(target_partitions), runtime);
+    let ctx = super::cluster::context(session_config(target_partitions), runtime)?;
     finish(ctx, limits.memory)
 }
 
@@ -109,6 +110,8 @@ pub async fn collect_in_file_order(
     ctx: &SessionContext,
     sql: &str,
 ) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
+    // A distributed scan returns a file's ranges in no fixed order: read here.
+    let ctx = &super::cluster::here(ctx);
     keep_file_order(ctx).await?;
     let partitions = ctx.sql(sql).await?.collect_partitioned().await?;
     Ok(partitions.into_iter().flatten().collect())
@@ -127,6 +130,8 @@ async fn decoding_ahead(
     >,
 > {
     use futures::{SinkExt, StreamExt};
+    // A distributed scan returns a file's ranges in no fixed order: read here.
+    let ctx = &super::cluster::here(ctx);
     keep_file_order(ctx).await?;
     let streams = ctx.sql(sql).await?.execute_stream_partitioned().await?;
     Ok(streams

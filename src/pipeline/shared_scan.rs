@@ -180,6 +180,11 @@ pub fn share(inputs: &[Input], table: Arc<ListingTable>) -> Result<Arc<dyn Table
     let Some(state) = current() else {
         return Ok(table);
     };
+    // On a cluster each stage's scan runs on the workers: a scan kept here would keep the plan
+    // local.
+    if super::cluster::current().is_some() {
+        return Ok(table);
+    }
     let mut key = Key::with_capacity(inputs.len());
     for input in inputs {
         let (Format::Parquet, Location::Local(path)) = (input.format, &input.location) else {

@@ -607,6 +607,39 @@ fn busy(dir: &Path, name: &str) -> (String, PathBuf) {
     (format!("cmd:python3 {}", script.display()), started)
 }
 
+/// A port held open for the whole test: `wai worker` cannot listen on it.
+static TAKEN: std::sync::LazyLock<std::net::TcpListener> =
+    std::sync::LazyLock::new(|| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+
+fn cluster(f: &Files, _dir: &Path) -> Vec<Case> {
+    let scored = &f.scored;
+    // A port nothing listens on: bound, then let go.
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let taken = TAKEN.local_addr().unwrap().to_string();
+    vec![
+        case(
+            "cluster",
+            64,
+            &[&"pass-at", scored, &"--cluster", &"https://127.0.0.1:1"],
+        ),
+        case(
+            "cluster",
+            69,
+            &[
+                &"pass-at",
+                scored,
+                &"--cluster",
+                &format!("http://127.0.0.1:{free}"),
+            ],
+        ),
+        case("cluster", 74, &[&"worker", &"--listen", &taken]),
+    ]
+}
+
 fn signals(f: &Files, dir: &Path) -> Vec<(&'static str, i32, i32)> {
     let rows = dir.join("forty.jsonl");
     gen_rows(&rows, 40, 1);
@@ -649,6 +682,7 @@ fn every_code_of_the_family_table_is_what_the_binary_exits_with() {
         sql,
         batch,
         report,
+        cluster,
     ] {
         cases.extend(family(&f, dir.path()));
     }

@@ -109,6 +109,8 @@ fn every_command_prints_the_envelope() {
             assert!(!doc["outputs"].as_array().unwrap().is_empty(), "{doc}");
         }
     }
+    // A worker prints its document when a signal stops it.
+    seen.insert(worker_document());
     // Every command of `wai --help` is here but `help` and the hidden coverage study.
     let help = wai().arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
@@ -125,4 +127,32 @@ fn every_command_prints_the_envelope() {
     for c in &listed {
         assert!(seen.contains(*c), "`wai {c}` has no --json case here");
     }
+}
+
+/// `wai --json worker`, stopped by SIGTERM once it listens: its document, held to the schema.
+fn worker_document() -> String {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+        .args(["--json", "worker", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let listening = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("\"listening\""));
+    assert!(listening, "the worker never listened");
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let doc = envelope(&out.stdout);
+    assert_eq!(doc["command"], "worker", "{doc}");
+    assert_eq!(doc["report"]["tasks"], 0, "{doc}");
+    "worker".into()
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod cli; // exit codes and messages of the binary, as snapshots
+mod cluster; // wai worker and --cluster: three workers on 127.0.0.1 give the local answers; a dead worker, another version
 mod collect; // wai collect: the real OTLP exporter into it, kill -9, backpressure, bad requests
 mod compact; // wai lake compact: every query and the next nights the same, a stopped compaction swept
 mod compare; // before/after comparisons and holdout sizing: reference vectors, properties

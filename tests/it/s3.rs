@@ -12,10 +12,10 @@ use serde_json::Value;
 
 use crate::support::{fixture, gen_rows, wai};
 
-const BUCKET: &str = "wai-test";
+pub(crate) const BUCKET: &str = "wai-test";
 
 /// A server process on 127.0.0.1, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
 }
@@ -37,7 +37,7 @@ fn request(port: u16, method: &str, path: &str, body: &[u8]) -> String {
     out
 }
 
-fn start() -> Option<Server> {
+pub(crate) fn start() -> Option<Server> {
     if Command::new("moto_server")
         .arg("--help")
         .stdout(Stdio::null())
@@ -83,22 +83,34 @@ fn start() -> Option<Server> {
     Some(moto)
 }
 
-fn put(moto: &Server, key: &str, path: &std::path::Path) {
+pub(crate) fn put(moto: &Server, key: &str, path: &std::path::Path) {
     let body = std::fs::read(path).unwrap();
     let reply = request(moto.port, "PUT", &format!("/{BUCKET}/{key}"), &body);
     assert!(reply.starts_with("HTTP/1.1 200"), "put {key}: {reply}");
 }
 
-fn with_s3(cmd: &mut assert_cmd::Command, moto: &Server) {
+/// The environment that points `object_store` at `moto` (set), and what must not leak in (unset).
+pub(crate) fn s3_env(moto: &Server) -> (Vec<(&'static str, String)>, [&'static str; 2]) {
     let endpoint = format!("http://127.0.0.1:{}", moto.port);
-    cmd.env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ENDPOINT", &endpoint)
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SESSION_TOKEN");
+    (
+        vec![
+            ("AWS_ENDPOINT_URL", endpoint.clone()),
+            ("AWS_ENDPOINT", endpoint),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ],
+        ["AWS_PROFILE", "AWS_SESSION_TOKEN"],
+    )
+}
+
+pub(crate) fn with_s3(cmd: &mut assert_cmd::Command, moto: &Server) {
+    let (set, unset) = s3_env(moto);
+    cmd.envs(set);
+    for name in unset {
+        cmd.env_remove(name);
+    }
 }
 
 #[test]

@@ -13,6 +13,7 @@ pub mod server;
 pub mod wal;
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -195,10 +196,9 @@ pub fn log_event(event: &str, fields: &serde_json::Value) {
     if let (Some(line), Some(fields)) = (line.as_object_mut(), fields.as_object()) {
         line.extend(fields.clone());
     }
-    #[allow(clippy::print_stderr, reason = "the collector's structured log")]
-    {
-        eprintln!("{line}");
-    }
+    // A log nobody reads any more (its pipe closed) is no reason to stop serving: a write that
+    // fails is dropped, where `eprintln!` would panic.
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// How a collector runs.

@@ -1,0 +1,496 @@
+//! DataFusion plans on a cluster of `wai worker`s: `datafusion-distributed` (Arrow Flight over
+//! gRPC) splits a plan into stages, sends the table-level ones (scans, filters, per-task
+//! aggregates, joins) to the workers, and runs the head of the plan here.
+//!
+//! A command given `--cluster URL,...` first asks every worker for its version (each must be this
+//! wai's, [`VERSION`]), then makes every DataFusion session of the process a distributed one
+//! ([`join`]); what is not a DataFusion plan (the bootstrap, the permutation floors, row-by-row
+//! readers) runs here as before. A worker resolves the same paths and object-store URLs the
+//! coordinator names: a shared folder, or a store both reach with the same environment.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::runtime_env::RuntimeEnv;
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// What a worker must report to take part: the wai version, since plans name wai's functions
+/// and are encoded by the `datafusion-proto` of this build.
+pub const VERSION: &str = concat!("wai ", env!("CARGO_PKG_VERSION"));
+
+/// The bytes of Parquet one task scans when a command does not say: `datafusion-distributed`'s
+/// own default. Smaller spreads a smaller input over more workers.
+pub const DEFAULT_SPLIT_BYTES: u64 = 16 << 20;
+
+/// How long a worker may take to answer the version question before the command gives up.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// The workers a command runs its plans on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// The workers' URLs (`http://HOST:PORT`), in the order given.
+    pub urls: Vec<Url>,
+    /// The bytes of Parquet one task scans.
+    pub split_bytes: u64,
+}
+
+impl Cluster {
+    /// The cluster `specs` name (URLs, each possibly a comma-separated list), or `None` for
+    /// none. Checked before any work: each must be an `http://` URL with a host and no path (no
+    /// TLS: workers belong on a private network), and none may repeat.
+    ///
+    /// # Errors
+    /// A usage error naming the bad URL.
+    pub fn parse(specs: &[String], split_bytes: u64) -> Result<Option<Self>> {
+        let mut urls: Vec<Url> = Vec::new();
+        for spec in specs.iter().flat_map(|s| s.split(',')) {
+            let spec = spec.trim();
+            if spec.is_empty() {
+                continue;
+            }
+            let url = Url::parse(spec)
+                .map_err(|e| Error::Usage(format!("--cluster: `{spec}` is not a URL: {e}")))?;
+            if url.scheme() == "https" {
+                return Err(Error::Usage(format!(
+                    "--cluster: `{spec}`: workers speak plain gRPC (no TLS yet); give http://HOST:PORT on a private network, or tunnel it"
+                )));
+            }
+            if url.scheme() != "http" || url.host_str().is_none() {
+                return Err(Error::Usage(format!(
+                    "--cluster: `{spec}` is not a worker's address; give http://HOST:PORT, as `wai worker` prints it"
+                )));
+            }
+            if !matches!(url.path(), "" | "/") || url.query().is_some() {
+                return Err(Error::Usage(format!(
+                    "--cluster: `{spec}` has a path; give http://HOST:PORT only"
+                )));
+            }
+            if urls.contains(&url) {
+                return Err(Error::Usage(format!("--cluster: `{spec}` is named twice")));
+            }
+            urls.push(url);
+        }
+        if split_bytes == 0 {
+            return Err(Error::Usage(
+                "--cluster-split must be at least 1 byte".into(),
+            ));
+        }
+        Ok((!urls.is_empty()).then_some(Self { urls, split_bytes }))
+    }
+
+    /// The workers' URLs as one comma-separated list.
+    pub fn names(&self) -> String {
+        self.urls
+            .iter()
+            .map(|u| u.as_str().trim_end_matches('/').to_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The cluster this process's sessions run on, once a command joined one.
+static CURRENT: RwLock<Option<Arc<Cluster>>> = RwLock::new(None);
+
+/// The cluster sessions run on now, if any.
+pub fn current() -> Option<Arc<Cluster>> {
+    CURRENT
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+/// Makes later sessions of this process local again.
+pub fn leave() {
+    *CURRENT
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+}
+
+/// Checks that every worker of `cluster` answers and runs this wai ([`VERSION`]), then makes
+/// every DataFusion session this process builds from now on run its plans there. `None` leaves
+/// sessions local.
+///
+/// # Errors
+/// A worker that does not answer, or answers with another version: exit 69, naming it.
+pub fn join(cluster: Option<Cluster>, runtime: &tokio::runtime::Runtime) -> Result<()> {
+    let Some(cluster) = cluster else {
+        leave();
+        return Ok(());
+    };
+    if !cfg!(feature = "cluster") {
+        return Err(Error::Usage(
+            "--cluster: this wai was built without the `cluster` feature".into(),
+        ));
+    }
+    runtime.block_on(check(&cluster))?;
+    tracing::info!(workers = %cluster.names(), "plans run on the cluster");
+    *CURRENT
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(cluster));
+    Ok(())
+}
+
+/// A session state over `config` and `runtime`, distributed when a cluster was joined: what
+/// `SessionContext::new_with_config_rt` builds, with the distributed planner added.
+pub fn context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionContext> {
+    let builder = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features();
+    let builder = match current() {
+        Some(cluster) => distributed(builder, &cluster)?,
+        None => builder,
+    };
+    Ok(SessionContext::new_with_state(builder.build()))
+}
+
+/// `ctx` planned on this process alone (the same tables, settings and functions), for a read
+/// that needs its rows in file order: a distributed scan deals a file's ranges out to tasks and
+/// returns them in no fixed order. `ctx` itself when no cluster was joined.
+pub fn here(ctx: &SessionContext) -> SessionContext {
+    if current().is_none() {
+        return ctx.clone();
+    }
+    let state = SessionStateBuilder::new_from_existing(ctx.state())
+        .with_query_planner(Arc::new(Here))
+        .build();
+    SessionContext::new_with_state(state)
+}
+
+/// DataFusion's own physical planner: what a session has before the distributed one wraps it.
+#[derive(Debug)]
+struct Here;
+
+#[async_trait::async_trait]
+impl datafusion::execution::context::QueryPlanner for Here {
+    async fn create_physical_plan(
+        &self,
+        plan: &datafusion::logical_expr::LogicalPlan,
+        state: &dyn datafusion::catalog::Session,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        use datafusion::physical_planner::PhysicalPlanner as _;
+        datafusion::physical_planner::DefaultPhysicalPlanner::default()
+            .create_physical_plan(plan, state)
+            .await
+    }
+}
+
+/// Whether a worker of the cluster answers the version question, and with what.
+async fn version_of(url: &Url) -> std::result::Result<String, String> {
+    imp::version_of(url).await
+}
+
+/// Asks every worker for its version, all at once.
+async fn check(cluster: &Cluster) -> Result<()> {
+    let answers = futures::future::join_all(cluster.urls.iter().map(|url| async move {
+        match tokio::time::timeout(ANSWER_WITHIN, version_of(url)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("no answer within {} s", ANSWER_WITHIN.as_secs())),
+        }
+    }))
+    .await;
+    for (url, answer) in cluster.urls.iter().zip(answers) {
+        let name = url.as_str().trim_end_matches('/');
+        match answer {
+            Ok(v) if v == VERSION => {}
+            Ok(v) => {
+                return Err(Error::Unavailable(format!(
+                    "worker {name} runs {}, this is {VERSION}: plans are only sent to workers of the same version (upgrade the worker, or leave it out of --cluster)",
+                    if v.is_empty() {
+                        "an unknown version"
+                    } else {
+                        v.as_str()
+                    }
+                )));
+            }
+            Err(why) => {
+                return Err(Error::Unavailable(format!(
+                    "worker {name} does not answer: {why}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After a query failed on the cluster: the workers that no longer answer, to name in the error
+/// (a worker that died mid-query leaves only a broken stream behind).
+pub async fn silent_workers(cluster: &Cluster) -> Vec<String> {
+    let answers = futures::future::join_all(cluster.urls.iter().map(|url| async move {
+        tokio::time::timeout(Duration::from_secs(3), version_of(url))
+            .await
+            .is_ok_and(|a| a.is_ok())
+    }))
+    .await;
+    cluster
+        .urls
+        .iter()
+        .zip(answers)
+        .filter(|(_, ok)| !ok)
+        .map(|(u, _)| u.as_str().trim_end_matches('/').to_owned())
+        .collect()
+}
+
+/// Turns a failure of a distributed query into one that names the workers gone silent.
+pub async fn explain(cluster: &Cluster, error: Error) -> Error {
+    let silent = silent_workers(cluster).await;
+    if silent.is_empty() {
+        return error;
+    }
+    Error::Unavailable(format!(
+        "worker {} stopped answering during the query (run again without it in --cluster): {error}",
+        silent.join(", worker ")
+    ))
+}
+
+fn distributed(builder: SessionStateBuilder, cluster: &Cluster) -> Result<SessionStateBuilder> {
+    imp::distributed(builder, cluster)
+}
+
+/// The worker side: `wai worker`.
+pub mod worker {
+    pub use super::imp::{Serve, serve};
+}
+
+#[cfg(feature = "cluster")]
+mod imp {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use async_trait::async_trait;
+    use datafusion::error::DataFusionError;
+    use datafusion::execution::SessionState;
+    use datafusion::execution::SessionStateBuilder;
+    use datafusion::execution::context::SessionContext;
+    use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion_distributed::{
+        DistributedExt, GetWorkerInfoRequest, SessionStateBuilderExt, Worker, WorkerQueryContext,
+        WorkerResolver, WorkerSessionBuilder, grpc,
+    };
+    use object_store::ObjectStore;
+    use url::Url;
+
+    use super::{Cluster, VERSION};
+    use crate::error::{Error, Result};
+    use crate::pipeline::collect::log_event;
+
+    /// The workers of a [`Cluster`], as the planner asks for them.
+    struct Fixed(Vec<Url>);
+
+    impl WorkerResolver for Fixed {
+        fn get_urls(&self) -> std::result::Result<Vec<Url>, DataFusionError> {
+            Ok(self.0.clone())
+        }
+    }
+
+    pub(super) fn distributed(
+        builder: SessionStateBuilder,
+        cluster: &Cluster,
+    ) -> Result<SessionStateBuilder> {
+        Ok(builder
+            .with_distributed_planner()
+            .with_distributed_worker_resolver(Fixed(cluster.urls.clone()))
+            .with_distributed_file_scan_config_bytes_per_partition(
+                usize::try_from(cluster.split_bytes).unwrap_or(usize::MAX),
+            )?)
+    }
+
+    pub(super) async fn version_of(url: &Url) -> std::result::Result<String, String> {
+        let resolver = grpc::DefaultChannelResolver::default();
+        let channel = resolver
+            .get_channel(url)
+            .await
+            .map_err(|e| first_line(&e.to_string()))?;
+        let mut client = grpc::create_worker_client(channel);
+        client
+            .get_worker_info(GetWorkerInfoRequest {})
+            .await
+            .map(|r| r.version)
+            .map_err(|e| first_line(&e.to_string()))
+    }
+
+    fn first_line(text: &str) -> String {
+        text.lines().next().unwrap_or_default().to_owned()
+    }
+
+    /// Object stores as a worker finds them: the ones registered, else one built from the URL
+    /// and this process's environment (as the coordinator built its own), kept for next time.
+    #[derive(Debug, Default)]
+    struct FromEnvironment(DefaultObjectStoreRegistry);
+
+    impl ObjectStoreRegistry for FromEnvironment {
+        fn register_store(
+            &self,
+            url: &Url,
+            store: Arc<dyn ObjectStore>,
+        ) -> Option<Arc<dyn ObjectStore>> {
+            self.0.register_store(url, store)
+        }
+
+        fn deregister_store(&self, url: &Url) -> datafusion::error::Result<Arc<dyn ObjectStore>> {
+            self.0.deregister_store(url)
+        }
+
+        fn get_store(&self, url: &Url) -> datafusion::error::Result<Arc<dyn ObjectStore>> {
+            if let Ok(store) = self.0.get_store(url) {
+                return Ok(store);
+            }
+            let (store, root) = crate::pipeline::source::store_for(url)
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            self.0.register_store(&root, Arc::clone(&store));
+            Ok(store)
+        }
+    }
+
+    /// How a worker builds the session each plan fragment runs in: wai's functions registered
+    /// (the JSON functions, ours, the guarded ones), as the coordinator's sessions have them.
+    #[derive(Clone)]
+    struct WaiSession {
+        /// Fragments taken so far.
+        taken: Arc<AtomicU64>,
+        /// Testing: end the process at the first fragment, as a worker that dies mid-query.
+        die_on_task: bool,
+    }
+
+    #[async_trait]
+    impl WorkerSessionBuilder for WaiSession {
+        async fn build_session_state(
+            &self,
+            ctx: WorkerQueryContext,
+        ) -> std::result::Result<SessionState, DataFusionError> {
+            if self.die_on_task {
+                log_event("dying", &serde_json::json!({"why": "--die-on-task"}));
+                std::process::abort();
+            }
+            let n = self.taken.fetch_add(1, Ordering::Relaxed) + 1;
+            log_event("task", &serde_json::json!({ "n": n }));
+            let mut context = SessionContext::new_with_state(ctx.builder.build());
+            datafusion_functions_json::register_all(&mut context)?;
+            for udf in crate::stages::udf::all() {
+                context.register_udf(udf);
+            }
+            crate::pipeline::limits::guard(&context, crate::pipeline::limits::default_memory())
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            Ok(context.state())
+        }
+    }
+
+    /// What `wai worker` is told.
+    pub struct Serve {
+        /// Where to listen (`HOST:PORT`; port 0 takes a free one).
+        pub listen: String,
+        /// The version to report instead of this wai's (testing a mismatch).
+        pub report_version: Option<String>,
+        /// Testing: end the process at the first plan fragment.
+        pub die_on_task: bool,
+    }
+
+    /// Serves plan fragments on `how.listen` until SIGTERM or SIGINT; logs JSON lines on stderr
+    /// (`listening` with the address, `task` per fragment, `stopping`). Returns the address it
+    /// listened on and the fragments it took.
+    ///
+    /// # Errors
+    /// The address cannot be listened on.
+    pub fn serve(runtime: &tokio::runtime::Runtime, how: &Serve) -> Result<(String, u64)> {
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind(how.listen.as_str())
+                .await
+                .map_err(|e| Error::Io {
+                    path: how.listen.clone().into(),
+                    source: e,
+                })?;
+            let bound = listener.local_addr().map_err(|e| Error::Io {
+                path: how.listen.clone().into(),
+                source: e,
+            })?;
+            let taken = Arc::new(AtomicU64::new(0));
+            let runtime_env = RuntimeEnvBuilder::new()
+                .with_object_store_registry(Arc::new(FromEnvironment::default()))
+                .build_arc()?;
+            let worker = Worker::from_session_builder(WaiSession {
+                taken: Arc::clone(&taken),
+                die_on_task: how.die_on_task,
+            })
+            .with_runtime_env(runtime_env)
+            .with_version(how.report_version.clone().unwrap_or_else(|| VERSION.into()));
+            log_event(
+                "listening",
+                &serde_json::json!({"address": format!("http://{bound}"), "version": worker.version()}),
+            );
+            let until = async {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+                let term = async {
+                    match term.as_mut() {
+                        Some(t) => {
+                            t.recv().await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                };
+                let why = tokio::select! {
+                    () = term => "SIGTERM",
+                    _ = tokio::signal::ctrl_c() => "SIGINT",
+                };
+                log_event("stopping", &serde_json::json!({ "why": why }));
+            };
+            tonic::transport::Server::builder()
+                .add_service(worker.into_worker_server())
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    until,
+                )
+                .await
+                .map_err(|e| Error::Internal(format!("the worker's server failed: {e}")))?;
+            Ok((format!("http://{bound}"), taken.load(Ordering::Relaxed)))
+        })
+    }
+}
+
+/// Built without the `cluster` feature: every use says so.
+#[cfg(not(feature = "cluster"))]
+mod imp {
+    use datafusion::execution::SessionStateBuilder;
+    use url::Url;
+
+    use super::Cluster;
+    use crate::error::{Error, Result};
+
+    fn missing() -> Error {
+        Error::Usage("this wai was built without the `cluster` feature".into())
+    }
+
+    pub(super) fn distributed(
+        _builder: SessionStateBuilder,
+        _cluster: &Cluster,
+    ) -> Result<SessionStateBuilder> {
+        Err(missing())
+    }
+
+    pub(super) async fn version_of(_url: &Url) -> std::result::Result<String, String> {
+        Err(missing().to_string())
+    }
+
+    /// What `wai worker` is told.
+    pub struct Serve {
+        /// Where to listen.
+        pub listen: String,
+        /// The version to report instead of this wai's.
+        pub report_version: Option<String>,
+        /// End the process at the first plan fragment.
+        pub die_on_task: bool,
+    }
+
+    /// Refuses: no worker in this build.
+    ///
+    /// # Errors
+    /// Always.
+    pub fn serve(_runtime: &tokio::runtime::Runtime, _how: &Serve) -> Result<(String, u64)> {
+        Err(missing())
+    }
+}
