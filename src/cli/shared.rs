@@ -100,8 +100,8 @@ pub(crate) struct QueryLimits {
 #[derive(Debug, Args)]
 pub(crate) struct ClusterArgs {
     /// Run the table-level work (scans, filters, per-task aggregates, joins) on these `wai
-    /// worker`s: URLs as each worker prints them (http://HOST:PORT), comma-separated or repeated.
-    /// Each must run this wai's version. Results are the same as without.
+    /// worker`s: http://HOST:PORT, an address this host reaches each worker at, comma-separated
+    /// or repeated. Each must run this wai's version. Results are the same as without.
     #[arg(
         long,
         value_name = "URL,...",

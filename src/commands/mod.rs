@@ -235,18 +235,26 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         Some(args) => crate::pipeline::cluster::Cluster::parse(&args.cluster, args.cluster_split)?,
         None => None,
     };
-    crate::pipeline::cluster::join(cluster.clone(), &ctx.runtime)?;
+    // Only a command given a cluster touches the process's one (the Python package may run
+    // another command in this process).
+    if cluster.is_some() {
+        crate::pipeline::cluster::join(cluster.clone(), &ctx.runtime)?;
+    }
     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         dispatch(cli.command, &ctx, out)
     }))
     .unwrap_or_else(|panic| {
-        crate::pipeline::cluster::leave();
+        if cluster.is_some() {
+            crate::pipeline::cluster::leave();
+        }
         match crate::pipeline::read::take_decoder_panic() {
             Some(why) => Err(decoder_failed(&why)),
             None => std::panic::resume_unwind(panic),
         }
     });
-    crate::pipeline::cluster::leave();
+    if cluster.is_some() {
+        crate::pipeline::cluster::leave();
+    }
     let done = match (done, &cluster) {
         (Err(e), Some(cluster)) => Err(ctx
             .runtime

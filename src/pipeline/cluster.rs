@@ -150,9 +150,10 @@ pub fn context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<Sessio
 
 /// `ctx` planned on this process alone (the same tables, settings and functions), for a read
 /// that needs its rows in file order: a distributed scan deals a file's ranges out to tasks and
-/// returns them in no fixed order. `ctx` itself when no cluster was joined.
+/// returns them in no fixed order. `ctx` itself when it is not a distributed session (told by
+/// its own settings, not by the process's cluster, which another command may have changed).
 pub fn here(ctx: &SessionContext) -> SessionContext {
-    if current().is_none() {
+    if !imp::is_distributed(&ctx.state()) {
         return ctx.clone();
     }
     let state = SessionStateBuilder::new_from_existing(ctx.state())
@@ -221,7 +222,7 @@ async fn check(cluster: &Cluster) -> Result<()> {
 /// (a worker that died mid-query leaves only a broken stream behind).
 pub async fn silent_workers(cluster: &Cluster) -> Vec<String> {
     let answers = futures::future::join_all(cluster.urls.iter().map(|url| async move {
-        tokio::time::timeout(Duration::from_secs(3), version_of(url))
+        tokio::time::timeout(Duration::from_secs(5), version_of(url))
             .await
             .is_ok_and(|a| a.is_ok())
     }))
@@ -235,16 +236,38 @@ pub async fn silent_workers(cluster: &Cluster) -> Vec<String> {
         .collect()
 }
 
-/// Turns a failure of a distributed query into one that names the workers gone silent.
+/// Turns a failure of a command on a cluster into one that says what the cluster did: a broken
+/// connection names the workers gone silent; an error a worker raised that would otherwise read
+/// as a bug of wai's (exit 70: it came back as the engine's generic error) is the worker's
+/// failure, exit 69. Any other error is left as it is.
 pub async fn explain(cluster: &Cluster, error: Error) -> Error {
-    let silent = silent_workers(cluster).await;
-    if silent.is_empty() {
-        return error;
+    let text = error.to_string();
+    let broken = [
+        "transport error",
+        "Error connecting",
+        "h2 protocol error",
+        "connection reset",
+        "Connection refused",
+        "broken pipe",
+    ]
+    .iter()
+    .any(|needle| text.to_lowercase().contains(&needle.to_lowercase()));
+    if broken {
+        let silent = silent_workers(cluster).await;
+        if !silent.is_empty() {
+            return Error::Unavailable(format!(
+                "worker {} stopped answering during the query (run again without it in --cluster): {error}",
+                silent.join(", worker ")
+            ));
+        }
     }
-    Error::Unavailable(format!(
-        "worker {} stopped answering during the query (run again without it in --cluster): {error}",
-        silent.join(", worker ")
-    ))
+    if broken || error.exit_status() == crate::error::ExitStatus::Internal {
+        return Error::Unavailable(format!(
+            "the cluster could not run the query ({}): {error}",
+            cluster.names()
+        ));
+    }
+    error
 }
 
 fn distributed(builder: SessionStateBuilder, cluster: &Cluster) -> Result<SessionStateBuilder> {
@@ -298,6 +321,11 @@ mod imp {
             .with_distributed_file_scan_config_bytes_per_partition(
                 usize::try_from(cluster.split_bytes).unwrap_or(usize::MAX),
             )?)
+    }
+
+    /// Whether `state` plans with the distributed planner (its settings carry the engine's).
+    pub(super) fn is_distributed(state: &SessionState) -> bool {
+        datafusion_distributed::DistributedConfig::from_session_config(state.config()).is_ok()
     }
 
     pub(super) async fn version_of(url: &Url) -> std::result::Result<String, String> {
@@ -418,24 +446,23 @@ mod imp {
             })
             .with_runtime_env(runtime_env)
             .with_version(how.report_version.clone().unwrap_or_else(|| VERSION.into()));
+            // The handlers are in place before anyone is told where to connect: a SIGTERM right
+            // after the `listening` line stops the worker cleanly.
+            let signal = |kind| {
+                tokio::signal::unix::signal(kind).map_err(|e| {
+                    Error::Internal(format!("cannot take the worker's signals: {e}"))
+                })
+            };
+            let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+            let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
             log_event(
                 "listening",
                 &serde_json::json!({"address": format!("http://{bound}"), "version": worker.version()}),
             );
-            let until = async {
-                let mut term =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-                let term = async {
-                    match term.as_mut() {
-                        Some(t) => {
-                            t.recv().await;
-                        }
-                        None => std::future::pending::<()>().await,
-                    }
-                };
+            let until = async move {
                 let why = tokio::select! {
-                    () = term => "SIGTERM",
-                    _ = tokio::signal::ctrl_c() => "SIGINT",
+                    _ = term.recv() => "SIGTERM",
+                    _ = interrupt.recv() => "SIGINT",
                 };
                 log_event("stopping", &serde_json::json!({ "why": why }));
             };
@@ -476,6 +503,10 @@ mod imp {
         Err(missing().to_string())
     }
 
+    pub(super) fn is_distributed(_state: &datafusion::execution::SessionState) -> bool {
+        false
+    }
+
     /// What `wai worker` is told.
     pub struct Serve {
         /// Where to listen.
@@ -492,5 +523,97 @@ mod imp {
     /// Always.
     pub fn serve(_runtime: &tokio::runtime::Runtime, _how: &Serve) -> Result<(String, u64)> {
         Err(missing())
+    }
+}
+
+#[cfg(all(test, feature = "cluster"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_and_named_once() {
+        let two = Cluster::parse(
+            &["http://10.0.0.1:7070, http://10.0.0.2:7070".into()],
+            DEFAULT_SPLIT_BYTES,
+        )
+        .expect("test")
+        .expect("test");
+        assert_eq!(two.names(), "http://10.0.0.1:7070, http://10.0.0.2:7070");
+        assert_eq!(Cluster::parse(&[], 1).expect("test"), None);
+        for bad in [
+            "https://h:1",
+            "h:1",
+            "http://h:1/x",
+            "http://h:1,http://h:1",
+        ] {
+            assert!(Cluster::parse(&[bad.into()], 1).is_err(), "{bad}");
+        }
+        assert!(Cluster::parse(&["http://h:1".into()], 0).is_err());
+    }
+
+    /// The plan of a grouped query over a file of three row groups, as `ctx` makes it.
+    async fn plan_of(ctx: &SessionContext, dir: &std::path::Path) -> String {
+        use datafusion::arrow::array::{Int64Array, RecordBatch};
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        let path = dir.join("n.parquet");
+        if !path.exists() {
+            let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+            let props = datafusion::parquet::file::properties::WriterProperties::builder()
+                .set_max_row_group_row_count(Some(100))
+                .build();
+            let file = std::fs::File::create(&path).expect("test");
+            let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(
+                file,
+                Arc::clone(&schema),
+                Some(props),
+            )
+            .expect("test");
+            let batch =
+                RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..300))])
+                    .expect("test");
+            w.write(&batch).expect("test");
+            w.close().expect("test");
+        }
+        // `here` shares its session's tables: registered once.
+        if !ctx.table_exist("t").expect("test") {
+            ctx.register_parquet(
+                "t",
+                path.to_str().expect("test"),
+                datafusion::prelude::ParquetReadOptions::default(),
+            )
+            .await
+            .expect("test");
+        }
+        let plan = ctx
+            .sql("SELECT n % 7 AS k, count(*) FROM t GROUP BY n % 7")
+            .await
+            .expect("test")
+            .create_physical_plan()
+            .await
+            .expect("test");
+        datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(true)
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn here_plans_a_distributed_session_locally_and_leaves_a_local_one_alone() {
+        let dir = tempfile::tempdir().expect("test");
+        let cluster = Cluster::parse(&["http://127.0.0.1:9,http://127.0.0.1:10".into()], 1)
+            .expect("test")
+            .expect("test");
+        let builder = SessionStateBuilder::new()
+            .with_config(SessionConfig::new().with_target_partitions(2))
+            .with_default_features();
+        let distributed = SessionContext::new_with_state(
+            imp::distributed(builder, &cluster).expect("test").build(),
+        );
+        let far = plan_of(&distributed, dir.path()).await;
+        assert!(far.contains("Network"), "not distributed: {far}");
+        let near = plan_of(&here(&distributed), dir.path()).await;
+        assert!(!near.contains("Network"), "still distributed: {near}");
+        let local = SessionContext::new();
+        let plain = plan_of(&here(&local), dir.path()).await;
+        assert!(!plain.contains("Network"), "{plain}");
     }
 }

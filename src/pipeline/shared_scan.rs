@@ -295,7 +295,8 @@ impl Shared {
     /// The columns `missing` of the files, in file order, whatever the session's settings:
     /// planned as a query, so a large file is read by every core, each a contiguous range.
     async fn read(&self, missing: &[usize]) -> datafusion::error::Result<Vec<Vec<ArrayRef>>> {
-        let ctx = super::session::new_context(None).map_err(external)?;
+        // In file order: planned here even when the process's sessions are distributed.
+        let ctx = super::cluster::here(&super::session::new_context(None).map_err(external)?);
         super::session::keep_file_order(&ctx)
             .await
             .map_err(external)?;

@@ -60,10 +60,16 @@ impl Worker {
                 }
             }
         });
-        let url = rx
+        // Held before waiting: a worker that never listens is killed as the test fails.
+        let mut worker = Self {
+            child,
+            url: String::new(),
+            tasks,
+        };
+        worker.url = rx
             .recv_timeout(Duration::from_mins(1))
             .expect("the worker says where it listens");
-        Self { child, url, tasks }
+        worker
     }
 
     fn tasks(&self) -> usize {

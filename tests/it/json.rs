@@ -132,26 +132,47 @@ fn every_command_prints_the_envelope() {
 /// `wai --json worker`, stopped by SIGTERM once it listens: its document, held to the schema.
 fn worker_document() -> String {
     use std::io::BufRead as _;
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
-        .args(["--json", "worker", "--listen", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let listening = std::io::BufReader::new(stderr)
-        .lines()
-        .map_while(Result::ok)
-        .any(|l| l.contains("\"listening\""));
-    assert!(listening, "the worker never listened");
+    /// Killed when dropped, should an assertion fail first.
+    struct Child(std::process::Child);
+    impl Drop for Child {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Child(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("wai"))
+            .args(["--json", "worker", "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The log is read to its end (a closed pipe is no way to stop a worker).
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("\"listening\"") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_mins(1))
+        .expect("the worker listens");
     let stopped = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(stopped.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let doc = envelope(&out.stdout);
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.0.stdout.take().unwrap(), &mut stdout).unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let doc = envelope(stdout.as_bytes());
     assert_eq!(doc["command"], "worker", "{doc}");
     assert_eq!(doc["report"]["tasks"], 0, "{doc}");
     "worker".into()
