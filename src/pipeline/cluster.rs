@@ -136,13 +136,19 @@ pub fn join(cluster: Option<Cluster>, runtime: &tokio::runtime::Runtime) -> Resu
 
 /// A session state over `config` and `runtime`, distributed when a cluster was joined: what
 /// `SessionContext::new_with_config_rt` builds, with the distributed planner added.
-pub fn context(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionContext> {
+/// `memory` is what the session's queries may hold (`--memory-limit`): on a cluster the workers
+/// hold their part of each query to it too. `None` keeps what `config` says (a stage's scope).
+pub fn context(
+    config: SessionConfig,
+    runtime: Arc<RuntimeEnv>,
+    memory: Option<u64>,
+) -> Result<SessionContext> {
     let builder = SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features();
     let builder = match current() {
-        Some(cluster) => distributed(builder, &cluster)?,
+        Some(cluster) => distributed(builder, &cluster, memory)?,
         None => builder,
     };
     Ok(SessionContext::new_with_state(builder.build()))
@@ -270,8 +276,12 @@ pub async fn explain(cluster: &Cluster, error: Error) -> Error {
     error
 }
 
-fn distributed(builder: SessionStateBuilder, cluster: &Cluster) -> Result<SessionStateBuilder> {
-    imp::distributed(builder, cluster)
+fn distributed(
+    builder: SessionStateBuilder,
+    cluster: &Cluster,
+    memory: Option<u64>,
+) -> Result<SessionStateBuilder> {
+    imp::distributed(builder, cluster, memory)
 }
 
 /// The worker side: `wai worker`.
@@ -311,10 +321,27 @@ mod imp {
         }
     }
 
+    datafusion::common::extensions_options! {
+        /// What a coordinator's session may hold, sent with every plan fragment (gRPC metadata)
+        /// so that its worker holds the fragment to the same bound.
+        pub struct Limits {
+            /// Bytes a query may hold (`--memory-limit`); 0 for the worker's own default.
+            pub memory: u64, default = 0
+        }
+    }
+
+    impl datafusion::config::ConfigExtension for Limits {
+        const PREFIX: &'static str = "wai";
+    }
+
     pub(super) fn distributed(
-        builder: SessionStateBuilder,
+        mut builder: SessionStateBuilder,
         cluster: &Cluster,
+        memory: Option<u64>,
     ) -> Result<SessionStateBuilder> {
+        if let Some(memory) = memory {
+            builder = builder.with_distributed_option_extension(Limits { memory });
+        }
         Ok(builder
             .with_distributed_planner()
             .with_distributed_worker_resolver(Fixed(cluster.urls.clone()))
@@ -381,6 +408,8 @@ mod imp {
     struct WaiSession {
         /// Fragments taken so far.
         taken: Arc<AtomicU64>,
+        /// Where the worker finds object stores (shared by every query's memory-bounded runtime).
+        stores: Arc<FromEnvironment>,
         /// Testing: end the process at the first fragment, as a worker that dies mid-query.
         die_on_task: bool,
     }
@@ -395,14 +424,40 @@ mod imp {
                 log_event("dying", &serde_json::json!({"why": "--die-on-task"}));
                 std::process::abort();
             }
+            let mut builder = ctx.builder;
+            builder.set_distributed_option_extension_from_headers::<Limits>(&ctx.headers)?;
+            let memory = builder
+                .config()
+                .get_or_insert_default()
+                .options()
+                .extensions
+                .get::<Limits>()
+                .map_or(0, |l| l.memory);
+            // The coordinator's bound, or this worker's own default when none came.
+            let memory = if memory == 0 {
+                crate::pipeline::limits::default_memory()
+            } else {
+                memory
+            };
             let n = self.taken.fetch_add(1, Ordering::Relaxed) + 1;
-            log_event("task", &serde_json::json!({ "n": n }));
-            let mut context = SessionContext::new_with_state(ctx.builder.build());
+            log_event("task", &serde_json::json!({ "n": n, "memory": memory }));
+            // The fragment's operators are held to it as the coordinator's are (nothing spills,
+            // as there: see `session::limited_context`).
+            let runtime = RuntimeEnvBuilder::new()
+                .with_object_store_registry(Arc::clone(&self.stores) as _)
+                .with_memory_limit(usize::try_from(memory).unwrap_or(usize::MAX), 1.0)
+                .with_disk_manager_builder(
+                    datafusion::execution::disk_manager::DiskManagerBuilder::default()
+                        .with_mode(datafusion::execution::disk_manager::DiskManagerMode::Disabled),
+                )
+                .build_arc()?;
+            let mut context =
+                SessionContext::new_with_state(builder.with_runtime_env(runtime).build());
             datafusion_functions_json::register_all(&mut context)?;
             for udf in crate::stages::udf::all() {
                 context.register_udf(udf);
             }
-            crate::pipeline::limits::guard(&context, crate::pipeline::limits::default_memory())
+            crate::pipeline::limits::guard(&context, memory)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             Ok(context.state())
         }
@@ -437,11 +492,13 @@ mod imp {
                 source: e,
             })?;
             let taken = Arc::new(AtomicU64::new(0));
+            let stores = Arc::new(FromEnvironment::default());
             let runtime_env = RuntimeEnvBuilder::new()
-                .with_object_store_registry(Arc::new(FromEnvironment::default()))
+                .with_object_store_registry(Arc::clone(&stores) as _)
                 .build_arc()?;
             let worker = Worker::from_session_builder(WaiSession {
                 taken: Arc::clone(&taken),
+                stores,
                 die_on_task: how.die_on_task,
             })
             .with_runtime_env(runtime_env)
@@ -495,6 +552,7 @@ mod imp {
     pub(super) fn distributed(
         _builder: SessionStateBuilder,
         _cluster: &Cluster,
+        _memory: Option<u64>,
     ) -> Result<SessionStateBuilder> {
         Err(missing())
     }
@@ -606,7 +664,9 @@ mod tests {
             .with_config(SessionConfig::new().with_target_partitions(2))
             .with_default_features();
         let distributed = SessionContext::new_with_state(
-            imp::distributed(builder, &cluster).expect("test").build(),
+            imp::distributed(builder, &cluster, Some(1 << 30))
+                .expect("test")
+                .build(),
         );
         let far = plan_of(&distributed, dir.path()).await;
         assert!(far.contains("Network"), "not distributed: {far}");

@@ -19,8 +19,9 @@ use crate::error::{Error, Result};
 /// session's memory is not pooled (stages size their own work).
 pub fn new_context(target_partitions: Option<usize>) -> Result<SessionContext> {
     let runtime = Arc::new(datafusion::execution::runtime_env::RuntimeEnv::default());
-    let ctx = super::cluster::context(session_config(target_partitions), runtime)?;
-    finish(ctx, super::limits::default_memory())
+    let memory = super::limits::default_memory();
+    let ctx = super::cluster::context(session_config(target_partitions), runtime, Some(memory))?;
+    finish(ctx, memory)
 }
 
 /// A session for a user's query (`wai sql`, a SQL query judge): as [`new_context`], with its
@@ -41,7 +42,11 @@ pub fn limited_context(
             DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
         )
         .build_arc()?;
-    let ctx = super::cluster::context(session_config(target_partitions), runtime)?;
+    let ctx = super::cluster::context(
+        session_config(target_partitions),
+        runtime,
+        Some(limits.memory),
+    )?;
     finish(ctx, limits.memory)
 }
 

@@ -109,7 +109,8 @@ impl Session {
     pub fn scope(&self) -> Result<SessionContext> {
         let state = self.ctx.state();
         let config: SessionConfig = state.config().clone();
-        let mut scope = crate::pipeline::cluster::context(config, Arc::clone(state.runtime_env()))?;
+        let mut scope =
+            crate::pipeline::cluster::context(config, Arc::clone(state.runtime_env()), None)?;
         datafusion_functions_json::register_all(&mut scope)?;
         for udf in crate::stages::udf::all() {
             scope.register_udf(udf);

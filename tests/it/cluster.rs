@@ -384,6 +384,60 @@ fn a_worker_of_another_version_or_none_at_all_is_refused_before_any_work() {
 }
 
 #[test]
+fn the_workers_hold_a_query_to_the_coordinators_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    gen_rows(&rows, 20_000, 6);
+    let parquet = dir.path().join("rows.parquet");
+    wai()
+        .arg("convert")
+        .arg(&rows)
+        .arg("-o")
+        .arg(&parquet)
+        .assert()
+        .success();
+    let workers: Vec<Worker> = (0..3).map(|_| Worker::start(&[], &[])).collect();
+    // A grouping that keeps every row's text: past 1 MiB, within 1 GiB.
+    let query =
+        "SELECT rollout_id, max(final_text) AS t FROM rows GROUP BY rollout_id ORDER BY rollout_id";
+    let run = |limit: &str, on: Option<&str>| {
+        let mut cmd = wai();
+        cmd.arg("sql").arg("-t").arg(&parquet).args([
+            query,
+            "--format",
+            "csv",
+            "--memory-limit",
+            limit,
+        ]);
+        if let Some(c) = on {
+            cmd.args(["--cluster", c, "--cluster-split", "1000"]);
+        }
+        cmd.output().unwrap()
+    };
+    let on = cluster(&workers);
+    for place in [None, Some(on.as_str())] {
+        let out = run("1M", place);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{place:?}: {err}");
+        assert!(
+            err.contains("more memory than --memory-limit 1.0 MiB"),
+            "{err}"
+        );
+    }
+    assert!(
+        workers.iter().any(|w| w.tasks() > 0),
+        "no fragment reached a worker"
+    );
+    let (local, far) = (run("1G", None), run("1G", Some(&on)));
+    assert!(
+        far.status.success(),
+        "{}",
+        String::from_utf8_lossy(&far.stderr)
+    );
+    assert_eq!(local.stdout, far.stdout);
+}
+
+#[test]
 fn cluster_options_are_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let rows = dir.path().join("rows.jsonl");
