@@ -302,8 +302,8 @@ mod imp {
     use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
     use datafusion::execution::runtime_env::RuntimeEnvBuilder;
     use datafusion_distributed::{
-        DistributedExt, GetWorkerInfoRequest, SessionStateBuilderExt, Worker, WorkerQueryContext,
-        WorkerResolver, WorkerSessionBuilder, grpc,
+        ChannelResolver, DistributedExt, GetWorkerInfoRequest, SessionStateBuilderExt, Worker,
+        WorkerChannel, WorkerQueryContext, WorkerResolver, WorkerSessionBuilder, grpc,
     };
     use object_store::ObjectStore;
     use url::Url;
@@ -311,6 +311,44 @@ mod imp {
     use super::{Cluster, VERSION};
     use crate::error::{Error, Result};
     use crate::pipeline::collect::log_event;
+
+    /// Connections to the workers, one per address for the whole process (the engine's own
+    /// keeps one per runtime, and every wai session has its own runtime), with HTTP/2 keepalive so
+    /// that a worker whose host is lost fails the query within half a minute instead of leaving
+    /// it waiting.
+    #[derive(Clone, Copy, Default)]
+    struct Channels;
+
+    static CHANNELS: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<Url, grpc::BoxCloneSyncChannel>>,
+    > = std::sync::LazyLock::new(Default::default);
+
+    #[async_trait]
+    impl ChannelResolver for Channels {
+        async fn get_worker_client_for_url(
+            &self,
+            url: &Url,
+        ) -> std::result::Result<Box<dyn WorkerChannel>, DataFusionError> {
+            let mut open = CHANNELS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let channel = if let Some(channel) = open.get(url) {
+                channel.clone()
+            } else {
+                let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+                    .map_err(|e| DataFusionError::Configuration(format!("worker `{url}`: {e}")))?
+                    .connect_timeout(std::time::Duration::from_secs(10))
+                    .tcp_nodelay(true)
+                    .http2_keep_alive_interval(std::time::Duration::from_secs(10))
+                    .keep_alive_timeout(std::time::Duration::from_secs(20))
+                    .keep_alive_while_idle(true);
+                let channel = grpc::BoxCloneSyncChannel::new(endpoint.connect_lazy());
+                open.insert(url.clone(), channel.clone());
+                channel
+            };
+            Ok(grpc::create_worker_client(channel))
+        }
+    }
 
     /// The workers of a [`Cluster`], as the planner asks for them.
     struct Fixed(Vec<Url>);
@@ -345,6 +383,7 @@ mod imp {
         Ok(builder
             .with_distributed_planner()
             .with_distributed_worker_resolver(Fixed(cluster.urls.clone()))
+            .with_distributed_channel_resolver(Channels)
             .with_distributed_file_scan_config_bytes_per_partition(
                 usize::try_from(cluster.split_bytes).unwrap_or(usize::MAX),
             )?)
@@ -451,8 +490,13 @@ mod imp {
                         .with_mode(datafusion::execution::disk_manager::DiskManagerMode::Disabled),
                 )
                 .build_arc()?;
-            let mut context =
-                SessionContext::new_with_state(builder.with_runtime_env(runtime).build());
+            // A worker reading another's shuffle output connects as the coordinator does.
+            let mut context = SessionContext::new_with_state(
+                builder
+                    .with_runtime_env(runtime)
+                    .with_distributed_channel_resolver(Channels)
+                    .build(),
+            );
             datafusion_functions_json::register_all(&mut context)?;
             for udf in crate::stages::udf::all() {
                 context.register_udf(udf);
