@@ -236,25 +236,19 @@ pub(crate) fn run(cli: Cli, out: &mut dyn Write) -> Result<Outcome> {
         None => None,
     };
     // Only a command given a cluster touches the process's one (the Python package may run
-    // another command in this process).
-    if cluster.is_some() {
-        crate::pipeline::cluster::join(cluster.clone(), &ctx.runtime)?;
-    }
+    // another command in this process); it is left when `joined` drops, a panic included.
+    let joined = cluster
+        .as_ref()
+        .map(|c| crate::pipeline::cluster::join(c, &ctx.runtime))
+        .transpose()?;
     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         dispatch(cli.command, &ctx, out)
     }))
-    .unwrap_or_else(|panic| {
-        if cluster.is_some() {
-            crate::pipeline::cluster::leave();
-        }
-        match crate::pipeline::read::take_decoder_panic() {
-            Some(why) => Err(decoder_failed(&why)),
-            None => std::panic::resume_unwind(panic),
-        }
+    .unwrap_or_else(|panic| match crate::pipeline::read::take_decoder_panic() {
+        Some(why) => Err(decoder_failed(&why)),
+        None => std::panic::resume_unwind(panic),
     });
-    if cluster.is_some() {
-        crate::pipeline::cluster::leave();
-    }
+    drop(joined);
     let done = match (done, &cluster) {
         (Err(e), Some(cluster)) => Err(ctx
             .runtime

@@ -86,7 +86,7 @@ impl Cluster {
     pub fn names(&self) -> String {
         self.urls
             .iter()
-            .map(|u| u.as_str().trim_end_matches('/').to_owned())
+            .map(|u| name(u).to_owned())
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -104,34 +104,40 @@ pub fn current() -> Option<Arc<Cluster>> {
 }
 
 /// Makes later sessions of this process local again.
-pub fn leave() {
+fn leave() {
     *CURRENT
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
 }
 
+/// The process's sessions on a cluster until this is dropped (on every path out of a command,
+/// an unwinding panic included).
+#[must_use = "the cluster is left when this is dropped"]
+pub struct Joined(());
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        leave();
+    }
+}
+
 /// Checks that every worker of `cluster` answers and runs this wai ([`VERSION`]), then makes
-/// every DataFusion session this process builds from now on run its plans there. `None` leaves
-/// sessions local.
+/// every DataFusion session this process builds run its plans there, until the guard is dropped.
 ///
 /// # Errors
 /// A worker that does not answer, or answers with another version: exit 69, naming it.
-pub fn join(cluster: Option<Cluster>, runtime: &tokio::runtime::Runtime) -> Result<()> {
-    let Some(cluster) = cluster else {
-        leave();
-        return Ok(());
-    };
+pub fn join(cluster: &Cluster, runtime: &tokio::runtime::Runtime) -> Result<Joined> {
     if !cfg!(feature = "cluster") {
         return Err(Error::Usage(
             "--cluster: this wai was built without the `cluster` feature".into(),
         ));
     }
-    runtime.block_on(check(&cluster))?;
+    runtime.block_on(check(cluster))?;
     tracing::info!(workers = %cluster.names(), "plans run on the cluster");
     *CURRENT
         .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(cluster));
-    Ok(())
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(cluster.clone()));
+    Ok(Joined(()))
 }
 
 /// A session state over `config` and `runtime`, distributed when a cluster was joined: what
@@ -193,15 +199,9 @@ async fn version_of(url: &Url) -> std::result::Result<String, String> {
 
 /// Asks every worker for its version, all at once.
 async fn check(cluster: &Cluster) -> Result<()> {
-    let answers = futures::future::join_all(cluster.urls.iter().map(|url| async move {
-        match tokio::time::timeout(ANSWER_WITHIN, version_of(url)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!("no answer within {} s", ANSWER_WITHIN.as_secs())),
-        }
-    }))
-    .await;
+    let answers = versions(cluster, ANSWER_WITHIN).await;
     for (url, answer) in cluster.urls.iter().zip(answers) {
-        let name = url.as_str().trim_end_matches('/');
+        let name = name(url);
         match answer {
             Ok(v) if v == VERSION => {}
             Ok(v) => {
@@ -227,19 +227,29 @@ async fn check(cluster: &Cluster) -> Result<()> {
 /// After a query failed on the cluster: the workers that no longer answer, to name in the error
 /// (a worker that died mid-query leaves only a broken stream behind).
 pub async fn silent_workers(cluster: &Cluster) -> Vec<String> {
-    let answers = futures::future::join_all(cluster.urls.iter().map(|url| async move {
-        tokio::time::timeout(Duration::from_secs(5), version_of(url))
-            .await
-            .is_ok_and(|a| a.is_ok())
-    }))
-    .await;
+    let answers = versions(cluster, Duration::from_secs(5)).await;
     cluster
         .urls
         .iter()
         .zip(answers)
-        .filter(|(_, ok)| !ok)
-        .map(|(u, _)| u.as_str().trim_end_matches('/').to_owned())
+        .filter(|(_, answer)| answer.is_err())
+        .map(|(url, _)| name(url).to_owned())
         .collect()
+}
+
+/// Every worker's answer to the version question, asked of all at once, each within `within`.
+async fn versions(cluster: &Cluster, within: Duration) -> Vec<std::result::Result<String, String>> {
+    futures::future::join_all(cluster.urls.iter().map(|url| async move {
+        tokio::time::timeout(within, version_of(url))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {} s", within.as_secs())))
+    }))
+    .await
+}
+
+/// A worker as messages name it: its URL without the trailing slash.
+fn name(url: &Url) -> &str {
+    url.as_str().trim_end_matches('/')
 }
 
 /// Turns a failure of a command on a cluster into one that says what the cluster did: a broken

@@ -77,6 +77,21 @@ impl Worker {
     }
 }
 
+/// `wai gen` rows as Parquet in `dir` (workers read Parquet in place; JSONL is converted here).
+fn parquet_rows(dir: &Path, name: &str, rows: u64, seed: u64) -> std::path::PathBuf {
+    let jsonl = dir.join(format!("{name}.jsonl"));
+    gen_rows(&jsonl, rows, seed);
+    let parquet = dir.join(format!("{name}.parquet"));
+    wai()
+        .arg("convert")
+        .arg(&jsonl)
+        .arg("-o")
+        .arg(&parquet)
+        .assert()
+        .success();
+    parquet
+}
+
 fn cluster(workers: &[Worker]) -> String {
     workers
         .iter()
@@ -161,22 +176,12 @@ fn every_listed_command_gives_the_local_answer_on_three_workers() {
     let dir = tempfile::tempdir().unwrap();
     // Files of more than one row group (8,192 rows): a scan of one row group is one task, which
     // the engine keeps here.
-    let a = dir.path().join("a.jsonl");
-    let b = dir.path().join("b.jsonl");
-    gen_rows(&a, 20_000, 1);
-    gen_rows(&b, 20_000, 2);
-    // Parquet inputs: the workers scan them in place (JSONL is converted here first).
-    for (from, to) in [(&a, "a.parquet"), (&b, "b.parquet")] {
-        wai()
-            .arg("convert")
-            .arg(from)
-            .arg("-o")
-            .arg(dir.path().join(to))
-            .assert()
-            .success();
-    }
-    let a = dir.path().join("a.parquet").display().to_string();
-    let b = dir.path().join("b.parquet").display().to_string();
+    let a = parquet_rows(dir.path(), "a", 20_000, 1)
+        .display()
+        .to_string();
+    let b = parquet_rows(dir.path(), "b", 20_000, 2)
+        .display()
+        .to_string();
     let workers: Vec<Worker> = (0..3).map(|_| Worker::start(&[], &[])).collect();
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
@@ -263,16 +268,7 @@ fn a_lake_on_s3_is_read_by_the_workers() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let rows = dir.path().join("rows.jsonl");
-    gen_rows(&rows, 2000, 3);
-    let parquet = dir.path().join("rows.parquet");
-    wai()
-        .arg("convert")
-        .arg(&rows)
-        .arg("-o")
-        .arg(&parquet)
-        .assert()
-        .success();
+    let parquet = parquet_rows(dir.path(), "rows", 2000, 3);
     crate::s3::put(&moto, "lake/rows/part-0.parquet", &parquet);
     let (env, _) = crate::s3::s3_env(&moto);
     let workers: Vec<Worker> = (0..3).map(|_| Worker::start(&[], &env)).collect();
@@ -302,16 +298,7 @@ fn a_lake_on_s3_is_read_by_the_workers() {
 /// The exit code and stderr of a `wai sql --out` on a cluster, and whether anything was written.
 fn queried_on(cluster: &str) -> (Option<i32>, String, bool) {
     let dir = tempfile::tempdir().unwrap();
-    let rows = dir.path().join("rows.jsonl");
-    gen_rows(&rows, 500, 4);
-    let parquet = dir.path().join("rows.parquet");
-    wai()
-        .arg("convert")
-        .arg(&rows)
-        .arg("-o")
-        .arg(&parquet)
-        .assert()
-        .success();
+    let parquet = parquet_rows(dir.path(), "rows", 500, 4);
     let out_file = dir.path().join("result.parquet");
     let out = wai()
         .arg("sql")
@@ -386,16 +373,7 @@ fn a_worker_of_another_version_or_none_at_all_is_refused_before_any_work() {
 #[test]
 fn the_workers_hold_a_query_to_the_coordinators_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let rows = dir.path().join("rows.jsonl");
-    gen_rows(&rows, 20_000, 6);
-    let parquet = dir.path().join("rows.parquet");
-    wai()
-        .arg("convert")
-        .arg(&rows)
-        .arg("-o")
-        .arg(&parquet)
-        .assert()
-        .success();
+    let parquet = parquet_rows(dir.path(), "rows", 20_000, 6);
     let workers: Vec<Worker> = (0..3).map(|_| Worker::start(&[], &[])).collect();
     // A grouping that keeps every row's text: past 1 MiB, within 1 GiB.
     let query =
