@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The cost of --cluster on one host (issue #40): 1M `wai gen` rows through pass-at, compare and a
-# GROUP BY task_id query, alone and on 2 local workers, alternating, ROUNDS rounds; and the bytes
+# The cost of --cluster on one host (issue #40): 1M `wai gen` rows through pass-at, compare, a
+# GROUP BY task_id query and decontaminate (against 5,000 eval rows), alone and on 2 local
+# workers, alternating, ROUNDS rounds; and the bytes
 # each command sends over loopback (the workers' fragments, results and shuffles: /proc/net/dev's
 # `lo` counters, so run it on a quiet machine).
 #
@@ -14,6 +15,8 @@ mkdir -p "$dir"
 cd "$dir"
 [ -f a.parquet ] || "$wai" gen -n "$rows" --seed 1 -o a.parquet >/dev/null
 [ -f b.parquet ] || "$wai" gen -n "$rows" --seed 2 -o b.parquet >/dev/null
+# decontaminate's eval set: 5,000 rows of another seed.
+[ -f eval.jsonl ] || "$wai" gen -n 5000 --seed 3 -o eval.jsonl >/dev/null
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 for i in 1 2; do
@@ -44,5 +47,8 @@ for round in $(seq "$rounds"); do
     run "compare cluster" "$wai" compare a.parquet b.parquet --cluster "$cluster"
     run "sql local" "$wai" sql -t a.parquet "$query" --format csv
     run "sql cluster" "$wai" sql -t a.parquet "$query" --format csv --cluster "$cluster"
+    run "decontaminate local" "$wai" decontaminate a.parquet --against eval.jsonl -o kept-local.parquet
+    run "decontaminate cluster" "$wai" decontaminate a.parquet --against eval.jsonl -o kept-cluster.parquet --cluster "$cluster"
+    cmp kept-local.parquet kept-cluster.parquet
 done
 echo "fragments taken: $(grep -c '"task"' worker1.log) and $(grep -c '"task"' worker2.log)"

@@ -91,6 +91,9 @@ pub(crate) struct DecontaminateArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub output: RowsOut,
+    /// Where the lexical rules run.
+    #[command(flatten)]
+    pub cluster: crate::cli::ClusterArgs,
 }
 
 /// `wai select`.

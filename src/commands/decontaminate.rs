@@ -10,7 +10,7 @@ use crate::pipeline::io::{AtomicFile, OnBadRow};
 use crate::pipeline::read::Reader;
 use crate::pipeline::source;
 use crate::report::envelope::{Envelope, Output, Warning};
-use crate::stages::decontaminate::{EvalSide, Options, Report};
+use crate::stages::decontaminate::{EvalSide, Options, Report, Screen};
 use crate::stages::embed::{CommandEmbedder, Embedder, EndpointEmbedder, Spec};
 
 /// The stage's options from the command line.
@@ -72,6 +72,25 @@ fn flags_named(report: &mut Report) {
     }
 }
 
+/// The keys of the training rows the cluster's workers flag under `screen`'s lexical rules. JSONL
+/// inputs are converted to Parquet in the scratch folder first, as for every table on a cluster
+/// (their bad lines left out when the streaming read sets them aside).
+fn flagged_on_cluster(
+    ctx: &Context,
+    inputs: &[source::Input],
+    screen: &Screen,
+    skip_bad: bool,
+) -> Result<foldhash::HashSet<u64>> {
+    let scratch = super::scratch()?;
+    let tables =
+        crate::pipeline::tables::as_parquet(ctx, inputs.to_vec(), scratch.path(), skip_bad)?;
+    let session = crate::pipeline::session::new_context(None)?;
+    ctx.runtime.block_on(async {
+        crate::pipeline::session::register_parquet(&session, "train", &tables).await?;
+        crate::stages::decontaminate::flagged_keys(&session, "train", &screen.lexical()).await
+    })
+}
+
 /// Runs `wai decontaminate`.
 pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     let opts = options(args);
@@ -100,6 +119,13 @@ pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     }
     drop(reader);
     let mut screen = eval.finish()?;
+    // On a cluster, the workers run the lexical rules and name the rows they flag; only those
+    // are checked again here.
+    if crate::pipeline::cluster::current().is_some() {
+        let keys = flagged_on_cluster(ctx, &inputs, &screen, args.output.rejects.is_some())?;
+        tracing::info!(keys = keys.len(), "the workers flagged these rows' keys");
+        screen.only_flagged(keys);
+    }
     // The training side, streamed.
     // The dropped list streams to a temporary file beside its path, renamed when complete.
     let mut dropped = match &args.dropped {

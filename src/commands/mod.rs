@@ -301,6 +301,7 @@ fn cluster_args(command: &Command) -> Option<&crate::cli::ClusterArgs> {
         Command::Variance(a) => &a.cluster,
         Command::JudgeTrust(a) => &a.cluster,
         Command::Grade(a) => &a.cluster,
+        Command::Decontaminate(a) => &a.cluster,
         Command::Run(a) => &a.cluster,
         _ => return None,
     })

@@ -7,6 +7,9 @@
 //!   graded rollouts of which `c` passed ([`crate::stats::passk`]).
 //! - `think_state(text)` and `last_assistant_text(messages)`: what the pass@k run config reads
 //!   to tell whether a reply was spoken.
+//! - `stable_hash(text)`: a hash of the text, the same in every process.
+//! - `wai_contaminated(index, task_id, prompt, field, ...)`: decontamination's lexical rules on a
+//!   cluster's worker ([`crate::stages::decontaminate::Contaminated`]).
 
 use std::sync::Arc;
 
@@ -285,7 +288,10 @@ pub fn all() -> Vec<ScalarUDF> {
         .into_iter()
         .chain(pass_k_udfs())
         .chain(reply_udfs())
-        .chain([hash_udf()])
+        .chain([
+            hash_udf(),
+            crate::stages::decontaminate::Contaminated::udf(),
+        ])
         .collect()
 }
 

@@ -171,6 +171,32 @@ fn same_answer(dir: &Path, args: &[&str], outputs: &[&str], workers: &[Worker]) 
     after - before
 }
 
+/// An eval set that every lexical rule finds in `rows` (JSONL): a task of theirs, exact copies
+/// of prompts, and prompts with a word added; returns its path.
+fn eval_set(dir: &Path, rows: &Path) -> String {
+    let mut tasks: Vec<(String, String)> = Vec::new();
+    for line in std::fs::read_to_string(rows).unwrap().lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let task = row["task_id"].as_str().unwrap().to_owned();
+        if tasks.last().is_none_or(|(t, _)| *t != task) {
+            tasks.push((task, row["prompt"].as_str().unwrap().to_owned()));
+        }
+    }
+    let mut lines = Vec::new();
+    for (i, (task, prompt)) in tasks.iter().enumerate().step_by(37) {
+        lines.push(match i % 3 {
+            0 => serde_json::json!({"task_id": task, "prompt": "a task of its own"}),
+            1 => serde_json::json!({"prompt": prompt.to_uppercase()}),
+            _ => serde_json::json!({"prompt": format!("{prompt} Thanks a lot in advance.")}),
+        });
+    }
+    assert!(lines.len() > 10);
+    let path = dir.join("eval.jsonl");
+    let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 #[test]
 fn every_listed_command_gives_the_local_answer_on_three_workers() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,6 +208,7 @@ fn every_listed_command_gives_the_local_answer_on_three_workers() {
     let b = parquet_rows(dir.path(), "b", 20_000, 2)
         .display()
         .to_string();
+    let eval = eval_set(dir.path(), &dir.path().join("a.jsonl"));
     let workers: Vec<Worker> = (0..3).map(|_| Worker::start(&[], &[])).collect();
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
@@ -222,10 +249,33 @@ fn every_listed_command_gives_the_local_answer_on_three_workers() {
             ],
             vec!["graded-query.parquet"],
         ),
+        (
+            vec![
+                "decontaminate",
+                &a,
+                "--against",
+                &eval,
+                "--fields",
+                "prompt,final_text",
+                "-o",
+                "kept.parquet",
+                "--dropped",
+                "dropped.jsonl",
+            ],
+            vec!["kept.parquet", "dropped.jsonl"],
+        ),
     ];
     for (args, outputs) in &cases {
         let taken = same_answer(dir.path(), args, outputs, &workers);
         assert!(taken > 0, "{args:?}: no plan fragment reached a worker");
+    }
+    // Decontamination found rows by every lexical rule (alone and on the cluster, equally).
+    let dropped = std::fs::read_to_string(dir.path().join("local/dropped.jsonl")).unwrap();
+    for rule in ["same_task", "exact", "near"] {
+        assert!(
+            dropped.contains(&format!("\"rule\":\"{rule}\"")),
+            "no row dropped by {rule}"
+        );
     }
     // Every worker took part.
     for w in &workers {

@@ -423,6 +423,15 @@ fn stage_flags(file: &Path, text: &str, table: &Table, kind: &str) -> Result<(Ve
                 ),
             ));
         }
+        if matches!(long.as_str(), "cluster" | "cluster-split") {
+            return Err(at(
+                file,
+                key_line,
+                format!(
+                    "`{key_text}` is the whole run's: give it to `wai run` (`--cluster`, or `WAI_CLUSTER`)"
+                ),
+            ));
+        }
         if matches!(key_text, "gates" | "lake") {
             return Err(at(
                 file,
@@ -573,6 +582,12 @@ run = "hack-scan"
                 .to_string()
                 .contains("set by the pipeline")
         );
+        let bad = GOOD.replace(
+            "run = \"hack-scan\"",
+            "run = \"hack-scan\"\ncluster = \"http://w1:7070\"",
+        );
+        let e = parsed(&bad).expect_err("refused").to_string();
+        assert!(e.contains("line 17") && e.contains("whole run's"), "{e}");
     }
 
     #[test]

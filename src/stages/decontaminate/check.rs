@@ -141,12 +141,14 @@ pub fn check(index: &EvalIndex, opts: &Options, row: &Row<'_>, at: u64) -> Optio
 
 /// The lexical verdicts on `rows` (the first at input position `start`), checked in parallel;
 /// the same at any thread count. A row with the task and texts of the row before it (a task's
-/// rollouts usually sit together) takes that row's verdict at its own position, unchecked.
+/// rollouts usually sit together) takes that row's verdict at its own position, unchecked. With
+/// `only`, a row it marks false is not checked (no verdict): the rows a cluster's workers cleared.
 pub fn check_batch(
     index: &EvalIndex,
     opts: &Options,
     rows: &[Row<'_>],
     start: u64,
+    only: Option<&[bool]>,
 ) -> Vec<Option<Hit>> {
     const CHUNK: usize = 256;
     let chunks: Vec<Vec<Option<Hit>>> = rows
@@ -156,6 +158,10 @@ pub fn check_batch(
             let mut out: Vec<Option<Hit>> = Vec::with_capacity(chunk.len());
             for (j, r) in chunk.iter().enumerate() {
                 let at = start + (c * CHUNK + j) as u64;
+                if only.is_some_and(|o| !o[c * CHUNK + j]) {
+                    out.push(None);
+                    continue;
+                }
                 let same = j > 0 && chunk[j - 1].task == r.task && chunk[j - 1].texts == r.texts;
                 let hit = if same {
                     out[j - 1].clone().map(|h| Hit { index: at, ..h })

@@ -58,25 +58,36 @@ impl EvalIndex {
             }
         }
         for text in std::iter::once(prompt).chain(more.iter().map(String::as_str)) {
-            let lower = text.to_lowercase();
-            let w = words_of(&lower);
-            if w.is_empty() {
-                continue;
-            }
-            let key = norm_of(&lower);
-            if self.norms.contains_key(&key) {
-                continue;
-            }
-            let id = u32::try_from(self.texts.len()).unwrap_or(u32::MAX);
-            self.norms.insert(key.clone(), id);
-            self.texts.push(key);
-            for h in self.hasher.windows(&w, self.n) {
-                let ids = self.ngrams.entry(h).or_default();
-                if ids.last() != Some(&id) {
-                    ids.push(id);
-                }
-            }
+            self.add_lower(&text.to_lowercase());
         }
         new_prompt
+    }
+
+    /// Adds one eval text already normalised (an entry of another index's `texts`): as `add`
+    /// does with the text it came from, since normalising keeps the words and lowercase text
+    /// stays as it is.
+    pub(super) fn add_normalized(&mut self, text: &str) {
+        self.add_lower(text);
+    }
+
+    /// Adds one lowercased eval text, unless it has no words or is already indexed.
+    fn add_lower(&mut self, lower: &str) {
+        let w = words_of(lower);
+        if w.is_empty() {
+            return;
+        }
+        let key = norm_of(lower);
+        if self.norms.contains_key(&key) {
+            return;
+        }
+        let id = u32::try_from(self.texts.len()).unwrap_or(u32::MAX);
+        self.norms.insert(key.clone(), id);
+        self.texts.push(key);
+        for h in self.hasher.windows(&w, self.n) {
+            let ids = self.ngrams.entry(h).or_default();
+            if ids.last() != Some(&id) {
+                ids.push(id);
+            }
+        }
     }
 }

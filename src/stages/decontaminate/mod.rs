@@ -29,6 +29,7 @@
 //! [`DecontaminateStage`] runs it over rows in memory.
 
 mod check;
+mod cluster;
 mod index;
 mod report;
 mod rows;
@@ -40,6 +41,7 @@ use datafusion::arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 pub use check::*;
+pub use cluster::{Contaminated, FUNCTION as CONTAMINATED, Lexical, flagged_keys, row_key};
 pub use index::*;
 pub use report::*;
 pub use rows::kept_runs;
@@ -279,7 +281,7 @@ mod tests {
                 });
             }
         }
-        let batch = check_batch(&ix, &opts, &rows, 1000);
+        let batch = check_batch(&ix, &opts, &rows, 1000, None);
         assert_eq!(batch.len(), rows.len());
         let mut hits = 0;
         for (i, (got, row)) in batch.iter().zip(&rows).enumerate() {

@@ -4,6 +4,7 @@
 use datafusion::arrow::array::{BooleanArray, RecordBatch, StringArray};
 use serde_json::Value;
 
+use super::cluster::{Lexical, key_of, rows_of};
 use super::rows::{cell, eval_extras, kept_runs, recorded, text_column};
 use super::{
     EvalIndex, Hit, MATCH_CHARS, Options, Report, Row, Rule, SIMILARITY, Tally, best_other,
@@ -115,6 +116,7 @@ impl EvalSide {
             calibration,
             tally: Tally::default(),
             no_vector: 0,
+            flagged: None,
         })
     }
 }
@@ -130,6 +132,8 @@ pub struct Screen {
     tally: Tally,
     /// Training rows the semantic rule saw no vector for (`column:`).
     no_vector: u64,
+    /// The keys of the rows a cluster's workers flagged: only those are checked here.
+    flagged: Option<foldhash::HashSet<u64>>,
 }
 
 /// One training batch, screened.
@@ -160,14 +164,14 @@ impl Screen {
             .iter()
             .map(|f| text_column(batch, f))
             .collect::<Result<_>>()?;
-        let rows: Vec<Row<'_>> = (0..batch.num_rows())
-            .map(|i| Row {
-                task: recorded(cell(task, i), cell(prompt, i)),
-                texts: fields.iter().map(|a| cell(a, i).unwrap_or("")).collect(),
-            })
-            .collect();
+        let rows = rows_of(task, prompt, &fields);
+        let only: Option<Vec<bool>> = self.flagged.as_ref().map(|keys| {
+            (0..rows.len())
+                .map(|i| keys.contains(&key_of(task, prompt, &fields, i)))
+                .collect()
+        });
         let start = self.tally.n;
-        let mut hits = check_batch(&self.index, &self.opts, &rows, start);
+        let mut hits = check_batch(&self.index, &self.opts, &rows, start, only.as_deref());
         self.tally.n += batch.num_rows() as u64;
         self.tally.with_task += rows.iter().filter(|r| r.task.is_some()).count() as u64;
         if let (Some(embedder), false) = (&mut self.embedder, self.matrix.is_empty()) {
@@ -190,6 +194,18 @@ impl Screen {
             kept: kept_runs(batch, &keep),
             dropped,
         })
+    }
+
+    /// The lexical index and options, as a cluster's workers receive them.
+    pub fn lexical(&self) -> Lexical {
+        Lexical::of(&self.index, &self.opts)
+    }
+
+    /// From now on, checks only the rows whose key ([`super::row_key`]) is in `keys`, the rows
+    /// a cluster's workers flagged under [`Self::lexical`]; the others pass the lexical rules
+    /// unchecked.
+    pub fn only_flagged(&mut self, keys: foldhash::HashSet<u64>) {
+        self.flagged = Some(keys);
     }
 
     /// Flags the candidates (in row order) whose row no rule has flagged yet and whose best
