@@ -72,21 +72,16 @@ fn flags_named(report: &mut Report) {
     }
 }
 
-/// The keys of the training rows the cluster's workers flag under `screen`'s lexical rules. JSONL
-/// inputs are converted to Parquet in the scratch folder first, as for every table on a cluster
-/// (their bad lines left out when the streaming read sets them aside).
+/// The keys of the rows of the Parquet `inputs` that the cluster's workers flag under `screen`'s
+/// lexical rules.
 fn flagged_on_cluster(
     ctx: &Context,
     inputs: &[source::Input],
     screen: &Screen,
-    skip_bad: bool,
 ) -> Result<foldhash::HashSet<u64>> {
-    let scratch = super::scratch()?;
-    let tables =
-        crate::pipeline::tables::as_parquet(ctx, inputs.to_vec(), scratch.path(), skip_bad)?;
     let session = crate::pipeline::session::new_context(None)?;
     ctx.runtime.block_on(async {
-        crate::pipeline::session::register_parquet(&session, "train", &tables).await?;
+        crate::pipeline::session::register_parquet(&session, "train", inputs).await?;
         crate::stages::decontaminate::flagged_keys(&session, "train", &screen.lexical()).await
     })
 }
@@ -119,11 +114,29 @@ pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
     }
     drop(reader);
     let mut screen = eval.finish()?;
-    // On a cluster, the workers run the lexical rules and name the rows they flag; only those
-    // are checked again here.
-    if crate::pipeline::cluster::current().is_some() {
-        let keys = flagged_on_cluster(ctx, &inputs, &screen, args.output.rejects.is_some())?;
-        tracing::info!(keys = keys.len(), "the workers flagged these rows' keys");
+    // On a cluster, the workers run the lexical rules over the Parquet inputs and name the rows
+    // they flag; of those inputs, only the rows named are checked again here. JSONL inputs are
+    // screened here as they are read: a second reading of them elsewhere could set aside other
+    // bad lines than this one. The Parquet files are pinned, so rows the workers did not see
+    // are never written.
+    let on_workers: Vec<bool> = inputs
+        .iter()
+        .map(|i| {
+            crate::pipeline::cluster::current().is_some() && i.format == source::Format::Parquet
+        })
+        .collect();
+    let worker_inputs: Vec<source::Input> = (inputs.iter().zip(&on_workers))
+        .filter(|(_, w)| **w)
+        .map(|(i, _)| i.clone())
+        .collect();
+    let pins = source::pin(&worker_inputs)?;
+    if !worker_inputs.is_empty() {
+        let keys = flagged_on_cluster(ctx, &worker_inputs, &screen)?;
+        tracing::info!(
+            keys = keys.len(),
+            inputs = worker_inputs.len(),
+            "the workers flagged these rows' keys"
+        );
         screen.only_flagged(keys);
     }
     // The training side, streamed.
@@ -136,14 +149,15 @@ pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
         }
         None => None,
     };
-    let counts = crate::pipeline::rows_out::stream_rows(
+    let counts = crate::pipeline::rows_out::stream_rows_with(
         ctx,
         &inputs,
         out,
         args.output.rejects.as_deref(),
         format,
         "decontaminating",
-        &mut |batch| {
+        &mut |input, batch| {
+            screen.screened_by_workers(on_workers[input]);
             let screened = screen.check(&batch, dropped.is_some())?;
             if let Some((path, _, writer)) = &mut dropped {
                 for line in &screened.dropped {
@@ -152,6 +166,7 @@ pub(crate) fn run(ctx: &Context, args: &DecontaminateArgs) -> Result<Outcome> {
             }
             Ok(screened.kept)
         },
+        &|| source::unchanged(&worker_inputs, &pins, "decontaminate"),
     )?;
     if let Some((path, file, writer)) = dropped {
         writer

@@ -62,6 +62,35 @@ pub fn stream_rows(
     what: &str,
     each: &mut dyn FnMut(RecordBatch) -> Result<Vec<RecordBatch>>,
 ) -> Result<ReadCounts> {
+    stream_rows_with(
+        ctx,
+        inputs,
+        out_path,
+        rejects_path,
+        format,
+        what,
+        &mut |_, batch| each(batch),
+        &|| Ok(()),
+    )
+}
+
+/// [`stream_rows`], with `each` told which input (its index) a batch came from, and `last_check`
+/// run once every row is read, before the output is put in place: an error there leaves nothing
+/// written.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "stream_rows' arguments and two hooks"
+)]
+pub fn stream_rows_with(
+    ctx: &Context,
+    inputs: &[source::Input],
+    out_path: &Path,
+    rejects_path: Option<&Path>,
+    format: Format,
+    what: &str,
+    each: &mut dyn FnMut(usize, RecordBatch) -> Result<Vec<RecordBatch>>,
+    last_check: &dyn Fn() -> Result<()>,
+) -> Result<ReadCounts> {
     let total = inputs.iter().map(|i| i.size).sum::<Option<u64>>();
     let bar = ctx.bytes_bar(total, what);
     let mut out = sink(out_path, format)?;
@@ -78,9 +107,9 @@ pub fn stream_rows(
         on_bad,
         Box::new(|n| bar.inc(n)),
     );
-    for input in inputs {
+    for (i, input) in inputs.iter().enumerate() {
         reader.read(input, &mut |batch| {
-            for piece in each(batch)? {
+            for piece in each(i, batch)? {
                 out.write(&piece)?;
             }
             Ok(())
@@ -88,6 +117,7 @@ pub fn stream_rows(
     }
     let counts = reader.counts;
     drop(reader);
+    last_check()?;
     io::finish_with_rejects(out, rejects_file.map(|f| (f, rejects.as_slice())))?;
     bar.finish_and_clear();
     Ok(counts)

@@ -103,7 +103,7 @@ impl<'c> TwoPass<'c> {
         let resolved = ctx.runtime.block_on(source::resolve(specs))?;
         super::output::not_an_input(out, &resolved)?;
         let scratch = scratch()?;
-        let inputs = super::tables::as_parquet(ctx, resolved, scratch.path(), false)?;
+        let inputs = super::tables::as_parquet(ctx, resolved, scratch.path())?;
         // Both readings must read the same files.
         let pins = source::pin(&inputs)?;
         let reader = Reader::new(

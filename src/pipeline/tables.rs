@@ -12,14 +12,11 @@ use super::source::{self, Format, Input};
 use crate::error::{Error, Result};
 use crate::schema::row_schema;
 
-/// Converts JSONL inputs to Parquet files in `scratch`, so every table is scanned as Parquet. A
-/// bad line stops with an error naming it, or with `skip_bad` is left out (for a reader that reads
-/// the inputs again and sets bad rows aside itself).
+/// Converts JSONL inputs to Parquet files in `scratch`, so every table is scanned as Parquet.
 pub fn as_parquet(
     ctx: &Context,
     inputs: Vec<Input>,
     scratch: &std::path::Path,
-    skip_bad: bool,
 ) -> Result<Vec<Input>> {
     let mut out = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.into_iter().enumerate() {
@@ -29,13 +26,11 @@ pub fn as_parquet(
         }
         let path = scratch.join(format!("input-{i}.parquet"));
         let mut sink = Box::new(ParquetSink::create(&path, row_schema())?);
-        let mut skipped = Vec::new();
-        let on_bad = if skip_bad {
-            OnBadRow::Reject(&mut skipped)
-        } else {
-            OnBadRow::Fail
-        };
-        let mut reader = Reader::new(ctx.runtime.handle().clone(), on_bad, Box::new(|_| {}));
+        let mut reader = Reader::new(
+            ctx.runtime.handle().clone(),
+            OnBadRow::Fail,
+            Box::new(|_| {}),
+        );
         reader.read(&input, &mut |batch| sink.write(&batch))?;
         drop(reader);
         sink.finish()?;
@@ -76,7 +71,7 @@ pub fn load_table(
     // One folder per table: tables loaded into one scratch must not share converted files.
     let folder = scratch.join(format!("table-{name}"));
     std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
-    let inputs = as_parquet(ctx, inputs, &folder, false)?;
+    let inputs = as_parquet(ctx, inputs, &folder)?;
     ctx.runtime
         .block_on(session::register_parquet(context, name, &inputs))
 }

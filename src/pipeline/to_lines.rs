@@ -91,7 +91,7 @@ impl<'a> RowTable<'a> {
     /// The resolved `inputs` as Parquet (JSONL converted first), pinned and registered.
     pub fn open(ctx: &'a Context, inputs: Vec<Input>) -> Result<Self> {
         let scratch = scratch()?;
-        let inputs = tables::as_parquet(ctx, inputs, scratch.path(), false)?;
+        let inputs = tables::as_parquet(ctx, inputs, scratch.path())?;
         let pins = source::pin(&inputs)?;
         let context = session::new_context(None)?;
         ctx.runtime

@@ -208,7 +208,6 @@ fn every_listed_command_gives_the_local_answer_on_three_workers() {
     let b = parquet_rows(dir.path(), "b", 20_000, 2)
         .display()
         .to_string();
-    let eval = eval_set(dir.path(), &dir.path().join("a.jsonl"));
     let workers: Vec<Worker> = (0..3).map(|_| Worker::start(&[], &[])).collect();
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
@@ -249,33 +248,10 @@ fn every_listed_command_gives_the_local_answer_on_three_workers() {
             ],
             vec!["graded-query.parquet"],
         ),
-        (
-            vec![
-                "decontaminate",
-                &a,
-                "--against",
-                &eval,
-                "--fields",
-                "prompt,final_text",
-                "-o",
-                "kept.parquet",
-                "--dropped",
-                "dropped.jsonl",
-            ],
-            vec!["kept.parquet", "dropped.jsonl"],
-        ),
     ];
     for (args, outputs) in &cases {
         let taken = same_answer(dir.path(), args, outputs, &workers);
         assert!(taken > 0, "{args:?}: no plan fragment reached a worker");
-    }
-    // Decontamination found rows by every lexical rule (alone and on the cluster, equally).
-    let dropped = std::fs::read_to_string(dir.path().join("local/dropped.jsonl")).unwrap();
-    for rule in ["same_task", "exact", "near"] {
-        assert!(
-            dropped.contains(&format!("\"rule\":\"{rule}\"")),
-            "no row dropped by {rule}"
-        );
     }
     // Every worker took part.
     for w in &workers {
@@ -310,6 +286,77 @@ fn every_listed_command_gives_the_local_answer_on_three_workers() {
     let (local, on_cluster) = (tables("local"), tables("cluster"));
     assert!(!local.is_empty());
     assert_eq!(local, on_cluster, "the lake's tables differ on the cluster");
+}
+
+#[test]
+fn decontaminate_gives_the_local_answer_on_three_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = parquet_rows(dir.path(), "a", 20_000, 1)
+        .display()
+        .to_string();
+    let eval = eval_set(dir.path(), &dir.path().join("a.jsonl"));
+    // Rows of another seed as JSONL, one line of them broken.
+    let mixed = dir.path().join("mixed.jsonl");
+    gen_rows(&dir.path().join("b.jsonl"), 500, 2);
+    let b_lines = std::fs::read_to_string(dir.path().join("b.jsonl")).unwrap();
+    let mut lines: Vec<&str> = b_lines.lines().collect();
+    lines.insert(7, "{\"task_id\": \"broken\", ");
+    std::fs::write(&mixed, lines.join("\n") + "\n").unwrap();
+    let mixed = mixed.display().to_string();
+    let workers: Vec<Worker> = (0..3).map(|_| Worker::start(&[], &[])).collect();
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec![
+                "decontaminate",
+                &a,
+                "--against",
+                &eval,
+                "--fields",
+                "prompt,final_text",
+                "-o",
+                "kept.parquet",
+                "--dropped",
+                "dropped.jsonl",
+            ],
+            vec!["kept.parquet", "dropped.jsonl"],
+        ),
+        // A JSONL input beside the Parquet one (screened here, its bad line set aside), and a
+        // compared field the rows leave null.
+        (
+            vec![
+                "decontaminate",
+                &a,
+                &mixed,
+                "--against",
+                &eval,
+                "--fields",
+                "prompt,reason",
+                "--rejects",
+                "rejects.jsonl",
+                "--to",
+                "jsonl",
+                "-o",
+                "kept.jsonl",
+                "--dropped",
+                "dropped-mixed.jsonl",
+            ],
+            vec!["kept.jsonl", "rejects.jsonl", "dropped-mixed.jsonl"],
+        ),
+    ];
+    for (args, outputs) in &cases {
+        let taken = same_answer(dir.path(), args, outputs, &workers);
+        assert!(taken > 0, "{args:?}: no plan fragment reached a worker");
+    }
+    // Decontamination found rows by every lexical rule (alone and on the cluster, equally).
+    let dropped = std::fs::read_to_string(dir.path().join("local/dropped.jsonl")).unwrap();
+    for rule in ["same_task", "exact", "near"] {
+        assert!(
+            dropped.contains(&format!("\"rule\":\"{rule}\"")),
+            "no row dropped by {rule}"
+        );
+    }
+    let rejects = std::fs::read_to_string(dir.path().join("cluster/rejects.jsonl")).unwrap();
+    assert_eq!(rejects.lines().count(), 1, "{rejects}");
 }
 
 #[test]

@@ -162,7 +162,11 @@ pub fn check_batch(
                     out.push(None);
                     continue;
                 }
-                let same = j > 0 && chunk[j - 1].task == r.task && chunk[j - 1].texts == r.texts;
+                // The row before must have been checked, not masked, to lend its verdict.
+                let same = j > 0
+                    && only.is_none_or(|o| o[c * CHUNK + j - 1])
+                    && chunk[j - 1].task == r.task
+                    && chunk[j - 1].texts == r.texts;
                 let hit = if same {
                     out[j - 1].clone().map(|h| Hit { index: at, ..h })
                 } else {

@@ -1,6 +1,6 @@
 //! The lexical rules on a cluster (`wai decontaminate --cluster`): the eval side's lexical index
 //! travels inside the plan, as a literal argument of `wai_contaminated`, which each worker
-//! rebuilds once and runs over the training rows it scans. The workers return only the keys of the
+//! rebuilds (once, kept for its next tasks) and runs over the training rows it scans. The workers return only the keys of the
 //! rows they flag; this process streams the rows as ever and checks again just those whose key is
 //! flagged, so the kept rows, the dropped list and the report are the ones a run alone gives.
 //!
@@ -11,7 +11,7 @@
 //! left.
 
 use std::hash::{BuildHasher as _, Hash as _, Hasher as _};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray as _, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::DataType;
@@ -38,6 +38,14 @@ pub struct Lexical {
     tasks: Vec<String>,
     /// The normalised eval texts, by text id.
     texts: Vec<String>,
+    /// [`probe_key`] as this process computes it: a worker that computes another (a machine
+    /// of another kind) refuses the index rather than send keys this process cannot match.
+    probe: u64,
+}
+
+/// The key of a fixed row, held equal on both sides.
+fn probe_key() -> u64 {
+    row_key(Some("wai"), Some("probe"), [Some("key"), None, Some("")])
 }
 
 impl Lexical {
@@ -51,17 +59,23 @@ impl Lexical {
             overlap: opts.overlap,
             tasks,
             texts: index.texts.clone(),
+            probe: probe_key(),
         }
     }
 
-    /// The bytes the plan carries.
+    /// The bytes the plan carries: the SHA-256 of the index's JSON (a worker keeps an index it
+    /// rebuilt by it, and finds it again without reading the rest), then the JSON.
     ///
     /// # Errors
     /// Never in practice (the fields are text and numbers).
     pub fn to_bytes(&self) -> crate::error::Result<Vec<u8>> {
-        serde_json::to_vec(self).map_err(|e| {
+        use sha2::Digest as _;
+        let json = serde_json::to_vec(self).map_err(|e| {
             crate::error::Error::Internal(format!("the eval index does not serialize: {e}"))
-        })
+        })?;
+        let mut bytes = sha2::Sha256::digest(&json).to_vec();
+        bytes.extend(json);
+        Ok(bytes)
     }
 
     /// The compared fields, in order.
@@ -150,31 +164,55 @@ impl Contaminated {
     }
 }
 
-/// The index last rebuilt in this process, by a hash of its bytes: a worker's tasks of one query
-/// share it.
-static REBUILT: Mutex<Option<(u64, Arc<Rebuilt>)>> = Mutex::new(None);
-
 /// An index rebuilt from its bytes, and the options it is checked under.
 type Rebuilt = (EvalIndex, Options);
 
+/// One index's slot: rebuilt by the first task that needs it, while the others wait for it.
+type Slot = Arc<OnceLock<std::result::Result<Arc<Rebuilt>, String>>>;
+
+/// Indexes a worker keeps between tasks, by the SHA-256 their bytes start with: the tasks of one
+/// query, and the queries of a few eval sets, share them.
+const KEPT: usize = 4;
+
+/// The indexes this process rebuilt, oldest first.
+static REBUILT: Mutex<Vec<([u8; 32], Slot)>> = Mutex::new(Vec::new());
+
 fn rebuilt(bytes: &[u8]) -> DfResult<Arc<Rebuilt>> {
-    let digest = foldhash::quality::FixedState::with_seed(7).hash_one(bytes);
-    // One task rebuilds while the others wait for it, rather than each rebuilding.
-    let mut slot = REBUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((d, index)) = slot.as_ref()
-        && *d == digest
-    {
-        return Ok(Arc::clone(index));
-    }
-    let lexical: Lexical = match serde_json::from_slice(bytes) {
-        Ok(l) => l,
-        Err(e) => return exec_err!("{FUNCTION}: the eval index does not decode: {e}"),
+    let Some((digest, json)) = bytes.split_first_chunk::<32>() else {
+        return exec_err!(
+            "{FUNCTION}: the eval index is {} bytes, too short",
+            bytes.len()
+        );
     };
-    let index = Arc::new(lexical.rebuild());
-    *slot = Some((digest, Arc::clone(&index)));
-    Ok(index)
+    let slot: Slot = {
+        let mut kept = REBUILT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, slot)) = kept.iter().find(|(d, _)| d == digest) {
+            Arc::clone(slot)
+        } else {
+            if kept.len() == KEPT {
+                kept.remove(0);
+            }
+            let slot = Slot::default();
+            kept.push((*digest, Arc::clone(&slot)));
+            slot
+        }
+    };
+    let made = slot.get_or_init(|| {
+        let lexical: Lexical = serde_json::from_slice(json)
+            .map_err(|e| format!("{FUNCTION}: the eval index does not decode: {e}"))?;
+        if lexical.probe != probe_key() {
+            return Err(format!(
+                "{FUNCTION}: this worker computes row keys unlike the coordinator (a machine of another kind): run decontaminate without it"
+            ));
+        }
+        Ok(Arc::new(lexical.rebuild()))
+    });
+    match made {
+        Ok(index) => Ok(Arc::clone(index)),
+        Err(e) => exec_err!("{e}"),
+    }
 }
 
 fn text(a: &ArrayRef) -> DfResult<StringArray> {
@@ -290,7 +328,7 @@ pub async fn flagged_keys(
 mod tests {
     use datafusion::arrow::array::RecordBatch;
     use datafusion::arrow::datatypes::{Field, Schema};
-    use datafusion::prelude::{SessionContext, col, lit};
+    use datafusion::prelude::SessionContext;
 
     use super::*;
 
@@ -310,8 +348,18 @@ mod tests {
         let ix = index();
         let lexical = Lexical::of(&ix, &opts);
         let bytes = lexical.to_bytes().expect("bytes");
-        let decoded: Lexical = serde_json::from_slice(&bytes).expect("decode");
+        let decoded: Lexical = serde_json::from_slice(&bytes[32..]).expect("decode");
         assert_eq!(decoded, lexical);
+        // Found again by its digest: the same rebuilt index.
+        let (a, b) = (rebuilt(&bytes).expect("a"), rebuilt(&bytes).expect("b"));
+        assert!(Arc::ptr_eq(&a, &b));
+        // A worker whose keys differ refuses the index.
+        let mut other = lexical.clone();
+        other.probe ^= 1;
+        let Err(e) = rebuilt(&other.to_bytes().expect("bytes")) else {
+            panic!("a worker with other keys took the index");
+        };
+        assert!(e.to_string().contains("row keys unlike"), "{e}");
         let (again, _) = decoded.rebuild();
         assert_eq!(again.texts, ix.texts);
         assert_eq!(again.tasks, ix.tasks);
@@ -320,12 +368,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_function_returns_the_keys_of_flagged_rows_only() {
+    async fn the_query_returns_the_keys_of_flagged_rows_only() {
+        // `final_text` is compared but the table has no such column: it reads as null.
         let opts = Options {
             n: 3,
+            fields: vec!["prompt".into(), "final_text".into()],
             ..Options::default()
         };
-        let bytes = Lexical::of(&index(), &opts).to_bytes().expect("bytes");
+        let lexical = Lexical::of(&index(), &opts);
         let rows = [
             (Some("e1"), Some("anything at all")),
             (Some("t2"), Some("cancel order 9911 now please")),
@@ -347,30 +397,11 @@ mod tests {
         .expect("batch");
         let ctx = SessionContext::new();
         ctx.register_batch("t", batch).expect("register");
-        let df = ctx
-            .table("t")
-            .await
-            .expect("table")
-            .select(vec![
-                Contaminated::udf()
-                    .call(vec![
-                        lit(ScalarValue::Binary(Some(bytes))),
-                        col("task_id"),
-                        col("prompt"),
-                        col("prompt"),
-                    ])
-                    .alias("key"),
-            ])
-            .expect("select");
-        let out = df.collect().await.expect("collect");
-        let keys = out[0]
-            .column(0)
-            .as_primitive::<datafusion::arrow::datatypes::UInt64Type>();
-        let want: Vec<Option<u64>> = rows
+        let keys = flagged_keys(&ctx, "t", &lexical).await.expect("query");
+        let want: foldhash::HashSet<u64> = rows[..3]
             .iter()
-            .enumerate()
-            .map(|(i, (t, p))| (i < 3).then(|| row_key(*t, *p, [*p])))
+            .map(|(t, p)| row_key(*t, *p, [*p, None]))
             .collect();
-        assert_eq!(keys.iter().collect::<Vec<_>>(), want);
+        assert_eq!(keys, want);
     }
 }

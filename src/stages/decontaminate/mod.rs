@@ -295,6 +295,18 @@ mod tests {
             hits += usize::from(got.is_some());
         }
         assert!(hits > 0 && hits < rows.len());
+        // With a mask (the rows a cluster's workers flagged): a masked row has no verdict, an
+        // unmasked one its own, across the chunks' edges and runs of equal rows alike.
+        let only: Vec<bool> = (0..rows.len()).map(|i| i % 7 != 3).collect();
+        let masked = check_batch(&ix, &opts, &rows, 1000, Some(&only));
+        for (i, (got, full)) in masked.iter().zip(&batch).enumerate() {
+            let want = if only[i] { full.as_ref() } else { None };
+            assert_eq!(
+                serde_json::to_value(got).unwrap(),
+                serde_json::to_value(want).unwrap(),
+                "row {i}"
+            );
+        }
     }
 
     #[tokio::test]

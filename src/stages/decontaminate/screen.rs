@@ -117,6 +117,7 @@ impl EvalSide {
             tally: Tally::default(),
             no_vector: 0,
             flagged: None,
+            screened: false,
         })
     }
 }
@@ -134,6 +135,8 @@ pub struct Screen {
     no_vector: u64,
     /// The keys of the rows a cluster's workers flagged: only those are checked here.
     flagged: Option<foldhash::HashSet<u64>>,
+    /// Whether the rows now checked are rows the workers screened.
+    screened: bool,
 }
 
 /// One training batch, screened.
@@ -165,7 +168,7 @@ impl Screen {
             .map(|f| text_column(batch, f))
             .collect::<Result<_>>()?;
         let rows = rows_of(task, prompt, &fields);
-        let only: Option<Vec<bool>> = self.flagged.as_ref().map(|keys| {
+        let only: Option<Vec<bool>> = self.flagged.as_ref().filter(|_| self.screened).map(|keys| {
             (0..rows.len())
                 .map(|i| keys.contains(&key_of(task, prompt, &fields, i)))
                 .collect()
@@ -201,11 +204,17 @@ impl Screen {
         Lexical::of(&self.index, &self.opts)
     }
 
-    /// From now on, checks only the rows whose key ([`super::row_key`]) is in `keys`, the rows
-    /// a cluster's workers flagged under [`Self::lexical`]; the others pass the lexical rules
-    /// unchecked.
+    /// Takes the keys ([`super::row_key`]) of the rows a cluster's workers flagged under
+    /// [`Self::lexical`]: of the rows they screened ([`Self::screened_by_workers`]), only those
+    /// are checked here; the others pass the lexical rules unchecked.
     pub fn only_flagged(&mut self, keys: foldhash::HashSet<u64>) {
         self.flagged = Some(keys);
+    }
+
+    /// Says whether the batches checked next are rows the workers screened (every row of them:
+    /// the workers may have read more, never fewer) or rows only this process reads.
+    pub fn screened_by_workers(&mut self, screened: bool) {
+        self.screened = screened;
     }
 
     /// Flags the candidates (in row order) whose row no rule has flagged yet and whose best
