@@ -120,7 +120,9 @@ async fn judge_warnings(
         let first = texts(
             &query(
                 ctx,
-                "SELECT reason FROM rows WHERE reason IS NOT NULL LIMIT 1",
+                // The row of the lowest id: the same row whatever the partitions (a bare
+                // LIMIT 1 takes whichever partition answers first).
+                "SELECT reason FROM rows WHERE reason IS NOT NULL ORDER BY rollout_id, reason LIMIT 1",
             )
             .await?,
             "reason",
@@ -294,4 +296,48 @@ async fn marker_warnings(ctx: &SessionContext, n: u64, out: &mut Vec<Warning>) -
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::datasource::MemTable;
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_judge_that_failed_everywhere_is_shown_by_the_same_row_at_any_partitioning() {
+        let row = |id: &str, reason: &str| {
+            json!({"task_id": "t", "rollout_id": id, "prompt": "p", "final_text": "x",
+                   "reward": null, "judge_status": "error", "reason": reason})
+        };
+        let (late, early) = (
+            crate::testing::batch_of([row("r9", "late failure")]),
+            crate::testing::batch_of([row("r1", "first failure")]),
+        );
+        let opts = Options {
+            declared: Vec::new(),
+            no_tools: true,
+            max_judge_failures: 0.5,
+            min_graded: 0.5,
+        };
+        // The later row alone in the first partition, read first.
+        for partitions in [
+            vec![vec![late.clone()], vec![early.clone()]],
+            vec![vec![early, late]],
+        ] {
+            let ctx = SessionContext::new();
+            let table = MemTable::try_new(partitions[0][0].schema(), partitions).expect("table");
+            ctx.register_table("rows", Arc::new(table))
+                .expect("register");
+            let found = check(&ctx, &opts).await.expect("checked");
+            let failed = found
+                .iter()
+                .find(|w| w.kind == "judge_failed")
+                .expect("judge_failed");
+            assert!(failed.text.contains(": first failure"), "{}", failed.text);
+        }
+    }
 }
