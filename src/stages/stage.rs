@@ -112,8 +112,11 @@ impl Session {
         let mut scope =
             crate::pipeline::cluster::context(config, Arc::clone(state.runtime_env()), None)?;
         datafusion_functions_json::register_all(&mut scope)?;
-        for udf in crate::stages::udf::all() {
-            scope.register_udf(udf);
+        // The session's own functions over the defaults: wai's, and the size-guarded ones
+        // ([`crate::pipeline::limits::guard`]), so a stage's query (a user's feature
+        // expression among them) is held to the same bound as the session's.
+        for udf in state.scalar_functions().values() {
+            scope.register_udf(udf.as_ref().clone());
         }
         Ok(scope)
     }
@@ -134,6 +137,33 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_scope_keeps_the_sessions_guard_on_growing_functions() {
+        let session = Session::new().expect("session");
+        let scope = session.scope().expect("scope");
+        let e = scope
+            .sql("SELECT length(repeat('x', 300000000)) AS n")
+            .await
+            .expect("planned")
+            .collect()
+            .await
+            .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("a bound on functions that can exhaust memory"),
+            "{e}"
+        );
+        // wai's functions are there too.
+        let rows = scope
+            .sql("SELECT pass_at_k(4, 2, 1) AS p")
+            .await
+            .expect("planned")
+            .collect()
+            .await
+            .expect("ran");
+        assert_eq!(rows[0].num_rows(), 1);
+    }
 
     #[tokio::test]
     async fn a_scope_keeps_its_views_and_settings_to_itself() {
