@@ -12,9 +12,10 @@ use super::verdict_log::Found;
 use crate::cli::GradeArgs;
 use crate::report::plural;
 
-/// What decides the verdicts of a grade: the judges (specs and the text they name), the inputs
-/// (names and sizes), the timeout and the variables passed to command judges. A verdict log is
-/// resumed only under the same digest.
+/// What decides the verdicts of a grade: wai's version (its built-in judges and its reading of
+/// the rows), the judges (specs and the text they name), the inputs (names and sizes), the
+/// timeout and the variables passed to command judges. A verdict log is resumed only under the
+/// same digest.
 pub(crate) fn digest(
     args: &GradeArgs,
     texts: &[String],
@@ -27,6 +28,7 @@ pub(crate) fn digest(
         h.update([0]);
     };
     part("wai grade verdicts 1");
+    part(env!("CARGO_PKG_VERSION"));
     for (spec, text) in args.judges.iter().zip(texts) {
         part(spec);
         part(text);
