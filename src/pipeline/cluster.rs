@@ -511,6 +511,9 @@ mod imp {
             for udf in crate::stages::udf::all() {
                 context.register_udf(udf);
             }
+            for udaf in crate::stages::udaf::all() {
+                context.register_udaf(udaf);
+            }
             crate::pipeline::limits::guard(&context, memory)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             Ok(context.state())

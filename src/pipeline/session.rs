@@ -72,6 +72,9 @@ fn finish(mut ctx: SessionContext, memory: u64) -> Result<SessionContext> {
     for udf in crate::stages::udf::all() {
         ctx.register_udf(udf);
     }
+    for udaf in crate::stages::udaf::all() {
+        ctx.register_udaf(udaf);
+    }
     super::limits::guard(&ctx, memory)?;
     Ok(ctx)
 }

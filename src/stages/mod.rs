@@ -26,6 +26,7 @@ pub mod simulate;
 pub mod stage;
 pub mod task_key;
 pub mod terms;
+pub mod udaf;
 pub mod udf;
 pub mod variance;
 

@@ -118,6 +118,9 @@ impl Session {
         for udf in state.scalar_functions().values() {
             scope.register_udf(udf.as_ref().clone());
         }
+        for udaf in state.aggregate_functions().values() {
+            scope.register_udaf(udaf.as_ref().clone());
+        }
         Ok(scope)
     }
 

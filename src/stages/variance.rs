@@ -200,12 +200,15 @@ pub async fn task_means(
     key: &str,
     into: &mut BTreeMap<(String, String), BTreeMap<String, f64>>,
 ) -> Result<u64> {
+    // A pass rate's values are 0 and 1, whose plain mean is exact in any order; a marker's mean
+    // is a correctly rounded sum over the count, so the order the rows arrive in (partitions,
+    // cores, workers) changes no bit.
     let sql = format!(
         "WITH r AS (SELECT {key} AS run, task_id, reward, markers FROM {table}) \
          SELECT run, 'pass_at_1' AS metric, task_id, avg(reward) AS v FROM r \
            WHERE run IS NOT NULL AND run <> '' AND (reward = 0 OR reward = 1) GROUP BY 1, 2, 3 \
          UNION ALL \
-         SELECT run, concat('marker:', m['key']) AS metric, task_id, avg(m['value']) AS v \
+         SELECT run, concat('marker:', m['key']) AS metric, task_id, fsum(m['value']) / count(m['value']) AS v \
            FROM (SELECT run, task_id, unnest(map_entries(markers)) AS m FROM r \
                  WHERE run IS NOT NULL AND run <> '' AND markers IS NOT NULL) \
            WHERE m['value'] IS NOT NULL GROUP BY 1, 2, 3"

@@ -6,8 +6,23 @@
 
 /// The correctly rounded sum of `values` (finite inputs).
 pub fn fsum(values: impl IntoIterator<Item = f64>) -> f64 {
-    let mut partials: Vec<f64> = Vec::new();
-    for mut x in values {
+    let mut p = Partials::default();
+    for x in values {
+        p.add(x);
+    }
+    p.value()
+}
+
+/// An exact running sum: non-overlapping partials whose sum is the sum of every value added, so
+/// two of them merge exactly ([`Partials::merge`]) and the correctly rounded value does not
+/// depend on the order the values came in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Partials(Vec<f64>);
+
+impl Partials {
+    /// Adds `x` (finite) exactly.
+    pub fn add(&mut self, mut x: f64) {
+        let partials = &mut self.0;
         let mut i = 0;
         for j in 0..partials.len() {
             let mut y = partials[j];
@@ -25,34 +40,51 @@ pub fn fsum(values: impl IntoIterator<Item = f64>) -> f64 {
         partials.truncate(i);
         partials.push(x);
     }
-    // Add the partials from the top, rounding the last step half-to-even as fsum does.
-    let mut n = partials.len();
-    if n == 0 {
-        return 0.0;
+
+    /// Adds every value `other` holds.
+    pub fn merge(&mut self, other: &[f64]) {
+        for x in other {
+            self.add(*x);
+        }
     }
-    n -= 1;
-    let mut hi = partials[n];
-    let mut lo = 0.0;
-    while n > 0 {
-        let x = hi;
+
+    /// The partials, smallest first.
+    pub fn parts(&self) -> &[f64] {
+        &self.0
+    }
+
+    /// The correctly rounded sum.
+    pub fn value(&self) -> f64 {
+        let partials = &self.0;
+        // Add the partials from the top, rounding the last step half-to-even as fsum does.
+        let mut n = partials.len();
+        if n == 0 {
+            return 0.0;
+        }
         n -= 1;
-        let y = partials[n];
-        hi = x + y;
-        let yr = hi - x;
-        lo = y - yr;
-        if lo != 0.0 {
-            break;
+        let mut hi = partials[n];
+        let mut lo = 0.0;
+        while n > 0 {
+            let x = hi;
+            n -= 1;
+            let y = partials[n];
+            hi = x + y;
+            let yr = hi - x;
+            lo = y - yr;
+            if lo != 0.0 {
+                break;
+            }
         }
-    }
-    if n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0)) {
-        let y = lo * 2.0;
-        let x = hi + y;
-        let yr = x - hi;
-        if y == yr {
-            hi = x;
+        if n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0)) {
+            let y = lo * 2.0;
+            let x = hi + y;
+            let yr = x - hi;
+            if y == yr {
+                hi = x;
+            }
         }
+        hi
     }
-    hi
 }
 
 /// The correctly rounded mean, or `None` for no values.
@@ -82,6 +114,24 @@ pub fn population_var(values: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partials_merged_in_any_order_give_one_sum() {
+        let values: Vec<f64> = (1..200)
+            .map(|i| 1.0 / f64::from(i) * 1e-3 + 1e6 * f64::from(i % 3))
+            .collect();
+        let whole = fsum(values.iter().copied());
+        for cut in [1, 50, 123, 198] {
+            let (mut a, mut b) = (Partials::default(), Partials::default());
+            values[..cut].iter().for_each(|x| a.add(*x));
+            values[cut..].iter().rev().for_each(|x| b.add(*x));
+            let mut ab = a.clone();
+            ab.merge(b.parts());
+            b.merge(a.parts());
+            assert_eq!(ab.value(), whole);
+            assert_eq!(b.value(), whole);
+        }
+    }
 
     #[test]
     fn exact_where_plain_sums_are_not() {

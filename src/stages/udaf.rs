@@ -1,0 +1,390 @@
+//! Aggregate functions registered in every session.
+//!
+//! - `fsum(x)`: the correctly rounded sum of a `DOUBLE` column ([`crate::stats::sum`]), null when
+//!   no value is: the same bits whatever order the rows arrive in (partitions, cores, a
+//!   cluster's workers), where `sum` and `avg` add in arrival order. The stages' per-task sums
+//!   and means of floats use it.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray as _, BooleanArray, Float64Array, ListArray,
+};
+use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
+};
+
+use crate::stats::sum::Partials;
+
+/// `fsum(x)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Fsum {
+    signature: Signature,
+}
+
+/// The function.
+pub fn fsum() -> AggregateUDF {
+    AggregateUDF::new_from_impl(Fsum {
+        signature: Signature::uniform(1, vec![DataType::Float64], Volatility::Immutable),
+    })
+}
+
+/// Every aggregate function `wai` registers in a session.
+pub fn all() -> Vec<AggregateUDF> {
+    vec![fsum()]
+}
+
+impl AggregateUDFImpl for Fsum {
+    fn name(&self) -> &'static str {
+        "fsum"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Float64)
+    }
+
+    fn accumulator(&self, _args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        Ok(Box::<Sum>::default())
+    }
+
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        _args: AccumulatorArgs,
+    ) -> DfResult<Box<dyn GroupsAccumulator>> {
+        Ok(Box::<GroupSums>::default())
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+        Ok(vec![
+            Arc::new(Field::new_list(
+                format!("{}[partials]", args.name),
+                Field::new_list_field(DataType::Float64, false),
+                true,
+            )),
+            Arc::new(Field::new(
+                format!("{}[special]", args.name),
+                DataType::Float64,
+                false,
+            )),
+        ])
+    }
+}
+
+/// One group's sum: the finite values' partials (none until a value is seen), and the plain sum
+/// of the values that are not finite (an infinity or NaN makes the sum that, as in `sum`).
+#[derive(Debug, Default)]
+struct Sum {
+    partials: Option<Partials>,
+    special: f64,
+}
+
+impl Sum {
+    /// The sum, or `None` when no value was seen.
+    fn value(&self) -> Option<f64> {
+        self.partials.as_ref().map(|p| {
+            if self.special == 0.0 {
+                p.value()
+            } else {
+                self.special
+            }
+        })
+    }
+
+    /// Adds the state of another sum: its partials (`None` when it saw no value) and special sum.
+    fn merge(&mut self, parts: Option<&[f64]>, special: f64) {
+        if let Some(parts) = parts {
+            self.partials
+                .get_or_insert_with(Partials::default)
+                .merge(parts);
+            self.special += special;
+        }
+    }
+
+    fn add(&mut self, x: f64) {
+        let p = self.partials.get_or_insert_with(Partials::default);
+        if x.is_finite() {
+            p.add(x);
+        } else {
+            self.special += x;
+        }
+    }
+}
+
+impl Accumulator for Sum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        let Some(v) = values.first() else {
+            return Ok(());
+        };
+        for x in v.as_primitive::<Float64Type>().iter().flatten() {
+            self.add(x);
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        Ok(ScalarValue::Float64(self.value()))
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.partials.as_ref().map_or(0, |p| p.parts().len() * 8)
+    }
+
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        let item = Arc::new(Field::new_list_field(DataType::Float64, false));
+        let list = match &self.partials {
+            Some(p) => ListArray::try_new(
+                item,
+                OffsetBuffer::from_lengths([p.parts().len()]),
+                Arc::new(Float64Array::from(p.parts().to_vec())),
+                None,
+            )?,
+            None => ListArray::new_null(item, 1),
+        };
+        Ok(vec![
+            ScalarValue::List(Arc::new(list)),
+            ScalarValue::Float64(Some(self.special)),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        let (Some(lists), Some(special)) = (states.first(), states.get(1)) else {
+            return Ok(());
+        };
+        let (lists, special) = (
+            lists.as_list::<i32>(),
+            special.as_primitive::<Float64Type>(),
+        );
+        for i in 0..lists.len() {
+            let parts = lists.is_valid(i).then(|| lists.value(i));
+            self.merge(
+                parts
+                    .as_ref()
+                    .map(|p| p.as_primitive::<Float64Type>().values().as_ref()),
+                special.value(i),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The sums of many groups at once (what a `GROUP BY` runs): [`Sum`] by group index.
+#[derive(Debug, Default)]
+struct GroupSums {
+    sums: Vec<Sum>,
+}
+
+/// The state of `sums`: each one's partials as a list (null for a sum that saw no value), and
+/// its special sum.
+fn state_of(sums: &[Sum]) -> DfResult<Vec<ArrayRef>> {
+    let item = Arc::new(Field::new_list_field(DataType::Float64, false));
+    let lengths = sums
+        .iter()
+        .map(|s| s.partials.as_ref().map_or(0, |p| p.parts().len()));
+    let values: Vec<f64> = sums
+        .iter()
+        .filter_map(|s| s.partials.as_ref())
+        .flat_map(|p| p.parts().iter().copied())
+        .collect();
+    let valid: NullBuffer = sums.iter().map(|s| s.partials.is_some()).collect();
+    let lists = ListArray::try_new(
+        item,
+        OffsetBuffer::from_lengths(lengths),
+        Arc::new(Float64Array::from(values)),
+        Some(valid),
+    )?;
+    let special: Float64Array = sums.iter().map(|s| Some(s.special)).collect();
+    Ok(vec![Arc::new(lists), Arc::new(special)])
+}
+
+impl GroupsAccumulator for GroupSums {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> DfResult<()> {
+        self.sums.resize_with(total_num_groups, Sum::default);
+        let Some(v) = values.first() else {
+            return Ok(());
+        };
+        let v = v.as_primitive::<Float64Type>();
+        for (i, &g) in group_indices.iter().enumerate() {
+            let kept = opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+            if kept && v.is_valid(i) {
+                self.sums[g].add(v.value(i));
+            }
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
+        let sums = emit_to.take_needed(&mut self.sums);
+        Ok(Arc::new(
+            sums.iter().map(Sum::value).collect::<Float64Array>(),
+        ))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> DfResult<Vec<ArrayRef>> {
+        state_of(&emit_to.take_needed(&mut self.sums))
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> DfResult<()> {
+        self.sums.resize_with(total_num_groups, Sum::default);
+        let (Some(lists), Some(special)) = (values.first(), values.get(1)) else {
+            return Ok(());
+        };
+        let (lists, special) = (
+            lists.as_list::<i32>(),
+            special.as_primitive::<Float64Type>(),
+        );
+        for (i, &g) in group_indices.iter().enumerate() {
+            let parts = lists.is_valid(i).then(|| lists.value(i));
+            self.sums[g].merge(
+                parts
+                    .as_ref()
+                    .map(|p| p.as_primitive::<Float64Type>().values().as_ref()),
+                special.value(i),
+            );
+        }
+        Ok(())
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> DfResult<Vec<ArrayRef>> {
+        let Some(v) = values.first() else {
+            return state_of(&[]);
+        };
+        let v = v.as_primitive::<Float64Type>();
+        let sums: Vec<Sum> = (0..v.len())
+            .map(|i| {
+                let mut sum = Sum::default();
+                if opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i)) && v.is_valid(i) {
+                    sum.add(v.value(i));
+                }
+                sum
+            })
+            .collect();
+        state_of(&sums)
+    }
+
+    fn size(&self) -> usize {
+        self.sums.capacity() * size_of::<Sum>()
+            + self
+                .sums
+                .iter()
+                .map(|s| s.partials.as_ref().map_or(0, |p| p.parts().len() * 8))
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::RecordBatch;
+    use datafusion::arrow::datatypes::Schema;
+    use datafusion::datasource::MemTable;
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    /// `SELECT g, fsum(x), sum(x) FROM t GROUP BY g` over `x` dealt into `parts` partitions.
+    async fn sums(values: &[(i64, Option<f64>)], parts: usize) -> Vec<(i64, Option<f64>)> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("g", DataType::Int64, false),
+            Field::new("x", DataType::Float64, true),
+        ]));
+        let mut partitions = vec![Vec::new(); parts];
+        for (i, chunk) in values.chunks(7).enumerate() {
+            let batch = RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(
+                        chunk
+                            .iter()
+                            .map(|v| v.0)
+                            .collect::<datafusion::arrow::array::Int64Array>(),
+                    ),
+                    Arc::new(chunk.iter().map(|v| v.1).collect::<Float64Array>()),
+                ],
+            )
+            .expect("batch");
+            partitions[i % parts].push(batch);
+        }
+        let ctx = SessionContext::new();
+        ctx.register_udaf(fsum());
+        ctx.register_table(
+            "t",
+            Arc::new(MemTable::try_new(schema, partitions).expect("table")),
+        )
+        .expect("register");
+        // Without groups (one accumulator): the sum of every value.
+        let total = ctx
+            .sql("SELECT fsum(x) AS s FROM t")
+            .await
+            .expect("planned")
+            .collect()
+            .await
+            .expect("ran");
+        let total = total[0].column(0).as_primitive::<Float64Type>().value(0);
+        let every = crate::stats::sum::fsum(values.iter().filter_map(|v| v.1));
+        assert_eq!(total.to_bits(), every.to_bits(), "{parts} partitions");
+        let out = ctx
+            .sql("SELECT g, fsum(x) AS s FROM t GROUP BY g ORDER BY g")
+            .await
+            .expect("planned")
+            .collect()
+            .await
+            .expect("ran");
+        out.iter()
+            .flat_map(|b| {
+                let g = b
+                    .column(0)
+                    .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                    .clone();
+                let s = b.column(1).as_primitive::<Float64Type>().clone();
+                (0..b.num_rows()).map(move |i| (g.value(i), s.is_valid(i).then(|| s.value(i))))
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_sum_is_correctly_rounded_at_any_partitioning() {
+        let mut values: Vec<(i64, Option<f64>)> = (0..400_i32)
+            .map(|i| {
+                let x = 0.1 * f64::from(i % 13) + 1e15 * f64::from(i % 2);
+                (i64::from(i % 4), Some(x))
+            })
+            .collect();
+        values.push((5, None));
+        let want: Vec<(i64, Option<f64>)> = (0..4)
+            .map(|g| {
+                let xs = values.iter().filter(|v| v.0 == g).filter_map(|v| v.1);
+                (g, Some(crate::stats::sum::fsum(xs)))
+            })
+            .chain([(5, None)])
+            .collect();
+        for parts in [1, 2, 3, 8] {
+            assert_eq!(sums(&values, parts).await, want, "{parts} partitions");
+        }
+    }
+}
