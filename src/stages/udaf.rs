@@ -12,7 +12,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
-use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::common::{Result as DfResult, ScalarValue, exec_err, not_impl_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
@@ -51,12 +51,15 @@ impl AggregateUDFImpl for Fsum {
         Ok(DataType::Float64)
     }
 
-    fn accumulator(&self, _args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        if args.is_distinct {
+            return not_impl_err!("fsum(DISTINCT x): sum the distinct values in a subquery");
+        }
         Ok(Box::<Sum>::default())
     }
 
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        !args.is_distinct
     }
 
     fn create_groups_accumulator(
@@ -92,14 +95,26 @@ struct Sum {
 
 impl Sum {
     /// The sum, or `None` when no value was seen.
-    fn value(&self) -> Option<f64> {
-        self.partials.as_ref().map(|p| {
-            if self.special == 0.0 {
-                p.value()
-            } else {
-                self.special
-            }
-        })
+    ///
+    /// # Errors
+    /// The finite values' sum went past the largest double (its rounded value would depend on
+    /// the order they came in).
+    fn value(&self) -> DfResult<Option<f64>> {
+        let Some(p) = &self.partials else {
+            return Ok(None);
+        };
+        if self.special != 0.0 {
+            return Ok(Some(self.special));
+        }
+        if p.overflowed() {
+            return exec_err!("fsum: the sum of the values is past the largest double");
+        }
+        Ok(Some(p.value()))
+    }
+
+    /// The bytes the sum holds on the heap.
+    fn heap_bytes(&self) -> usize {
+        self.partials.as_ref().map_or(0, Partials::heap_bytes)
     }
 
     /// Adds the state of another sum: its partials (`None` when it saw no value) and special sum.
@@ -134,11 +149,11 @@ impl Accumulator for Sum {
     }
 
     fn evaluate(&mut self) -> DfResult<ScalarValue> {
-        Ok(ScalarValue::Float64(self.value()))
+        Ok(ScalarValue::Float64(self.value()?))
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + self.partials.as_ref().map_or(0, |p| p.parts().len() * 8)
+        size_of::<Self>() + self.heap_bytes()
     }
 
     fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
@@ -179,10 +194,28 @@ impl Accumulator for Sum {
     }
 }
 
-/// The sums of many groups at once (what a `GROUP BY` runs): [`Sum`] by group index.
+/// The sums of many groups at once (what a `GROUP BY` runs): [`Sum`] by group index, and the
+/// bytes their partials hold on the heap (kept as they change: `size` is asked every batch).
 #[derive(Debug, Default)]
 struct GroupSums {
     sums: Vec<Sum>,
+    heap: usize,
+}
+
+impl GroupSums {
+    /// Changes group `g` by `change`, keeping the heap count.
+    fn with(&mut self, g: usize, change: impl FnOnce(&mut Sum)) {
+        let before = self.sums[g].heap_bytes();
+        change(&mut self.sums[g]);
+        self.heap = self.heap + self.sums[g].heap_bytes() - before;
+    }
+
+    /// The first groups `emit_to` names, taken out.
+    fn take(&mut self, emit_to: EmitTo) -> Vec<Sum> {
+        let taken = emit_to.take_needed(&mut self.sums);
+        self.heap -= taken.iter().map(Sum::heap_bytes).sum::<usize>();
+        taken
+    }
 }
 
 /// The state of `sums`: each one's partials as a list (null for a sum that saw no value), and
@@ -224,21 +257,20 @@ impl GroupsAccumulator for GroupSums {
         for (i, &g) in group_indices.iter().enumerate() {
             let kept = opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
             if kept && v.is_valid(i) {
-                self.sums[g].add(v.value(i));
+                self.with(g, |s| s.add(v.value(i)));
             }
         }
         Ok(())
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
-        let sums = emit_to.take_needed(&mut self.sums);
-        Ok(Arc::new(
-            sums.iter().map(Sum::value).collect::<Float64Array>(),
-        ))
+        let sums = self.take(emit_to);
+        let values = sums.iter().map(Sum::value).collect::<DfResult<Vec<_>>>()?;
+        Ok(Arc::new(Float64Array::from(values)))
     }
 
     fn state(&mut self, emit_to: EmitTo) -> DfResult<Vec<ArrayRef>> {
-        state_of(&emit_to.take_needed(&mut self.sums))
+        state_of(&self.take(emit_to))
     }
 
     fn merge_batch(
@@ -257,12 +289,10 @@ impl GroupsAccumulator for GroupSums {
         );
         for (i, &g) in group_indices.iter().enumerate() {
             let parts = lists.is_valid(i).then(|| lists.value(i));
-            self.sums[g].merge(
-                parts
-                    .as_ref()
-                    .map(|p| p.as_primitive::<Float64Type>().values().as_ref()),
-                special.value(i),
-            );
+            let parts = parts
+                .as_ref()
+                .map(|p| p.as_primitive::<Float64Type>().values().as_ref());
+            self.with(g, |s| s.merge(parts, special.value(i)));
         }
         Ok(())
     }
@@ -289,12 +319,7 @@ impl GroupsAccumulator for GroupSums {
     }
 
     fn size(&self) -> usize {
-        self.sums.capacity() * size_of::<Sum>()
-            + self
-                .sums
-                .iter()
-                .map(|s| s.partials.as_ref().map_or(0, |p| p.parts().len() * 8))
-                .sum::<usize>()
+        self.sums.capacity() * size_of::<Sum>() + self.heap
     }
 }
 
@@ -308,7 +333,11 @@ mod tests {
     use super::*;
 
     /// `SELECT g, fsum(x), sum(x) FROM t GROUP BY g` over `x` dealt into `parts` partitions.
-    async fn sums(values: &[(i64, Option<f64>)], parts: usize) -> Vec<(i64, Option<f64>)> {
+    async fn sums(
+        values: &[(i64, Option<f64>)],
+        parts: usize,
+        skip: bool,
+    ) -> Vec<(i64, Option<f64>)> {
         let schema = Arc::new(Schema::new(vec![
             Field::new("g", DataType::Int64, false),
             Field::new("x", DataType::Float64, true),
@@ -330,7 +359,15 @@ mod tests {
             .expect("batch");
             partitions[i % parts].push(batch);
         }
-        let ctx = SessionContext::new();
+        // Partial aggregation skipped from the first rows: the states come from
+        // `convert_to_state`, one a row.
+        let mut config = datafusion::prelude::SessionConfig::new();
+        if skip {
+            let options = &mut config.options_mut().execution;
+            options.skip_partial_aggregation_probe_rows_threshold = 1;
+            options.skip_partial_aggregation_probe_ratio_threshold = 0.0;
+        }
+        let ctx = SessionContext::new_with_config(config);
         ctx.register_udaf(fsum());
         ctx.register_table(
             "t",
@@ -384,7 +421,35 @@ mod tests {
             .chain([(5, None)])
             .collect();
         for parts in [1, 2, 3, 8] {
-            assert_eq!(sums(&values, parts).await, want, "{parts} partitions");
+            for skip in [false, true] {
+                assert_eq!(sums(&values, parts, skip).await, want, "{parts} partitions");
+            }
         }
+    }
+
+    async fn one(sql: &str) -> DfResult<Vec<RecordBatch>> {
+        let ctx = SessionContext::new();
+        ctx.register_udaf(fsum());
+        ctx.sql(sql).await?.collect().await
+    }
+
+    #[tokio::test]
+    async fn an_overflow_and_distinct_are_refused_and_a_filter_is_kept() {
+        // Past the largest double, the rounded value would depend on the order: refused.
+        let e = one("SELECT fsum(x) FROM (VALUES (1e308), (1e308), (-1e308)) t(x)")
+            .await
+            .expect_err("overflow");
+        assert!(e.to_string().contains("past the largest double"), "{e}");
+        let e = one("SELECT fsum(DISTINCT x), count(*) FROM (VALUES (1.0), (1.0)) t(x)")
+            .await
+            .expect_err("distinct");
+        assert!(e.to_string().contains("DISTINCT"), "{e}");
+        let out = one(
+            "SELECT fsum(x) FILTER (WHERE x > 0.5) AS s FROM (VALUES (0.1), (0.7), (0.9), (CAST(NULL AS DOUBLE))) t(x)",
+        )
+        .await
+        .expect("filtered");
+        let s = out[0].column(0).as_primitive::<Float64Type>().value(0);
+        assert_eq!(s.to_bits(), crate::stats::sum::fsum([0.7, 0.9]).to_bits());
     }
 }

@@ -53,6 +53,17 @@ impl Partials {
         &self.0
     }
 
+    /// Whether the sum went past the largest double on the way (a partial is infinite): its
+    /// [`Partials::value`] is then not the sum, and depends on the order the values came in.
+    pub fn overflowed(&self) -> bool {
+        self.0.iter().any(|p| !p.is_finite())
+    }
+
+    /// The bytes the partials hold on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.capacity() * size_of::<f64>()
+    }
+
     /// The correctly rounded sum.
     pub fn value(&self) -> f64 {
         let partials = &self.0;
