@@ -507,14 +507,7 @@ mod imp {
                     .with_distributed_channel_resolver(Channels)
                     .build(),
             );
-            datafusion_functions_json::register_all(&mut context)?;
-            for udf in crate::stages::udf::all() {
-                context.register_udf(udf);
-            }
-            for udaf in crate::stages::udaf::all() {
-                context.register_udaf(udaf);
-            }
-            crate::pipeline::limits::guard(&context, memory)
+            crate::pipeline::session::register_functions(&mut context, memory)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             Ok(context.state())
         }

@@ -68,15 +68,25 @@ fn session_config(target_partitions: Option<usize>) -> SessionConfig {
 /// Registers the JSON functions and ours in `ctx`, then guards the growing functions for
 /// `memory`.
 fn finish(mut ctx: SessionContext, memory: u64) -> Result<SessionContext> {
-    datafusion_functions_json::register_all(&mut ctx)?;
+    register_functions(&mut ctx, memory)?;
+    Ok(ctx)
+}
+
+/// Registers in `ctx` every function a wai session has (the JSON functions, wai's scalar and
+/// aggregate functions) and guards the growing ones for `memory`: a coordinator's sessions and a
+/// worker's alike.
+///
+/// # Errors
+/// A function cannot be registered.
+pub(crate) fn register_functions(ctx: &mut SessionContext, memory: u64) -> Result<()> {
+    datafusion_functions_json::register_all(ctx)?;
     for udf in crate::stages::udf::all() {
         ctx.register_udf(udf);
     }
     for udaf in crate::stages::udaf::all() {
         ctx.register_udaf(udaf);
     }
-    super::limits::guard(&ctx, memory)?;
-    Ok(ctx)
+    super::limits::guard(ctx, memory)
 }
 
 /// Turns on Parquet late materialization for `ctx`: a filter is applied to its own columns before

@@ -157,20 +157,11 @@ impl Accumulator for Sum {
     }
 
     fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
-        let item = Arc::new(Field::new_list_field(DataType::Float64, false));
-        let list = match &self.partials {
-            Some(p) => ListArray::try_new(
-                item,
-                OffsetBuffer::from_lengths([p.parts().len()]),
-                Arc::new(Float64Array::from(p.parts().to_vec())),
-                None,
-            )?,
-            None => ListArray::new_null(item, 1),
-        };
-        Ok(vec![
-            ScalarValue::List(Arc::new(list)),
-            ScalarValue::Float64(Some(self.special)),
-        ])
+        // The one-row form of the groups' state.
+        state_of(std::slice::from_ref(self))?
+            .iter()
+            .map(|a| ScalarValue::try_from_array(a, 0))
+            .collect()
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
