@@ -56,38 +56,51 @@ pub fn prompt_task_id(prompt: &str) -> String {
 /// Compact JSON text with object keys sorted at every depth: one text per value, whatever order
 /// or shape the value arrived in.
 pub fn canonical_json<J: Json>(v: &J) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(v, &mut out);
-    out
+    utf8(out)
 }
 
-pub(super) fn write_canonical<J: Json>(v: &J, out: &mut String) {
+/// Text `serde_json` wrote (always UTF-8).
+pub(super) fn utf8(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Appends `v` as `serde_json` writes it, compact. Writing to memory cannot fail, and every value
+/// a parser built serializes (its keys are strings, its numbers finite).
+pub(super) fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(out, v);
+}
+
+/// Appends the canonical text of `v` to `out`, written straight into it (no text per key or
+/// leaf).
+pub(super) fn write_canonical<J: Json>(v: &J, out: &mut Vec<u8>) {
     match v.node() {
         Node::Object(map) => {
             let mut members: Vec<(&str, &J)> = map.members().collect();
             members.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b'{');
             for (i, (k, v)) in members.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&serde_json::to_string(k).unwrap_or_default());
-                out.push(':');
+                write_json(k, out);
+                out.push(b':');
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Node::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        _ => out.push_str(&v.text()),
+        _ => write_json(v, out),
     }
 }
 

@@ -202,13 +202,35 @@ pub(super) fn plain(v: &sonic_rs::Value, text: &[u8]) -> bool {
     }
 }
 
-/// Whether `text` holds a run of 300 ASCII digits or more.
+/// Whether `text` holds a run of 300 ASCII digits or more. A run of that length starting at or
+/// after `start` covers byte `start + 299`, so one byte in 300 is looked at where digits are
+/// rare (row text), not every byte.
 fn long_digit_run(text: &[u8]) -> bool {
-    let mut run = 0usize;
-    text.iter().any(|b| {
-        run = if b.is_ascii_digit() { run + 1 } else { 0 };
-        run >= 300
-    })
+    const RUN: usize = 300;
+    // No run of RUN digits starts before `start`.
+    let mut start = 0;
+    while start + RUN <= text.len() {
+        let probe = start + RUN - 1;
+        if !text[probe].is_ascii_digit() {
+            start = probe + 1;
+            continue;
+        }
+        // The run through the probe: back to its first digit (not before `start`), then on.
+        let mut from = probe;
+        while from > start && text[from - 1].is_ascii_digit() {
+            from -= 1;
+        }
+        let mut end = probe + 1;
+        while end < text.len() && end - from < RUN && text[end].is_ascii_digit() {
+            end += 1;
+        }
+        if end - from >= RUN {
+            return true;
+        }
+        // `text[end]` is no digit, and every run starting from `start` through it is shorter.
+        start = end + 1;
+    }
+    false
 }
 
 /// Whether `text` may hold a number written `-0...` or with a negative exponent: a `-0` after
@@ -223,12 +245,20 @@ fn signed_zero_or_tiny(text: &[u8]) -> bool {
     })
 }
 
-/// Whether every key of `o` is there once.
+/// Whether every key of `o` is there once. Objects of up to 32 members (rows and what they
+/// nest) are checked against the keys before them on the stack, without allocating.
 fn distinct_keys(o: &sonic_rs::Object) -> bool {
+    const SMALL: usize = 32;
     let n = o.len();
-    if n <= 24 {
-        let keys: Vec<&str> = o.iter().map(|(k, _)| k).collect();
-        return keys.iter().enumerate().all(|(i, k)| !keys[..i].contains(k));
+    if n <= SMALL {
+        let mut keys = [""; SMALL];
+        for (i, (k, _)) in o.iter().enumerate() {
+            if keys[..i].contains(&k) {
+                return false;
+            }
+            keys[i] = k;
+        }
+        return true;
     }
     let mut seen = std::collections::HashSet::with_capacity(n);
     o.iter().all(|(k, _)| seen.insert(k))
@@ -238,6 +268,7 @@ fn distinct_keys(o: &sonic_rs::Object) -> bool {
 mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
+    use sonic_rs::JsonContainerTrait;
 
     use super::super::{decode_text, decode_text_serde};
     use super::plain;
@@ -282,6 +313,68 @@ mod tests {
             fast_lines * 10 > lines * 9,
             "{fast_lines} of {lines} on the fast path"
         );
+    }
+
+    #[test]
+    fn long_digit_runs_are_found_wherever_they_sit() {
+        /// Every byte looked at, the rule the skipping scan is held to.
+        fn naive(text: &[u8]) -> bool {
+            let mut run = 0usize;
+            text.iter().any(|b| {
+                run = if b.is_ascii_digit() { run + 1 } else { 0 };
+                run >= 300
+            })
+        }
+        let mut rng = 7u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut found = 0;
+        for _ in 0..2000 {
+            let len = usize::try_from(next() % 1500).expect("small");
+            // Runs of digits of random lengths around 300, between other bytes.
+            let mut text = Vec::with_capacity(len);
+            while text.len() < len {
+                let run = usize::try_from(next() % 320).expect("small");
+                text.extend(std::iter::repeat_n(b'7', run));
+                text.push(if next() % 2 == 0 { b',' } else { b'x' });
+            }
+            text.truncate(len);
+            assert_eq!(super::long_digit_run(&text), naive(&text), "{text:?}");
+            found += usize::from(naive(&text));
+        }
+        assert!(
+            found > 50,
+            "{found} texts with a run: the test must see both answers"
+        );
+        for n in [299, 300, 301] {
+            let run = "1".repeat(n);
+            for text in [
+                run.clone(),
+                format!("x{run}"),
+                format!("{run}x"),
+                format!("ab{run}cd"),
+            ] {
+                assert_eq!(super::long_digit_run(text.as_bytes()), n >= 300, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_seen_in_small_and_large_objects() {
+        for n in [2, 31, 32, 33, 60] {
+            let mut members: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+            let once = format!("{{{}}}", members.join(","));
+            let v: sonic_rs::Value = sonic_rs::from_str(&once).expect("JSON");
+            assert!(super::distinct_keys(v.as_object().expect("object")), "{n}");
+            members.push("\"k0\":0".to_owned());
+            let twice = format!("{{{}}}", members.join(","));
+            let v: sonic_rs::Value = sonic_rs::from_str(&twice).expect("JSON");
+            assert!(!super::distinct_keys(v.as_object().expect("object")), "{n}");
+        }
     }
 
     #[test]

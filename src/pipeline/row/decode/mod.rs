@@ -178,17 +178,17 @@ fn decode_json<J: Json>(value: &J) -> Res<Record> {
 
 /// Compact JSON text of an object of these members, as `serde_json` writes one.
 fn object_text<J: Json>(members: &[(&str, &J)]) -> String {
-    let mut out = String::from("{");
+    let mut out = vec![b'{'];
     for (i, (k, v)) in members.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(&serde_json::to_string(k).unwrap_or_default());
-        out.push(':');
-        out.push_str(&v.text());
+        canonical::write_json(*k, &mut out);
+        out.push(b':');
+        canonical::write_json(*v, &mut out);
     }
-    out.push('}');
-    out
+    out.push(b'}');
+    canonical::utf8(out)
 }
 
 /// Decodes one row from its JSON text. A number no 64-bit type holds (see [`wide`]) is kept
