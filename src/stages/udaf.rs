@@ -366,21 +366,15 @@ mod tests {
         )
         .expect("register");
         // Without groups (one accumulator): the sum of every value.
-        let total = ctx
-            .sql("SELECT fsum(x) AS s FROM t")
-            .await
-            .expect("planned")
-            .collect()
-            .await
-            .expect("ran");
+        let run = |sql: &'static str| {
+            let ctx = ctx.clone();
+            async move { ctx.sql(sql).await?.collect().await }
+        };
+        let total = run("SELECT fsum(x) AS s FROM t").await.expect("ran");
         let total = total[0].column(0).as_primitive::<Float64Type>().value(0);
         let every = crate::stats::sum::fsum(values.iter().filter_map(|v| v.1));
         assert_eq!(total.to_bits(), every.to_bits(), "{parts} partitions");
-        let out = ctx
-            .sql("SELECT g, fsum(x) AS s FROM t GROUP BY g ORDER BY g")
-            .await
-            .expect("planned")
-            .collect()
+        let out = run("SELECT g, fsum(x) AS s FROM t GROUP BY g ORDER BY g")
             .await
             .expect("ran");
         out.iter()

@@ -267,6 +267,8 @@ fn distinct_keys(o: &sonic_rs::Object) -> bool {
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
     use serde_json::{Value, json};
     use sonic_rs::JsonContainerTrait;
 
@@ -325,22 +327,16 @@ mod tests {
                 run >= 300
             })
         }
-        let mut rng = 7u64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
         let mut found = 0;
         for _ in 0..2000 {
-            let len = usize::try_from(next() % 1500).expect("small");
+            let len = rng.random_range(0..1500);
             // Runs of digits of random lengths around 300, between other bytes.
             let mut text = Vec::with_capacity(len);
             while text.len() < len {
-                let run = usize::try_from(next() % 320).expect("small");
+                let run = rng.random_range(0..320);
                 text.extend(std::iter::repeat_n(b'7', run));
-                text.push(if next() % 2 == 0 { b',' } else { b'x' });
+                text.push(if rng.random() { b',' } else { b'x' });
             }
             text.truncate(len);
             assert_eq!(super::long_digit_run(&text), naive(&text), "{text:?}");
