@@ -29,6 +29,8 @@
 //! - `grade/verifiers/rows=1M`: regex + tool called + length;
 //! - `grade/cmd_python/rows=100k/workers=2`: a trivial Python command judge, rows/s end to end;
 //! - `grade/end_to_end/rows=100k`: `wai grade` with the verifier stack, Parquet in and out.
+//! - `grade/end_to_end_sql/rows=100k`: `wai grade` with a SQL expression, Parquet in and out
+//!   (the columns it does not read are copied).
 //!
 //! Figures the simulate issue asks for:
 //! - `simulate/seeded/rollouts=200k`: the seeded agent against the mock world, rows in Parquet
@@ -640,6 +642,24 @@ all = [
                 &judge,
                 "--workers",
                 "2",
+                "-o",
+                path(&out),
+            ]);
+        });
+    }
+
+    /// A SQL judge reads a few columns: the grade decodes those and copies the other columns'
+    /// chunks.
+    #[divan::bench(name = "end_to_end_sql/rows=100k", sample_count = 5, args = SHAPES)]
+    fn end_to_end_sql(b: Bencher, shape: &str) {
+        let out = data(shape).dir.path().join("graded-sql.parquet");
+        b.counter(ItemsCount::new(100_000usize)).bench(|| {
+            run(&[
+                "-q",
+                "grade",
+                path(&data(shape).parquet_100k),
+                "--judge",
+                "sql:final_text ILIKE '%refund%' AND array_has(tools_used, 'lookup_order')",
                 "-o",
                 path(&out),
             ]);

@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use super::{Context, Outcome};
 use crate::cli::GradeArgs;
+use datafusion::arrow::array::RecordBatch;
+
 use crate::error::{ExitStatus, Result};
 use crate::pipeline::judges::{self, pool};
 use crate::pipeline::source;
@@ -16,7 +18,8 @@ use crate::pipeline::verdict_key;
 use crate::pipeline::verdict_log::{self, VerdictLog};
 use crate::report::envelope::{Envelope, Output};
 use crate::report::plural;
-use crate::stages::grade::{Grader, Options, gate};
+use crate::schema::col;
+use crate::stages::grade::{APPLY_READS, Grader, Options, WRITES, gate};
 
 /// The stage's options from the command line.
 fn options(args: &GradeArgs, texts: &[String], gate: gate::Options) -> Options {
@@ -56,22 +59,50 @@ pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     let (mut verdict_log, found) =
         VerdictLog::open(out, &verdict_key::digest(args, &texts, &inputs, &workers))?;
     let mut judged = 0u64;
-    let counts = crate::pipeline::rows_out::stream_rows(
-        ctx,
-        &inputs,
-        out,
-        args.output.rejects.as_deref(),
-        format,
-        "grading",
-        &mut |batch| {
-            Ok(vec![grader.grade_with(
-                &batch,
-                &mut |panel, batch, first| {
-                    verdict_log::judge_missing(panel, &mut verdict_log, batch, first, &mut judged)
-                },
-            )?])
-        },
-    )?;
+    // Judges that read a few columns of a row (SQL judges) leave every other column as it was:
+    // over files of rows laid out as the output, those columns' chunks are copied, not decoded
+    // and encoded again.
+    let reads = grader.reads().map(|judges| {
+        let mut reads: Vec<String> = APPLY_READS.iter().map(|c| (*c).to_owned()).collect();
+        // The rewards are read too, so a file's out-of-range reward is refused as before.
+        reads.extend([col::REWARD, col::GOLD_REWARD].map(str::to_owned));
+        reads.extend(judges);
+        reads
+    });
+    let mut each = |batch: RecordBatch| -> Result<Vec<RecordBatch>> {
+        Ok(vec![grader.grade_with(
+            &batch,
+            &mut |panel, batch, first| {
+                verdict_log::judge_missing(panel, &mut verdict_log, batch, first, &mut judged)
+            },
+        )?])
+    };
+    let spliced = match &reads {
+        Some(reads) => crate::pipeline::rows_out::splice_rows(
+            ctx,
+            &inputs,
+            out,
+            args.output.rejects.as_deref(),
+            format,
+            "grading",
+            &reads.iter().map(String::as_str).collect::<Vec<_>>(),
+            &WRITES,
+            &mut each,
+        )?,
+        None => None,
+    };
+    let counts = match spliced {
+        Some(counts) => counts,
+        None => crate::pipeline::rows_out::stream_rows(
+            ctx,
+            &inputs,
+            out,
+            args.output.rejects.as_deref(),
+            format,
+            "grading",
+            &mut each,
+        )?,
+    };
     // The output is in place: the log has served.
     let log_path = verdict_log.path().to_path_buf();
     verdict_log.remove()?;

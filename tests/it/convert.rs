@@ -374,6 +374,14 @@ fn corrupt_parquet_is_bad_input_never_a_crash() {
             vec!["convert", "--out", "OUT.jsonl"],
             vec!["select", "--out", "OUT.parquet"],
             vec!["export", "--no-validate", "--out", "OUT.jsonl"],
+            // Reads a few columns and copies the chunks of the others.
+            vec![
+                "grade",
+                "--judge",
+                "sql:reward > 0.5",
+                "--out",
+                "OUT.parquet",
+            ],
         ] {
             let out = crate::support::wai()
                 .current_dir(dir.path())

@@ -1106,3 +1106,55 @@ fn a_command_judge_sees_wide_numbers_as_written() {
     );
     assert_eq!(rows[0]["reward"], 1.0, "{}", rows[0]);
 }
+
+/// A grade whose judges read a few columns (SQL expressions and queries) over Parquet rows
+/// written by wai copies every other column's chunks instead of decoding and encoding them:
+/// its output is byte for byte what a grade of the same rows as JSON Lines writes, and `-v`
+/// says which way it went. Rows with markers and lineage of their own keep them.
+#[test]
+fn a_sql_grade_of_parquet_rows_writes_the_bytes_a_grade_of_jsonl_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let query = write(
+        dir.path(),
+        "busy.sql",
+        "SELECT rollout_id, CASE WHEN cardinality(tools_used) > 1 THEN 1 ELSE 0 END AS reward, \
+           CASE WHEN final_text ILIKE '%sorry%' THEN 1.0 ELSE 0.0 END AS apologised FROM rows",
+    );
+    let query = format!("sql:{}", query.display());
+    for rows in ["grade_transcripts.jsonl", "example_scored.jsonl"] {
+        let jsonl = fixture(rows);
+        let parquet = dir.path().join("rows.parquet");
+        crate::support::succeeded(wai().arg("convert").arg(&jsonl).arg("-o").arg(&parquet));
+        for judges in [
+            vec!["sql:array_has(tools_used, 'lookup_order') AND reward > 0.5"],
+            vec!["sql:length(final_text) > 40", query.as_str()],
+        ] {
+            let mut written = Vec::new();
+            for input in [&jsonl, &parquet] {
+                let out = dir.path().join("out.parquet");
+                let mut cmd = wai();
+                cmd.arg("-v").arg("grade").arg(input);
+                for j in &judges {
+                    cmd.arg("--judge").arg(j);
+                }
+                let run = cmd
+                    .args(["--run-id", "night-1", "--no-tools", "-o"])
+                    .arg(&out)
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&run.stderr).into_owned();
+                assert!(matches!(run.status.code(), Some(0 | 2)), "{err}");
+                assert_eq!(
+                    err.contains("copying the rest"),
+                    input == &parquet,
+                    "{rows} {judges:?}: {err}"
+                );
+                written.push(std::fs::read(&out).unwrap());
+            }
+            assert!(
+                written[0] == written[1],
+                "{rows} {judges:?}: the outputs differ"
+            );
+        }
+    }
+}

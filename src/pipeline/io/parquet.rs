@@ -19,6 +19,7 @@ use super::ROW_GROUP_ROWS;
 use super::atomic::{AtomicFile, Writeback};
 use super::sink::Sink;
 use crate::error::{Error, Result};
+use crate::pipeline::read::SpliceSource;
 use crate::schema::col;
 
 /// The free-text leaf columns of the row schema (Parquet column paths). They are written
@@ -121,22 +122,50 @@ impl ParquetSink {
         }
         let batches = std::mem::take(&mut self.pending);
         self.pending_rows = 0;
+        let chunks = self.encode(&batches, &|_| true)?;
+        let mut row_group = self.writer.next_row_group()?;
+        for chunk in chunks.into_iter().flatten() {
+            chunk.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+        Ok(())
+    }
+
+    /// The next row group's leaf columns of the fields `wanted` picks (by position), encoded
+    /// from `batches`, each leaf on its own rayon task; `None` for the leaves of other fields.
+    fn encode(
+        &mut self,
+        batches: &[RecordBatch],
+        wanted: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Result<Vec<Option<ArrowColumnChunk>>> {
         let writers = self.factory.create_column_writers(self.row_groups)?;
         self.row_groups += 1;
         // Each field's leaves for every batch, the fields in parallel.
         let fields = self.schema.fields();
-        let by_field: Vec<Vec<Vec<ArrowLeafColumn>>> = (0..fields.len())
+        let by_field: Vec<Option<Vec<Vec<ArrowLeafColumn>>>> = (0..fields.len())
             .into_par_iter()
             .map(|c| {
+                if !wanted(c) {
+                    return Ok(None);
+                }
                 batches
                     .iter()
                     .map(|b| Ok(compute_leaves(&fields[c], b.column(c))?))
                     .collect::<Result<Vec<_>>>()
+                    .map(Some)
             })
             .collect::<Result<_>>()?;
         // Leaf k of the file: its piece of every batch, in order.
-        let mut per_leaf: Vec<Vec<ArrowLeafColumn>> = Vec::with_capacity(writers.len());
-        for field in by_field {
+        let descr = self.writer.schema_descr();
+        let mut per_leaf: Vec<Option<Vec<ArrowLeafColumn>>> = Vec::with_capacity(writers.len());
+        for (c, field) in by_field.into_iter().enumerate() {
+            let Some(field) = field else {
+                let leaves = (0..descr.num_columns())
+                    .filter(|&k| descr.get_column_root_idx(k) == c)
+                    .count();
+                per_leaf.extend(std::iter::repeat_with(|| None).take(leaves));
+                continue;
+            };
             let mut leaves: Vec<Vec<ArrowLeafColumn>> = Vec::new();
             for batch_leaves in field {
                 if leaves.is_empty() {
@@ -146,7 +175,7 @@ impl ParquetSink {
                     leaves[k].push(leaf);
                 }
             }
-            per_leaf.extend(leaves);
+            per_leaf.extend(leaves.into_iter().map(Some));
         }
         if per_leaf.len() != writers.len() {
             return Err(Error::Internal(format!(
@@ -155,21 +184,54 @@ impl ParquetSink {
                 writers.len()
             )));
         }
-        let chunks: Vec<ArrowColumnChunk> = writers
+        writers
             .into_par_iter()
             .zip(per_leaf)
             .map(|(mut w, leaves)| {
+                let Some(leaves) = leaves else {
+                    return Ok(None);
+                };
                 for leaf in &leaves {
                     w.write(leaf)?;
                 }
-                Ok(w.close()?)
+                Ok(Some(w.close()?))
             })
-            .collect::<Result<_>>()?;
+            .collect()
+    }
+
+    /// Writes row group `group` of `source` with the fields `replaced` marks (by position)
+    /// encoded from `batches` (that group's rows, in order, with the file's schema) and every
+    /// other column chunk copied from `source` as it is. Rows gathered for a row group of their
+    /// own are written first.
+    ///
+    /// # Errors
+    /// A chunk of `source` that lies outside it, or a failed encoding or write.
+    pub fn splice_group(
+        &mut self,
+        source: &SpliceSource<'_>,
+        group: usize,
+        batches: &[RecordBatch],
+        replaced: &[bool],
+    ) -> Result<()> {
+        let path = self.out.path().to_path_buf();
+        self.flush().map_err(|e| written_to(&path, e))?;
+        let batches = batches
+            .iter()
+            .map(|b| self.aligned(b))
+            .collect::<Result<Vec<_>>>()?;
+        let chunks = self.encode(&batches, &|c| replaced.get(c).copied().unwrap_or(false))?;
         let mut row_group = self.writer.next_row_group()?;
-        for chunk in chunks {
-            chunk.append_to_row_group(&mut row_group)?;
+        for (leaf, chunk) in chunks.into_iter().enumerate() {
+            match chunk {
+                Some(chunk) => chunk
+                    .append_to_row_group(&mut row_group)
+                    .map_err(|e| written_to(&path, e.into()))?,
+                None => source
+                    .append_chunk(&mut row_group, group, leaf)
+                    .map_err(|e| written_to(&path, e))?,
+            }
         }
-        row_group.close()?;
+        row_group.close().map_err(|e| written_to(&path, e.into()))?;
         Ok(())
     }
 }

@@ -6,6 +6,7 @@ mod local;
 mod picks;
 mod plan;
 mod reader;
+mod splice;
 mod widen;
 
 #[cfg(test)]
@@ -14,5 +15,6 @@ mod tests;
 pub use guard::decoder_panic;
 pub(crate) use guard::{panic_text, take_decoder_panic};
 pub use reader::{LocalParquet, Reader};
+pub use splice::SpliceSource;
 #[cfg(test)]
 pub(crate) use widen::row_schema_with_views;

@@ -152,6 +152,11 @@ impl Grader {
         }
     }
 
+    /// The columns the judges read, when they read only some (see [`super::Judge::reads`]).
+    pub fn reads(&self) -> Option<Vec<String>> {
+        self.panel.reads()
+    }
+
     /// How the rows are stamped.
     pub fn stamp(&self) -> &Stamp {
         &self.stamp

@@ -32,6 +32,22 @@ use crate::error::{Error, Result};
 use crate::pipeline::row::map_names;
 use crate::schema::col;
 
+/// The columns a grade writes: [`apply`] replaces these and leaves every other column of a row
+/// as it was.
+pub const WRITES: [&str; 7] = [
+    col::REWARD,
+    col::REASON,
+    col::JUDGE_NAME,
+    col::JUDGE_STATUS,
+    col::JUDGE_META,
+    col::MARKERS,
+    col::LINEAGE,
+];
+
+/// The columns [`apply`] reads of a row besides the judges': the id stamped into `lineage` as
+/// its parent, and the markers and lineage it adds to.
+pub const APPLY_READS: [&str; 3] = [col::ROLLOUT_ID, col::MARKERS, col::LINEAGE];
+
 /// A judge over batches of rows.
 pub trait Judge: Send {
     /// The name written to `judge_name` and `lineage.judge`.
@@ -44,6 +60,12 @@ pub trait Judge: Send {
 
     /// One verdict per row of `batch`, in order.
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>>;
+
+    /// The row columns the judge reads (top-level names), when it reads only some: a caller may
+    /// then give it batches with every other column null. `None`, the default: the whole row.
+    fn reads(&self) -> Option<Vec<String>> {
+        None
+    }
 
     /// Whether [`Judge::judge_landing`] hands verdicts over one by one before the batch is done
     /// (a command judge, as its workers answer); otherwise they are all known at the batch's end,
@@ -110,6 +132,18 @@ impl Judge for Panel {
 
     fn notes(&self) -> Vec<String> {
         self.judges.iter().flat_map(|j| j.notes()).collect()
+    }
+
+    fn reads(&self) -> Option<Vec<String>> {
+        let mut all: Vec<String> = Vec::new();
+        for j in &self.judges {
+            for c in j.reads()? {
+                if !all.contains(&c) {
+                    all.push(c);
+                }
+            }
+        }
+        Some(all)
     }
 
     fn lands_one_by_one(&self) -> bool {

@@ -34,6 +34,8 @@ pub struct ExpressionJudge {
     name: String,
     text: String,
     expr: Arc<dyn PhysicalExpr>,
+    /// The columns the expression names.
+    reads: Vec<String>,
 }
 
 impl ExpressionJudge {
@@ -46,6 +48,13 @@ impl ExpressionJudge {
         };
         session::bounded_sql(sql, &format!("the SQL judge `{name}`"))?;
         let logical = context.parse_sql_expr(sql, &schema).map_err(usage)?;
+        let mut reads: Vec<String> = logical
+            .column_refs()
+            .into_iter()
+            .map(|c| c.name.clone())
+            .collect();
+        reads.sort_unstable();
+        reads.dedup();
         let expr = context
             .create_physical_expr(logical, &schema)
             .map_err(usage)?;
@@ -53,6 +62,7 @@ impl ExpressionJudge {
             name,
             text: sql.trim().to_owned(),
             expr,
+            reads,
         })
     }
 }
@@ -60,6 +70,10 @@ impl ExpressionJudge {
 impl Judge for ExpressionJudge {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn reads(&self) -> Option<Vec<String>> {
+        Some(self.reads.clone())
     }
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
@@ -247,6 +261,11 @@ impl QueryJudge {
 impl Judge for QueryJudge {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn reads(&self) -> Option<Vec<String>> {
+        // The query read the rows when it ran; a row is looked up by its id.
+        Some(vec![col::ROLLOUT_ID.to_owned()])
     }
 
     fn judge(&mut self, batch: &RecordBatch) -> Result<Vec<Verdict>> {
