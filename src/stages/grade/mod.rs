@@ -24,6 +24,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{ArrowNativeType, Float64Type};
 use rayon::prelude::*;
 use serde_json::{Map, Value};
+use std::fmt::Write as _;
 
 pub use grader::{GradeStage, Graded, Grader, Inputs, Options, Report};
 pub use verdict::{Status, Verdict};
@@ -346,36 +347,27 @@ pub fn apply(batch: &RecordBatch, verdicts: &[Verdict], stamp: &Stamp) -> Result
     }
 
     let mut lineage = StringBuilder::with_capacity(n, n * 160);
-    // Rows of a run mostly share their lineage: parse each distinct text once in a row.
-    let mut last: Option<(&str, Map<String, Value>)> = None;
+    // Rows of a run mostly share their lineage text, and their stamped lineage differs only in
+    // its `parent`: the stamped text is made once for a run of rows with the same old text, in
+    // two parts around the parent's id, and each row's id is written between them.
+    let mut parts: Option<(Option<&str>, bool, String, String)> = None;
     for i in 0..n {
         let text = old_lineage.is_valid(i).then(|| old_lineage.value(i));
-        let mut obj = match (text, &last) {
-            (None, _) => Map::new(),
-            (Some(t), Some((prev, parsed))) if *prev == t => parsed.clone(),
-            (Some(t), _) => {
-                let parsed = match serde_json::from_str::<Value>(t) {
-                    Ok(Value::Object(o)) => o,
-                    _ => Map::new(),
-                };
-                last = Some((t, parsed.clone()));
-                parsed
+        let has_id = rollout.is_valid(i);
+        let (before, after) = match &parts {
+            Some((t, h, before, after)) if *t == text && *h == has_id => (before, after),
+            _ => {
+                let (before, after) = stamped_lineage(text, has_id, stamp);
+                let kept = parts.insert((text, has_id, before, after));
+                (&kept.2, &kept.3)
             }
         };
-        let prior = obj.get("scoring_run_id").cloned();
-        obj.insert("scoring_run_id".into(), Value::String(stamp.run_id.clone()));
-        obj.insert("source".into(), Value::String(stamp.source.into()));
-        obj.insert("judge".into(), Value::String(stamp.judge.clone()));
-        if rollout.is_valid(i) {
-            obj.insert("parent".into(), Value::String(rollout.value(i).to_owned()));
+        lineage.write_str(before).map_err(fmt_error)?;
+        if has_id {
+            write_json_string(&mut lineage, rollout.value(i)).map_err(fmt_error)?;
         }
-        if let Some(version) = &stamp.version {
-            obj.insert("judge_version".into(), Value::String(version.clone()));
-        }
-        if let Some(prior) = prior.filter(|p| p.as_str() != Some(stamp.run_id.as_str())) {
-            obj.insert("prior_scoring_run_id".into(), prior);
-        }
-        lineage.append_value(Value::Object(obj).to_string());
+        lineage.write_str(after).map_err(fmt_error)?;
+        lineage.append_value("");
     }
 
     let schema = batch.schema();
@@ -395,6 +387,69 @@ pub fn apply(batch: &RecordBatch, verdicts: &[Verdict], stamp: &Stamp) -> Result
     replace(&mut columns, col::MARKERS, Arc::new(markers.finish()))?;
     replace(&mut columns, col::LINEAGE, Arc::new(lineage.finish()))?;
     Ok(RecordBatch::try_new(Arc::clone(&schema), columns)?)
+}
+
+fn fmt_error(e: std::fmt::Error) -> Error {
+    Error::Internal(format!("writing a lineage: {e}"))
+}
+
+/// The lineage a grade stamps on a row whose lineage was `text`, as JSON text: `text`'s object
+/// (none, or not an object: an empty one) with `scoring_run_id`, `source`, `judge`, `parent`
+/// (when the row has an id), `judge_version` (when the stamp has one) and
+/// `prior_scoring_run_id` (the earlier run's, when it was another) set. The text is in two
+/// parts, the parent's id (a JSON string) going between them; without an id, the second part
+/// is empty.
+fn stamped_lineage(text: Option<&str>, has_id: bool, stamp: &Stamp) -> (String, String) {
+    let mut obj = match text.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(o))) => o,
+        _ => Map::new(),
+    };
+    let prior = obj.get("scoring_run_id").cloned();
+    obj.insert("scoring_run_id".into(), Value::String(stamp.run_id.clone()));
+    obj.insert("source".into(), Value::String(stamp.source.into()));
+    obj.insert("judge".into(), Value::String(stamp.judge.clone()));
+    if has_id {
+        // Its place in the object; the id goes there.
+        obj.insert("parent".into(), Value::Null);
+    }
+    if let Some(version) = &stamp.version {
+        obj.insert("judge_version".into(), Value::String(version.clone()));
+    }
+    if let Some(prior) = prior.filter(|p| p.as_str() != Some(stamp.run_id.as_str())) {
+        obj.insert("prior_scoring_run_id".into(), prior);
+    }
+    let (mut before, mut after) = (String::from("{"), String::new());
+    let mut past_parent = false;
+    for (k, (key, value)) in obj.iter().enumerate() {
+        let part = if past_parent { &mut after } else { &mut before };
+        if k > 0 {
+            part.push(',');
+        }
+        part.push_str(&Value::String(key.clone()).to_string());
+        part.push(':');
+        if has_id && key == "parent" {
+            past_parent = true;
+        } else {
+            part.push_str(&value.to_string());
+        }
+    }
+    if past_parent {
+        after.push('}');
+    } else {
+        before.push('}');
+    }
+    (before, after)
+}
+
+/// Writes `s` as a JSON string, escaped as `serde_json` escapes it (only `"`, `\\` and control
+/// characters).
+fn write_json_string(out: &mut impl std::fmt::Write, s: &str) -> std::fmt::Result {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        return out.write_str(&Value::String(s.to_owned()).to_string());
+    }
+    out.write_char('"')?;
+    out.write_str(s)?;
+    out.write_char('"')
 }
 
 #[cfg(test)]
@@ -417,6 +472,64 @@ mod tests {
             Verdict::from_record(&serde_json::json!({"reward": 1})),
             None
         );
+    }
+
+    /// A lineage stamped in two parts around the parent's id reads as the whole object built
+    /// and written at once: ids that need escaping, a row without an id, old lineages that
+    /// already name a parent or a run (this one or another), that are not objects, or none.
+    #[test]
+    fn a_lineage_stamped_in_parts_is_the_whole_object() {
+        let olds = [
+            None,
+            Some(r#"{"source":"simulate","model":"m1"}"#),
+            Some(r#"{"parent":"x","scoring_run_id":"run-0","z":[1,{"a":"\"q"}]}"#),
+            Some(r#"{"scoring_run_id":"run-1"}"#),
+            Some("[1, 2]"),
+            Some("not json"),
+        ];
+        let ids = [
+            Some("r-1"),
+            Some("quote\"back\\slash\u{1}tab\t"),
+            Some("é→"),
+            None,
+        ];
+        for version in [None, Some("v2".to_owned())] {
+            let stamp = Stamp {
+                judge: "sql:x".into(),
+                version: version.clone(),
+                run_id: "run-1".into(),
+                source: "grade",
+            };
+            for old in olds {
+                for id in ids {
+                    let mut obj = match old.map(serde_json::from_str::<Value>) {
+                        Some(Ok(Value::Object(o))) => o,
+                        _ => Map::new(),
+                    };
+                    let prior = obj.get("scoring_run_id").cloned();
+                    obj.insert("scoring_run_id".into(), "run-1".into());
+                    obj.insert("source".into(), "grade".into());
+                    obj.insert("judge".into(), "sql:x".into());
+                    if let Some(id) = id {
+                        obj.insert("parent".into(), id.into());
+                    }
+                    if let Some(v) = &version {
+                        obj.insert("judge_version".into(), v.clone().into());
+                    }
+                    if let Some(p) = prior.filter(|p| p.as_str() != Some("run-1")) {
+                        obj.insert("prior_scoring_run_id".into(), p);
+                    }
+                    let whole = Value::Object(obj).to_string();
+                    let (before, after) = stamped_lineage(old, id.is_some(), &stamp);
+                    let mut parts = before;
+                    if let Some(id) = id {
+                        write_json_string(&mut parts, id).unwrap();
+                    }
+                    parts.push_str(&after);
+                    assert_eq!(parts, whole, "{old:?} {id:?}");
+                }
+            }
+        }
     }
 
     #[test]
