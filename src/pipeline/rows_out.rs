@@ -125,17 +125,20 @@ pub fn stream_rows_with(
 
 /// [`stream_rows`] for a pass that reads only the fields `reads` of each row and changes only
 /// the fields `writes`, over local Parquet files laid out as the output: each row group is
-/// decoded in those fields and the required ones alone (`each` gets batches with every other
-/// column null, and must
-/// give back batches of the same rows), the `writes` fields are encoded from what `each` gives,
-/// and every other column chunk is copied from the input as it is. The output holds the same
-/// rows as [`stream_rows`] writes, in the inputs' row groups.
+/// decoded in the fields `reads` and the required ones alone (`each` gets batches with every
+/// other column null, writes the `writes` fields without reading them, and gives back batches of
+/// the same rows), the `writes` fields are encoded from what `each` gives, and every other
+/// column chunk is copied from the input as it is. The output holds the same rows as
+/// [`stream_rows`] writes, in the inputs' row groups (a row group is held in memory in the
+/// columns decoded: for wai's files, [`io::ROW_GROUP_ROWS`] rows).
 ///
 /// `Ok(None)`, with nothing read or written, when this cannot be done: the output is not
-/// Parquet, or an input is not a local Parquet file with the row schema; the caller streams.
+/// Parquet, or an input is not a local Parquet file with the row schema and readable page
+/// indexes; the caller streams.
 ///
 /// # Errors
-/// As [`stream_rows`]; `each` giving back other rows than it was given.
+/// As [`stream_rows`]; a row group whose pages do not lie where its footer says (a data error
+/// naming the file); `each` giving back other rows than it was given.
 #[allow(
     clippy::too_many_arguments,
     reason = "stream_rows' arguments and the two column lists"
@@ -171,9 +174,9 @@ pub fn splice_rows(
             .index_of(name)
             .map_err(|_| Error::Internal(format!("`{name}` is not a row column")))
     };
+    // The columns written are not decoded: `each` replaces them without reading them.
     let mut decoded = reads
         .iter()
-        .chain(writes)
         .map(|c| position(c))
         .collect::<Result<Vec<_>>>()?;
     // The columns every row has are decoded too: a batch of the row schema holds them.
@@ -194,7 +197,15 @@ pub fn splice_rows(
         let input = source.input();
         tracing::info!(input = %input.display, bytes = ?input.size, "reading in part, copying the rest");
         super::session::note_read(&input.display);
+        let mut counted = 0;
         for (group, rows) in source.group_rows().into_iter().enumerate() {
+            let bytes = source.group_bytes(group);
+            counted += bytes;
+            bar.inc(bytes);
+            if rows == 0 {
+                // Nothing to write: the full rewrite writes no row group for it either.
+                continue;
+            }
             let mut done = Vec::new();
             for batch in source.read_group(group, &decoded, &schema)? {
                 done.extend(each(batch)?);
@@ -208,8 +219,9 @@ pub fn splice_rows(
             }
             out.splice_group(source, group, &done, &replaced)?;
             counts.rows += rows as u64;
-            bar.inc(source.group_bytes(group));
         }
+        // The footer and whatever else lies between the row groups.
+        bar.inc(input.size.unwrap_or(0).saturating_sub(counted));
         counts.bytes += input.size.unwrap_or(0);
     }
     // A Parquet input sets no row aside: the rejects file, when asked for, is empty.

@@ -14,6 +14,7 @@ use datafusion::parquet::arrow::arrow_reader::{
 use datafusion::parquet::column::writer::ColumnCloseResult;
 use datafusion::parquet::file::metadata::PageIndexPolicy;
 use datafusion::parquet::file::page_index::column_index::ColumnIndexMetaData;
+use datafusion::parquet::file::reader::ChunkReader as _;
 use datafusion::parquet::file::statistics::Statistics;
 use datafusion::parquet::file::writer::SerializedRowGroupWriter;
 use datafusion::parquet::schema::types::SchemaDescriptor;
@@ -30,7 +31,11 @@ pub struct SpliceSource<'a> {
     input: &'a Input,
     file: std::fs::File,
     len: u64,
+    /// The footer with its page indexes, for the chunks copied.
     meta: ArrowReaderMetadata,
+    /// The footer alone, for the columns decoded: read as every other reading reads them (a
+    /// damaged page index does not change what decodes).
+    plain: ArrowReaderMetadata,
 }
 
 impl<'a> SpliceSource<'a> {
@@ -38,6 +43,9 @@ impl<'a> SpliceSource<'a> {
     /// `columns`: a local Parquet file whose Arrow schema is `schema` (the same fields, types and
     /// nullability, in the same order) and whose every leaf column is described as the output's.
     /// `None` for any other input (it is read and written in full).
+    ///
+    /// A file whose page indexes do not read is `None` too: the full rewrite reads it without
+    /// them, as before.
     ///
     /// # Errors
     /// A local Parquet file that cannot be opened or whose footer does not read.
@@ -56,12 +64,16 @@ impl<'a> SpliceSource<'a> {
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         // Everything the footer says of a chunk is kept, to be written again as it was: its
         // page indexes, and its pages' encodings in full (by default only their mask is kept).
-        let options = ArrowReaderOptions::new()
-            .with_page_index_policy(PageIndexPolicy::Optional)
-            .with_encoding_stats_as_mask(false);
-        let meta = guarded(&input.display, || {
-            Ok(ArrowReaderMetadata::load(&file, options)?)
+        let options = ArrowReaderOptions::new().with_encoding_stats_as_mask(false);
+        let plain = guarded(&input.display, || {
+            Ok(ArrowReaderMetadata::load(&file, options.clone())?)
         })?;
+        let indexed = options.with_page_index_policy(PageIndexPolicy::Optional);
+        let Ok(meta) = guarded(&input.display, || {
+            Ok(ArrowReaderMetadata::load(&file, indexed)?)
+        }) else {
+            return Ok(None);
+        };
         let same_fields = meta.schema().fields().len() == schema.fields().len()
             && meta
                 .schema()
@@ -84,6 +96,7 @@ impl<'a> SpliceSource<'a> {
             file,
             len,
             meta,
+            plain,
         }))
     }
 
@@ -111,8 +124,8 @@ impl<'a> SpliceSource<'a> {
     /// decoded, as `schema` batches: every other column null.
     ///
     /// # Errors
-    /// A group that does not decode (a data error naming the file), or a value the schema does
-    /// not take (a reward outside [0, 1]).
+    /// A group that does not decode, or holds other than the rows its footer says (a data
+    /// error naming the file), or a value the schema does not take (a reward outside [0, 1]).
     pub fn read_group(
         &self,
         group: usize,
@@ -120,10 +133,10 @@ impl<'a> SpliceSource<'a> {
         schema: &SchemaRef,
     ) -> Result<Vec<RecordBatch>> {
         let display = &self.input.display;
-        let mask = ProjectionMask::roots(self.meta.parquet_schema(), fields.iter().copied());
+        let mask = ProjectionMask::roots(self.plain.parquet_schema(), fields.iter().copied());
         let batches = guarded(display, || {
             let file = self.file.try_clone().map_err(|e| Error::io(display, e))?;
-            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.plain.clone())
                 .with_batch_size(BATCH_ROWS)
                 .with_row_groups(vec![group])
                 .with_projection(mask)
@@ -131,6 +144,14 @@ impl<'a> SpliceSource<'a> {
                 .map(|b| Ok(b?))
                 .collect::<Result<Vec<_>>>()
         })?;
+        let decoded: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let said = self.meta.metadata().row_group(group).num_rows();
+        if i64::try_from(decoded).ok() != Some(said) {
+            return Err(corrupt(
+                display,
+                &format!("row group {group} holds {decoded} rows; its footer says {said}"),
+            ));
+        }
         batches
             .iter()
             .map(|b| io::conform_to(b, display, schema))
@@ -140,7 +161,8 @@ impl<'a> SpliceSource<'a> {
     /// Appends leaf column `leaf` of row group `group` to `row_group`, its bytes copied.
     ///
     /// # Errors
-    /// A chunk that lies outside the file (a data error naming it), or a failed write.
+    /// A chunk, or a page its offset index places, that lies outside the file or the chunk (a
+    /// data error naming the file), a failed read of the input (naming it), or a failed write.
     pub fn append_chunk<W: std::io::Write + Send>(
         &self,
         row_group: &mut SerializedRowGroupWriter<'_, W>,
@@ -150,23 +172,32 @@ impl<'a> SpliceSource<'a> {
         let metadata = self.meta.metadata();
         let rows = metadata.row_group(group);
         let chunk = rows.column(leaf);
-        let start = chunk
-            .dictionary_page_offset()
-            .unwrap_or_else(|| chunk.data_page_offset());
-        let inside = u64::try_from(start)
-            .ok()
-            .zip(u64::try_from(chunk.compressed_size()).ok())
-            .and_then(|(s, n)| s.checked_add(n))
-            .is_some_and(|end| end <= self.len);
-        if !inside {
-            return Err(corrupt(
+        let offsets = metadata
+            .offset_index()
+            .and_then(|o| o.get(group)?.get(leaf).cloned());
+        let damaged = |what: &str| {
+            corrupt(
                 &self.input.display,
                 &format!(
-                    "column `{}` of row group {group} lies outside the file",
+                    "column `{}` of row group {group}: {what}",
                     chunk.column_path()
                 ),
-            ));
-        }
+            )
+        };
+        let (start, end) = bounds(self.len, chunk, offsets.as_ref())
+            .ok_or_else(|| damaged("its pages lie outside it or outside the file"))?;
+        let length = usize::try_from(end - start).map_err(|_| damaged("too large"))?;
+        // Read here, so a failed read names the input (a read inside the writer's copy would
+        // be reported against the output).
+        let bytes = self.file.get_bytes(start, length).map_err(|e| match e {
+            datafusion::parquet::errors::ParquetError::External(inner) => {
+                match inner.downcast::<std::io::Error>() {
+                    Ok(io) => Error::io(&self.input.display, *io),
+                    Err(other) => damaged(&other.to_string()),
+                }
+            }
+            other => damaged(&other.to_string()),
+        })?;
         let index = |g: usize| -> Option<ColumnIndexMetaData> {
             let found = metadata.column_index()?.get(g)?.get(leaf)?;
             (!matches!(found, ColumnIndexMetaData::NONE)).then(|| found.clone())
@@ -187,11 +218,9 @@ impl<'a> SpliceSource<'a> {
             metadata: copied,
             bloom_filter: None,
             column_index: index(group),
-            offset_index: metadata
-                .offset_index()
-                .and_then(|o| o.get(group)?.get(leaf).cloned()),
+            offset_index: offsets,
         };
-        row_group.append_column(&self.file, close)?;
+        row_group.append_column(&Span { start, bytes }, close)?;
         Ok(())
     }
 
@@ -199,6 +228,33 @@ impl<'a> SpliceSource<'a> {
     pub fn field_of(&self, leaf: usize) -> usize {
         self.meta.parquet_schema().get_column_root_idx(leaf)
     }
+}
+
+/// Where `chunk` lies in a file of `len` bytes (from its first page to its end), when it and every
+/// page its offset index places lie inside the file and inside the chunk: its dictionary
+/// page first, then its data pages.
+fn bounds(
+    len: u64,
+    chunk: &datafusion::parquet::file::metadata::ColumnChunkMetaData,
+    offsets: Option<&datafusion::parquet::file::page_index::offset_index::OffsetIndexMetaData>,
+) -> Option<(u64, u64)> {
+    let data = u64::try_from(chunk.data_page_offset()).ok()?;
+    let start = match chunk.dictionary_page_offset() {
+        Some(d) => u64::try_from(d).ok().filter(|&d| d < data)?,
+        None => data,
+    };
+    let end = start.checked_add(u64::try_from(chunk.compressed_size()).ok()?)?;
+    if data >= end || end > len {
+        return None;
+    }
+    for page in offsets.map_or(&[][..], |o| o.page_locations()) {
+        let at = u64::try_from(page.offset).ok()?;
+        let past = at.checked_add(u64::try_from(page.compressed_page_size).ok()?)?;
+        if at < data || past > end {
+            return None;
+        }
+    }
+    Some((start, end))
 }
 
 /// `stats` read from a footer, with the deprecated `min` and `max` written again or not as
@@ -217,5 +273,138 @@ fn as_written(stats: Statistics, signed: bool) -> Statistics {
         Statistics::FixedLenByteArray(s) => {
             Statistics::FixedLenByteArray(s.with_backwards_compatible_min_max(signed))
         }
+    }
+}
+
+/// A chunk's bytes, read at `start` of a file: what the writer copies from, as from the file.
+struct Span {
+    start: u64,
+    bytes: bytes::Bytes,
+}
+
+impl datafusion::parquet::file::reader::Length for Span {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl Span {
+    /// The bytes from file offset `start` to the chunk's end.
+    fn from(&self, start: u64) -> datafusion::parquet::errors::Result<bytes::Bytes> {
+        let from = start
+            .checked_sub(self.start)
+            .and_then(|f| usize::try_from(f).ok())
+            .filter(|&f| f <= self.bytes.len())
+            .ok_or_else(|| {
+                datafusion::parquet::errors::ParquetError::General(format!(
+                    "offset {start} outside the chunk read at {}",
+                    self.start
+                ))
+            })?;
+        Ok(self.bytes.slice(from..))
+    }
+}
+
+impl datafusion::parquet::file::reader::ChunkReader for Span {
+    type T = bytes::buf::Reader<bytes::Bytes>;
+
+    fn get_read(&self, start: u64) -> datafusion::parquet::errors::Result<Self::T> {
+        use bytes::Buf as _;
+        Ok(self.from(start)?.reader())
+    }
+
+    fn get_bytes(
+        &self,
+        start: u64,
+        length: usize,
+    ) -> datafusion::parquet::errors::Result<bytes::Bytes> {
+        let rest = self.from(start)?;
+        if length > rest.len() {
+            return Err(datafusion::parquet::errors::ParquetError::EOF(format!(
+                "{length} bytes asked at {start}, {} in the chunk",
+                rest.len()
+            )));
+        }
+        Ok(rest.slice(..length))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::parquet::file::metadata::ColumnChunkMetaData;
+    use datafusion::parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
+    use datafusion::parquet::file::reader::ChunkReader;
+    use datafusion::parquet::schema::parser::parse_message_type;
+
+    use super::*;
+
+    fn chunk(dictionary: Option<i64>, data: i64, size: i64) -> ColumnChunkMetaData {
+        let schema = parse_message_type("message m { required int64 x; }").expect("schema");
+        let descr = SchemaDescriptor::new(Arc::new(schema));
+        ColumnChunkMetaData::builder(descr.column(0))
+            .set_dictionary_page_offset(dictionary)
+            .set_data_page_offset(data)
+            .set_total_compressed_size(size)
+            .build()
+            .expect("chunk")
+    }
+
+    fn pages(at: &[(i64, i32)]) -> OffsetIndexMetaData {
+        OffsetIndexMetaData {
+            page_locations: at
+                .iter()
+                .map(|&(offset, compressed_page_size)| PageLocation {
+                    offset,
+                    compressed_page_size,
+                    first_row_index: 0,
+                })
+                .collect(),
+            unencoded_byte_array_data_bytes: None,
+        }
+    }
+
+    /// A chunk is copied only when it lies in the file, its dictionary page comes first and
+    /// every page its offset index places lies inside it: a damaged footer is refused, never an
+    /// overflow or a copy of another chunk's bytes.
+    #[test]
+    fn a_chunk_is_copied_only_from_where_it_lies() {
+        let len = 1_000;
+        let good = chunk(Some(100), 150, 300);
+        assert_eq!(
+            bounds(len, &good, Some(&pages(&[(150, 100), (250, 150)]))),
+            Some((100, 400))
+        );
+        assert_eq!(bounds(len, &chunk(None, 10, 20), None), Some((10, 30)));
+        for (c, p) in [
+            (chunk(None, 900, 200), None),           // past the file's end
+            (chunk(Some(200), 150, 300), None),      // the dictionary after the data
+            (chunk(None, -5, 10), None),             // a negative offset
+            (chunk(None, 10, -1), None),             // a negative size
+            (chunk(None, i64::MAX, i64::MAX), None), // an overflow
+            (chunk(Some(100), 150, 300), Some(pages(&[(90, 10)]))), // a page before the data
+            (chunk(Some(100), 150, 300), Some(pages(&[(350, 60)]))), // a page past the end
+            (chunk(None, 10, 20), Some(pages(&[(i64::MAX, i32::MAX)]))),
+        ] {
+            assert_eq!(bounds(len, &c, p.as_ref()), None, "{c:?} {p:?}");
+        }
+    }
+
+    /// The writer reads a copied chunk at its offsets in the file, and nothing outside it.
+    #[test]
+    fn a_span_reads_at_file_offsets() {
+        let span = Span {
+            start: 100,
+            bytes: bytes::Bytes::from_static(b"abcdef"),
+        };
+        assert_eq!(span.get_bytes(102, 3).expect("inside").as_ref(), b"cde");
+        assert_eq!(span.get_bytes(106, 0).expect("at the end").as_ref(), b"");
+        assert!(span.get_bytes(104, 3).is_err());
+        assert!(span.get_bytes(99, 1).is_err());
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut span.get_read(101).expect("reader"), &mut rest)
+            .expect("read");
+        assert_eq!(rest, b"bcdef");
     }
 }
