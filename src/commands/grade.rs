@@ -3,14 +3,17 @@
 //! Every verdict goes to a verdict log ([`crate::pipeline::verdict_log`]) as it lands, so a grade that is killed or fails
 //! (a full disk, a judge that stops) resumes: the same command again judges only the rows
 //! without a verdict, and writes the output an uninterrupted run writes.
+//!
+//! SQL judges over Parquet rows wai wrote take [`crate::pipeline::rows_out::splice_rows`]: only
+//! the columns read are decoded, only the verdict columns encoded, the rest copied.
 
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::{Context, Outcome};
-use crate::cli::GradeArgs;
 use datafusion::arrow::array::RecordBatch;
 
+use super::{Context, Outcome};
+use crate::cli::GradeArgs;
 use crate::error::{ExitStatus, Result};
 use crate::pipeline::judges::{self, pool};
 use crate::pipeline::source;

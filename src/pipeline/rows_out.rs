@@ -1,5 +1,6 @@
-//! Writing rows: the output's format from its name, a sink on its own thread, and the streaming
-//! loop every row-to-row command runs (read, transform, write whole or not at all, rejects).
+//! Writing rows: the output's format from its name, a sink on its own thread, the streaming
+//! loop every row-to-row command runs (read, transform, write whole or not at all, rejects), and
+//! its rewrite in part for a pass that changes a few columns (the others' chunks copied).
 
 use std::path::Path;
 
