@@ -80,32 +80,20 @@ pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
             },
         )?])
     };
-    let spliced = match &reads {
-        Some(reads) => crate::pipeline::rows_out::splice_rows(
-            ctx,
-            &inputs,
-            out,
-            args.output.rejects.as_deref(),
-            format,
-            "grading",
-            &reads.iter().map(String::as_str).collect::<Vec<_>>(),
-            &WRITES,
-            &mut each,
-        )?,
-        None => None,
-    };
-    let counts = match spliced {
-        Some(counts) => counts,
-        None => crate::pipeline::rows_out::stream_rows(
-            ctx,
-            &inputs,
-            out,
-            args.output.rejects.as_deref(),
-            format,
-            "grading",
-            &mut each,
-        )?,
-    };
+    let reads: Option<Vec<&str>> = reads
+        .as_ref()
+        .map(|r| r.iter().map(String::as_str).collect());
+    let counts = crate::pipeline::rows_out::splice_rows(
+        ctx,
+        &inputs,
+        out,
+        args.output.rejects.as_deref(),
+        format,
+        "grading",
+        reads.as_deref(),
+        &WRITES,
+        &mut each,
+    )?;
     // The output is in place: the log has served.
     let log_path = verdict_log.path().to_path_buf();
     verdict_log.remove()?;

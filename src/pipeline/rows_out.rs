@@ -124,18 +124,18 @@ pub fn stream_rows_with(
     Ok(counts)
 }
 
-/// [`stream_rows`] for a pass that reads only the fields `reads` of each row and changes only
-/// the fields `writes`, over local Parquet files laid out as the output: each row group is
-/// decoded in the fields `reads` and the required ones alone (`each` gets batches with every
-/// other column null, writes the `writes` fields without reading them, and gives back batches of
-/// the same rows), the `writes` fields are encoded from what `each` gives, and every other
-/// column chunk is copied from the input as it is. The output holds the same rows as
-/// [`stream_rows`] writes, in the inputs' row groups (a row group is held in memory in the
-/// columns decoded: for wai's files, [`io::ROW_GROUP_ROWS`] rows).
+/// [`stream_rows`] for a pass that reads only the fields `reads` of each row (`None`: all of
+/// them) and changes only the fields `writes`. Over local Parquet files laid out as the output,
+/// each row group is decoded in the fields `reads` and the required ones alone (`each` gets
+/// batches with every other column null, writes the `writes` fields without reading them, and
+/// gives back batches of the same rows), the `writes` fields are encoded from what `each` gives,
+/// and every other column chunk is copied from the input as it is: the output holds the same
+/// rows as [`stream_rows`] writes, in the inputs' row groups (a row group is held in memory in
+/// the columns decoded: for wai's files, [`io::ROW_GROUP_ROWS`] rows).
 ///
-/// `Ok(None)`, with nothing read or written, when this cannot be done: the output is not
-/// Parquet, or an input is not a local Parquet file with the row schema and readable page
-/// indexes; the caller streams.
+/// Otherwise (`reads` is `None`, the output is not Parquet, or an input is not a local Parquet
+/// file with the row schema and readable page indexes) the rows stream as [`stream_rows`]
+/// streams them.
 ///
 /// # Errors
 /// As [`stream_rows`]; a row group whose pages do not lie where its footer says (a data error
@@ -145,6 +145,43 @@ pub fn stream_rows_with(
     reason = "stream_rows' arguments and the two column lists"
 )]
 pub fn splice_rows(
+    ctx: &Context,
+    inputs: &[source::Input],
+    out_path: &Path,
+    rejects_path: Option<&Path>,
+    format: Format,
+    what: &str,
+    reads: Option<&[&str]>,
+    writes: &[&str],
+    each: &mut dyn FnMut(RecordBatch) -> Result<Vec<RecordBatch>>,
+) -> Result<ReadCounts> {
+    let spliced = match reads {
+        Some(reads) => splice_parquet(
+            ctx,
+            inputs,
+            out_path,
+            rejects_path,
+            format,
+            what,
+            reads,
+            writes,
+            each,
+        )?,
+        None => None,
+    };
+    match spliced {
+        Some(counts) => Ok(counts),
+        None => stream_rows(ctx, inputs, out_path, rejects_path, format, what, each),
+    }
+}
+
+/// [`splice_rows`] over local Parquet files laid out as the output; `Ok(None)`, with nothing
+/// read or written, for inputs or an output it cannot splice.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "stream_rows' arguments and the two column lists"
+)]
+fn splice_parquet(
     ctx: &Context,
     inputs: &[source::Input],
     out_path: &Path,
@@ -310,7 +347,7 @@ mod tests {
         let ctx = Context::new().expect("context");
         let out = dir.path().join("out.parquet");
         let mut seen = 0;
-        let counts = splice_rows(
+        let counts = splice_parquet(
             &ctx,
             &[input(&from)],
             &out,
@@ -344,7 +381,7 @@ mod tests {
         written(&fewer, &narrow, n);
         let none = dir.path().join("none.parquet");
         for (from, format) in [(&fewer, Format::Parquet), (&from, Format::Jsonl)] {
-            let done = splice_rows(
+            let done = splice_parquet(
                 &ctx,
                 &[input(from)],
                 &none,

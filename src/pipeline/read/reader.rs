@@ -55,13 +55,18 @@ impl<'a> LocalParquet<'a> {
 
     /// How many rows each row group holds.
     pub fn group_rows(&self) -> Vec<usize> {
-        self.meta
-            .metadata()
-            .row_groups()
-            .iter()
-            .map(|g| usize::try_from(g.num_rows()).unwrap_or(0))
-            .collect()
+        group_rows(self.meta.metadata())
     }
+}
+
+/// How many rows each row group of a file holds, by its footer.
+pub(super) fn group_rows(
+    meta: &datafusion::parquet::file::metadata::ParquetMetaData,
+) -> Vec<usize> {
+    meta.row_groups()
+        .iter()
+        .map(|g| usize::try_from(g.num_rows()).unwrap_or(0))
+        .collect()
 }
 
 /// Reads inputs one after another, keeping row identity across all of them.

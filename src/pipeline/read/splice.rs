@@ -44,11 +44,11 @@ impl<'a> SpliceSource<'a> {
     /// nullability, in the same order) and whose every leaf column is described as the output's.
     /// `None` for any other input (it is read and written in full).
     ///
-    /// A file whose page indexes do not read is `None` too: the full rewrite reads it without
-    /// them, as before.
+    /// A file whose footer or page indexes do not read is `None` too: the full rewrite reads it
+    /// as before, and says what is wrong with it.
     ///
     /// # Errors
-    /// A local Parquet file that cannot be opened or whose footer does not read.
+    /// A local file that cannot be opened.
     pub fn open(
         input: &'a Input,
         schema: &SchemaRef,
@@ -64,16 +64,26 @@ impl<'a> SpliceSource<'a> {
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         // Everything the footer says of a chunk is kept, to be written again as it was: its
         // page indexes, and its pages' encodings in full (by default only their mask is kept).
-        let options = ArrowReaderOptions::new().with_encoding_stats_as_mask(false);
-        let plain = guarded(&input.display, || {
-            Ok(ArrowReaderMetadata::load(&file, options.clone())?)
-        })?;
-        let indexed = options.with_page_index_policy(PageIndexPolicy::Optional);
+        // A footer or page index that does not read: the full rewrite reads the file as before,
+        // and names what is wrong with it.
+        let options = ArrowReaderOptions::new()
+            .with_encoding_stats_as_mask(false)
+            .with_page_index_policy(PageIndexPolicy::Optional);
         let Ok(meta) = guarded(&input.display, || {
-            Ok(ArrowReaderMetadata::load(&file, indexed)?)
+            Ok(ArrowReaderMetadata::load(&file, options.clone())?)
         }) else {
             return Ok(None);
         };
+        // The same footer without its page indexes, for decoding.
+        let bare = meta
+            .metadata()
+            .as_ref()
+            .clone()
+            .into_builder()
+            .set_column_index(None)
+            .set_offset_index(None)
+            .build();
+        let plain = ArrowReaderMetadata::try_new(std::sync::Arc::new(bare), options)?;
         let same_fields = meta.schema().fields().len() == schema.fields().len()
             && meta
                 .schema()
@@ -107,12 +117,7 @@ impl<'a> SpliceSource<'a> {
 
     /// How many rows each row group holds.
     pub fn group_rows(&self) -> Vec<usize> {
-        self.meta
-            .metadata()
-            .row_groups()
-            .iter()
-            .map(|g| usize::try_from(g.num_rows()).unwrap_or(0))
-            .collect()
+        super::reader::group_rows(self.meta.metadata())
     }
 
     /// The compressed size of row group `group`: what a progress bar counts for it.
@@ -198,10 +203,11 @@ impl<'a> SpliceSource<'a> {
             }
             other => damaged(&other.to_string()),
         })?;
-        let index = |g: usize| -> Option<ColumnIndexMetaData> {
-            let found = metadata.column_index()?.get(g)?.get(leaf)?;
-            (!matches!(found, ColumnIndexMetaData::NONE)).then(|| found.clone())
-        };
+        let column_index = metadata
+            .column_index()
+            .and_then(|c| c.get(group)?.get(leaf))
+            .filter(|c| !matches!(c, ColumnIndexMetaData::NONE))
+            .cloned();
         let mut copied = chunk.clone();
         if let Some(stats) = chunk.statistics() {
             // As the writer does: the deprecated `min` and `max` beside `min_value` and
@@ -217,16 +223,11 @@ impl<'a> SpliceSource<'a> {
             rows_written: u64::try_from(rows.num_rows()).unwrap_or(0),
             metadata: copied,
             bloom_filter: None,
-            column_index: index(group),
+            column_index,
             offset_index: offsets,
         };
         row_group.append_column(&Span { start, bytes }, close)?;
         Ok(())
-    }
-
-    /// The field (position in the schema) that leaf column `leaf` belongs to.
-    pub fn field_of(&self, leaf: usize) -> usize {
-        self.meta.parquet_schema().get_column_root_idx(leaf)
     }
 }
 

@@ -425,7 +425,8 @@ fn stamped_lineage(text: Option<&str>, has_id: bool, stamp: &Stamp) -> (String, 
         if k > 0 {
             part.push(',');
         }
-        part.push_str(&Value::String(key.clone()).to_string());
+        // Writing to a `String` does not fail.
+        let _ = write_json_string(part, key);
         part.push(':');
         if has_id && key == "parent" {
             past_parent = true;
