@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 /// A scratch folder under the system's temporary folder, removed when dropped. While a run
 /// holds it, it holds a lock on `.lock` inside it, so a later run can tell a killed run's
 /// scratch folder (left behind, its lock free) from a live one and remove it.
+#[derive(Debug)]
 pub struct Scratch {
     dir: tempfile::TempDir,
     _lock: std::fs::File,

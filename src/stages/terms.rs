@@ -11,12 +11,18 @@
 //! string unless a count meets the term for the first time; ASCII texts are split by a byte
 //! scanner, others by the same rule as a regular expression.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher as _};
+use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 use regex::Regex;
+
+use crate::error::{Error, Result};
 
 static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
     // Python's `\s` also holds the separators \x1c-\x1f.
@@ -275,12 +281,38 @@ impl DocFreq {
 /// distinct keys, and each text is kept as those numbers, 16 bits each (32 in a block of more
 /// than 65,536 distinct tokens). A key is 8 bytes; a text of 80 tokens costs 160 bytes here, not
 /// 640, in blocks of a thousand texts or more (a block's table is its own).
-#[derive(Debug, Default)]
+///
+/// The numbers of the first [`SPILL_AFTER`] bytes stay in memory; those of later blocks go to a
+/// file in a scratch folder (removed with it), so ten million texts cost their tables and ends
+/// in memory (a few bytes a text), not 1.7 GB: [`holders_of`] reads each block back once.
+#[derive(Debug)]
 pub struct TextKeys {
     blocks: Vec<KeyBlock>,
     /// The index of each block's first text.
     starts: Vec<usize>,
     texts: usize,
+    /// Bytes of numbers held in memory, and how many may be before blocks go to the file.
+    held: usize,
+    limit: usize,
+    spill: Option<Spill>,
+}
+
+/// Bytes of token numbers [`TextKeys`] keeps in memory before it writes blocks to a file.
+pub const SPILL_AFTER: usize = 256 << 20;
+
+impl Default for TextKeys {
+    fn default() -> Self {
+        Self::with_limit(SPILL_AFTER)
+    }
+}
+
+/// The file blocks of numbers go to, in its scratch folder.
+#[derive(Debug)]
+struct Spill {
+    _scratch: crate::pipeline::scratch::Scratch,
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    written: u64,
 }
 
 /// A block of [`TextKeys`].
@@ -297,6 +329,23 @@ pub struct KeyBlock {
 enum Ids {
     Narrow(Vec<u16>),
     Wide(Vec<u32>),
+    /// In the spill file: `len` numbers from byte `at`, little-endian, 4 bytes each if `wide`.
+    Spilled {
+        at: u64,
+        len: usize,
+        wide: bool,
+    },
+}
+
+impl Ids {
+    /// Bytes the numbers take.
+    fn bytes(&self) -> usize {
+        match self {
+            Self::Narrow(v) => 2 * v.len(),
+            Self::Wide(v) => 4 * v.len(),
+            Self::Spilled { len, wide, .. } => len * if *wide { 4 } else { 2 },
+        }
+    }
 }
 
 /// Builds [`KeyBlock`]s, text by text: one, unless its texts' tokens pass 32-bit offsets.
@@ -361,28 +410,140 @@ impl KeyBlockBuilder {
     }
 }
 
+/// A block's numbers: borrowed from memory, or read back from the spill file.
+enum Numbers<'a> {
+    Narrow(Cow<'a, [u16]>),
+    Wide(Cow<'a, [u32]>),
+}
+
 impl KeyBlock {
-    /// Calls `f` with the keys of its text `i`, in order.
-    fn each_key(&self, i: usize, mut f: impl FnMut(u64)) {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        let end = self.ends[i] as usize;
-        match &self.ids {
-            Ids::Narrow(ids) => ids[start..end]
-                .iter()
-                .for_each(|&id| f(self.table[usize::from(id)])),
-            Ids::Wide(ids) => ids[start..end]
-                .iter()
-                .for_each(|&id| f(self.table[id as usize])),
+    /// Calls `f(text, key)` with the keys of its texts, `ids` being its numbers: texts in order,
+    /// each text's keys in order.
+    fn each_key(&self, ids: &Numbers<'_>, mut f: impl FnMut(usize, u64)) {
+        let mut start = 0;
+        for (t, &end) in self.ends.iter().enumerate() {
+            let end = end as usize;
+            match ids {
+                Numbers::Narrow(ids) => {
+                    (ids[start..end].iter()).for_each(|&id| f(t, self.table[usize::from(id)]));
+                }
+                Numbers::Wide(ids) => {
+                    (ids[start..end].iter()).for_each(|&id| f(t, self.table[id as usize]));
+                }
+            }
+            start = end;
         }
     }
 }
 
 impl TextKeys {
-    /// Adds a block's texts after the others.
-    pub fn push(&mut self, block: KeyBlock) {
+    /// Keeps the numbers of the first `limit` bytes in memory, and writes later blocks' to a
+    /// file.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            blocks: Vec::new(),
+            starts: Vec::new(),
+            texts: 0,
+            held: 0,
+            limit,
+            spill: None,
+        }
+    }
+
+    /// Adds a block's texts after the others: its numbers in memory while the limit allows,
+    /// else in the spill file (made the first time).
+    ///
+    /// # Errors
+    /// The scratch folder or the file cannot be made or written.
+    pub fn push(&mut self, mut block: KeyBlock) -> Result<()> {
+        let bytes = block.ids.bytes();
+        if self.held + bytes > self.limit {
+            self.spill(&mut block)?;
+        } else {
+            self.held += bytes;
+        }
         self.starts.push(self.texts);
         self.texts += block.ends.len();
         self.blocks.push(block);
+        Ok(())
+    }
+
+    /// Writes `block`'s numbers to the spill file, leaving where they are.
+    fn spill(&mut self, block: &mut KeyBlock) -> Result<()> {
+        let spill = match &mut self.spill {
+            Some(spill) => spill,
+            none => {
+                let scratch = crate::pipeline::scratch::scratch()?;
+                let path = scratch.path().join("token-numbers");
+                let file = std::fs::File::options()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(|e| Error::io(&path, e))?;
+                tracing::debug!(path = %path.display(), held = self.held, "hack scan: token numbers go to a file");
+                none.insert(Spill {
+                    _scratch: scratch,
+                    path,
+                    file,
+                    written: 0,
+                })
+            }
+        };
+        let (bytes, len, wide): (Vec<u8>, usize, bool) = match &block.ids {
+            Ids::Narrow(v) => (
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                v.len(),
+                false,
+            ),
+            Ids::Wide(v) => (
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                v.len(),
+                true,
+            ),
+            Ids::Spilled { .. } => return Ok(()),
+        };
+        (&spill.file)
+            .write_all(&bytes)
+            .map_err(|e| Error::io(&spill.path, e))?;
+        block.ids = Ids::Spilled {
+            at: spill.written,
+            len,
+            wide,
+        };
+        spill.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The numbers of `block`, read back if they were spilled.
+    fn numbers<'a>(&'a self, block: &'a KeyBlock) -> Result<Numbers<'a>> {
+        let (at, len, wide) = match &block.ids {
+            Ids::Narrow(v) => return Ok(Numbers::Narrow(Cow::Borrowed(v))),
+            Ids::Wide(v) => return Ok(Numbers::Wide(Cow::Borrowed(v))),
+            Ids::Spilled { at, len, wide } => (*at, *len, *wide),
+        };
+        let spill = self
+            .spill
+            .as_ref()
+            .ok_or_else(|| Error::Internal("spilled token numbers without a file".into()))?;
+        let mut bytes = vec![0u8; len * if wide { 4 } else { 2 }];
+        spill
+            .file
+            .read_exact_at(&mut bytes, at)
+            .map_err(|e| Error::io(&spill.path, e))?;
+        Ok(if wide {
+            Numbers::Wide(Cow::Owned(
+                (bytes.chunks_exact(4))
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ))
+        } else {
+            Numbers::Narrow(Cow::Owned(
+                (bytes.chunks_exact(2))
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                    .collect(),
+            ))
+        })
     }
 
     /// The texts.
@@ -402,10 +563,9 @@ impl TextKeys {
             .sum()
     }
 
-    /// Calls `f` with the keys of text `i`, in order.
-    fn each_key(&self, i: usize, f: impl FnMut(u64)) {
-        let b = self.starts.partition_point(|&s| s <= i) - 1;
-        self.blocks[b].each_key(i - self.starts[b], f);
+    /// Bytes of token numbers written to the spill file.
+    pub fn spilled(&self) -> u64 {
+        self.spill.as_ref().map_or(0, |s| s.written)
     }
 }
 
@@ -423,8 +583,64 @@ pub fn holders<K: AsRef<[u64]> + Sync>(
 }
 
 /// [`holders`] of texts kept as [`TextKeys`].
-pub fn holders_of(texts: &TextKeys, vocab: &[(String, u64, usize)]) -> Vec<Vec<u64>> {
-    holding(texts.len(), vocab, |i, f| texts.each_key(i, f))
+/// Blocks are read in parallel, each (read back from the file if it was spilled) filling the
+/// words of its own texts, then adding them to the shared bitsets (a block's first and last
+/// words may hold another block's texts too).
+///
+/// # Errors
+/// A spilled block does not read back.
+pub fn holders_of(texts: &TextKeys, vocab: &[(String, u64, usize)]) -> Result<Vec<Vec<u64>>> {
+    let index = vocab_index(vocab);
+    let terms = vocab.len();
+    let bits: Vec<Vec<AtomicU64>> = (0..terms)
+        .map(|_| {
+            (0..texts.len().div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        })
+        .collect();
+    (texts.blocks.par_iter().zip(&texts.starts)).try_for_each(|(block, &start)| {
+        let ids = texts.numbers(block)?;
+        let first = start / 64;
+        let words = (start + block.ends.len()).div_ceil(64) - first;
+        // Word-major: the words of one text are near each other.
+        let mut local = vec![0u64; words * terms];
+        let mut last: Option<(usize, u64)> = None;
+        block.each_key(&ids, |t, key| {
+            let at = start + t;
+            let (word, bit) = (at / 64 - first, at % 64);
+            let mut hold = |key: u64| {
+                if let Some(&term) = index.get(&key) {
+                    local[word * terms + term] |= 1 << bit;
+                }
+            };
+            hold(key);
+            if let Some((text, before)) = last
+                && text == t
+            {
+                hold(pair_key(before, key));
+            }
+            last = Some((t, key));
+        });
+        for (w, word) in local.chunks_exact(terms.max(1)).enumerate() {
+            for (term, &x) in word.iter().enumerate() {
+                if x != 0 {
+                    bits[term][first + w].fetch_or(x, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok::<_, Error>(())
+    })?;
+    Ok(bits
+        .into_iter()
+        .map(|b| b.into_iter().map(AtomicU64::into_inner).collect())
+        .collect())
+}
+
+/// Each term of `vocab` by its key: keys are hashes already, so a fast hasher, not `SipHash`
+/// (which was a twentieth of the scan).
+fn vocab_index(vocab: &[(String, u64, usize)]) -> HashMap<u64, usize, foldhash::fast::FixedState> {
+    vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect()
 }
 
 /// [`holders`] of `n` texts, text `i`'s keys given to the callback by `keys(i, callback)`.
@@ -433,9 +649,7 @@ fn holding(
     vocab: &[(String, u64, usize)],
     keys: impl Fn(usize, &mut dyn FnMut(u64)) + Sync,
 ) -> Vec<Vec<u64>> {
-    // Keys are hashes already: a fast hasher, not SipHash (which was a twentieth of the scan).
-    let index: HashMap<u64, usize, foldhash::fast::FixedState> =
-        vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect();
+    let index = vocab_index(vocab);
     let chunks: Vec<Vec<u64>> = (0..n.div_ceil(64))
         .into_par_iter()
         .map(|chunk| {
@@ -483,6 +697,20 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+
+    impl TextKeys {
+        /// Every text's keys, read back.
+        fn all_keys(&self) -> Vec<Vec<u64>> {
+            let mut all = Vec::new();
+            for block in &self.blocks {
+                let ids = self.numbers(block).unwrap();
+                let from = all.len();
+                all.extend(block.ends.iter().map(|_| Vec::new()));
+                block.each_key(&ids, |t, k| all[from + t].push(k));
+            }
+            all
+        }
+    }
 
     #[test]
     fn tokens_drop_single_letters_and_split_symbols() {
@@ -562,10 +790,6 @@ mod tests {
         let texts: Vec<&str> = (small.iter().map(String::as_str))
             .chain([wide.as_str(), last.as_str()])
             .collect();
-        let mut tokenizer = Tokenizer::default();
-        let mut df = DocFreq::default();
-        let mut plain: Vec<Vec<u64>> = Vec::new();
-        let mut kept = TextKeys::default();
         // Blocks of uneven sizes, as the scan's chunks are; the wide text in a block of its own.
         let blocks = [
             &texts[..100],
@@ -573,35 +797,50 @@ mod tests {
             &texts[301..302],
             &texts[302..],
         ];
-        for (b, block) in blocks.into_iter().enumerate() {
-            let mut builder = KeyBlockBuilder::default();
-            for t in block {
-                df.add(&mut tokenizer, t);
-                plain.push(tokenizer.keys().to_vec());
-                builder.push(tokenizer.keys());
+        // All in memory; the first and the last (small) block in memory, the two between in the
+        // file; all in the file.
+        for limit in [SPILL_AFTER, 2_000, 0] {
+            let mut tokenizer = Tokenizer::default();
+            let mut df = DocFreq::default();
+            let mut plain: Vec<Vec<u64>> = Vec::new();
+            let mut kept = TextKeys::with_limit(limit);
+            for (b, block) in blocks.into_iter().enumerate() {
+                let mut builder = KeyBlockBuilder::default();
+                for t in block {
+                    df.add(&mut tokenizer, t);
+                    plain.push(tokenizer.keys().to_vec());
+                    builder.push(tokenizer.keys());
+                }
+                let mut built = builder.finish();
+                assert_eq!(built.len(), 1);
+                let built = built.remove(0);
+                assert_eq!(
+                    matches!(built.ids, Ids::Wide(_)),
+                    b == 2,
+                    "only the block of 70,000 distinct tokens needs 32-bit numbers"
+                );
+                kept.push(built).unwrap();
             }
-            let mut built = builder.finish();
-            assert_eq!(built.len(), 1);
-            let built = built.remove(0);
+            let spilled = kept
+                .blocks
+                .iter()
+                .filter(|b| matches!(b.ids, Ids::Spilled { .. }));
             assert_eq!(
-                matches!(built.ids, Ids::Wide(_)),
-                b == 2,
-                "only the block of 70,000 distinct tokens needs 32-bit numbers"
+                spilled.count(),
+                [0, 2, 4][usize::from(limit < SPILL_AFTER) + usize::from(limit == 0)],
+                "{limit}"
             );
-            kept.push(built);
+            assert_eq!(kept.spilled() > 0, limit < SPILL_AFTER);
+            assert_eq!(kept.len(), texts.len());
+            assert_eq!(kept.tokens(), plain.iter().map(Vec::len).sum::<usize>());
+            assert_eq!(kept.all_keys(), plain, "{limit}");
+            let vocab = df.vocabulary(texts.len(), 1, 1_000_000);
+            assert!(vocab.len() > 70_000, "{}", vocab.len());
+            let bits = holders_of(&kept, &vocab).unwrap();
+            assert_eq!(bits, holders(&plain, &vocab), "{limit}");
+            assert!(bits.iter().any(|b| b.iter().any(|w| *w != 0)));
         }
-        assert_eq!(kept.len(), texts.len());
-        assert_eq!(kept.tokens(), plain.iter().map(Vec::len).sum::<usize>());
-        for (i, keys) in plain.iter().enumerate() {
-            let mut got = Vec::new();
-            kept.each_key(i, |k| got.push(k));
-            assert_eq!(&got, keys, "text {i}");
-        }
-        let vocab = df.vocabulary(texts.len(), 1, 1_000_000);
-        assert!(vocab.len() > 70_000, "{}", vocab.len());
-        let bits = holders_of(&kept, &vocab);
-        assert_eq!(bits, holders(&plain, &vocab));
-        assert!(bits.iter().any(|b| b.iter().any(|w| *w != 0)));
+        let mut tokenizer = Tokenizer::default();
         // At the edge: 65,536 distinct tokens are numbered in 16 bits (the last is 65,535),
         // one more takes 32.
         for (distinct, wide) in [(65_536, false), (65_537, true)] {
@@ -612,11 +851,9 @@ mod tests {
             let mut kept = TextKeys::default();
             for block in builder.finish() {
                 assert_eq!(matches!(block.ids, Ids::Wide(_)), wide, "{distinct}");
-                kept.push(block);
+                kept.push(block).unwrap();
             }
-            let mut got = Vec::new();
-            kept.each_key(0, |k| got.push(k));
-            assert_eq!(got, tokenizer.keys(), "{distinct}");
+            assert_eq!(kept.all_keys(), [tokenizer.keys()], "{distinct}");
         }
     }
 }

@@ -115,6 +115,9 @@ pub fn centre(rewards: &[f64], groups: &Groups) -> Centred {
 pub enum Column {
     /// A 0/1 indicator: bit `i` set means 1.0 on row `i`.
     Bits(Vec<u64>),
+    /// Whole numbers from 0 to 2^32 − 1 (counts, lengths), one per row (0 = absent): the values
+    /// of a [`Column::Dense`] column in half its memory, read as the same `f64`s.
+    Counts(Vec<u32>),
     /// Any other values, one per row (0 = absent; never NaN).
     Dense(Vec<f64>),
 }
@@ -123,22 +126,47 @@ impl Column {
     /// The column of `n` rows with `values` on `rows` (ascending; zeros and NaN dropped): a
     /// bitset when every value is 1.
     pub fn from_entries(n: usize, rows: &[u32], values: &[f64]) -> Self {
-        let kept = || {
+        Self::from_each(n, |f| {
             rows.iter()
                 .zip(values)
-                .filter(|(_, v)| **v != 0.0 && !v.is_nan())
-        };
-        if kept().all(|(_, v)| *v == 1.0) {
-            let mut bits = vec![0u64; n.div_ceil(64)];
-            for (r, _) in kept() {
-                bits[*r as usize / 64] |= 1 << (r % 64);
+                .for_each(|(r, v)| f(*r as usize, *v));
+        })
+    }
+
+    /// The column of `n` rows whose entries `each` gives (`each(f)` calls `f(row, value)` for
+    /// each, rows ascending; zeros and NaN dropped), read twice: a bitset when every value is 1,
+    /// counts when every value is a whole number below 2^32.
+    pub fn from_each(n: usize, each: impl Fn(&mut dyn FnMut(usize, f64))) -> Self {
+        let (mut binary, mut counts) = (true, true);
+        each(&mut |_, v| {
+            if v != 0.0 && !v.is_nan() {
+                binary &= v == 1.0;
+                counts &= as_count(v).is_some();
             }
+        });
+        if binary {
+            let mut bits = vec![0u64; n.div_ceil(64)];
+            each(&mut |r, v| {
+                if v == 1.0 {
+                    bits[r / 64] |= 1 << (r % 64);
+                }
+            });
             Self::Bits(bits)
+        } else if counts {
+            let mut dense = vec![0u32; n];
+            each(&mut |r, v| {
+                if let Some(c) = as_count(v) {
+                    dense[r] = c;
+                }
+            });
+            Self::Counts(dense)
         } else {
             let mut dense = vec![0.0; n];
-            for (r, v) in kept() {
-                dense[*r as usize] = *v;
-            }
+            each(&mut |r, v| {
+                if v != 0.0 && !v.is_nan() {
+                    dense[r] = v;
+                }
+            });
             Self::Dense(dense)
         }
     }
@@ -155,6 +183,7 @@ impl Column {
     pub fn n_obs(&self) -> usize {
         match self {
             Self::Bits(b) => b.iter().map(|w| w.count_ones() as usize).sum(),
+            Self::Counts(d) => d.iter().filter(|v| **v != 0).count(),
             Self::Dense(d) => d.iter().filter(|v| **v != 0.0).count(),
         }
     }
@@ -178,6 +207,13 @@ impl Column {
     pub fn for_each(&self, mut f: impl FnMut(usize, f64)) {
         match self {
             Self::Bits(bits) => each_bit(bits, |i| f(i, 1.0)),
+            Self::Counts(d) => {
+                for (i, v) in d.iter().enumerate() {
+                    if *v != 0 {
+                        f(i, f64::from(*v));
+                    }
+                }
+            }
             Self::Dense(d) => {
                 for (i, v) in d.iter().enumerate() {
                     if *v != 0.0 {
@@ -187,6 +223,16 @@ impl Column {
             }
         }
     }
+}
+
+/// `v` as a count: a whole number from 1 to 2^32 − 1 (`None` otherwise, and for 0).
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "checked: the value is whole and in range"
+)]
+pub(crate) fn as_count(v: f64) -> Option<u32> {
+    (v >= 1.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0).then_some(v as u32)
 }
 
 /// Calls `f(i)` for every set bit `i`, ascending.
@@ -382,6 +428,11 @@ fn sum_over(f: &Column, pass: &[u64]) -> f64 {
             .zip(pass)
             .map(|(x, y)| f64::from((x & y).count_ones()))
             .sum(),
+        Column::Counts(d) => {
+            let mut s = 0.0;
+            each_bit(pass, |i| s += f64::from(d[i]));
+            s
+        }
         Column::Dense(d) => {
             let mut s = 0.0;
             each_bit(pass, |i| s += d[i]);
@@ -500,6 +551,44 @@ mod tests {
             let sd = sd_within(&f, &self.groups);
             (f, sd)
         }
+    }
+
+    #[test]
+    fn counts_are_kept_in_32_bits_and_read_as_the_same_floats() {
+        let p = Planted::new();
+        let (counts, sd) = p.feature(|t| t.split_whitespace().count());
+        let Column::Counts(c) = &counts else {
+            panic!("word counts are counts: {counts:?}");
+        };
+        // The same values as 64-bit floats.
+        let dense = Column::Dense(c.iter().map(|v| f64::from(*v)).collect());
+        assert_eq!(counts.n_obs(), dense.n_obs());
+        assert_eq!(sd.to_bits(), sd_within(&dense, &p.groups).to_bits());
+        let (a, b) = (pooled(&counts, &p.rewards), pooled(&dense, &p.rewards));
+        assert_eq!(
+            (a.0.to_bits(), a.1.to_bits()),
+            (b.0.to_bits(), b.1.to_bits())
+        );
+        let floor_of = |f: &Column| {
+            let sds = [(f, sd)];
+            floor(&sds, &p.rewards, &p.groups, &p.c, 50, 0.05, 3).1
+        };
+        assert_eq!(floor_of(&counts), floor_of(&dense));
+        // A fraction, a negative value or one past 2^32 keeps 64 bits; ones are a bitset.
+        for (values, counts) in [
+            (vec![0.0, 2.0, 3.0], true),
+            (vec![0.0, 2.5, 3.0], false),
+            (vec![-1.0, 2.0, 3.0], false),
+            (vec![4_294_967_296.0, 2.0, 3.0], false),
+            (vec![4_294_967_295.0, 2.0, 3.0], true),
+        ] {
+            let c = Column::from_dense(&values);
+            assert_eq!(matches!(c, Column::Counts(_)), counts, "{values:?}");
+            let mut back = vec![0.0; values.len()];
+            c.for_each(|i, v| back[i] = v);
+            assert_eq!(back, values);
+        }
+        assert!(Column::from_dense(&[0.0, 1.0, 1.0]).is_binary());
     }
 
     #[test]

@@ -4,8 +4,9 @@
 use rayon::prelude::*;
 
 use super::rank::rank;
-use super::read::Read;
+use super::read::{Entries, Read};
 use super::{Entry, Feature, HashMap, Options, Regime, Report, matches};
+use crate::error::Result;
 use crate::stats::round_places;
 use crate::stats::within::{self, Column, Groups, Support};
 
@@ -82,27 +83,35 @@ fn describe(report: &mut Report, groups: &Groups, rewards: &[f64], profiles: &[u
 }
 
 /// The columns: hand and user tiers in creation order, then the auto tier in vocabulary order.
+/// The auto tier's holders are found first, so the texts are gone before the dense columns are
+/// made.
+///
+/// # Errors
+/// Texts kept in a file do not read back.
 fn named_columns(
-    read_columns: Vec<(String, Vec<u32>, Vec<f64>)>,
-    texts: &crate::stages::terms::TextKeys,
+    read_columns: Vec<(String, Entries)>,
+    texts: crate::stages::terms::TextKeys,
     df: crate::stages::terms::DocFreq,
     n: usize,
     opts: &Options,
-) -> Vec<(String, Column)> {
+) -> Result<Vec<(String, Column)>> {
+    let mut auto = Vec::new();
+    if opts.auto {
+        let vocab = df.vocabulary(n, opts.min_obs, opts.top_k);
+        let bits = crate::stages::terms::holders_of(&texts, &vocab)?;
+        for ((term, _, _), bits) in vocab.into_iter().zip(bits) {
+            auto.push((format!("contains:{term}"), Column::Bits(bits)));
+        }
+    }
+    drop(texts);
     let mut named: Vec<(String, Column)> = read_columns
         .into_par_iter()
         // Too rare to rank: not worth n values.
-        .filter(|(_, r, _)| r.len() >= opts.min_obs)
-        .map(|(name, r, v)| (name, Column::from_entries(n, &r, &v)))
+        .filter(|(_, e)| e.len() >= opts.min_obs)
+        .map(|(name, e)| (name, Column::from_each(n, |f| e.for_each(f))))
         .collect();
-    if opts.auto {
-        let vocab = df.vocabulary(n, opts.min_obs, opts.top_k);
-        let bits = crate::stages::terms::holders_of(texts, &vocab);
-        for ((term, _, _), bits) in vocab.into_iter().zip(bits) {
-            named.push((format!("contains:{term}"), Column::Bits(bits)));
-        }
-    }
-    named
+    named.extend(auto);
+    Ok(named)
 }
 
 /// The features of `named`: too-rare columns out; columns with the same entries are one
@@ -171,7 +180,10 @@ fn pooled_only(report: &mut Report, feats: &[Feature], cap: usize, single: bool)
 }
 
 /// What the rows read say: the report of the scan.
-pub(super) fn analyse(read: Read, opts: &Options) -> Report {
+///
+/// # Errors
+/// Texts kept in a file do not read back.
+pub(super) fn analyse(read: Read, opts: &Options) -> Result<Report> {
     let started = std::time::Instant::now();
     let Read {
         n_rows,
@@ -194,7 +206,7 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
         report
             .warnings
             .push("no row has a reward: grade the rows first (`wai grade`), then scan".into());
-        return report;
+        return Ok(report);
     }
     let graded = n as u64;
     if n_rows > graded {
@@ -207,8 +219,7 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
     let groups = Groups::of_numbers(tasks);
     describe(&mut report, &groups, &rewards, &profiles);
     let centred = within::centre(&rewards, &groups);
-    let named = named_columns(columns, &texts, df, n, opts);
-    drop(texts);
+    let named = named_columns(columns, texts, df, n, opts)?;
     tracing::debug!(columns = named.len(), elapsed = ?started.elapsed(), "hack scan: columns built");
 
     let mut feats = collapse(named, opts.min_obs);
@@ -227,7 +238,7 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
     let single = groups.multi().next().is_none();
     if single || centred.sr <= 0.0 {
         pooled_only(&mut report, &feats, cap, single);
-        return report;
+        return Ok(report);
     }
     if opts.auto && opts.seeds > 0 {
         conjunctions(&mut feats, opts, &endorsed, &groups, &rewards, &centred);
@@ -239,7 +250,7 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Report {
     );
     tracing::debug!(elapsed = ?started.elapsed(), "hack scan: floor");
     rank(&mut report, &feats, (tau, nulls.len()), &endorsed, cap);
-    report
+    Ok(report)
 }
 
 /// Adds the pairwise conjunctions of the strongest indicators that beat both parents.
@@ -304,6 +315,12 @@ fn content_hash(c: &Column) -> u64 {
                 h.write_u64(*w);
             }
         }
+        Column::Counts(d) => {
+            h.write_u8(2);
+            for v in d {
+                h.write_u32(*v);
+            }
+        }
         Column::Dense(d) => {
             h.write_u8(1);
             for v in d {
@@ -326,7 +343,9 @@ mod tests {
             tasks: within::Groups::new(tasks).of,
             rewards: rewards.to_vec(),
             profiles: (0..tasks.len() as u64).collect(),
-            columns,
+            columns: (columns.into_iter())
+                .map(|(name, r, v)| (name, Entries::of(&r, &v)))
+                .collect(),
             texts: crate::stages::terms::TextKeys::default(),
             df: DocFreq::default(),
         }
@@ -367,7 +386,7 @@ mod tests {
 
     #[test]
     fn no_reward_is_nothing_to_scan() {
-        let report = analyse(read(&[], &[], Vec::new()), &opts());
+        let report = analyse(read(&[], &[], Vec::new()), &opts()).unwrap();
         assert_eq!(report.regime, Regime::Unknown);
         assert_eq!(report.n_graded, 0);
         assert!(report.warnings[0].starts_with("no row has a reward"));
@@ -379,7 +398,8 @@ mod tests {
         let report = analyse(
             read(&["a", "b", "c", "d"], &[0.0, 1.0, 0.0, 1.0], columns),
             &opts(),
-        );
+        )
+        .unwrap();
         assert_eq!((report.n_groups, report.n_groups_multi), (4, 0));
         assert_eq!(report.n_features, 1);
         assert_eq!(report.features[0].pooled, 1.0);
@@ -397,7 +417,7 @@ mod tests {
         let columns = vec![("good".to_owned(), on.clone(), vec![1.0; on.len()])];
         let mut o = opts();
         o.endorsed = vec!["good".into()];
-        let report = analyse(read(&tasks, &rewards, columns), &o);
+        let report = analyse(read(&tasks, &rewards, columns), &o).unwrap();
         assert_eq!(report.regime, Regime::Train);
         assert_eq!(report.top_feature.as_deref(), Some("good"));
         assert_eq!(report.rho_max, 1.0);

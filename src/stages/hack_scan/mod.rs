@@ -258,13 +258,14 @@ impl crate::stages::Stage for HackScanStage {
         tracing::debug!(
             rows = read.rewards.len(),
             token_keys = read.texts.tokens(),
+            token_bytes_spilled = read.texts.spilled(),
             terms = read.df.len(),
             entries = read.columns.iter().map(|c| c.1.len()).sum::<usize>(),
             columns = read.columns.len(),
             elapsed = ?started.elapsed(),
             "hack scan: rows read"
         );
-        Ok(analyse::analyse(read, opts))
+        analyse::analyse(read, opts)
     }
 }
 

@@ -10,6 +10,7 @@ use super::rows::{self, Columns, FIXED, Name};
 use super::{HashMap, Options};
 use crate::error::{Error, Result};
 use crate::stages::terms::{DocFreq, KeyBlock, KeyBlockBuilder, TextKeys, Tokenizer};
+use crate::stats::within::as_count;
 
 /// Names a user feature may not take: the auto tier's and the conjunctions'.
 pub(super) fn check_user_names(features: &[(String, String)]) -> Result<()> {
@@ -48,8 +49,8 @@ pub(super) struct Read {
     pub(super) tasks: Vec<u32>,
     pub(super) rewards: Vec<f64>,
     pub(super) profiles: Vec<u64>,
-    /// (name, rows, values) in creation order.
-    pub(super) columns: Vec<(String, Vec<u32>, Vec<f64>)>,
+    /// (name, entries) in creation order.
+    pub(super) columns: Vec<(String, Entries)>,
     /// Each text's token keys (the auto tier's terms are found in them).
     pub(super) texts: TextKeys,
     pub(super) df: DocFreq,
@@ -111,11 +112,13 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> R
          FROM {table} WHERE reward IS NOT NULL AND NOT isnan(reward)"
     );
     let names: Vec<String> = opts.features.iter().map(|(n, _)| n.clone()).collect();
+    // Room for every row at once, not doubled as they come (untouched room takes no memory).
+    let room = usize::try_from(n_rows).unwrap_or(0).min(1 << 32);
     let mut out = Read {
         n_rows,
-        tasks: Vec::new(),
-        rewards: Vec::new(),
-        profiles: Vec::new(),
+        tasks: Vec::with_capacity(room),
+        rewards: Vec::with_capacity(room),
+        profiles: Vec::with_capacity(room),
         columns: Vec::new(),
         texts: TextKeys::default(),
         df: DocFreq::default(),
@@ -161,18 +164,18 @@ fn add_batch(
         for (df, blocks) in counted {
             out.df.merge(df);
             for block in blocks {
-                out.texts.push(block);
+                out.texts.push(block)?;
             }
         }
     }
+    let first = out.rewards.len();
     for r in rows {
         let at = u32::try_from(out.rewards.len())
             .map_err(|_| Error::Usage("hack-scan reads at most 2^32 rows".into()))?;
         for (name, v) in &r.features {
             if *v != 0.0 && !v.is_nan() {
                 let c = registry.column(name, names, &mut out.columns);
-                out.columns[c].1.push(at);
-                out.columns[c].2.push(*v);
+                out.columns[c].1.push(at, *v);
             }
         }
         let task = registry.task(r.task)?;
@@ -180,7 +183,117 @@ fn add_batch(
         out.rewards.push(r.reward);
         out.profiles.push(r.profile);
     }
+    for (_, entries) in &mut out.columns {
+        entries.seal(first, out.rewards.len());
+    }
     Ok(())
+}
+
+/// A column's entries (its rows with a value other than 0 or NaN, ascending), kept batch by
+/// batch in exactly the memory they need: a batch's as rows and values, or as a value a row
+/// (0 where absent) when that is smaller (most rows have one); values as 32-bit counts when
+/// every one of the batch is a whole number below 2^32.
+#[derive(Debug, Default)]
+pub(super) struct Entries {
+    parts: Vec<Part>,
+    len: usize,
+    /// The batch under way.
+    rows: Vec<u32>,
+    values: Vec<f64>,
+}
+
+#[derive(Debug)]
+struct Part {
+    /// The rows of the values; `None`: a value a row from `first`.
+    rows: Option<Box<[u32]>>,
+    first: u32,
+    values: Values,
+}
+
+#[derive(Debug)]
+enum Values {
+    Counts(Box<[u32]>),
+    Floats(Box<[f64]>),
+}
+
+impl Entries {
+    /// The entries `rows` (ascending), `values` (none 0 or NaN), as one batch.
+    #[cfg(test)]
+    pub(super) fn of(rows: &[u32], values: &[f64]) -> Self {
+        let mut e = Self::default();
+        for (r, v) in rows.iter().zip(values) {
+            e.push(*r, *v);
+        }
+        let end = rows.last().map_or(0, |r| *r as usize + 1);
+        e.seal(0, end);
+        e
+    }
+
+    /// Adds an entry of the batch under way (rows ascending; the value neither 0 nor NaN).
+    fn push(&mut self, row: u32, value: f64) {
+        self.rows.push(row);
+        self.values.push(value);
+    }
+
+    /// Ends the batch of rows `first..end`.
+    fn seal(&mut self, first: usize, end: usize) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.len += self.rows.len();
+        let counts = self.values.iter().all(|v| as_count(*v).is_some());
+        let width = if counts { 4 } else { 8 };
+        let dense = self.rows.len() * (4 + width) > (end - first) * width;
+        let at = |r: u32| if dense { r as usize - first } else { 0 };
+        let values = if counts {
+            let mut c = vec![0u32; if dense { end - first } else { self.rows.len() }];
+            for (i, (r, v)) in self.rows.iter().zip(&self.values).enumerate() {
+                c[if dense { at(*r) } else { i }] = as_count(*v).unwrap_or(0);
+            }
+            Values::Counts(c.into_boxed_slice())
+        } else if dense {
+            let mut d = vec![0.0; end - first];
+            for (r, v) in self.rows.iter().zip(&self.values) {
+                d[at(*r)] = *v;
+            }
+            Values::Floats(d.into_boxed_slice())
+        } else {
+            Values::Floats(self.values.as_slice().into())
+        };
+        self.parts.push(Part {
+            rows: (!dense).then(|| self.rows.as_slice().into()),
+            first: u32::try_from(first).unwrap_or(u32::MAX),
+            values,
+        });
+        self.rows.clear();
+        self.values.clear();
+    }
+
+    /// How many entries.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Calls `f(row, value)` for every entry, rows ascending.
+    pub(super) fn for_each(&self, mut f: impl FnMut(usize, f64)) {
+        for part in &self.parts {
+            let first = part.first as usize;
+            match (&part.rows, &part.values) {
+                (Some(rows), Values::Counts(c)) => {
+                    (rows.iter().zip(c.iter())).for_each(|(r, v)| f(*r as usize, f64::from(*v)));
+                }
+                (Some(rows), Values::Floats(x)) => {
+                    (rows.iter().zip(x.iter())).for_each(|(r, v)| f(*r as usize, *v));
+                }
+                (None, Values::Counts(c)) => (c.iter().enumerate())
+                    .filter(|(_, v)| **v != 0)
+                    .for_each(|(i, v)| f(first + i, f64::from(*v))),
+                (None, Values::Floats(x)) => (x.iter().enumerate())
+                    .filter(|(_, v)| **v != 0.0)
+                    .for_each(|(i, v)| f(first + i, *v)),
+            }
+        }
+    }
 }
 
 /// Columns by name, numbered as first seen.
@@ -200,10 +313,10 @@ impl Registry {
         &mut self,
         name: &Name<'_>,
         user_names: &[String],
-        columns: &mut Vec<(String, Vec<u32>, Vec<f64>)>,
+        columns: &mut Vec<(String, Entries)>,
     ) -> usize {
         let mut new = |spelled: String| {
-            columns.push((spelled, Vec::new(), Vec::new()));
+            columns.push((spelled, Entries::default()));
             columns.len() - 1
         };
         match name {
@@ -276,6 +389,52 @@ mod tests {
     }
 
     #[test]
+    fn entries_keep_each_batch_as_the_smaller_of_sparse_and_dense() {
+        let want = [
+            (1, 1.0),
+            (4, 2.0),
+            (9, 1.0),
+            (10, 3.0),
+            (11, 1.0),
+            (12, -1.0),
+            (13, 7.0),
+            (21, 2.5),
+        ];
+        let mut e = Entries::default();
+        // Rows 0..10: three entries; 10..14: one a row; 14..20: none; 20..24: one.
+        for (first, end) in [(0, 10), (10, 14), (14, 20), (20, 24)] {
+            for &(r, v) in want.iter().filter(|(r, _)| (first..end).contains(r)) {
+                e.push(u32::try_from(r).unwrap(), v);
+            }
+            e.seal(first, end);
+        }
+        let kinds: Vec<(bool, bool)> = (e.parts.iter())
+            .map(|p| (p.rows.is_none(), matches!(p.values, Values::Counts(_))))
+            .collect();
+        // Dense where every row has one; counts where none is negative or a fraction.
+        assert_eq!(kinds, [(false, true), (true, false), (false, false)]);
+        assert_eq!(e.len(), want.len());
+        let mut got = Vec::new();
+        e.for_each(|r, v| got.push((r, v)));
+        assert_eq!(got, want);
+        let rows: Vec<u32> = want
+            .iter()
+            .map(|(r, _)| u32::try_from(*r).unwrap())
+            .collect();
+        let values: Vec<f64> = want.iter().map(|(_, v)| *v).collect();
+        let column = crate::stats::within::Column::from_each(24, |f| e.for_each(f));
+        assert_eq!(
+            column,
+            crate::stats::within::Column::from_entries(24, &rows, &values)
+        );
+        assert!(!column.is_binary());
+        // Ones only: a bitset, whichever way the batches were kept.
+        let ones = Entries::of(&[0, 1, 2, 5], &[1.0; 4]);
+        let bits = crate::stats::within::Column::from_each(6, |f| ones.for_each(f));
+        assert_eq!(bits, crate::stats::within::Column::Bits(vec![0b10_0111]));
+    }
+
+    #[test]
     fn columns_are_numbered_as_first_seen_and_built_ins_share_theirs() {
         let user = vec!["mine".to_owned(), "reply_length".to_owned()];
         let mut registry = Registry::default();
@@ -288,7 +447,7 @@ mod tests {
         assert_eq!(c(&mut registry, Name::User(1), &mut columns), 2);
         assert_eq!(c(&mut registry, Name::Tool("refund"), &mut columns), 0);
         assert_eq!(c(&mut registry, Name::LogprobMean, &mut columns), 3);
-        let names: Vec<&str> = columns.iter().map(|(n, _, _)| n.as_str()).collect();
+        let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
             ["tool:refund", "mine", "reply_length", "logprob_mean"]

@@ -305,17 +305,30 @@ impl<'a> Columns<'a> {
         } else {
             ""
         };
-        let reason = reason
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase();
-        if reason.contains("truncat") || reason.contains("cut off") {
+        if says_cut(reason) {
             return true;
         }
         let reply = final_text.trim_end_matches(is_space);
         reply.chars().count() >= TRUNCATION_MIN_CHARS && !looks_finished(reply)
     }
+}
+
+/// Whether a grader's reason says the reply was cut: lowercased, its white space runs made one
+/// space, it holds `truncat` or `cut off`. Most reasons hold neither word in any case (checked
+/// on the bytes first: lowercasing maps no other character onto these letters), and are not
+/// rewritten.
+fn says_cut(reason: &str) -> bool {
+    let holds =
+        |word: &[u8]| (reason.as_bytes().windows(word.len())).any(|w| w.eq_ignore_ascii_case(word));
+    if !(holds(b"truncat") || (holds(b"cut") && holds(b"off"))) {
+        return false;
+    }
+    let reason = reason
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase();
+    reason.contains("truncat") || reason.contains("cut off")
 }
 
 /// `Some(())` for a digit as Python's `isdigit` reads it: a decimal digit of any script
@@ -425,6 +438,35 @@ mod tests {
         }
         // Non-ASCII texts take the char rule.
         assert_eq!(words("a\u{2003}b\u{85}c é"), 4);
+    }
+
+    #[test]
+    fn a_reason_says_cut_in_any_case_and_spacing() {
+        for (reason, cut) in [
+            ("", false),
+            ("looks fine", false),
+            ("The reply was TRUNCATED", true),
+            ("cut\u{2003}\n OFF mid-sentence", true),
+            ("Cut-off", false),
+            ("cut, then off", false),
+            ("off the cuff, cut short", false),
+            ("haircut off", true),
+            ("Ürün truncated", true),
+            // The Kelvin sign lowercases to `k`: no letter of the two words.
+            ("\u{212a}ut off", false),
+        ] {
+            assert_eq!(says_cut(reason), cut, "{reason:?}");
+            let slow = reason
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .to_lowercase();
+            assert_eq!(
+                slow.contains("truncat") || slow.contains("cut off"),
+                cut,
+                "{reason:?}"
+            );
+        }
     }
 
     #[test]
