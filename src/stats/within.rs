@@ -285,8 +285,33 @@ pub fn rho_within(f: &Column, sd_within: f64, rc: &[f64], sr: f64) -> f64 {
 
 /// The pooled Pearson correlation of `f` with `rewards` (population moments), and `f`'s pooled
 /// sd.
-#[allow(clippy::cast_precision_loss)]
 pub fn pooled(f: &Column, rewards: &[f64]) -> (f64, f64) {
+    pooled_given(f, rewards, &Moments::of(rewards))
+}
+
+/// The rewards' population mean and sd, found once for every feature's [`pooled_given`].
+#[derive(Debug, Clone, Copy)]
+pub struct Moments {
+    mean: f64,
+    sd: f64,
+}
+
+impl Moments {
+    /// The moments of `rewards`.
+    #[allow(clippy::cast_precision_loss)]
+    pub fn of(rewards: &[f64]) -> Self {
+        let n = rewards.len().max(1) as f64;
+        let mean = rewards.iter().sum::<f64>() / n;
+        let sd = (rewards.iter().map(|r| r * r).sum::<f64>() / n - mean * mean)
+            .max(0.0)
+            .sqrt();
+        Self { mean, sd }
+    }
+}
+
+/// [`pooled`], with the rewards' moments given.
+#[allow(clippy::cast_precision_loss)]
+pub fn pooled_given(f: &Column, rewards: &[f64], moments: &Moments) -> (f64, f64) {
     let n = rewards.len().max(1) as f64;
     let (mut s, mut s2, mut sfr) = (0.0, 0.0, 0.0);
     f.for_each(|r, v| {
@@ -295,10 +320,10 @@ pub fn pooled(f: &Column, rewards: &[f64]) -> (f64, f64) {
         sfr += v * rewards[r];
     });
     let sd = (s2 / n - (s / n) * (s / n)).max(0.0).sqrt();
-    let mean_r = rewards.iter().sum::<f64>() / n;
-    let sd_r = (rewards.iter().map(|r| r * r).sum::<f64>() / n - mean_r * mean_r)
-        .max(0.0)
-        .sqrt();
+    let Moments {
+        mean: mean_r,
+        sd: sd_r,
+    } = *moments;
     if sd <= 0.0 || sd_r <= 0.0 {
         return (0.0, sd);
     }
@@ -390,29 +415,58 @@ pub fn floor(
         })
         .collect();
     let scale = rewards.len() as f64 * centred.sr;
-    let strongest = |sum: &dyn Fn(&Column) -> f64| {
-        live.iter()
-            .map(|(f, sd, fixed)| ((sum(f) - fixed) / (scale * sd)).abs())
+    // The strongest |correlation| given each live feature's sum (by its index in `live`).
+    let strongest = |sum: &dyn Fn(usize) -> f64| {
+        (live.iter().enumerate())
+            .map(|(j, (_, sd, fixed))| ((sum(j) - fixed) / (scale * sd)).abs())
             .fold(0.0, f64::max)
     };
     let binary = rewards.iter().all(|r| *r == 0.0 || *r == 1.0);
-    let mut nulls: Vec<f64> = (0..k)
-        .into_par_iter()
-        .map(|p| {
-            let mut rng = rng_at(seed, FAMILY, p);
-            if binary {
-                let pass = shuffled_bits(rewards, groups, &mut rng);
-                strongest(&|f| sum_over(f, &pass))
-            } else {
-                let perm = shuffled(rewards, groups, &mut rng);
-                strongest(&|f| {
-                    let mut s = 0.0;
-                    f.for_each(|r, v| s += v * perm[r]);
-                    s
-                })
-            }
-        })
-        .collect();
+    let mut nulls: Vec<f64> = if binary {
+        // A few shuffles at a time, summed block of rows by block of rows: each block of a
+        // feature is read from memory once for all of them, not once a shuffle. Each sum runs
+        // over the rows in order, as one pass would, so the nulls are the same to the bit.
+        let together = (k as usize)
+            .div_ceil(2 * rayon::current_num_threads())
+            .clamp(1, SHUFFLES_TOGETHER);
+        let words = rewards.len().div_ceil(64);
+        (0..k)
+            .collect::<Vec<u32>>()
+            .par_chunks(together)
+            .flat_map_iter(|ps| {
+                let passes: Vec<Vec<u64>> = (ps.iter())
+                    .map(|&p| shuffled_bits(rewards, groups, &mut rng_at(seed, FAMILY, p)))
+                    .collect();
+                let mut sums = vec![0.0; ps.len() * live.len()];
+                for start in (0..words).step_by(BLOCK_WORDS) {
+                    let block = start..(start + BLOCK_WORDS).min(words);
+                    for (j, (f, _, _)) in live.iter().enumerate() {
+                        for (q, pass) in passes.iter().enumerate() {
+                            add_over(f, pass, block.clone(), &mut sums[q * live.len() + j]);
+                        }
+                    }
+                }
+                (0..ps.len())
+                    .map(|q| strongest(&|j| sums[q * live.len() + j]))
+                    .collect::<Vec<f64>>()
+            })
+            .collect()
+    } else {
+        (0..k)
+            .into_par_iter()
+            .map(|p| {
+                let perm = shuffled(rewards, groups, &mut rng_at(seed, FAMILY, p));
+                let sums: Vec<f64> = (live.iter())
+                    .map(|(f, _, _)| {
+                        let mut s = 0.0;
+                        f.for_each(|r, v| s += v * perm[r]);
+                        s
+                    })
+                    .collect();
+                strongest(&|j| sums[j])
+            })
+            .collect()
+    };
     nulls.sort_by(f64::total_cmp);
     let at = (((1.0 - alpha) * f64::from(k)).ceil() as usize)
         .saturating_sub(1)
@@ -420,24 +474,24 @@ pub fn floor(
     (nulls[at], nulls)
 }
 
-/// `f`'s sum over the rows set in `pass`: a popcount for an indicator.
-fn sum_over(f: &Column, pass: &[u64]) -> f64 {
+/// Shuffles of the floor summed together over a block of rows.
+const SHUFFLES_TOGETHER: usize = 8;
+/// Words (of 64 rows) in a block: a block of a 64-bit column is 128 KiB.
+const BLOCK_WORDS: usize = 256;
+
+/// Adds to `sum` `f`'s values on the rows set in `pass` within its `words`, rows in order (a
+/// popcount a word for an indicator).
+fn add_over(f: &Column, pass: &[u64], words: std::ops::Range<usize>, sum: &mut f64) {
+    let base = words.start * 64;
+    let pass = &pass[words.clone()];
     match f {
-        Column::Bits(b) => b
-            .iter()
-            .zip(pass)
-            .map(|(x, y)| f64::from((x & y).count_ones()))
-            .sum(),
-        Column::Counts(d) => {
-            let mut s = 0.0;
-            each_bit(pass, |i| s += f64::from(d[i]));
-            s
+        Column::Bits(b) => {
+            for (x, y) in b[words].iter().zip(pass) {
+                *sum += f64::from((x & y).count_ones());
+            }
         }
-        Column::Dense(d) => {
-            let mut s = 0.0;
-            each_bit(pass, |i| s += d[i]);
-            s
-        }
+        Column::Counts(d) => each_bit(pass, |i| *sum += f64::from(d[base + i])),
+        Column::Dense(d) => each_bit(pass, |i| *sum += d[base + i]),
     }
 }
 
@@ -670,7 +724,76 @@ mod tests {
         for f in [&hashes, &words] {
             let mut float = 0.0;
             f.for_each(|r, v| float += v * perm[r]);
-            assert_eq!(float, sum_over(f, &bits));
+            let mut sum = 0.0;
+            add_over(f, &bits, 0..bits.len(), &mut sum);
+            assert_eq!(float, sum);
         }
+    }
+
+    #[test]
+    fn the_floor_summed_in_blocks_gives_the_nulls_of_one_pass_a_shuffle() {
+        // 50,000 rows (four blocks), tasks of 8; an indicator, counts and fractions.
+        let n = 50_000usize;
+        let keys: Vec<String> = (0..n).map(|i| format!("t{}", i / 8)).collect();
+        let groups = Groups::new(&keys.iter().map(String::as_str).collect::<Vec<_>>());
+        let mix = |i: usize| (i.wrapping_mul(2_654_435_761) >> 7) % 1000;
+        let rewards: Vec<f64> = (0..n).map(|i| f64::from(u8::from(mix(i) < 450))).collect();
+        let c = centre(&rewards, &groups);
+        let column =
+            |f: &dyn Fn(usize) -> f64| Column::from_dense(&(0..n).map(f).collect::<Vec<_>>());
+        let columns = [
+            column(&|i| f64::from(u8::from(mix(i + 1) < 300))),
+            column(&|i| (mix(i + 2) % 40) as f64),
+            column(&|i| (mix(i + 3) as f64 - 500.0) / 7.0),
+            column(&|i| {
+                if rewards[i] == 1.0 {
+                    (mix(i) % 5) as f64
+                } else {
+                    0.0
+                }
+            }),
+        ];
+        let kinds: Vec<u8> = columns
+            .iter()
+            .map(|c| match c {
+                Column::Bits(_) => 0,
+                Column::Counts(_) => 1,
+                Column::Dense(_) => 2,
+            })
+            .collect();
+        assert_eq!(kinds, [0, 1, 2, 1]);
+        let sds: Vec<(&Column, f64)> = columns.iter().map(|f| (f, sd_within(f, &groups))).collect();
+        let (k, seed) = (37u32, 11u64);
+        let (_, nulls) = floor(&sds, &rewards, &groups, &c, k, 0.05, seed);
+        // One pass a shuffle over all rows, as the floor summed before blocks.
+        let scale = n as f64 * c.sr;
+        let mut want: Vec<f64> = (0..k)
+            .map(|p| {
+                let pass = shuffled_bits(&rewards, &groups, &mut rng_at(seed, FAMILY, p));
+                sds.iter()
+                    .map(|(f, sd)| {
+                        let mut fixed = 0.0;
+                        f.for_each(|r, v| fixed += v * c.means[groups.of[r] as usize]);
+                        let mut sum = 0.0;
+                        f.for_each(|r, v| {
+                            if pass[r / 64] >> (r % 64) & 1 == 1 {
+                                sum += v;
+                            }
+                        });
+                        ((sum - fixed) / (scale * sd)).abs()
+                    })
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        want.sort_by(f64::total_cmp);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&nulls), bits(&want));
+        // And at any thread count.
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let (_, alone) = one.install(|| floor(&sds, &rewards, &groups, &c, k, 0.05, seed));
+        assert_eq!(bits(&alone), bits(&want));
     }
 }

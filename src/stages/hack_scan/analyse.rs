@@ -223,12 +223,13 @@ pub(super) fn analyse(read: Read, opts: &Options) -> Result<Report> {
     tracing::debug!(columns = named.len(), elapsed = ?started.elapsed(), "hack scan: columns built");
 
     let mut feats = collapse(named, opts.min_obs);
+    let moments = within::Moments::of(&rewards);
     feats.par_iter_mut().for_each(|f| {
         f.endorsed = std::iter::once(&f.name)
             .chain(&f.aliases)
             .any(|x| matches(x, &endorsed));
         f.sd_within = within::sd_within(&f.column, &groups);
-        (f.pooled, f.sd_pooled) = within::pooled(&f.column, &rewards);
+        (f.pooled, f.sd_pooled) = within::pooled_given(&f.column, &rewards, &moments);
         f.rho = within::rho_within(&f.column, f.sd_within, &centred.rc, centred.sr);
     });
     feats.retain(|f| f.sd_pooled > 0.0);
@@ -262,6 +263,7 @@ fn conjunctions(
     rewards: &[f64],
     centred: &within::Centred,
 ) {
+    let moments = &within::Moments::of(rewards);
     let mut binary: Vec<usize> = (0..feats.len())
         .filter(|&f| feats[f].column.is_binary())
         .collect();
@@ -281,7 +283,7 @@ fn conjunctions(
             if n_obs < opts.min_obs || n_obs >= fa.n_obs || n_obs >= fb.n_obs {
                 return None;
             }
-            let (pooled, sd_pooled) = within::pooled(&column, rewards);
+            let (pooled, sd_pooled) = within::pooled_given(&column, rewards, moments);
             if sd_pooled <= 0.0 {
                 return None;
             }
