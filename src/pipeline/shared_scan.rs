@@ -43,7 +43,8 @@ pub struct Read {
 }
 
 struct State {
-    budget: u64,
+    /// Bytes of columns it may keep (0 once released).
+    budget: AtomicU64,
     /// Tables of files, by the files' identity, most recently used last.
     tables: Mutex<Vec<(Key, Arc<Entry>)>>,
     scans: AtomicU64,
@@ -74,7 +75,8 @@ impl State {
     /// drops its columns now (a session that registered it may live on) and keeps none again.
     fn make_room(&self, keep: &Arc<Entry>, need: u64) {
         let own = keep.kept_bytes.load(Ordering::Relaxed);
-        if own.saturating_add(need) > self.budget {
+        let budget = self.budget.load(Ordering::Relaxed);
+        if own.saturating_add(need) > budget {
             return;
         }
         let Ok(mut tables) = self.tables.lock() else {
@@ -83,7 +85,7 @@ impl State {
         let mut total: u64 = (tables.iter())
             .map(|(_, e)| e.kept_bytes.load(Ordering::Relaxed))
             .sum();
-        while total.saturating_add(need) > self.budget {
+        while total.saturating_add(need) > budget {
             // The least recently used table with columns kept and not being read right now.
             let found = tables.iter().enumerate().find_map(|(i, (_, e))| {
                 if Arc::ptr_eq(e, keep) || e.kept_bytes.load(Ordering::Relaxed) == 0 {
@@ -126,7 +128,7 @@ impl Scope {
                 return Err(Error::Internal("a shared scan is open already".into()));
             }
             *state = Some(Arc::new(State {
-                budget,
+                budget: AtomicU64::new(budget),
                 tables: Mutex::new(Vec::new()),
                 scans: AtomicU64::new(0),
                 from_memory: AtomicU64::new(0),
@@ -139,6 +141,30 @@ impl Scope {
     /// What scans have read since the scope opened.
     pub fn read(&self) -> Read {
         current().map_or_else(Read::default, |s| s.read())
+    }
+
+    /// Lets go of every column kept, now (a session that registered a table may live on), and
+    /// keeps none from now on: for the stages of a run after the last one that could take them.
+    /// Scans are still counted. Returns the bytes let go.
+    pub fn release(&self) -> u64 {
+        let Some(state) = current() else { return 0 };
+        let Ok(mut tables) = state.tables.lock() else {
+            return 0;
+        };
+        let mut freed = 0;
+        for (_, e) in tables.drain(..) {
+            e.evicted.store(true, Ordering::Relaxed);
+            // A table being read right now keeps its columns until that read ends (none is, between
+            // stages).
+            if let Ok(mut kept) = e.kept.try_lock() {
+                kept.clear();
+                freed += e.kept_bytes.swap(0, Ordering::Relaxed);
+            }
+        }
+        drop(tables);
+        // Nothing kept from now on.
+        state.budget.store(0, Ordering::Relaxed);
+        freed
     }
 }
 
@@ -417,14 +443,14 @@ impl TableProvider for Shared {
             let need: u64 = missing.iter().map(|&i| self.entry.sizes[i].1).sum();
             shared.make_room(&self.entry, need);
             if self.entry.evicted.load(Ordering::Relaxed)
-                || shared.kept().saturating_add(need) > shared.budget
+                || shared.kept().saturating_add(need) > shared.budget.load(Ordering::Relaxed)
             {
                 // Too much to keep: read from the files as a table without a scope would.
                 drop(kept);
                 let bytes: u64 = which.iter().map(|&i| self.entry.sizes[i].0).sum();
                 tracing::debug!(
                     need,
-                    budget = shared.budget,
+                    budget = shared.budget.load(Ordering::Relaxed),
                     parquet_bytes = bytes,
                     "shared scan: too much to keep, read from the files"
                 );
@@ -640,6 +666,27 @@ mod tests {
             assert_eq!(after_second.bytes, after_first.bytes, "read once");
             assert_eq!(after_second.from_memory, 1);
             assert!(Scope::open(1).is_err(), "one scope at a time");
+            // Released: the columns go now, and the next scans read the files, keeping nothing.
+            let kept = current().unwrap().kept();
+            assert!(kept > 0);
+            assert_eq!(scope.release(), kept);
+            assert_eq!(current().unwrap().kept(), 0);
+            let (third, after_third) = count(sql);
+            let (_, after_fourth) = count(sql);
+            assert_eq!(third, want);
+            assert_eq!(after_third.from_memory, 1, "not from memory");
+            assert_eq!(
+                after_third.bytes,
+                2 * after_first.bytes,
+                "read from the files"
+            );
+            assert_eq!(
+                after_fourth.bytes,
+                3 * after_first.bytes,
+                "and kept nothing"
+            );
+            assert_eq!(current().unwrap().kept(), 0);
+            assert_eq!(scope.release(), 0);
             drop(scope);
         }
         // Room for one table's columns: a second table's let the first go, whose next scan

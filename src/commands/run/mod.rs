@@ -202,7 +202,20 @@ pub(crate) fn run(ctx: &Context, args: &RunArgs) -> Result<Outcome> {
     )?;
     let mut runner = Runner::new(ctx, args, &pipeline, &lake, &manifest, &history, record);
     runner.scope = Some(&scope);
+    // The stages after the last measure stream their files whole: the columns kept are let go.
+    let last_measure =
+        (pipeline.stages.iter()).rposition(|s| matches!(s.role, Role::Measure | Role::Compare));
     for i in 0..pipeline.stages.len() {
+        if last_measure.is_none_or(|last| i > last) {
+            let freed = scope.release();
+            if freed > 0 {
+                tracing::debug!(
+                    freed,
+                    stage = pipeline.stages[i].name,
+                    "shared scan: columns let go, no measure is left"
+                );
+            }
+        }
         runner.stage(i).inspect_err(|_| {
             let line = format!(
                 "stage `{}` stopped the run; it is kept: run again to resume at this stage, or `wai run --restart` to start over",
