@@ -148,22 +148,22 @@ impl Scope {
     /// Scans are still counted. Returns the bytes let go.
     pub fn release(&self) -> u64 {
         let Some(state) = current() else { return 0 };
+        // Nothing kept from now on; then what is kept goes.
+        state.budget.store(0, Ordering::Relaxed);
         let Ok(mut tables) = state.tables.lock() else {
             return 0;
         };
         let mut freed = 0;
         for (_, e) in tables.drain(..) {
             e.evicted.store(true, Ordering::Relaxed);
-            // A table being read right now keeps its columns until that read ends (none is, between
-            // stages).
+            // A table being read right now (none is, between stages) keeps what that read keeps
+            // until the session that registered it is dropped.
             if let Ok(mut kept) = e.kept.try_lock() {
                 kept.clear();
                 freed += e.kept_bytes.swap(0, Ordering::Relaxed);
             }
         }
         drop(tables);
-        // Nothing kept from now on.
-        state.budget.store(0, Ordering::Relaxed);
         freed
     }
 }
@@ -442,15 +442,18 @@ impl TableProvider for Shared {
         } else {
             let need: u64 = missing.iter().map(|&i| self.entry.sizes[i].1).sum();
             shared.make_room(&self.entry, need);
+            let budget = shared.budget.load(Ordering::Relaxed);
+            // A budget of 0 keeps nothing, not even columns the footers size at 0.
             if self.entry.evicted.load(Ordering::Relaxed)
-                || shared.kept().saturating_add(need) > shared.budget.load(Ordering::Relaxed)
+                || budget == 0
+                || shared.kept().saturating_add(need) > budget
             {
                 // Too much to keep: read from the files as a table without a scope would.
                 drop(kept);
                 let bytes: u64 = which.iter().map(|&i| self.entry.sizes[i].0).sum();
                 tracing::debug!(
                     need,
-                    budget = shared.budget.load(Ordering::Relaxed),
+                    budget,
                     parquet_bytes = bytes,
                     "shared scan: too much to keep, read from the files"
                 );

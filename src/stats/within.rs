@@ -135,7 +135,7 @@ impl Column {
 
     /// The column of `n` rows whose entries `each` gives (`each(f)` calls `f(row, value)` for
     /// each, rows ascending; zeros and NaN dropped), read twice: a bitset when every value is 1,
-    /// counts when every value is a whole number below 2^32.
+    /// counts when every value is a whole number from 1 to 2^32 − 1.
     pub fn from_each(n: usize, each: impl Fn(&mut dyn FnMut(usize, f64))) -> Self {
         let (mut binary, mut counts) = (true, true);
         each(&mut |_, v| {
@@ -788,12 +788,15 @@ mod tests {
         want.sort_by(f64::total_cmp);
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&nulls), bits(&want));
-        // And at any thread count.
-        let one = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        let (_, alone) = one.install(|| floor(&sds, &rewards, &groups, &c, k, 0.05, seed));
-        assert_eq!(bits(&alone), bits(&want));
+        // And at any thread count: 1 and 2 threads sum 8 shuffles together, 3 threads 7, 16
+        // threads 2.
+        for threads in [1, 3, 16] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let (_, got) = pool.install(|| floor(&sds, &rewards, &groups, &c, k, 0.05, seed));
+            assert_eq!(bits(&got), bits(&want), "{threads} threads");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Reading the rows: each graded row's task, reward and profile, its hand-tier and user features
-//! as sparse columns (numbered as first seen), and the auto tier's document frequencies.
+//! as columns of entries (numbered as first seen, kept batch by batch), the token numbers of its
+//! text, and the auto tier's document frequencies.
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
@@ -128,6 +129,9 @@ pub(super) async fn read(ctx: &SessionContext, table: &str, opts: &Options) -> R
         add_batch(&batch, &names, opts, &mut out, &mut registry)
     })
     .await?;
+    for (_, entries) in &mut out.columns {
+        entries.finish();
+    }
     Ok(out)
 }
 
@@ -192,7 +196,7 @@ fn add_batch(
 /// A column's entries (its rows with a value other than 0 or NaN, ascending), kept batch by
 /// batch in exactly the memory they need: a batch's as rows and values, or as a value a row
 /// (0 where absent) when that is smaller (most rows have one); values as 32-bit counts when
-/// every one of the batch is a whole number below 2^32.
+/// every one of the batch is a whole number from 1 to 2^32 − 1.
 #[derive(Debug, Default)]
 pub(super) struct Entries {
     parts: Vec<Part>,
@@ -267,6 +271,12 @@ impl Entries {
         });
         self.rows.clear();
         self.values.clear();
+    }
+
+    /// Lets go of the buffers of the batch under way, once the last batch is sealed.
+    fn finish(&mut self) {
+        self.rows = Vec::new();
+        self.values = Vec::new();
     }
 
     /// How many entries.
