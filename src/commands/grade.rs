@@ -65,12 +65,13 @@ pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
     // Judges that read a few columns of a row (SQL judges) leave every other column as it was:
     // over files of rows laid out as the output, those columns' chunks are copied, not decoded
     // and encoded again.
-    let reads = grader.reads().map(|judges| {
-        let mut reads: Vec<String> = APPLY_READS.iter().map(|c| (*c).to_owned()).collect();
+    let judges_read = grader.reads();
+    let reads: Option<Vec<&str>> = judges_read.as_ref().map(|judges| {
         // The rewards are read too, so a file's out-of-range reward is refused as before.
-        reads.extend([col::REWARD, col::GOLD_REWARD].map(str::to_owned));
-        reads.extend(judges);
-        reads
+        (APPLY_READS.iter().copied())
+            .chain([col::REWARD, col::GOLD_REWARD])
+            .chain(judges.iter().map(String::as_str))
+            .collect()
     });
     let mut each = |batch: RecordBatch| -> Result<Vec<RecordBatch>> {
         Ok(vec![grader.grade_with(
@@ -80,9 +81,6 @@ pub(crate) fn run(ctx: &Context, args: &GradeArgs) -> Result<Outcome> {
             },
         )?])
     };
-    let reads: Option<Vec<&str>> = reads
-        .as_ref()
-        .map(|r| r.iter().map(String::as_str).collect());
     let counts = crate::pipeline::rows_out::splice_rows(
         ctx,
         &inputs,

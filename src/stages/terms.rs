@@ -87,7 +87,7 @@ impl Tokenizer {
         terms
     }
 
-    /// The keys of the tokens of the text last split, in order (what [`holders`] reads).
+    /// The keys of the tokens of the text last split, in order (what a [`KeyBlockBuilder`] keeps).
     pub fn keys(&self) -> &[u64] {
         &self.keys
     }
@@ -571,20 +571,9 @@ impl TextKeys {
     }
 }
 
-/// Which texts hold each term of `vocab` (from [`DocFreq::vocabulary`]), the texts given by
-/// their token keys ([`Tokenizer::keys`], kept from counting them, so no text is split twice):
-/// one bitset per term, bit `i` for text `i`. Chunks of 64 texts are read in parallel, each
-/// filling one word of every term's bitset.
-pub fn holders<K: AsRef<[u64]> + Sync>(
-    texts: &[K],
-    vocab: &[(String, u64, usize)],
-) -> Vec<Vec<u64>> {
-    holding(texts.len(), vocab, |i, f| {
-        texts[i].as_ref().iter().for_each(|&k| f(k));
-    })
-}
-
-/// [`holders`] of texts kept as [`TextKeys`].
+/// Which texts hold each term of `vocab` (from [`DocFreq::vocabulary`]), the texts kept as
+/// [`TextKeys`] from counting them (so no text is split twice): one bitset per term, bit `i` for
+/// text `i`, set when the text holds the term (a token, or the pair of two consecutive tokens).
 ///
 /// Blocks are read in parallel, each (read back from the file if it was spilled) filling the
 /// words of its own texts, then adding them to the shared bitsets (a block's first and last
@@ -593,7 +582,9 @@ pub fn holders<K: AsRef<[u64]> + Sync>(
 /// # Errors
 /// A spilled block does not read back.
 pub fn holders_of(texts: &TextKeys, vocab: &[(String, u64, usize)]) -> Result<Vec<Vec<u64>>> {
-    let index = vocab_index(vocab);
+    // Keys are hashes already: a fast hasher, not SipHash (which was a twentieth of the scan).
+    let index: HashMap<u64, usize, foldhash::fast::FixedState> =
+        vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect();
     let terms = vocab.len();
     let bits: Vec<Vec<AtomicU64>> = (0..terms)
         .map(|_| {
@@ -640,66 +631,46 @@ pub fn holders_of(texts: &TextKeys, vocab: &[(String, u64, usize)]) -> Result<Ve
         .collect())
 }
 
-/// Each term of `vocab` by its key: keys are hashes already, so a fast hasher, not `SipHash`
-/// (which was a twentieth of the scan).
-fn vocab_index(vocab: &[(String, u64, usize)]) -> HashMap<u64, usize, foldhash::fast::FixedState> {
-    vocab.iter().enumerate().map(|(i, v)| (v.1, i)).collect()
-}
-
-/// [`holders`] of `n` texts, text `i`'s keys given to the callback by `keys(i, callback)`.
-fn holding(
-    n: usize,
-    vocab: &[(String, u64, usize)],
-    keys: impl Fn(usize, &mut dyn FnMut(u64)) + Sync,
-) -> Vec<Vec<u64>> {
-    let index = vocab_index(vocab);
-    let chunks: Vec<Vec<u64>> = (0..n.div_ceil(64))
-        .into_par_iter()
-        .map(|chunk| {
-            let mut word = vec![0u64; vocab.len()];
-            for (bit, i) in (chunk * 64..(chunk * 64 + 64).min(n)).enumerate() {
-                let mut hold = |key: u64| {
-                    if let Some(&at) = index.get(&key) {
-                        word[at] |= 1 << bit;
-                    }
-                };
-                let mut last: Option<u64> = None;
-                keys(i, &mut |key| {
-                    hold(key);
-                    if let Some(before) = last {
-                        hold(pair_key(before, key));
-                    }
-                    last = Some(key);
-                });
-            }
-            word
-        })
-        .collect();
-    (0..vocab.len())
-        .map(|at| chunks.iter().map(|word| word[at]).collect())
-        .collect()
-}
-
-/// The vocabulary of `texts` (see [`DocFreq::vocabulary`]), each term with the bitset of the
-/// texts that hold it.
-pub fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, Vec<u64>)> {
-    let mut tokenizer = Tokenizer::default();
-    let mut df = DocFreq::default();
-    let mut keys = Vec::with_capacity(texts.len());
-    for t in texts {
-        df.add(&mut tokenizer, t);
-        keys.push(tokenizer.keys().to_vec());
-    }
-    let vocab = df.vocabulary(texts.len(), min_obs, top_k);
-    let bits = holders(&keys, &vocab);
-    vocab.into_iter().map(|v| v.0).zip(bits).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
 
     use super::*;
+
+    /// The vocabulary of `texts` (see [`DocFreq::vocabulary`]), each term with the bitset of the
+    /// texts that hold it, as the hack scan finds them.
+    fn vocabulary(texts: &[&str], min_obs: usize, top_k: usize) -> Vec<(String, Vec<u64>)> {
+        let (mut tokenizer, mut df) = (Tokenizer::default(), DocFreq::default());
+        let mut block = KeyBlockBuilder::default();
+        for t in texts {
+            df.add(&mut tokenizer, t);
+            block.push(tokenizer.keys());
+        }
+        let mut kept = TextKeys::default();
+        for b in block.finish() {
+            kept.push(b).unwrap();
+        }
+        let vocab = df.vocabulary(texts.len(), min_obs, top_k);
+        let bits = holders_of(&kept, &vocab).unwrap();
+        vocab.into_iter().map(|v| v.0).zip(bits).collect()
+    }
+
+    /// Which texts (each its token keys) hold each term of `vocab`, text by text: what
+    /// [`holders_of`] must find.
+    fn holders(texts: &[Vec<u64>], vocab: &[(String, u64, usize)]) -> Vec<Vec<u64>> {
+        let index: HashMap<u64, usize> =
+            (vocab.iter().enumerate()).map(|(t, v)| (v.1, t)).collect();
+        let mut bits = vec![vec![0u64; texts.len().div_ceil(64)]; vocab.len()];
+        for (i, keys) in texts.iter().enumerate() {
+            let pairs = keys.windows(2).map(|w| pair_key(w[0], w[1]));
+            for key in keys.iter().copied().chain(pairs) {
+                if let Some(&t) = index.get(&key) {
+                    bits[t][i / 64] |= 1 << (i % 64);
+                }
+            }
+        }
+        bits
+    }
 
     impl TextKeys {
         /// Every text's keys, read back.

@@ -173,10 +173,9 @@ impl Column {
 
     /// The column of dense `values` (zeros and NaN absent).
     pub fn from_dense(values: &[f64]) -> Self {
-        let rows: Vec<u32> = (0..values.len())
-            .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
-            .collect();
-        Self::from_entries(values.len(), &rows, values)
+        Self::from_each(values.len(), |f| {
+            values.iter().enumerate().for_each(|(i, v)| f(i, *v));
+        })
     }
 
     /// Rows with an entry.

@@ -17,7 +17,6 @@ use datafusion::arrow::array::{Array, Float64Array, ListArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use serde_json::Value;
 
-use super::json_string::push_json_string;
 use super::rows::THINK;
 use super::wire_cache::LastJson;
 pub use super::wire_cache::WireCache;
@@ -27,6 +26,7 @@ use crate::error::Result;
 use crate::pipeline::row::{Text, Typed, extra_beside, item_field, item_text, score};
 use crate::schema::col;
 use crate::stages::conversation::{StepColumns, usize_of};
+use crate::stages::json_string::push_json_string;
 use crate::stages::task_key::column_task_key;
 
 /// What the report needs of a row besides its facts.

@@ -40,7 +40,6 @@ pub mod datasets;
 pub mod dpo;
 mod exported;
 pub mod groups;
-mod json_string;
 mod rebuilt;
 pub mod report;
 pub mod rows;

@@ -5,9 +5,9 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::json_string::push_json_string;
 use super::{MaskMode, Options, RowFacts};
 use crate::error::{Error, Result};
+use crate::stages::json_string::push_json_string;
 
 /// A converted message.
 pub(super) struct Turn<'t> {

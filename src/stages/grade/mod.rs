@@ -32,6 +32,7 @@ pub use verdict::{Status, Verdict};
 use crate::error::{Error, Result};
 use crate::pipeline::row::map_names;
 use crate::schema::col;
+use crate::stages::json_string::write_json_string;
 
 /// The columns a grade writes: [`apply`] replaces these and leaves every other column of a row
 /// as it was.
@@ -440,17 +441,6 @@ fn stamped_lineage(text: Option<&str>, has_id: bool, stamp: &Stamp) -> (String, 
         before.push('}');
     }
     (before, after)
-}
-
-/// Writes `s` as a JSON string, escaped as `serde_json` escapes it (only `"`, `\\` and control
-/// characters).
-fn write_json_string(out: &mut impl std::fmt::Write, s: &str) -> std::fmt::Result {
-    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        return out.write_str(&Value::String(s.to_owned()).to_string());
-    }
-    out.write_char('"')?;
-    out.write_str(s)?;
-    out.write_char('"')
 }
 
 #[cfg(test)]

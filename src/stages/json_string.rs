@@ -18,11 +18,36 @@ fn first_escape(w: u64) -> Option<usize> {
 /// (lowercase hex), everything else (DEL and non-ASCII included) as it is. Text is read eight
 /// bytes at a time, going straight to the next byte to escape: `serde_json`'s byte-at-a-time
 /// loop was about a quarter of an export's instructions.
-pub(super) fn push_json_string(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let b = s.as_bytes();
-    out.reserve(b.len() + 2);
+pub(crate) fn push_json_string(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
     out.push(b'"');
+    escaped(s, |piece| out.extend_from_slice(piece.as_bytes()));
+    out.push(b'"');
+}
+
+/// [`push_json_string`] to a text writer (a `String`, an Arrow string builder).
+///
+/// # Errors
+/// The writer's.
+pub(crate) fn write_json_string(out: &mut impl std::fmt::Write, s: &str) -> std::fmt::Result {
+    out.write_char('"')?;
+    let mut done = Ok(());
+    escaped(s, |piece| {
+        if done.is_ok() {
+            done = out.write_str(piece);
+        }
+    });
+    done?;
+    out.write_char('"')
+}
+
+/// Gives `put` the pieces of `s` escaped as a JSON string's inside (without its quotes): runs of
+/// `s` that need no escape, and the escapes between them.
+fn escaped(s: &str, mut put: impl FnMut(&str)) {
+    const HEX: [&str; 16] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b", "c", "d", "e", "f",
+    ];
+    let b = s.as_bytes();
     let (mut start, mut i) = (0, 0);
     while i < b.len() {
         match b.get(i..i + 8) {
@@ -42,39 +67,44 @@ pub(super) fn push_json_string(out: &mut Vec<u8>, s: &str) {
                 }
             }
         }
+        // An ASCII byte: `start..i` ends on a character's boundary.
         let c = b[i];
-        out.extend_from_slice(&b[start..i]);
+        put(&s[start..i]);
         match c {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
+            b'"' => put("\\\""),
+            b'\\' => put("\\\\"),
+            b'\n' => put("\\n"),
+            b'\r' => put("\\r"),
+            b'\t' => put("\\t"),
+            0x08 => put("\\b"),
+            0x0c => put("\\f"),
             _ => {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(c >> 4)]);
-                out.push(HEX[usize::from(c & 0xf)]);
+                put("\\u00");
+                put(HEX[usize::from(c >> 4)]);
+                put(HEX[usize::from(c & 0xf)]);
             }
         }
         i += 1;
         start = i;
     }
-    out.extend_from_slice(&b[start..]);
-    out.push(b'"');
+    put(&s[start..]);
 }
 
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
-    use super::push_json_string;
+    use super::{push_json_string, write_json_string};
 
+    /// `s` written both ways, which must agree.
     fn ours(s: &str) -> String {
         let mut out = Vec::new();
         push_json_string(&mut out, s);
-        String::from_utf8(out).expect("UTF-8")
+        let bytes = String::from_utf8(out).expect("UTF-8");
+        let mut text = String::new();
+        write_json_string(&mut text, s).expect("written");
+        assert_eq!(bytes, text, "{s:?}");
+        bytes
     }
 
     #[test]
