@@ -37,13 +37,24 @@ pub fn parse_json(text: &[u8]) -> std::result::Result<Value, row::FieldError> {
 /// Turns one record's bytes into a row.
 pub type Decode<'a> = dyn Fn(&[u8]) -> std::result::Result<Record, row::FieldError> + Sync + 'a;
 
+/// Batches built at once, at most.
+const AT_ONCE: usize = 4;
+
+/// Text of pending records past which each full batch is built as it fills (rows of long
+/// transcripts: 8,192 of them may be hundreds of megabytes).
+const PENDING_BYTES: usize = 64 << 20;
+
 /// Takes decoded records in input order: gives each its identity, keeps it for the batch it
 /// falls in, emits full batches, and sets bad records aside (or stops at the first).
 ///
-/// Batches are built a few at a time, each on its own rayon task (as many as there are threads):
-/// appending records to Arrow builders is a tenth of a JSONL conversion's CPU, and on one thread
-/// it held the decoding back. A batch holds [`BATCH_ROWS`] accepted rows, the last one fewer,
-/// whichever way they are built, so the file is the same.
+/// Batches are built a few at a time, each on its own rayon task (one per thread, at most
+/// [`AT_ONCE`]): appending records to Arrow builders is a tenth of a JSONL conversion's CPU, and
+/// on one thread it held the decoding back. Records wait for that only while their text is under
+/// [`PENDING_BYTES`]; past it, each full batch is built as it fills. A batch holds [`BATCH_ROWS`]
+/// accepted rows, the last one fewer, whichever way they are built, so the file is the same.
+///
+/// A failure to emit (a full disk) is heard when the batches before it are built: up to
+/// [`AT_ONCE`] batches of rows later than when each row was appended on its own.
 pub struct Accept<'a, 'b> {
     /// When set, how many rows carry each field in `extra`.
     pub extra_fields: Option<std::collections::BTreeMap<String, u64>>,
@@ -53,6 +64,9 @@ pub struct Accept<'a, 'b> {
     builders: Vec<Builder>,
     /// Pending records that make the batches built at once.
     build_at: usize,
+    /// The text the pending records were read from, in bytes, about (the records left over
+    /// after a build are not counted).
+    pending_bytes: usize,
     identity: &'a mut Identity,
     on_bad: &'a mut OnBadRow<'b>,
     pub(super) counts: &'a mut ReadCounts,
@@ -71,7 +85,8 @@ impl<'a, 'b> Accept<'a, 'b> {
             extra_fields: None,
             pending: Vec::new(),
             builders: Vec::new(),
-            build_at: BATCH_ROWS * rayon::current_num_threads().max(1),
+            build_at: BATCH_ROWS * rayon::current_num_threads().clamp(1, AT_ONCE),
+            pending_bytes: 0,
             identity,
             on_bad,
             counts,
@@ -87,7 +102,7 @@ impl<'a, 'b> Accept<'a, 'b> {
         text: &[u8],
         result: std::result::Result<Record, row::FieldError>,
     ) -> Result<()> {
-        self.take_keyed(file, line, &|| text.to_vec(), result, None)
+        self.take_keyed(file, line, (text.len(), &|| text.to_vec()), result, None)
     }
 
     /// [`Accept::take`], with the record's text made only when it is set aside (a record made
@@ -99,15 +114,17 @@ impl<'a, 'b> Accept<'a, 'b> {
         text: &dyn Fn() -> Vec<u8>,
         result: std::result::Result<Record, row::FieldError>,
     ) -> Result<()> {
-        self.take_keyed(file, line, text, result, None)
+        // A made record's size is not known without its text: the row count bounds them.
+        self.take_keyed(file, line, (0, text), result, None)
     }
 
     /// [`Accept::take`], with the record's `extra` field names when they were read already.
+    /// `text` is the record's size in bytes (0 when unknown) and how to make its text.
     fn take_keyed(
         &mut self,
         file: &str,
         line: u64,
-        text: &dyn Fn() -> Vec<u8>,
+        (size, text): (usize, &dyn Fn() -> Vec<u8>),
         result: std::result::Result<Record, row::FieldError>,
         keys: Option<Vec<String>>,
     ) -> Result<()> {
@@ -132,8 +149,11 @@ impl<'a, 'b> Accept<'a, 'b> {
                         }
                     }
                     self.pending.push(record);
+                    self.pending_bytes += size;
                     self.counts.rows += 1;
-                    if self.pending.len() >= self.build_at {
+                    if self.pending.len() >= self.build_at
+                        || (self.pending_bytes >= PENDING_BYTES && self.pending.len() >= BATCH_ROWS)
+                    {
                         self.build(false)?;
                     }
                     None
@@ -164,7 +184,13 @@ impl<'a, 'b> Accept<'a, 'b> {
     ) -> Result<()> {
         for d in decoded {
             let span = &text[d.span];
-            self.take_keyed(file, d.line, &|| span.to_vec(), d.result, d.keys)?;
+            self.take_keyed(
+                file,
+                d.line,
+                (span.len(), &|| span.to_vec()),
+                d.result,
+                d.keys,
+            )?;
         }
         Ok(())
     }
@@ -199,6 +225,7 @@ impl<'a, 'b> Accept<'a, 'b> {
         // What is drained was emptied above (a default record owns nothing); the vector keeps
         // its room for the next batches.
         self.pending.drain(..take);
+        self.pending_bytes = 0;
         for batch in built {
             (self.emit)(batch?)?;
         }
@@ -300,14 +327,17 @@ mod tests {
     use super::*;
 
     /// Rows go into batches of `BATCH_ROWS` accepted rows in input order, however many are
-    /// built at once (one per thread) and wherever a row is set aside.
+    /// built at once (one per thread) and wherever a row is set aside; rows of long text are
+    /// built a batch at a time.
     #[test]
     fn batches_hold_accepted_rows_in_order_at_any_thread_count() {
         let n = 3 * BATCH_ROWS + 17;
         // Every 1000th row repeats the id of the row before it, and is set aside.
         let id = |i: usize| format!("r{}", if i % 1000 == 999 { i - 1 } else { i });
         let expected: Vec<String> = (0..n).filter(|i| i % 1000 != 999).map(id).collect();
-        for threads in [1, 2, 3] {
+        let long = vec![b' '; PENDING_BYTES / BATCH_ROWS + 1];
+        // (threads, bytes of text a row, full batches emitted before `finish`)
+        for (threads, size, early) in [(1, 2, 2), (2, 2, 2), (3, 2, 0), (3, long.len(), 2)] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
@@ -318,7 +348,9 @@ mod tests {
                 let mut identity = Identity::default();
                 let mut on_bad = OnBadRow::Reject(&mut rejects);
                 let mut counts = ReadCounts::default();
+                let emitted = std::cell::Cell::new(0);
                 let mut emit = |b: RecordBatch| {
+                    emitted.set(emitted.get() + 1);
                     batches.push(b);
                     Ok(())
                 };
@@ -330,10 +362,16 @@ mod tests {
                         prompt: Some(format!("ask {i}")),
                         ..Record::default()
                     };
+                    let text = &long[..size];
                     accept
-                        .take("in.jsonl", i as u64 + 1, b"{}", Ok(record))
+                        .take("in.jsonl", i as u64 + 1, text, Ok(record))
                         .unwrap();
                 }
+                assert_eq!(
+                    emitted.get(),
+                    early,
+                    "{threads} threads, {size} bytes a row"
+                );
                 accept.finish().unwrap();
                 assert_eq!(counts.rows, expected.len() as u64);
                 (batches, rejects.len())

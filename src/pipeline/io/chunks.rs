@@ -290,6 +290,46 @@ pub fn jsonl_batches(name: &str, text: &[u8]) -> Result<Vec<RecordBatch>> {
 mod tests {
     use super::*;
 
+    /// A decoder that panics, and a sink that fails past the first chunk, end the read with an
+    /// error: the reading and decoding threads stop, nothing hangs.
+    #[test]
+    fn a_panicking_decoder_or_a_failing_sink_ends_the_read() {
+        let text = b"{\"prompt\": \"a\"}\n{\"prompt\": \"boom\"}\n";
+        let decode = |line: &[u8]| {
+            assert!(!line.windows(4).any(|w| w == b"boom"), "a decoder bug");
+            decode_line(line)
+        };
+        let (mut identity, mut on_bad) = (Identity::default(), OnBadRow::Fail);
+        let mut counts = ReadCounts::default();
+        let mut emit = |_: RecordBatch| Ok(());
+        let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+        let err = read_records("in.jsonl", &text[..], &decode, &mut accept, &|_| {}).unwrap_err();
+        assert!(
+            err.to_string().contains("decoding thread panicked"),
+            "{err}"
+        );
+
+        // Many chunks' worth of rows; the sink refuses the first batch.
+        let line = format!("{{\"prompt\": \"{}\"}}\n", "x".repeat(100));
+        let many = line.repeat(3 * CHUNK_BYTES / line.len());
+        let mut emitted = 0;
+        let err = read_jsonl(
+            "in.jsonl",
+            many.as_bytes(),
+            &mut Identity::default(),
+            &mut OnBadRow::Fail,
+            &mut ReadCounts::default(),
+            &|_| {},
+            &mut |_| {
+                emitted += 1;
+                Err(Error::Internal("the disk is full".into()))
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("the disk is full"), "{err}");
+        assert_eq!(emitted, 1);
+    }
+
     #[test]
     fn bad_lines_fail_or_are_set_aside() {
         let text = b"{\"prompt\": \"a\"}\nnot json\n{\"prompt\": \"b\", \"reward\": \"x\"}\n";
