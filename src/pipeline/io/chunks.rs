@@ -49,24 +49,18 @@ pub(super) fn decode_all(
         .collect()
 }
 
-/// Records read but not decoded yet, on their way from the reading thread to the decoding one.
-struct Raw {
+/// A chunk of records on its way from the reading thread to the decoding one ([`Raw`]), then
+/// to the accepting one (decoded).
+struct Chunk<T> {
     /// The bytes the records are in.
     text: Arc<Vec<u8>>,
     /// Bytes read from the input since the previous chunk.
     read: u64,
-    /// Each record's line and byte range in `text`.
-    records: Vec<(u64, std::ops::Range<usize>)>,
+    records: Vec<T>,
 }
 
-/// A decoded chunk on its way from the decoding thread to the accepting one.
-struct Chunk {
-    /// The bytes the records came from.
-    text: Arc<Vec<u8>>,
-    /// Bytes read from the input since the previous chunk.
-    read: u64,
-    decoded: Vec<Decoded>,
-}
+/// Records read but not decoded yet: each one's line and byte range in the chunk's text.
+type Raw = Chunk<(u64, std::ops::Range<usize>)>;
 
 /// Reads chunks of whole records from `reader`, sending each down `tx`; stops quietly when the
 /// receiver is gone (it failed, and says why). Buffers come back through `spare`. It runs on a
@@ -186,14 +180,13 @@ fn decode_chunks(
     rx: &std::sync::mpsc::Receiver<Raw>,
     decode: &Decode<'_>,
     tally: bool,
-    tx: &std::sync::mpsc::SyncSender<Chunk>,
+    tx: &std::sync::mpsc::SyncSender<Chunk<Decoded>>,
 ) {
     for raw in rx {
-        let decoded = decode_all(&raw.text, raw.records, decode, tally);
         let chunk = Chunk {
+            records: decode_all(&raw.text, raw.records, decode, tally),
             text: raw.text,
             read: raw.read,
-            decoded,
         };
         if tx.send(chunk).is_err() {
             return;
@@ -219,7 +212,7 @@ pub fn read_records(
 ) -> Result<()> {
     let tally = accept.extra_fields.is_some();
     let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Raw>(1);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk<Decoded>>(1);
     let (give_back, spare) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| {
         let reading = scope.spawn(move || read_raw(name, reader, &raw_tx, &spare));
@@ -228,7 +221,7 @@ pub fn read_records(
             for chunk in &rx {
                 accept.counts.bytes += chunk.read;
                 progress(chunk.read);
-                accept.take_decoded(name, &chunk.text, chunk.decoded)?;
+                accept.take_decoded(name, &chunk.text, chunk.records)?;
                 if let Ok(buf) = Arc::try_unwrap(chunk.text) {
                     // The reader may be gone already; then the buffer is just freed.
                     let _ = give_back.send(buf);
