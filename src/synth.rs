@@ -310,7 +310,7 @@ pub fn generate(
         made += rows.len() as u64;
         if opts.shape == Shape::Reference {
             for r in &mut rows {
-                ids.assign(r).map_err(crate::Error::Internal)?;
+                ids.assign(r)?.map_err(crate::Error::Internal)?;
             }
         }
         emit(rows)?;

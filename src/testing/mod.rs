@@ -34,7 +34,7 @@ pub fn batch(rows: &[serde_json::Value]) -> Result<RecordBatch> {
         };
         let mut record = decode(row.clone()).map_err(|e| bad(e.field, e.message))?;
         identity
-            .assign(&mut record)
+            .assign(&mut record)?
             .map_err(|m| bad(Some("rollout_id".into()), m))?;
         builder.push(&record)?;
     }

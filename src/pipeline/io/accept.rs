@@ -6,7 +6,8 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::chunks::Decoded;
-use super::rejects::{Identity, OnBadRow, Reject};
+use super::identity::Identity;
+use super::rejects::{OnBadRow, Reject};
 use crate::error::Result;
 use crate::pipeline::row::{self, BATCH_ROWS, Builder, Record};
 
@@ -138,7 +139,7 @@ impl<'a, 'b> Accept<'a, 'b> {
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         };
         let reject = match result {
-            Ok(mut record) => match self.identity.assign(&mut record) {
+            Ok(mut record) => match self.identity.assign(&mut record)? {
                 Ok(()) => {
                     if let Some(tally) = self.extra_fields.as_mut() {
                         let keys = keys.unwrap_or_else(|| {

@@ -9,7 +9,8 @@ use rayon::prelude::*;
 
 use super::CHUNK_BYTES;
 use super::accept::{Accept, Decode, ReadCounts, decode_line, extra_keys, split_array};
-use super::rejects::{Identity, OnBadRow};
+use super::identity::Identity;
+use super::rejects::OnBadRow;
 use crate::error::{Error, Result};
 use crate::pipeline::row::{self, BATCH_ROWS, Record};
 

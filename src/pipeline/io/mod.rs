@@ -11,6 +11,7 @@ mod accept;
 mod atomic;
 mod chunks;
 mod conform;
+mod identity;
 mod jsonl;
 mod parquet;
 mod rejects;
@@ -20,9 +21,10 @@ pub use accept::{Accept, Decode, ReadCounts, decode_line, extra_keys, parse_json
 pub use atomic::{AtomicFile, Writeback, is_temporary, remove_stale};
 pub use chunks::{jsonl_batches, read_jsonl, read_records};
 pub use conform::{conform, conform_column, conform_to};
+pub use identity::{Identity, MEMORY_ENTRIES};
 pub use jsonl::{JsonlSink, render_jsonl};
 pub use parquet::{FREE_TEXT, ParquetSink, UNPRUNED, column_fits, written_to};
-pub use rejects::{Identity, OnBadRow, Reject, finish_with_rejects, write_rejects};
+pub use rejects::{OnBadRow, Reject, finish_with_rejects, write_rejects};
 pub use sink::{Background, Sink};
 
 /// The UTF-8 byte-order mark some editors (and Windows tools) write at the start of a text file.
