@@ -2,12 +2,13 @@
 //!
 //! The reader keeps one entry per row (its rollout id) and one per task across a whole read, so
 //! a map in memory grows with the input: about 40 bytes a row, 400 MB at 10M rows. Here at most
-//! `cap` entries are held in a hash map; when it fills, its entries are sorted and written to a
-//! run file in a scratch folder, and the map starts empty again. Two runs of the same level are
-//! merged into one of the next level (a binary counter), so there are at most log2(rows / cap)
-//! runs however long the read. Each run keeps in memory a Bloom filter of its keys (10 bits a
-//! key, so a missing key reads the disk about once in a hundred looks a run) and every
-//! [`STRIDE`]th key, so a key that is there is found by reading one block of the file.
+//! `cap` entries are held in a hash map; when it fills, its entries are sorted (a moment with
+//! them twice: the map and the sorted list) and written to a run file in a scratch folder, and
+//! the map starts empty again. Two runs of the same level are merged into one of the next level
+//! (a binary counter), so there are at most log2(spills) + 1 runs however long the read. Each run
+//! keeps in memory a Bloom filter of its keys (10 bits a key, so a missing key reads the disk
+//! about once in a hundred looks a run) and every [`STRIDE`]th key (0.06 bytes a key), so a key
+//! that is there is found by reading one block of the file.
 //!
 //! The newest value of a key wins: the map before the runs, a newer run before an older one,
 //! and a merge keeps the newer run's value.
@@ -131,22 +132,23 @@ impl KeyCounts {
         {
             let newer = self.runs.pop().expect("two runs");
             let older = self.runs.pop().expect("two runs");
-            let merged = self.merge(&older, &newer)?;
+            let merged = self.merge(older, newer)?;
             self.runs.push(merged);
-            for run in [older, newer] {
-                // The folder goes at the end anyway; a file left here is no error.
-                let _ = std::fs::remove_file(&run.path);
-            }
         }
         Ok(())
     }
 
-    /// One run of the next level holding both runs' keys, `newer`'s count for a key in both.
-    fn merge(&mut self, older: &Run, newer: &Run) -> Result<Run> {
-        let (path, file) = self.new_file()?;
-        let mut out = RunWriter::new(path, file, older.len + newer.len);
+    /// One run of the next level holding both runs' keys, `newer`'s count for a key in both;
+    /// their files are removed after. Their filters and indexes are let go before the merged
+    /// run's are made, so a merge does not hold both.
+    fn merge(&mut self, older: Run, newer: Run) -> Result<Run> {
+        let level = older.level + 1;
+        let entries = older.len + newer.len;
         let mut a = older.entries()?;
         let mut b = newer.entries()?;
+        drop((older, newer));
+        let (path, file) = self.new_file()?;
+        let mut out = RunWriter::new(path, file, entries);
         let (mut x, mut y) = (a.next_entry()?, b.next_entry()?);
         loop {
             match (x, y) {
@@ -176,7 +178,12 @@ impl KeyCounts {
                 },
             }
         }
-        out.finish(older.level + 1)
+        let merged = out.finish(level)?;
+        for input in [a, b] {
+            // The folder goes at the end anyway; a file left here is no error.
+            let _ = std::fs::remove_file(&input.path);
+        }
+        Ok(merged)
     }
 
     fn new_file(&mut self) -> Result<(PathBuf, File)> {
@@ -263,6 +270,11 @@ impl Run {
         if !self.bloom.may_contain(key) {
             return Ok(None);
         }
+        self.look_up(key)
+    }
+
+    /// [`Run::find`] past the filter: the one block that may hold `key`, read and searched.
+    fn look_up(&self, key: Key) -> Result<Option<u32>> {
         // The block whose first key is the last at or before `key`.
         let Some(block) = self.index.partition_point(|k| *k <= key).checked_sub(1) else {
             return Ok(None);
@@ -423,6 +435,12 @@ mod tests {
             }
             let (in_memory, levels) = counts.shape();
             assert!(in_memory < cap, "cap {cap}: {in_memory} in memory");
+            // Merged runs' files are gone: one file a run.
+            let files = std::fs::read_dir(counts.scratch.as_ref().unwrap().path())
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension() == Some("run".as_ref()))
+                .count();
+            assert_eq!(files, levels.len(), "cap {cap}");
             // A binary counter: levels strictly fall from the oldest run to the newest.
             assert!(levels.windows(2).all(|w| w[0] > w[1]), "{levels:?}");
             if cap < 64 {
@@ -458,5 +476,34 @@ mod tests {
             .count();
         // About 1% a run, a handful of runs.
         assert!(passed < 100_000 * levels.len() * 3 / 100, "{passed}");
+    }
+
+    /// Runs of a block, a block and one, two blocks and one: every key is found, and keys
+    /// beside them, below the first and past the last are not, even past the filter.
+    #[test]
+    fn keys_at_block_edges_are_found_and_keys_beside_them_are_not() {
+        for n in [1, 255, 256, 257, 512, 513] {
+            let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
+            // Even keys, so each has an absent neighbour on both sides.
+            let keys: Vec<u128> = (0..n).map(|_| (rng.random::<u128>() & !1) | 2).collect();
+            let mut counts = KeyCounts::new("test", n);
+            for (i, k) in (0u32..).zip(&keys) {
+                counts.set(*k, i).unwrap();
+            }
+            assert_eq!(counts.shape(), (0, vec![0]), "{n} keys, one spill");
+            let run = &counts.runs[0];
+            for (i, k) in (0u32..).zip(&keys) {
+                assert_eq!(counts.get(*k).unwrap(), Some(i));
+                for beside in [*k - 1, *k + 1] {
+                    assert_eq!(run.look_up(key_of(beside)).unwrap(), None);
+                }
+            }
+            for absent in [0, u128::MAX] {
+                assert_eq!(run.look_up(key_of(absent)).unwrap(), None);
+            }
+            let dir = counts.scratch.as_ref().unwrap().path().to_path_buf();
+            drop(counts);
+            assert!(!dir.exists(), "the scratch folder goes with the map");
+        }
     }
 }

@@ -4,9 +4,10 @@
 //! Every row's rollout id, and every task's row count so far, is remembered to the end of the
 //! read, by a 128-bit fingerprint (`SipHash` with a key drawn per read, twice: a false duplicate
 //! needs both halves to collide). In memory alone that was about 40 bytes a row (400 MB at 10M
-//! rows, growing with the file); now each map holds at most [`MEMORY_ENTRIES`] entries (about
-//! 50 MB) and puts the rest in sorted runs in a scratch folder ([`counts`]), keeping 1.25 bytes
-//! a key in memory for them. A read that never fills a map never touches the disk.
+//! rows, growing with the file); now each of the three maps (ids, tasks, salts) holds at most
+//! [`MEMORY_ENTRIES`] entries (about 50 MB, and 44 MB more for a moment while a full one is
+//! sorted) and puts the rest in sorted runs in a scratch folder ([`counts`]), keeping about 1.3
+//! bytes a key in memory for them. A read that never fills a map never touches the disk.
 
 mod counts;
 
@@ -54,7 +55,7 @@ impl Default for Identity {
 }
 
 impl Identity {
-    /// An identity whose two maps hold at most `entries` entries each in memory.
+    /// An identity whose three maps hold at most `entries` entries each in memory.
     pub fn with_memory(entries: usize) -> Self {
         Self {
             seen: KeyCounts::new("rollout-ids", entries),
@@ -230,5 +231,30 @@ mod tests {
         assert!(levels.len() >= 2, "{levels:?}");
         assert!(!spilled.per_task.shape().1.is_empty());
         assert!(!spilled.salted.shape().1.is_empty());
+    }
+
+    /// A row refused for its id still takes its place in the task: the next derived id is
+    /// the third position's, as before the maps could spill.
+    #[test]
+    fn a_refused_row_still_counts_toward_its_tasks_positions() {
+        for memory in [1, MEMORY_ENTRIES] {
+            let mut ids = Identity::with_memory(memory);
+            let mut first = Record {
+                task_id: "t".into(),
+                rollout_id: Some("x".into()),
+                ..Record::default()
+            };
+            ids.assign(&mut first).unwrap().unwrap();
+            assert!(ids.assign(&mut first.clone()).unwrap().is_err());
+            let mut derived = Record {
+                task_id: "t".into(),
+                ..Record::default()
+            };
+            ids.assign(&mut derived).unwrap().unwrap();
+            assert_eq!(
+                derived.rollout_id.as_deref(),
+                Some(short_hash(&["t", "2"]).as_str())
+            );
+        }
     }
 }
