@@ -369,6 +369,8 @@ mod tests {
     /// order, whole, and a bad line is still named by its number.
     #[test]
     fn short_reads_and_a_line_past_two_chunks_read_whole() {
+        use std::fmt::Write as _;
+
         use datafusion::arrow::array::{Array, StringArray};
         struct Trickle<'a>(&'a [u8]);
         impl Read for Trickle<'_> {
@@ -383,9 +385,7 @@ mod tests {
         let mut text = String::new();
         for i in 0..2000 {
             let prompt = if i == 700 { long.as_str() } else { "p" };
-            text.push_str(&format!(
-                "{{\"task_id\": \"t{i}\", \"prompt\": \"{prompt}\"}}\n"
-            ));
+            let _ = writeln!(text, "{{\"task_id\": \"t{i}\", \"prompt\": \"{prompt}\"}}");
             if i % 500 == 0 {
                 text.push_str("  \n");
             }
