@@ -16,6 +16,18 @@ impl Scratch {
     pub fn path(&self) -> &std::path::Path {
         self.dir.path()
     }
+
+    /// Creates file `name` in the folder, for reading and writing: an error if it is there.
+    pub fn create(&self, name: &str) -> Result<(std::path::PathBuf, std::fs::File)> {
+        let path = self.path().join(name);
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        Ok((path, file))
+    }
 }
 
 /// Makes a [`Scratch`] folder, first removing those killed runs left (`wai-*` folders whose

@@ -476,13 +476,7 @@ impl TextKeys {
             Some(spill) => spill,
             none => {
                 let scratch = crate::pipeline::scratch::scratch()?;
-                let path = scratch.path().join("token-numbers");
-                let file = std::fs::File::options()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .map_err(|e| Error::io(&path, e))?;
+                let (path, file) = scratch.create("token-numbers")?;
                 tracing::debug!(path = %path.display(), held = self.held, "hack scan: token numbers go to a file");
                 none.insert(Spill {
                     _scratch: scratch,

@@ -255,16 +255,16 @@ pub fn read_jsonl(
     accept.finish()
 }
 
-/// Every row of JSON Lines `text` (named `name` in errors), in order, in row-schema batches: a
-/// bad line is an error naming it.
+/// Every row of JSON Lines read from `reader` (named `name` in errors), in order, in row-schema
+/// batches: a bad line is an error naming it.
 ///
 /// # Errors
 /// A line that is not a row.
-pub fn jsonl_batches(name: &str, text: &[u8]) -> Result<Vec<RecordBatch>> {
+pub fn jsonl_batches(name: &str, reader: impl Read + Send) -> Result<Vec<RecordBatch>> {
     let mut batches = Vec::new();
     read_jsonl(
         name,
-        text,
+        reader,
         &mut Identity::default(),
         &mut OnBadRow::Fail,
         &mut ReadCounts::default(),
@@ -391,20 +391,7 @@ mod tests {
             }
         }
         text.push_str("{\"task_id\": \"last\", \"prompt\": \"z\"}");
-        let mut batches = Vec::new();
-        read_jsonl(
-            "in.jsonl",
-            Trickle(text.as_bytes()),
-            &mut Identity::default(),
-            &mut OnBadRow::Fail,
-            &mut ReadCounts::default(),
-            &|_| {},
-            &mut |b| {
-                batches.push(b);
-                Ok(())
-            },
-        )
-        .unwrap();
+        let batches = jsonl_batches("in.jsonl", Trickle(text.as_bytes())).unwrap();
         let tasks: Vec<String> = batches
             .iter()
             .flat_map(|b| {
@@ -428,16 +415,7 @@ mod tests {
 
         // Row t2 is bad: line 4, after the blank line 2.
         let bad = text.replace("\"t2\", \"prompt\": \"p\"}", "\"t2\", \"prompt\": 5}");
-        let err = read_jsonl(
-            "in.jsonl",
-            Trickle(bad.as_bytes()),
-            &mut Identity::default(),
-            &mut OnBadRow::Fail,
-            &mut ReadCounts::default(),
-            &|_| {},
-            &mut |_| Ok(()),
-        )
-        .unwrap_err();
+        let err = jsonl_batches("in.jsonl", Trickle(bad.as_bytes())).unwrap_err();
         assert!(err.to_string().starts_with("`in.jsonl` line 4: "), "{err}");
     }
 }

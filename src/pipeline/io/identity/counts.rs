@@ -190,16 +190,9 @@ impl KeyCounts {
         if self.scratch.is_none() {
             self.scratch = Some(scratch()?);
         }
-        let dir = self.scratch.as_ref().expect("made above").path();
         self.made += 1;
-        let path = dir.join(format!("{}-{}.run", self.what, self.made));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        Ok((path, file))
+        let name = format!("{}-{}.run", self.what, self.made);
+        self.scratch.as_ref().expect("made above").create(&name)
     }
 
     /// Entries in memory and on disk, and the runs' levels: for tests.

@@ -65,14 +65,8 @@ impl Identity {
         }
     }
 
-    /// Takes `fp` for a row: false when an earlier row has it.
-    fn take(&mut self, fp: u128) -> Result<bool> {
-        self.seen.insert_new(fp)
-    }
-
     fn fingerprint(&self, id: &str) -> u128 {
         // Two independent 64-bit hashes: a false "duplicate" needs both to collide.
-
         (u128::from(self.hasher.hash_one(id)) << 64)
             | u128::from(self.hasher.hash_one((id, 0x9e37_79b9_u32)))
     }
@@ -86,7 +80,7 @@ impl Identity {
         let position = self.per_task.bump(self.fingerprint(&record.task_id))?;
         if let Some(id) = &record.rollout_id {
             let fp = self.fingerprint(id);
-            return Ok(if self.take(fp)? {
+            return Ok(if self.seen.insert_new(fp)? {
                 Ok(())
             } else {
                 Err(format!(
@@ -105,7 +99,7 @@ impl Identity {
         }
         let mut id = short_hash(&parts);
         let base = self.fingerprint(&id);
-        if !self.take(base)? {
+        if !self.seen.insert_new(base)? {
             let mut n = self.salted.get(base)?.unwrap_or(0);
             loop {
                 n += 1;
@@ -114,7 +108,7 @@ impl Identity {
                 salted.push(&salt);
                 id = short_hash(&salted);
                 let fp = self.fingerprint(&id);
-                if self.take(fp)? {
+                if self.seen.insert_new(fp)? {
                     break;
                 }
             }
