@@ -1,15 +1,21 @@
 //! Decoded records into batches: one record's bytes into a row, the rows into batches in input
 //! order, bad records set aside; JSON arrays split into their elements.
 
-use datafusion::arrow::array::RecordBatch;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, Int32Array, RecordBatch, StringArray, StringBuilder, UInt32Array,
+};
+use datafusion::arrow::compute::{concat_batches, take_record_batch};
 use rayon::prelude::*;
 use serde_json::Value;
 
-use super::chunks::Decoded;
+use super::chunks::Piece;
 use super::identity::Identity;
 use super::rejects::{OnBadRow, Reject};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pipeline::row::{self, BATCH_ROWS, Builder, Record};
+use crate::schema::{col, row_schema};
 
 /// Counters of one read.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -45,25 +51,38 @@ const AT_ONCE: usize = 4;
 /// transcripts: 8,192 of them may be hundreds of megabytes).
 const PENDING_BYTES: usize = 64 << 20;
 
+/// Rows of the row schema built together (on one decoding task, or from records taken one by
+/// one), and the accepted ones among them: each one's row in `batch`, and its rollout id when
+/// the reader derived it (the batch holds `""` there).
+struct Segment {
+    batch: RecordBatch,
+    rows: Vec<(u32, Option<String>)>,
+}
+
 /// Takes decoded records in input order: gives each its identity, keeps it for the batch it
 /// falls in, emits full batches, and sets bad records aside (or stops at the first).
 ///
-/// Batches are built a few at a time, each on its own rayon task (one per thread, at most
-/// [`AT_ONCE`]): appending records to Arrow builders is a tenth of a JSONL conversion's CPU, and
-/// on one thread it held the decoding back. Records wait for that only while their text is under
-/// [`PENDING_BYTES`]; past it, each full batch is built as it fills. A batch holds [`BATCH_ROWS`]
-/// accepted rows, the last one fewer, whichever way they are built, so the file is the same.
+/// Records come already built into rows ([`Piece`]s, built on the decoding threads), or one by
+/// one ([`Accept::take`], built here a batch's worth at a time, on the rayon threads). A batch
+/// is then cut from the accepted rows of the pieces in turn: each piece's rows (sliced, or
+/// taken past a refused row) are joined and the derived rollout ids put in. Batches are cut a
+/// few at a time, each on its own rayon task (one per thread, at most [`AT_ONCE`]); records
+/// wait for that only while their text is under [`PENDING_BYTES`]; past it, each full batch is
+/// cut as it fills. A batch holds [`BATCH_ROWS`] accepted rows, the last one fewer, whichever
+/// way they are built, so the file is the same.
 ///
 /// A failure to emit (a full disk) is heard when the batches before it are built: up to
 /// [`AT_ONCE`] batches of rows later than when each row was appended on its own.
 pub struct Accept<'a, 'b> {
     /// When set, how many rows carry each field in `extra`.
     pub extra_fields: Option<std::collections::BTreeMap<String, u64>>,
-    /// Accepted records not yet in a batch.
-    pending: Vec<Record>,
-    /// One builder per batch built at once, kept so each stays sized for batches like its last.
-    builders: Vec<Builder>,
-    /// Pending records that make the batches built at once.
+    /// Accepted rows not yet in a batch, in order.
+    pending: std::collections::VecDeque<Segment>,
+    /// Rows in `pending`.
+    pending_rows: usize,
+    /// Records taken one by one (identified already), not yet built into a segment.
+    loose: Vec<Record>,
+    /// Pending rows that make the batches built at once.
     build_at: usize,
     /// The text the pending records were read from, in bytes, about (the records left over
     /// after a build are not counted).
@@ -84,8 +103,9 @@ impl<'a, 'b> Accept<'a, 'b> {
     ) -> Self {
         Self {
             extra_fields: None,
-            pending: Vec::new(),
-            builders: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            pending_rows: 0,
+            loose: Vec::new(),
             build_at: BATCH_ROWS * rayon::current_num_threads().clamp(1, AT_ONCE),
             pending_bytes: 0,
             identity,
@@ -103,7 +123,7 @@ impl<'a, 'b> Accept<'a, 'b> {
         text: &[u8],
         result: std::result::Result<Record, row::FieldError>,
     ) -> Result<()> {
-        self.take_keyed(file, line, (text.len(), &|| text.to_vec()), result, None)
+        self.take_one(file, line, (text.len(), &|| text.to_vec()), result)
     }
 
     /// [`Accept::take`], with the record's text made only when it is set aside (a record made
@@ -116,20 +136,66 @@ impl<'a, 'b> Accept<'a, 'b> {
         result: std::result::Result<Record, row::FieldError>,
     ) -> Result<()> {
         // A made record's size is not known without its text: the row count bounds them.
-        self.take_keyed(file, line, (0, text), result, None)
+        self.take_one(file, line, (0, text), result)
     }
 
-    /// [`Accept::take`], with the record's `extra` field names when they were read already.
-    /// `text` is the record's size in bytes (0 when unknown) and how to make its text.
-    fn take_keyed(
+    /// [`Accept::take`]: `text` is the record's size in bytes (0 when unknown) and how to make
+    /// its text.
+    fn take_one(
         &mut self,
         file: &str,
         line: u64,
-        (size, text): (usize, &dyn Fn() -> Vec<u8>),
+        text: (usize, &dyn Fn() -> Vec<u8>),
         result: std::result::Result<Record, row::FieldError>,
-        keys: Option<Vec<String>>,
     ) -> Result<()> {
-        let bad = |field: Option<String>, reason: String| Reject {
+        let mut record = match result {
+            Ok(record) => record,
+            Err(e) => return self.set_aside(file, line, text.1, e.field, e.message),
+        };
+        match self.identity.assign(&mut record)? {
+            Ok(()) => {
+                let keys = record.extra.as_deref().map(extra_keys);
+                self.tally(keys);
+                self.loose.push(record);
+                self.accepted(text.0)
+            }
+            Err(reason) => self.set_aside(file, line, text.1, Some("rollout_id".into()), reason),
+        }
+    }
+
+    /// Counts the names of an accepted row's `extra` fields, when they are counted.
+    fn tally(&mut self, keys: Option<Vec<String>>) {
+        if let Some(tally) = self.extra_fields.as_mut() {
+            for k in keys.unwrap_or_default() {
+                *tally.entry(k).or_default() += 1;
+            }
+        }
+    }
+
+    /// Counts one accepted row of `size` bytes of text, and builds the full batches when enough
+    /// rows wait.
+    fn accepted(&mut self, size: usize) -> Result<()> {
+        self.pending_bytes += size;
+        self.counts.rows += 1;
+        let waiting = self.pending_rows + self.loose.len();
+        if waiting >= self.build_at
+            || (self.pending_bytes >= PENDING_BYTES && waiting >= BATCH_ROWS)
+        {
+            self.build(false)?;
+        }
+        Ok(())
+    }
+
+    /// Sets a record aside, or fails with it.
+    fn set_aside(
+        &mut self,
+        file: &str,
+        line: u64,
+        text: &dyn Fn() -> Vec<u8>,
+        field: Option<String>,
+        reason: String,
+    ) -> Result<()> {
+        let reject = Reject {
             file: file.to_owned(),
             line,
             field,
@@ -138,84 +204,103 @@ impl<'a, 'b> Accept<'a, 'b> {
             text: String::from_utf8(text())
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         };
-        let reject = match result {
-            Ok(mut record) => match self.identity.assign(&mut record)? {
-                Ok(()) => {
-                    if let Some(tally) = self.extra_fields.as_mut() {
-                        let keys = keys.unwrap_or_else(|| {
-                            record.extra.as_deref().map(extra_keys).unwrap_or_default()
-                        });
-                        for k in keys {
-                            *tally.entry(k).or_default() += 1;
-                        }
-                    }
-                    self.pending.push(record);
-                    self.pending_bytes += size;
-                    self.counts.rows += 1;
-                    if self.pending.len() >= self.build_at
-                        || (self.pending_bytes >= PENDING_BYTES && self.pending.len() >= BATCH_ROWS)
-                    {
-                        self.build(false)?;
-                    }
-                    None
-                }
-                Err(reason) => Some(bad(Some("rollout_id".into()), reason)),
-            },
-            Err(e) => Some(bad(e.field, e.message)),
-        };
-        if let Some(r) = reject {
-            match self.on_bad {
-                OnBadRow::Fail => return Err(r.into_error()),
-                OnBadRow::Reject(list) => {
-                    self.counts.rejected += 1;
-                    list.push(r);
-                }
+        match self.on_bad {
+            OnBadRow::Fail => Err(reject.into_error()),
+            OnBadRow::Reject(list) => {
+                self.counts.rejected += 1;
+                list.push(reject);
+                Ok(())
             }
         }
-        Ok(())
     }
 
-    /// Takes records decoded by [`decode_all`], in order; `text` holds the bytes they were
-    /// decoded from.
+    /// Takes the pieces of records decoded by [`decode_all`], in order; `text` holds the bytes
+    /// they were decoded from.
     pub(super) fn take_decoded(
         &mut self,
         file: &str,
         text: &[u8],
-        decoded: Vec<Decoded>,
+        pieces: Vec<Piece>,
     ) -> Result<()> {
-        for d in decoded {
-            let span = &text[d.span];
-            self.take_keyed(
-                file,
-                d.line,
-                (span.len(), &|| span.to_vec()),
-                d.result,
-                d.keys,
-            )?;
+        for piece in pieces {
+            self.take_piece(file, text, piece)?;
         }
         Ok(())
     }
 
-    /// Builds the pending records' full batches (all of them, the last one partial, when `all`),
-    /// in parallel, and emits them in order.
-    fn build(&mut self, all: bool) -> Result<()> {
-        let take = if all {
-            self.pending.len()
-        } else {
-            self.pending.len() / BATCH_ROWS * BATCH_ROWS
+    fn take_piece(&mut self, file: &str, text: &[u8], piece: Piece) -> Result<()> {
+        // Rows taken one by one before these go first.
+        self.flush_loose()?;
+        let Some(batch) = piece.batch else {
+            // Not one record of the piece decoded.
+            for d in piece.records {
+                let span = &text[d.span];
+                if let Err(e) = d.result {
+                    self.set_aside(file, d.line, &|| span.to_vec(), e.field, e.message)?;
+                }
+            }
+            return Ok(());
         };
-        if take == 0 {
+        let keys = Keys::of(&batch)?;
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        let mut at = 0u32;
+        for d in piece.records {
+            let span = &text[d.span];
+            if let Err(e) = d.result {
+                self.set_aside(file, d.line, &|| span.to_vec(), e.field, e.message)?;
+                continue;
+            }
+            let i = at as usize;
+            at += 1;
+            let given = Some(keys.rollout_id.value(i)).filter(|id| !id.is_empty());
+            let index = keys
+                .rollout_index
+                .is_valid(i)
+                .then(|| keys.rollout_index.value(i));
+            let run = keys.eval_run.is_valid(i).then(|| keys.eval_run.value(i));
+            match self
+                .identity
+                .assign_keys(keys.task_id.value(i), given, index, run)?
+            {
+                Ok(derived) => {
+                    self.tally(d.keys);
+                    rows.push((at - 1, derived));
+                    // Counted here, built below: the segment must wait in `pending` first.
+                    self.pending_bytes += span.len();
+                    self.counts.rows += 1;
+                }
+                Err(reason) => self.set_aside(
+                    file,
+                    d.line,
+                    &|| span.to_vec(),
+                    Some("rollout_id".into()),
+                    reason,
+                )?,
+            }
+        }
+        if !rows.is_empty() {
+            self.pending_rows += rows.len();
+            self.pending.push_back(Segment { batch, rows });
+        }
+        if self.pending_rows >= self.build_at
+            || (self.pending_bytes >= PENDING_BYTES && self.pending_rows >= BATCH_ROWS)
+        {
+            self.build(false)?;
+        }
+        Ok(())
+    }
+
+    /// Builds the records taken one by one into segments, a batch's worth each, in parallel.
+    fn flush_loose(&mut self) -> Result<()> {
+        if self.loose.is_empty() {
             return Ok(());
         }
-        let batches = take.div_ceil(BATCH_ROWS);
-        if self.builders.len() < batches {
-            self.builders.resize_with(batches, Builder::new);
-        }
-        let built: Vec<Result<RecordBatch>> = self.pending[..take]
+        let built: Vec<Result<RecordBatch>> = self
+            .loose
             .par_chunks_mut(BATCH_ROWS)
-            .zip(self.builders.par_iter_mut())
-            .map(|(rows, builder)| {
-                for r in rows {
+            .map(|records| {
+                let mut builder = Builder::new();
+                for r in records {
                     builder.push(r)?;
                     // Freed on this task, while it is still in cache.
                     drop(std::mem::take(r));
@@ -223,10 +308,55 @@ impl<'a, 'b> Accept<'a, 'b> {
                 builder.finish()
             })
             .collect();
-        // What is drained was emptied above (a default record owns nothing); the vector keeps
-        // its room for the next batches.
-        self.pending.drain(..take);
+        self.loose.clear();
+        for batch in built {
+            let batch = batch?;
+            let rows = (0u32..).take(batch.num_rows()).map(|i| (i, None)).collect();
+            self.pending_rows += batch.num_rows();
+            self.pending.push_back(Segment { batch, rows });
+        }
+        Ok(())
+    }
+
+    /// Cuts the pending rows' full batches (all of them, the last one partial, when `all`), in
+    /// parallel, and emits them in order.
+    fn build(&mut self, all: bool) -> Result<()> {
+        self.flush_loose()?;
+        let take = if all {
+            self.pending_rows
+        } else {
+            self.pending_rows / BATCH_ROWS * BATCH_ROWS
+        };
+        if take == 0 {
+            return Ok(());
+        }
+        // Each batch's parts: a pending segment's batch and the rows of it that go in.
+        let mut plans: Vec<Vec<Segment>> = Vec::with_capacity(take.div_ceil(BATCH_ROWS));
+        let (mut parts, mut filled, mut left) = (Vec::new(), 0, take);
+        while left > 0 {
+            let Some(front) = self.pending.front_mut() else {
+                return Err(Error::Internal("fewer pending rows than counted".into()));
+            };
+            let n = front.rows.len().min(BATCH_ROWS - filled).min(left);
+            let part = if n == front.rows.len() {
+                self.pending.pop_front().unwrap_or_else(|| unreachable!())
+            } else {
+                Segment {
+                    batch: front.batch.clone(),
+                    rows: front.rows.drain(..n).collect(),
+                }
+            };
+            parts.push(part);
+            filled += n;
+            left -= n;
+            if filled == BATCH_ROWS || left == 0 {
+                plans.push(std::mem::take(&mut parts));
+                filled = 0;
+            }
+        }
+        self.pending_rows -= take;
         self.pending_bytes = 0;
+        let built: Vec<Result<RecordBatch>> = plans.into_par_iter().map(cut).collect();
         for batch in built {
             (self.emit)(batch?)?;
         }
@@ -237,6 +367,74 @@ impl<'a, 'b> Accept<'a, 'b> {
     pub fn finish(mut self) -> Result<()> {
         self.build(true)
     }
+}
+
+/// The columns identity reads, of a batch of built rows.
+struct Keys<'a> {
+    task_id: &'a StringArray,
+    rollout_id: &'a StringArray,
+    rollout_index: &'a Int32Array,
+    eval_run: &'a Int32Array,
+}
+
+impl<'a> Keys<'a> {
+    fn of(batch: &'a RecordBatch) -> Result<Self> {
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| Error::Internal(format!("built rows without `{name}`")))
+        };
+        let text = |name: &str| -> Result<&'a StringArray> {
+            column(name)?
+                .as_any()
+                .downcast_ref()
+                .ok_or_else(|| Error::Internal(format!("`{name}` built as other than text")))
+        };
+        let int = |name: &str| -> Result<&'a Int32Array> {
+            column(name)?
+                .as_any()
+                .downcast_ref()
+                .ok_or_else(|| Error::Internal(format!("`{name}` built as other than Int32")))
+        };
+        Ok(Self {
+            task_id: text(col::TASK_ID)?,
+            rollout_id: text(col::ROLLOUT_ID)?,
+            rollout_index: int(col::ROLLOUT_INDEX)?,
+            eval_run: int(col::EVAL_RUN)?,
+        })
+    }
+}
+
+/// One batch from its parts: each part's rows (a slice when they run on, else taken), joined,
+/// with the derived rollout ids put in.
+fn cut(parts: Vec<Segment>) -> Result<RecordBatch> {
+    let schema = row_schema();
+    let rows: usize = parts.iter().map(|p| p.rows.len()).sum();
+    let mut ids = StringBuilder::with_capacity(rows, rows * 16);
+    let mut pieces = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let (Some(first), Some(last)) = (part.rows.first(), part.rows.last()) else {
+            continue;
+        };
+        let piece = if (last.0 - first.0) as usize + 1 == part.rows.len() {
+            part.batch.slice(first.0 as usize, part.rows.len())
+        } else {
+            let at = UInt32Array::from_iter_values(part.rows.iter().map(|r| r.0));
+            take_record_batch(&part.batch, &at)?
+        };
+        let given = Keys::of(&piece)?.rollout_id;
+        for (i, (_, derived)) in part.rows.iter().enumerate() {
+            ids.append_value(derived.as_deref().unwrap_or_else(|| given.value(i)));
+        }
+        pieces.push(piece);
+    }
+    drop(parts);
+    let joined = concat_batches(&schema, &pieces)?;
+    drop(pieces);
+    let at = schema.index_of(col::ROLLOUT_ID)?;
+    let mut columns = joined.columns().to_vec();
+    columns[at] = Arc::new(ids.finish());
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 /// The top-level keys of a JSON object text (values are skipped, not built).
@@ -396,6 +594,111 @@ mod tests {
                 })
                 .collect();
             assert_eq!(ids, expected, "{threads} threads");
+        }
+    }
+
+    /// Rows read in pieces built on the decoding threads come out as the same batches as the
+    /// same records taken one by one: ids given, derived and salted; rows refused for their id
+    /// or their text in the middle of a piece; batches cut across pieces; records taken one by
+    /// one between two reads into the same batches; at 1, 2 and 3 threads.
+    #[test]
+    fn pieces_give_the_batches_records_taken_one_by_one_give() {
+        use std::fmt::Write as _;
+
+        // (batches, rejects' lines and fields, rows)
+        type Got = (Vec<RecordBatch>, Vec<(u64, Option<String>)>, u64);
+
+        let mut text = String::new();
+        for i in 0..3 * BATCH_ROWS + 500 {
+            let task = i / 5;
+            let _ = match i % 7 {
+                // Given ids, every 13th one an earlier row's (refused).
+                0 | 1 => writeln!(
+                    text,
+                    r#"{{"task_id": "t{task}", "rollout_id": "r{}", "prompt": "ask {i}", "reward": 1}}"#,
+                    if i % 13 == 0 { i / 2 } else { i }
+                ),
+                // A bad row.
+                2 if i % 3 == 0 => writeln!(text, r#"{{"task_id": "t{task}", "reward": "x"}}"#),
+                // Derived ids, some sharing a task and an index (salted).
+                _ => writeln!(
+                    text,
+                    r#"{{"task_id": "t{}", "rollout_index": {}, "prompt": "ask {i}", "steps": [{{"tool": "a", "arguments": {{"k": {i}}}}}]}}"#,
+                    task % 50,
+                    i % 3
+                ),
+            };
+        }
+        let text = text.into_bytes();
+        let lines: Vec<&[u8]> = text
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        let extra = Record {
+            task_id: "loose".into(),
+            prompt: Some("made".into()),
+            ..Record::default()
+        };
+
+        let run = |threads: usize, pieces: bool| -> Got {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut batches = Vec::new();
+                let mut rejects = Vec::new();
+                let mut identity = Identity::default();
+                let mut on_bad = OnBadRow::Reject(&mut rejects);
+                let mut counts = ReadCounts::default();
+                let mut emit = |b: RecordBatch| {
+                    batches.push(b);
+                    Ok(())
+                };
+                let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+                for round in 0..2 {
+                    if pieces {
+                        crate::pipeline::io::read_records(
+                            "in.jsonl",
+                            &text[..],
+                            &decode_line,
+                            &mut accept,
+                            &|_| {},
+                        )
+                        .unwrap();
+                    } else {
+                        let mut line = 0;
+                        for l in text.split(|b| *b == b'\n') {
+                            line += 1;
+                            if !l.is_empty() {
+                                accept.take("in.jsonl", line, l, decode_line(l)).unwrap();
+                            }
+                        }
+                    }
+                    for i in 0..(round * 100 + 3) {
+                        accept.take("made", i, b"{}", Ok(extra.clone())).unwrap();
+                    }
+                }
+                accept.finish().unwrap();
+                let rows = counts.rows;
+                let rejected = rejects.iter().map(|r| (r.line, r.field.clone())).collect();
+                (batches, rejected, rows)
+            })
+        };
+        let want = run(1, false);
+        assert!(lines.len() > 3 * BATCH_ROWS);
+        // Refused for their ids and for their text, in both reads.
+        assert!(want.1.iter().any(|r| r.1.as_deref() == Some("rollout_id")));
+        assert!(want.1.iter().any(|r| r.1.as_deref() == Some("reward")));
+        assert!(want.0.len() >= 5, "{}", want.0.len());
+        for threads in [1, 2, 3] {
+            let got = run(threads, true);
+            assert_eq!(got.1, want.1, "{threads} threads: the rejects");
+            assert_eq!(got.2, want.2, "{threads} threads: the rows");
+            assert_eq!(got.0.len(), want.0.len(), "{threads} threads: the batches");
+            for (i, (g, w)) in got.0.iter().zip(&want.0).enumerate() {
+                assert_eq!(g, w, "{threads} threads: batch {i}");
+            }
         }
     }
 

@@ -12,40 +12,81 @@ use super::accept::{Accept, Decode, ReadCounts, decode_line, extra_keys, split_a
 use super::identity::Identity;
 use super::rejects::OnBadRow;
 use crate::error::{Error, Result};
-use crate::pipeline::row::{self, BATCH_ROWS, Record};
+use crate::pipeline::row::{self, BATCH_ROWS, Builder};
 
-/// One record decoded from a chunk: where its bytes are, and what they gave.
+/// One record decoded from a chunk: where its bytes are, and whether they made a row.
 pub(super) struct Decoded {
     pub(super) line: u64,
     pub(super) span: std::ops::Range<usize>,
-    pub(super) result: std::result::Result<Record, row::FieldError>,
+    /// `Ok` when the record is a row of its piece's batch (the next one), else why not.
+    pub(super) result: std::result::Result<(), row::FieldError>,
     /// The names of the fields in `extra`, when they are counted.
     pub(super) keys: Option<Vec<String>>,
 }
 
-/// Decodes records (line, byte range in `text`) in parallel, keeping their order.
+/// Records decoded on one task: the rows they made, built (`rollout_id` is `""` where the
+/// reader derives it), and every record's fate, in order.
+pub(super) struct Piece {
+    pub(super) batch: Option<RecordBatch>,
+    pub(super) records: Vec<Decoded>,
+}
+
+thread_local! {
+    /// Each decoding thread's builder, kept so it stays sized for pieces like its last. Taken
+    /// out while in use: a task that fails or panics half-way through a row does not put it
+    /// back.
+    static BUILDER: std::cell::Cell<Option<Builder>> = const { std::cell::Cell::new(None) };
+}
+
+/// Decodes records (line, byte range in `text`) in parallel into pieces of built rows, in
+/// order: each task appends its records to its thread's builder as it decodes them, so a
+/// record is freed on the thread that made it, while it is still in cache, and the rows are
+/// built in parallel.
 pub(super) fn decode_all(
     text: &[u8],
-    records: Vec<(u64, std::ops::Range<usize>)>,
+    records: &[(u64, std::ops::Range<usize>)],
     decode: &Decode<'_>,
     tally: bool,
-) -> Vec<Decoded> {
+) -> Result<Vec<Piece>> {
+    // A few pieces per thread, so a slow one does not hold the others.
+    let size = records
+        .len()
+        .div_ceil(4 * rayon::current_num_threads())
+        .max(64);
     records
-        .into_par_iter()
-        .with_min_len(64)
-        .map(|(line, span)| {
-            let result = decode(&text[span.clone()]);
-            // Read here, in parallel, when they are counted.
-            let keys = match (&result, tally) {
-                (Ok(r), true) => Some(r.extra.as_deref().map(extra_keys).unwrap_or_default()),
-                _ => None,
-            };
-            Decoded {
-                line,
-                span,
-                result,
-                keys,
+        .par_chunks(size.max(1))
+        .map(|part| {
+            let mut builder = BUILDER.take().unwrap_or_default();
+            let mut out = Vec::with_capacity(part.len());
+            for (line, span) in part {
+                let (result, keys) = match decode(&text[span.clone()]) {
+                    Ok(mut r) => {
+                        // Read here, in parallel, when they are counted.
+                        let keys =
+                            tally.then(|| r.extra.as_deref().map(extra_keys).unwrap_or_default());
+                        r.rollout_id.get_or_insert_default();
+                        builder.push(&r)?;
+                        (Ok(()), keys)
+                    }
+                    Err(e) => (Err(e), None),
+                };
+                out.push(Decoded {
+                    line: *line,
+                    span: span.clone(),
+                    result,
+                    keys,
+                });
             }
+            let batch = if builder.is_empty() {
+                None
+            } else {
+                Some(builder.finish()?)
+            };
+            BUILDER.set(Some(builder));
+            Ok(Piece {
+                batch,
+                records: out,
+            })
         })
         .collect()
 }
@@ -57,11 +98,11 @@ struct Chunk<T> {
     text: Arc<Vec<u8>>,
     /// Bytes read from the input since the previous chunk.
     read: u64,
-    records: Vec<T>,
+    records: T,
 }
 
 /// Records read but not decoded yet: each one's line and byte range in the chunk's text.
-type Raw = Chunk<(u64, std::ops::Range<usize>)>;
+type Raw = Chunk<Vec<(u64, std::ops::Range<usize>)>>;
 
 /// Reads chunks of whole records from `reader`, sending each down `tx`; stops quietly when the
 /// receiver is gone (it failed, and says why). Buffers come back through `spare`. It runs on a
@@ -178,11 +219,11 @@ fn decode_chunks(
     rx: &std::sync::mpsc::Receiver<Raw>,
     decode: &Decode<'_>,
     tally: bool,
-    tx: &std::sync::mpsc::SyncSender<Chunk<Decoded>>,
+    tx: &std::sync::mpsc::SyncSender<Chunk<Result<Vec<Piece>>>>,
 ) {
     for raw in rx {
         let chunk = Chunk {
-            records: decode_all(&raw.text, raw.records, decode, tally),
+            records: decode_all(&raw.text, &raw.records, decode, tally),
             text: raw.text,
             read: raw.read,
         };
@@ -210,7 +251,7 @@ pub fn read_records(
 ) -> Result<()> {
     let tally = accept.extra_fields.is_some();
     let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Raw>(1);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk<Decoded>>(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk<Result<Vec<Piece>>>>(1);
     let (give_back, spare) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| {
         let reading = scope.spawn(move || read_raw(name, reader, &raw_tx, &spare));
@@ -219,7 +260,7 @@ pub fn read_records(
             for chunk in &rx {
                 accept.counts.bytes += chunk.read;
                 progress(chunk.read);
-                accept.take_decoded(name, &chunk.text, chunk.records)?;
+                accept.take_decoded(name, &chunk.text, chunk.records?)?;
                 if let Ok(buf) = Arc::try_unwrap(chunk.text) {
                     // The reader may be gone already; then the buffer is just freed.
                     let _ = give_back.send(buf);

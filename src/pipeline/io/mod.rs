@@ -2,10 +2,11 @@
 //! outputs and the rejects file.
 //!
 //! Memory stays bounded: JSONL is read in chunks of about [`CHUNK_BYTES`] of whole lines,
-//! decoded in parallel (rayon), given their identities in input order, and built into
-//! [`BATCH_ROWS`](crate::pipeline::row::BATCH_ROWS)-row batches a few at a time (one per rayon
-//! thread, at most 4, fewer when the rows are long), emitted in input order; Parquet is written in row groups of [`ROW_GROUP_ROWS`] rows. Every output is written to a temporary file
-//! beside its destination and renamed into place only when complete.
+//! decoded and built into rows in parallel (rayon), given their identities in input order, and
+//! cut into [`BATCH_ROWS`](crate::pipeline::row::BATCH_ROWS)-row batches a few at a time (one
+//! per rayon thread, at most 4, fewer when the rows are long), emitted in input order; Parquet
+//! is written in row groups of [`ROW_GROUP_ROWS`] rows. Every output is written to a temporary
+//! file beside its destination and renamed into place only when complete.
 
 mod accept;
 mod atomic;

@@ -71,29 +71,50 @@ impl Identity {
             | u128::from(self.hasher.hash_one((id, 0x9e37_79b9_u32)))
     }
 
-    /// Sets `record.rollout_id` if absent, and checks uniqueness. The derived id is the
-    /// reference's `_short_hash(task_id, index)` (with `eval_run` when it is not 0); `index` is
-    /// `rollout_index`, else the row's position within its task so far. The inner error says why
-    /// the row cannot be kept (its id is an earlier row's); the outer one is the scratch
-    /// folder's.
+    /// Sets `record.rollout_id` if absent, and checks uniqueness: [`Identity::assign_keys`] of
+    /// the record's keys.
     pub fn assign(&mut self, record: &mut Record) -> Result<std::result::Result<(), String>> {
-        let position = self.per_task.bump(self.fingerprint(&record.task_id))?;
-        if let Some(id) = &record.rollout_id {
+        let derived = self.assign_keys(
+            &record.task_id,
+            record.rollout_id.as_deref(),
+            record.rollout_index,
+            record.eval_run,
+        )?;
+        Ok(derived.map(|id| {
+            if let Some(id) = id {
+                record.rollout_id = Some(id);
+            }
+        }))
+    }
+
+    /// Checks a row's given id (`rollout_id`) is new, or derives one that is. The derived id
+    /// (`Some`) is the reference's `_short_hash(task_id, index)` (with `eval_run` when it is not
+    /// 0); `index` is `rollout_index`, else the row's position within its task so far. The
+    /// inner error says why the row cannot be kept (its id is an earlier row's); the outer one
+    /// is the scratch folder's.
+    pub fn assign_keys(
+        &mut self,
+        task_id: &str,
+        rollout_id: Option<&str>,
+        rollout_index: Option<i32>,
+        eval_run: Option<i32>,
+    ) -> Result<std::result::Result<Option<String>, String>> {
+        let position = self.per_task.bump(self.fingerprint(task_id))?;
+        if let Some(id) = rollout_id {
             let fp = self.fingerprint(id);
             return Ok(if self.seen.insert_new(fp)? {
-                Ok(())
+                Ok(None)
             } else {
                 Err(format!(
                     "duplicate rollout_id `{id}`: an earlier row has it"
                 ))
             });
         }
-        let index = record
-            .rollout_index
+        let index = rollout_index
             .map_or(i64::from(position), i64::from)
             .to_string();
-        let run = record.eval_run.unwrap_or(0).to_string();
-        let mut parts = vec![record.task_id.as_str(), index.as_str()];
+        let run = eval_run.unwrap_or(0).to_string();
+        let mut parts = vec![task_id, index.as_str()];
         if run != "0" {
             parts.push(&run);
         }
@@ -114,8 +135,7 @@ impl Identity {
             }
             self.salted.set(base, n)?;
         }
-        record.rollout_id = Some(id);
-        Ok(Ok(()))
+        Ok(Ok(Some(id)))
     }
 }
 
