@@ -11,7 +11,7 @@
 //! so and the text goes to `serde_json`.
 
 use serde_json::{Map, Number, Value};
-use sonic_rs::{JsonContainerTrait, JsonNumberTrait, JsonType, JsonValueTrait};
+use sonic_rs::{JsonContainerTrait, JsonNumberTrait, JsonType, JsonValueTrait, ValueRef};
 
 /// What a JSON value is, with what it holds.
 pub enum Node<'a, J: Json> {
@@ -83,6 +83,38 @@ pub trait Json: serde::Serialize + Sized {
     }
 }
 
+/// An object's members, read once into a list. A row is looked up by several keys (`dims`,
+/// `scenario_dimensions`, `eval_run`, `lineage`), each missing key a look at every member: in
+/// the list a look compares plain strings, where in a `sonic-rs` object it reads each member's
+/// key through the value's accessors.
+pub(super) struct Listed<'a, J: Json>(Vec<(&'a str, &'a J)>);
+
+impl<'a, J: Json> Listed<'a, J> {
+    /// The members of `obj`, in order.
+    pub(super) fn of<O: Members<Value = J>>(obj: &'a O) -> Self {
+        let mut list = Vec::with_capacity(obj.count());
+        list.extend(obj.members());
+        Self(list)
+    }
+}
+
+impl<J: Json> Members for Listed<'_, J> {
+    type Value = J;
+
+    fn members(&self) -> impl Iterator<Item = (&str, &J)> {
+        self.0.iter().map(|(k, v)| (*k, *v))
+    }
+
+    fn member(&self, key: &str) -> Option<&J> {
+        // The first: keys are distinct in both parsers' objects as the rules see them.
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+}
+
 impl Members for Map<String, Value> {
     type Value = Value;
 
@@ -134,22 +166,21 @@ impl Json for sonic_rs::Value {
     type Object = sonic_rs::Object;
 
     fn node(&self) -> Node<'_, Self> {
-        let node = match self.get_type() {
-            JsonType::Null => Some(Node::Null),
-            JsonType::Boolean => self.as_bool().map(Node::Bool),
-            JsonType::Number => self.as_number().and_then(|n| {
-                n.as_u64()
-                    .map(Number::from)
-                    .or_else(|| n.as_i64().map(Number::from))
-                    .or_else(|| n.as_f64().and_then(Number::from_f64))
-                    .map(Node::Number)
-            }),
-            JsonType::String => JsonValueTrait::as_str(self).map(Node::String),
-            JsonType::Array => self.as_array().map(|a| Node::Array(a)),
-            JsonType::Object => self.as_object().map(Node::Object),
-        };
-        // Every arm matches its type; the parser builds no other value.
-        node.unwrap_or(Node::Null)
+        // One look at the value's kind (`as_ref`), not one to tell it and one more to read it.
+        match self.as_ref() {
+            ValueRef::Null => Node::Null,
+            ValueRef::Bool(b) => Node::Bool(b),
+            ValueRef::Number(n) => n
+                .as_u64()
+                .map(Number::from)
+                .or_else(|| n.as_i64().map(Number::from))
+                .or_else(|| n.as_f64().and_then(Number::from_f64))
+                // Every number the parser builds is one of the three.
+                .map_or(Node::Null, Node::Number),
+            ValueRef::String(s) => Node::String(s),
+            ValueRef::Array(a) => Node::Array(a),
+            ValueRef::Object(o) => Node::Object(o),
+        }
     }
 }
 
@@ -186,9 +217,17 @@ pub(super) fn plain(v: &sonic_rs::Value, text: &[u8]) -> bool {
                     .iter()
                     .try_fold(0, |seen, i| walk(i, depth + 1).map(|s| seen | s))
             }),
-            JsonType::Object => v.as_object().filter(|o| distinct_keys(o)).and_then(|o| {
-                o.iter()
-                    .try_fold(0, |seen, (_, m)| walk(m, depth + 1).map(|s| seen | s))
+            JsonType::Object => v.as_object().and_then(|o| {
+                // One pass over the members: each key against the ones before it, each value
+                // walked.
+                let mut keys = KeySet::for_members(o.len());
+                o.iter().try_fold(0, |seen, (k, m)| {
+                    if keys.insert(k) {
+                        walk(m, depth + 1).map(|s| seen | s)
+                    } else {
+                        None
+                    }
+                })
             }),
             _ => Some(0),
         }
@@ -245,23 +284,55 @@ fn signed_zero_or_tiny(text: &[u8]) -> bool {
     })
 }
 
-/// Whether every key of `o` is there once. Objects of up to 32 members (rows and what they
-/// nest) are checked against the keys before them on the stack, without allocating.
-fn distinct_keys(o: &sonic_rs::Object) -> bool {
+/// The keys of one object seen so far: on the stack for objects of up to 32 members (rows and
+/// what they nest), without allocating; in a hash set past that.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the small set is meant to live on the stack: boxed, it would allocate per object"
+)]
+enum KeySet<'a> {
+    Small([&'a str; KeySet::SMALL], usize),
+    Many(std::collections::HashSet<&'a str>),
+}
+
+impl<'a> KeySet<'a> {
     const SMALL: usize = 32;
-    let n = o.len();
-    if n <= SMALL {
-        let mut keys = [""; SMALL];
-        for (i, (k, _)) in o.iter().enumerate() {
-            if keys[..i].contains(&k) {
-                return false;
-            }
-            keys[i] = k;
+
+    /// An empty set for an object of `n` members.
+    fn for_members(n: usize) -> Self {
+        if n <= Self::SMALL {
+            Self::Small([""; Self::SMALL], 0)
+        } else {
+            Self::Many(std::collections::HashSet::with_capacity(n))
         }
-        return true;
     }
-    let mut seen = std::collections::HashSet::with_capacity(n);
-    o.iter().all(|(k, _)| seen.insert(k))
+
+    /// Whether `key` was not seen before (it is now).
+    fn insert(&mut self, key: &'a str) -> bool {
+        match self {
+            Self::Small(keys, len) => {
+                if keys[..*len].contains(&key) {
+                    return false;
+                }
+                // Never past the end: the set was made for the object's member count.
+                if let Some(slot) = keys.get_mut(*len) {
+                    *slot = key;
+                    *len += 1;
+                    true
+                } else {
+                    false
+                }
+            }
+            Self::Many(set) => set.insert(key),
+        }
+    }
+}
+
+/// Whether every key of `o` is there once.
+#[cfg(test)]
+fn distinct_keys(o: &sonic_rs::Object) -> bool {
+    let mut keys = KeySet::for_members(o.len());
+    o.iter().all(|(k, _)| keys.insert(k))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use canonical::expected;
 pub use canonical::{canonical_json, json_eq, kind, prompt_task_id};
 use fields::{check_share, dims_of, eval_run_of, int32, key_text, number, string};
 pub use fields::{derive_dims, derive_eval_run};
-use json::{Json, Members, Node};
+use json::{Json, Listed, Members, Node};
 pub use nested::content_of;
 use nested::{markers, messages, steps, tools_used};
 
@@ -88,6 +88,7 @@ fn decode_json<J: Json>(value: &J) -> Res<Record> {
             kind(value)
         )));
     };
+    let obj = &Listed::of(obj);
     if obj.count() == 0 {
         return Err(FieldError::whole("empty row"));
     }
