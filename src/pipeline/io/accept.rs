@@ -65,14 +65,17 @@ struct Segment {
 /// Records come already built into rows ([`Piece`]s, built on the decoding threads), or one by
 /// one ([`Accept::take`], built here a batch's worth at a time, on the rayon threads). A batch
 /// is then cut from the accepted rows of the pieces in turn: each piece's rows (sliced, or
-/// taken past a refused row) are joined and the derived rollout ids put in. Batches are cut a
-/// few at a time, each on its own rayon task (one per thread, at most [`AT_ONCE`]); records
-/// wait for that only while their text is under [`PENDING_BYTES`]; past it, each full batch is
-/// cut as it fills. A batch holds [`BATCH_ROWS`] accepted rows, the last one fewer, whichever
-/// way they are built, so the file is the same.
+/// taken past a refused row) are joined and the derived rollout ids put in. A piece whose rows
+/// were mostly refused has its accepted ones copied out at once, so that a waiting piece holds
+/// not much more than its accepted rows. Batches are cut a few at a time, each on its own rayon
+/// task (one per thread, at most [`AT_ONCE`]); rows wait for that only while the text of the
+/// rows held is under [`PENDING_BYTES`]; past it, each full batch is cut as soon as a piece
+/// fills it. A batch holds [`BATCH_ROWS`] accepted rows, the last one fewer, whichever way they
+/// are built, so the file is the same.
 ///
 /// A failure to emit (a full disk) is heard when the batches before it are built: up to
-/// [`AT_ONCE`] batches of rows later than when each row was appended on its own.
+/// [`AT_ONCE`] batches of rows, and the rest of a piece, later than when each row was appended
+/// on its own.
 pub struct Accept<'a, 'b> {
     /// When set, how many rows carry each field in `extra`.
     pub extra_fields: Option<std::collections::BTreeMap<String, u64>>,
@@ -154,8 +157,10 @@ impl<'a, 'b> Accept<'a, 'b> {
         };
         match self.identity.assign(&mut record)? {
             Ok(()) => {
-                let keys = record.extra.as_deref().map(extra_keys);
-                self.tally(keys);
+                if self.extra_fields.is_some() {
+                    let keys = record.extra.as_deref().map(extra_keys);
+                    self.tally(keys);
+                }
                 self.loose.push(record);
                 self.accepted(text.0)
             }
@@ -231,28 +236,30 @@ impl<'a, 'b> Accept<'a, 'b> {
     fn take_piece(&mut self, file: &str, text: &[u8], piece: Piece) -> Result<()> {
         // Rows taken one by one before these go first.
         self.flush_loose()?;
-        let Some(batch) = piece.batch else {
-            // Not one record of the piece decoded.
-            for d in piece.records {
-                let span = &text[d.span];
-                if let Err(e) = d.result {
-                    self.set_aside(file, d.line, &|| span.to_vec(), e.field, e.message)?;
-                }
-            }
-            return Ok(());
-        };
-        let keys = Keys::of(&batch)?;
-        let mut rows = Vec::with_capacity(batch.num_rows());
-        let mut at = 0u32;
+        let built = piece.batch.as_ref().map_or(0, RecordBatch::num_rows);
+        let keys = piece.batch.as_ref().map(Keys::of).transpose()?;
+        let mut rows = Vec::with_capacity(built);
+        // The next row of the piece's batch, and the text of the rows in it.
+        let (mut at, mut held) = (0u32, 0);
         for d in piece.records {
             let span = &text[d.span];
-            if let Err(e) = d.result {
-                self.set_aside(file, d.line, &|| span.to_vec(), e.field, e.message)?;
-                continue;
-            }
+            let given = match d.result {
+                Err(e) => {
+                    self.set_aside(file, d.line, &|| span.to_vec(), e.field, e.message)?;
+                    continue;
+                }
+                Ok(given) => given,
+            };
             let i = at as usize;
+            let Some(keys) = keys.as_ref().filter(|_| i < built) else {
+                return Err(Error::Internal(format!(
+                    "`{file}` line {}: a decoded record missing from its built rows",
+                    d.line
+                )));
+            };
             at += 1;
-            let given = Some(keys.rollout_id.value(i)).filter(|id| !id.is_empty());
+            held += span.len();
+            let given = given.then(|| keys.rollout_id.value(i));
             let index = keys
                 .rollout_index
                 .is_valid(i)
@@ -265,8 +272,6 @@ impl<'a, 'b> Accept<'a, 'b> {
                 Ok(derived) => {
                     self.tally(d.keys);
                     rows.push((at - 1, derived));
-                    // Counted here, built below: the segment must wait in `pending` first.
-                    self.pending_bytes += span.len();
                     self.counts.rows += 1;
                 }
                 Err(reason) => self.set_aside(
@@ -278,9 +283,30 @@ impl<'a, 'b> Accept<'a, 'b> {
                 )?,
             }
         }
-        if !rows.is_empty() {
-            self.pending_rows += rows.len();
-            self.pending.push_back(Segment { batch, rows });
+        if at as usize != built {
+            return Err(Error::Internal(format!(
+                "`{file}`: {built} rows built from {at} decoded records"
+            )));
+        }
+        if let Some(batch) = piece.batch
+            && !rows.is_empty()
+        {
+            // Rows refused for their ids stay in the piece's batch while it waits: when they
+            // are most of it, the accepted ones are copied out and the piece let go, so what
+            // waits is never much more than the accepted rows (a file of rows seen before).
+            let segment = if rows.len() * 2 < built {
+                let at = UInt32Array::from_iter_values(rows.iter().map(|r| r.0));
+                let batch = take_record_batch(&batch, &at)?;
+                held = held * rows.len() / built;
+                let rows = (0u32..).zip(rows.into_iter().map(|r| r.1)).collect();
+                Segment { batch, rows }
+            } else {
+                Segment { batch, rows }
+            };
+            // The text of every row the waiting batch holds, refused ones included.
+            self.pending_bytes += held;
+            self.pending_rows += segment.rows.len();
+            self.pending.push_back(segment);
         }
         if self.pending_rows >= self.build_at
             || (self.pending_bytes >= PENDING_BYTES && self.pending_rows >= BATCH_ROWS)
@@ -612,6 +638,12 @@ mod tests {
         for i in 0..3 * BATCH_ROWS + 500 {
             let task = i / 5;
             let _ = match i % 7 {
+                // A run of rows nearly all refused (row 0's id again): their pieces' few
+                // accepted rows are copied out while they wait.
+                _ if (10_000..14_000).contains(&i) && i % 10 != 0 => writeln!(
+                    text,
+                    r#"{{"task_id": "t{task}", "rollout_id": "r0", "prompt": "again {i}"}}"#
+                ),
                 // Given ids, every 13th one an earlier row's (refused).
                 0 | 1 => writeln!(
                     text,
@@ -700,6 +732,36 @@ mod tests {
                 assert_eq!(g, w, "{threads} threads: batch {i}");
             }
         }
+    }
+
+    /// An id a decoder gives as `""` is a given id, checked as any other (a second one is
+    /// refused), not one the reader derives.
+    #[test]
+    fn an_empty_given_id_is_checked_not_derived() {
+        let decode = |line: &[u8]| {
+            decode_line(line).map(|mut r| {
+                r.rollout_id = Some(String::new());
+                r
+            })
+        };
+        let text =
+            b"{\"task_id\": \"t\", \"prompt\": \"a\"}\n{\"task_id\": \"t\", \"prompt\": \"b\"}\n";
+        let (mut identity, mut rejects) = (Identity::default(), Vec::new());
+        let mut on_bad = OnBadRow::Reject(&mut rejects);
+        let (mut counts, mut batches) = (ReadCounts::default(), Vec::new());
+        let mut emit = |b: RecordBatch| {
+            batches.push(b);
+            Ok(())
+        };
+        let mut accept = Accept::new(&mut identity, &mut on_bad, &mut counts, &mut emit);
+        crate::pipeline::io::read_records("in.jsonl", &text[..], &decode, &mut accept, &|_| {})
+            .unwrap();
+        accept.finish().unwrap();
+        assert_eq!((counts.rows, counts.rejected), (1, 1));
+        assert_eq!(rejects[0].line, 2);
+        let ids = batches[0].column_by_name("rollout_id").unwrap();
+        let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(ids.value(0), "");
     }
 
     #[test]

@@ -18,8 +18,10 @@ use crate::pipeline::row::{self, BATCH_ROWS, Builder};
 pub(super) struct Decoded {
     pub(super) line: u64,
     pub(super) span: std::ops::Range<usize>,
-    /// `Ok` when the record is a row of its piece's batch (the next one), else why not.
-    pub(super) result: std::result::Result<(), row::FieldError>,
+    /// `Ok` when the record is a row of its piece's batch (the next one), else why not; `true`
+    /// when the record gave its `rollout_id` (`false`: the reader derives it, and the batch
+    /// holds `""` there).
+    pub(super) result: std::result::Result<bool, row::FieldError>,
     /// The names of the fields in `extra`, when they are counted.
     pub(super) keys: Option<Vec<String>>,
 }
@@ -38,21 +40,24 @@ thread_local! {
     static BUILDER: std::cell::Cell<Option<Builder>> = const { std::cell::Cell::new(None) };
 }
 
+/// A piece of more text than this does not leave its builder to its thread: the builder stays
+/// sized for the pieces like its last, and one line of hundreds of megabytes would keep that
+/// much on each thread for as long as the process runs.
+const KEEP_BUILDER_BYTES: usize = 16 << 20;
+
 /// Decodes records (line, byte range in `text`) in parallel into pieces of built rows, in
 /// order: each task appends its records to its thread's builder as it decodes them, so a
 /// record is freed on the thread that made it, while it is still in cache, and the rows are
-/// built in parallel.
+/// built in parallel. `threads`, the reading caller's rayon threads, sizes the pieces.
 pub(super) fn decode_all(
     text: &[u8],
     records: &[(u64, std::ops::Range<usize>)],
     decode: &Decode<'_>,
     tally: bool,
+    threads: usize,
 ) -> Result<Vec<Piece>> {
     // A few pieces per thread, so a slow one does not hold the others.
-    let size = records
-        .len()
-        .div_ceil(4 * rayon::current_num_threads())
-        .max(64);
+    let size = records.len().div_ceil(4 * threads.max(1)).max(64);
     records
         .par_chunks(size.max(1))
         .map(|part| {
@@ -64,9 +69,10 @@ pub(super) fn decode_all(
                         // Read here, in parallel, when they are counted.
                         let keys =
                             tally.then(|| r.extra.as_deref().map(extra_keys).unwrap_or_default());
+                        let given = r.rollout_id.is_some();
                         r.rollout_id.get_or_insert_default();
                         builder.push(&r)?;
-                        (Ok(()), keys)
+                        (Ok(given), keys)
                     }
                     Err(e) => (Err(e), None),
                 };
@@ -82,7 +88,10 @@ pub(super) fn decode_all(
             } else {
                 Some(builder.finish()?)
             };
-            BUILDER.set(Some(builder));
+            let bytes: usize = part.iter().map(|(_, span)| span.len()).sum();
+            if bytes <= KEEP_BUILDER_BYTES {
+                BUILDER.set(Some(builder));
+            }
             Ok(Piece {
                 batch,
                 records: out,
@@ -218,12 +227,12 @@ fn read_raw(
 fn decode_chunks(
     rx: &std::sync::mpsc::Receiver<Raw>,
     decode: &Decode<'_>,
-    tally: bool,
+    (tally, threads): (bool, usize),
     tx: &std::sync::mpsc::SyncSender<Chunk<Result<Vec<Piece>>>>,
 ) {
     for raw in rx {
         let chunk = Chunk {
-            records: decode_all(&raw.text, &raw.records, decode, tally),
+            records: decode_all(&raw.text, &raw.records, decode, tally, threads),
             text: raw.text,
             read: raw.read,
         };
@@ -250,12 +259,14 @@ pub fn read_records(
     progress: &dyn Fn(u64),
 ) -> Result<()> {
     let tally = accept.extra_fields.is_some();
+    // The decoding thread is no rayon thread: its pieces are sized for the caller's pool.
+    let threads = rayon::current_num_threads();
     let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Raw>(1);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk<Result<Vec<Piece>>>>(1);
     let (give_back, spare) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| {
         let reading = scope.spawn(move || read_raw(name, reader, &raw_tx, &spare));
-        let decoding = scope.spawn(move || decode_chunks(&raw_rx, decode, tally, &tx));
+        let decoding = scope.spawn(move || decode_chunks(&raw_rx, decode, (tally, threads), &tx));
         let accepted = (|| {
             for chunk in &rx {
                 accept.counts.bytes += chunk.read;
