@@ -182,6 +182,12 @@ impl<'a, 'b> Accept<'a, 'b> {
     fn accepted(&mut self, size: usize) -> Result<()> {
         self.pending_bytes += size;
         self.counts.rows += 1;
+        self.build_if_due()
+    }
+
+    /// Builds the full batches when enough rows wait: a batch per thread, or one batch once
+    /// the text held passes [`PENDING_BYTES`].
+    fn build_if_due(&mut self) -> Result<()> {
         let waiting = self.pending_rows + self.loose.len();
         if waiting >= self.build_at
             || (self.pending_bytes >= PENDING_BYTES && waiting >= BATCH_ROWS)
@@ -308,12 +314,7 @@ impl<'a, 'b> Accept<'a, 'b> {
             self.pending_rows += segment.rows.len();
             self.pending.push_back(segment);
         }
-        if self.pending_rows >= self.build_at
-            || (self.pending_bytes >= PENDING_BYTES && self.pending_rows >= BATCH_ROWS)
-        {
-            self.build(false)?;
-        }
-        Ok(())
+        self.build_if_due()
     }
 
     /// Builds the records taken one by one into segments, a batch's worth each, in parallel.
