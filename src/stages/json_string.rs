@@ -13,6 +13,17 @@ fn first_escape(w: u64) -> Option<usize> {
     (marks != 0).then(|| marks.trailing_zeros() as usize / 8)
 }
 
+/// Whether no byte of `s` needs escaping in a JSON string, eight bytes at a time: such a string
+/// is written as it is between quotes (row text is mostly such short strings, for which finding
+/// that at once is cheaper than [`push_json_string`]'s run by run).
+pub(crate) fn needs_no_escape(s: &str) -> bool {
+    let (words, rest) = s.as_bytes().as_chunks::<8>();
+    words
+        .iter()
+        .all(|w| first_escape(u64::from_le_bytes(*w)).is_none())
+        && !rest.iter().any(|b| matches!(b, 0..=0x1f | b'"' | b'\\'))
+}
+
 /// Appends `s` as a JSON string, byte for byte as `serde_json` writes it: `"` and `\`
 /// escaped, the control characters below 0x20 as `\b \t \n \f \r` or `\u00xx`
 /// (lowercase hex), everything else (DEL and non-ASCII included) as it is. Text is read eight
@@ -94,7 +105,7 @@ fn escaped(s: &str, mut put: impl FnMut(&str)) {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{push_json_string, write_json_string};
+    use super::{needs_no_escape, push_json_string, write_json_string};
 
     /// `s` written both ways, which must agree.
     fn ours(s: &str) -> String {
@@ -127,10 +138,49 @@ mod tests {
         }
     }
 
+    /// What `needs_no_escape` is held to: `serde_json` writes the string as it is, quoted.
+    fn as_it_is(s: &str) -> bool {
+        serde_json::to_string(s).expect("JSON") == format!("\"{s}\"")
+    }
+
+    #[test]
+    fn a_byte_to_escape_is_seen_at_every_offset() {
+        for len in 1..=24 {
+            for at in 0..len {
+                for special in ['\u{0}', '\u{1f}', '"', '\\'] {
+                    let mut s: Vec<char> = vec!['a'; len];
+                    s[at] = special;
+                    let s: String = s.into_iter().collect();
+                    assert!(!needs_no_escape(&s), "{s:?}");
+                }
+                // Bytes either side of the ranges, DEL and text beyond ASCII need none.
+                let mut s: Vec<char> = vec!['a'; len];
+                for (i, c) in [' ', '!', '#', '[', ']', '\u{7f}', 'é', '\u{a2}', '\u{dc}']
+                    .into_iter()
+                    .enumerate()
+                {
+                    s[(at + i) % len] = c;
+                }
+                let s: String = s.into_iter().collect();
+                assert!(needs_no_escape(&s), "{s:?}");
+                assert!(as_it_is(&s), "{s:?}");
+            }
+        }
+        assert!(needs_no_escape(""));
+    }
+
     proptest! {
         #[test]
         fn any_string_is_written_as_serde_json_writes_it(s in "(\\PC|[\\x00-\\x1f\"\\\\\\x7f])*") {
             prop_assert_eq!(ours(&s), serde_json::to_string(&s).expect("JSON"));
+            prop_assert_eq!(needs_no_escape(&s), as_it_is(&s));
+        }
+
+        #[test]
+        fn long_plain_runs_need_no_escape(
+            s in "[ -~&&[^\"\\\\]]{8,40}([\\x00-\\x1f\"\\\\]|é)?[ -~&&[^\"\\\\]]{0,20}"
+        ) {
+            prop_assert_eq!(needs_no_escape(&s), as_it_is(&s));
         }
     }
 }

@@ -14,7 +14,7 @@ pub mod grade;
 pub mod hack_scan;
 pub mod holdout;
 pub mod init_evals;
-mod json_string;
+pub(crate) mod json_string;
 pub mod judge_trust;
 pub mod labels;
 pub mod leak;

@@ -56,7 +56,7 @@ pub fn prompt_task_id(prompt: &str) -> String {
 /// Compact JSON text with object keys sorted at every depth: one text per value, whatever order
 /// or shape the value arrived in.
 pub fn canonical_json<J: Json>(v: &J) -> String {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(128);
     write_canonical(v, &mut out);
     utf8(out)
 }
@@ -68,8 +68,56 @@ pub(super) fn utf8(bytes: Vec<u8>) -> String {
 
 /// Appends `v` as `serde_json` writes it, compact. Writing to memory cannot fail, and every value
 /// a parser built serializes (its keys are strings, its numbers finite).
-pub(super) fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(out, v);
+}
+
+/// Appends `v` as compact JSON text, the bytes `serde_json` writes for it: members in their
+/// order, strings through [`write_str`]. Written here, not by `serde_json`'s serializer, whose
+/// byte-at-a-time string loop was most of the cost of writing row values back.
+pub(super) fn write_text<J: Json>(v: &J, out: &mut Vec<u8>) {
+    match v.node() {
+        Node::Null => out.extend_from_slice(b"null"),
+        Node::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        Node::Number(n) => write_json(&n, out),
+        Node::String(s) => write_str(s, out),
+        Node::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_text(item, out);
+            }
+            out.push(b']');
+        }
+        Node::Object(map) => {
+            out.push(b'{');
+            for (i, (k, v)) in map.members().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(k, out);
+                out.push(b':');
+                write_text(v, out);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// Appends `s` as a JSON string, as `serde_json` writes it: copied whole between quotes when
+/// nothing in it needs an escape (nearly every string of row text), else by the export's writer.
+pub(super) fn write_str(s: &str, out: &mut Vec<u8>) {
+    use crate::stages::json_string::{needs_no_escape, push_json_string};
+    if needs_no_escape(s) {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        push_json_string(out, s);
+    }
 }
 
 /// Appends the canonical text of `v` to `out`, written straight into it (no text per key or
@@ -84,7 +132,7 @@ pub(super) fn write_canonical<J: Json>(v: &J, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_json(k, out);
+                write_str(k, out);
                 out.push(b':');
                 write_canonical(v, out);
             }
@@ -100,7 +148,7 @@ pub(super) fn write_canonical<J: Json>(v: &J, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        _ => write_json(v, out),
+        _ => write_text(v, out),
     }
 }
 
@@ -114,4 +162,79 @@ pub(super) fn canonical_arguments<J: Json>(v: &J) -> (String, bool) {
         return (canonical_json(&parsed), false);
     }
     (canonical_json(v), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::super::json::plain;
+    use super::write_text;
+
+    /// Strings heavy in what needs an escape (control characters, quotes, backslashes, DEL,
+    /// text beyond ASCII), or long runs with nothing to escape and at most one that does.
+    fn any_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "([a-z ]|\\PC|[\\x00-\\x1f\"\\\\\\x7f]){0,40}",
+            "[ -~&&[^\"\\\\]]{8,40}([\\x00-\\x1f\"\\\\]|é)?[ -~&&[^\"\\\\]]{0,20}",
+        ]
+    }
+
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|i| json!(i)),
+            any::<u64>().prop_map(|u| json!(u)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            any_text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 24, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::vec((any_text(), inner), 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Checks one value: `write_text` of it, as `serde_json`'s value and as the fast parser's
+    /// (where it reads the text as `serde_json` does: a `-0.0` it reads as `0.0`, and such texts
+    /// go to `serde_json`), against `serde_json`'s serializer. Returns whether the fast parser's
+    /// value was checked.
+    fn check(v: &Value) -> Result<bool, TestCaseError> {
+        let want = serde_json::to_string(v).expect("JSON");
+        let mut from_serde = Vec::new();
+        write_text(v, &mut from_serde);
+        prop_assert_eq!(String::from_utf8(from_serde).expect("UTF-8"), want.clone());
+        let sonic: sonic_rs::Value = sonic_rs::from_str(&want).expect("JSON");
+        if !plain(&sonic, want.as_bytes()) {
+            return Ok(false);
+        }
+        let mut from_sonic = Vec::new();
+        write_text(&sonic, &mut from_sonic);
+        prop_assert_eq!(String::from_utf8(from_sonic).expect("UTF-8"), want);
+        Ok(true)
+    }
+
+    #[test]
+    fn text_is_what_serde_json_writes_from_either_parser() {
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(512));
+        let fast = std::cell::Cell::new(0);
+        runner
+            .run(&any_value(), |v| {
+                fast.set(fast.get() + usize::from(check(&v)?));
+                Ok(())
+            })
+            .expect("every value written as serde_json writes it");
+        // Not vacuous: most texts are ones the fast parser takes.
+        assert!(
+            fast.get() > 256,
+            "{} of 512 from the fast parser",
+            fast.get()
+        );
+    }
 }

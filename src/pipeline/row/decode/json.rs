@@ -4,7 +4,8 @@
 //! times cheaper than `serde_json`'s `Value` on row text).
 //!
 //! Numbers are read as `serde_json`'s [`Number`] from either parser, and every value is
-//! written back as text by `serde_json`'s serializer, so both give the same bytes. Where
+//! written back as text by one writer over this trait (`canonical::write_text`), which gives
+//! the bytes `serde_json`'s serializer gives, so both give the same bytes. Where
 //! `sonic-rs` reads a text differently from `serde_json` (a duplicated key is kept twice, `-0`
 //! loses its sign, nesting deeper than `serde_json` allows is accepted, a literal of hundreds of
 //! digits is read as another float) or may (floats of 2<sup>63</sup> and over), [`plain`] says
@@ -79,7 +80,10 @@ pub trait Json: serde::Serialize + Sized {
 
     /// Compact JSON text, as `serde_json` writes it.
     fn text(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        // As `serde_json::to_string` starts: most texts fit, so few grow.
+        let mut out = Vec::with_capacity(128);
+        super::canonical::write_text(self, &mut out);
+        super::canonical::utf8(out)
     }
 }
 
@@ -203,6 +207,8 @@ pub(super) fn plain(v: &sonic_rs::Value, text: &[u8]) -> bool {
         if depth > MAX_DEPTH {
             return None;
         }
+        // `get_type`, not `as_ref`: most values are strings, and `as_ref` costs a string more
+        // (and a container twice).
         match v.get_type() {
             JsonType::Number => match v.as_number() {
                 Some(n) if n.is_f64() => match n.as_f64() {
@@ -285,13 +291,19 @@ fn signed_zero_or_tiny(text: &[u8]) -> bool {
 }
 
 /// The keys of one object seen so far: on the stack for objects of up to 32 members (rows and
-/// what they nest), without allocating; in a hash set past that.
+/// what they nest), without allocating; in a hash set past that. A key is compared in full only
+/// with the keys of its length, first and last byte (its tag): a row's keys rarely share all
+/// three, so most checks compare two integers.
 #[allow(
     clippy::large_enum_variant,
     reason = "the small set is meant to live on the stack: boxed, it would allocate per object"
 )]
 enum KeySet<'a> {
-    Small([&'a str; KeySet::SMALL], usize),
+    Small {
+        tags: [u64; KeySet::SMALL],
+        keys: [&'a str; KeySet::SMALL],
+        len: usize,
+    },
     Many(std::collections::HashSet<&'a str>),
 }
 
@@ -301,26 +313,49 @@ impl<'a> KeySet<'a> {
     /// An empty set for an object of `n` members.
     fn for_members(n: usize) -> Self {
         if n <= Self::SMALL {
-            Self::Small([""; Self::SMALL], 0)
+            Self::Small {
+                tags: [0; Self::SMALL],
+                keys: [""; Self::SMALL],
+                len: 0,
+            }
         } else {
             Self::Many(std::collections::HashSet::with_capacity(n))
         }
     }
 
+    /// A key's length, first and last byte: equal keys have equal tags.
+    fn tag(key: &str) -> u64 {
+        let bytes = key.as_bytes();
+        let ends = match (bytes.first(), bytes.last()) {
+            (Some(&first), Some(&last)) => u64::from(first) << 8 | u64::from(last),
+            _ => 0,
+        };
+        (key.len() as u64) << 16 | ends
+    }
+
     /// Whether `key` was not seen before (it is now).
     fn insert(&mut self, key: &'a str) -> bool {
         match self {
-            Self::Small(keys, len) => {
-                if keys[..*len].contains(&key) {
+            Self::Small { tags, keys, len } => {
+                let tag = Self::tag(key);
+                let seen = &tags[..*len];
+                if seen.contains(&tag)
+                    && seen
+                        .iter()
+                        .zip(&keys[..*len])
+                        .any(|(t, k)| *t == tag && *k == key)
+                {
                     return false;
                 }
                 // Never past the end: the set was made for the object's member count.
-                if let Some(slot) = keys.get_mut(*len) {
-                    *slot = key;
-                    *len += 1;
-                    true
-                } else {
-                    false
+                match (tags.get_mut(*len), keys.get_mut(*len)) {
+                    (Some(t), Some(k)) => {
+                        *t = tag;
+                        *k = key;
+                        *len += 1;
+                        true
+                    }
+                    _ => false,
                 }
             }
             Self::Many(set) => set.insert(key),

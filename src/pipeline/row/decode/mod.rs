@@ -179,14 +179,15 @@ fn decode_json<J: Json>(value: &J) -> Res<Record> {
 
 /// Compact JSON text of an object of these members, as `serde_json` writes one.
 fn object_text<J: Json>(members: &[(&str, &J)]) -> String {
-    let mut out = vec![b'{'];
+    let mut out = Vec::with_capacity(128);
+    out.push(b'{');
     for (i, (k, v)) in members.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        canonical::write_json(*k, &mut out);
+        canonical::write_str(k, &mut out);
         out.push(b':');
-        canonical::write_json(*v, &mut out);
+        canonical::write_text(*v, &mut out);
     }
     out.push(b'}');
     canonical::utf8(out)
