@@ -278,15 +278,15 @@ fn long_digit_run(text: &[u8]) -> bool {
     false
 }
 
-/// Whether `text` may hold a number written `-0...` or with a negative exponent: a `-0` after
-/// `:`, `,` or `[` (white space between), or `e-`/`E-` after a digit. Inside a string such a
+/// Whether `text` may hold a number written `-0...` or with a negative exponent: a `-0` at the
+/// start or after `:`, `,` or `[` (white space between), or `e-`/`E-` after a digit. Inside a string such a
 /// sequence only sends the line to `serde_json`.
 fn signed_zero_or_tiny(text: &[u8]) -> bool {
     memchr::memchr_iter(b'-', text).any(|i| {
         let next = text.get(i + 1).copied();
         let before = text[..i].iter().rev().find(|b| !b.is_ascii_whitespace());
         let exponent = i > 1 && matches!(text[i - 1], b'e' | b'E') && text[i - 2].is_ascii_digit();
-        exponent || (next == Some(b'0') && matches!(before, Some(b':' | b',' | b'[')))
+        exponent || (next == Some(b'0') && matches!(before, None | Some(b':' | b',' | b'[')))
     })
 }
 
@@ -540,6 +540,9 @@ mod tests {
             assert_eq!(decode_text(text), decode_text_serde(text));
         }
         assert!(!fast(br#"{"prompt":"p","reward":0.0,"x":"a: -0"}"#));
+        // A text that is a `-0` alone (not a row, but the writer's test reads such values).
+        assert!(!fast(b"-0.0"));
+        assert!(!fast(b" -0"));
         // Escapes as Python writes them, on the fast path.
         let escaped = br#"{"prompt":"caf\u00e9 \ud83d\ude00 \/ \t","steps":[{"tool":"t","arguments":{"q":"\u00e9"},"result":"\n"}],"lineage":{"k":"\u001f"}}"#;
         assert!(fast(escaped));
