@@ -76,6 +76,11 @@ fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
 /// order, strings through [`write_str`]. Written here, not by `serde_json`'s serializer, whose
 /// byte-at-a-time string loop was most of the cost of writing row values back.
 pub(super) fn write_text<J: Json>(v: &J, out: &mut Vec<u8>) {
+    write_value(v, false, out);
+}
+
+/// [`write_text`], or with every object's members sorted by key (`sorted`: the canonical text).
+fn write_value<J: Json>(v: &J, sorted: bool, out: &mut Vec<u8>) {
     match v.node() {
         Node::Null => out.extend_from_slice(b"null"),
         Node::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
@@ -87,23 +92,36 @@ pub(super) fn write_text<J: Json>(v: &J, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_text(item, out);
+                write_value(item, sorted, out);
             }
             out.push(b']');
         }
-        Node::Object(map) => {
-            out.push(b'{');
-            for (i, (k, v)) in map.members().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(k, out);
-                out.push(b':');
-                write_text(v, out);
-            }
-            out.push(b'}');
+        Node::Object(map) if sorted => {
+            let mut members: Vec<(&str, &J)> = map.members().collect();
+            members.sort_by(|a, b| a.0.cmp(b.0));
+            write_object(members, sorted, out);
         }
+        Node::Object(map) => write_object(map.members(), sorted, out),
     }
+}
+
+/// Appends an object of these members, in this order (each value as [`write_value`] with
+/// `sorted`).
+pub(super) fn write_object<'a, J: Json + 'a>(
+    members: impl IntoIterator<Item = (&'a str, &'a J)>,
+    sorted: bool,
+    out: &mut Vec<u8>,
+) {
+    out.push(b'{');
+    for (i, (k, v)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(k, out);
+        out.push(b':');
+        write_value(v, sorted, out);
+    }
+    out.push(b'}');
 }
 
 /// Appends `s` as a JSON string, as `serde_json` writes it: copied whole between quotes when
@@ -123,33 +141,7 @@ pub(super) fn write_str(s: &str, out: &mut Vec<u8>) {
 /// Appends the canonical text of `v` to `out`, written straight into it (no text per key or
 /// leaf).
 pub(super) fn write_canonical<J: Json>(v: &J, out: &mut Vec<u8>) {
-    match v.node() {
-        Node::Object(map) => {
-            let mut members: Vec<(&str, &J)> = map.members().collect();
-            members.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (k, v)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(k, out);
-                out.push(b':');
-                write_canonical(v, out);
-            }
-            out.push(b'}');
-        }
-        Node::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
-        _ => write_text(v, out),
-    }
+    write_value(v, true, out);
 }
 
 /// Canonical arguments text. A JSON string holding JSON (the OpenAI wire shape) is parsed first;
@@ -170,36 +162,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::super::json::plain;
+    use super::super::json::tests::any_value;
     use super::write_text;
-
-    /// Strings heavy in what needs an escape (control characters, quotes, backslashes, DEL,
-    /// text beyond ASCII), or long runs with nothing to escape and at most one that does.
-    fn any_text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            "([a-z ]|\\PC|[\\x00-\\x1f\"\\\\\\x7f]){0,40}",
-            "[ -~&&[^\"\\\\]]{8,40}([\\x00-\\x1f\"\\\\]|é)?[ -~&&[^\"\\\\]]{0,20}",
-        ]
-    }
-
-    fn any_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|i| json!(i)),
-            any::<u64>().prop_map(|u| json!(u)),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(|f| json!(f)),
-            any_text().prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 24, 5, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-                prop::collection::vec((any_text(), inner), 0..5)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
 
     /// Checks one value: `write_text` of it, as `serde_json`'s value and as the fast parser's
     /// (where it reads the text as `serde_json` does: not a float of 2^63 or more in size, nor a

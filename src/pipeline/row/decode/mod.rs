@@ -180,16 +180,7 @@ fn decode_json<J: Json>(value: &J) -> Res<Record> {
 /// Compact JSON text of an object of these members, as `serde_json` writes one.
 fn object_text<J: Json>(members: &[(&str, &J)]) -> String {
     let mut out = Vec::with_capacity(128);
-    out.push(b'{');
-    for (i, (k, v)) in members.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        canonical::write_str(k, &mut out);
-        out.push(b':');
-        canonical::write_text(*v, &mut out);
-    }
-    out.push(b'}');
+    canonical::write_object(members.iter().copied(), false, &mut out);
     canonical::utf8(out)
 }
 
